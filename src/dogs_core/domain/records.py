@@ -1,0 +1,222 @@
+"""The records the scheduler reads and writes, independent of any database.
+
+Field names follow Python conventions; the MongoDB adapter maps them to the field names of
+@orion-js/dogs (``jobName``, ``nextRunAt``, ``lockedUntil`` ...) so both can share a database.
+All datetimes are timezone-aware UTC. Stores keep millisecond precision (BSON dates do), so
+values written through a store come back truncated to the millisecond.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+__all__ = [
+    "DEFAULT_PRIORITY",
+    "DEFAULT_RETENTION",
+    "BulkScheduleResult",
+    "ClaimRequest",
+    "ClaimedJob",
+    "Duplicate",
+    "HistoryRecord",
+    "HistoryStatus",
+    "ItemError",
+    "JobRecord",
+    "JobStatus",
+    "JobType",
+    "NameStatus",
+    "NewJob",
+    "ScheduleOutcome",
+    "Scheduled",
+    "to_millis",
+]
+
+DEFAULT_PRIORITY = 100
+DEFAULT_RETENTION = timedelta(days=7)
+
+
+
+class JobType(enum.StrEnum):
+    """An event job has many records per name; a recurrent job has exactly one."""
+
+    EVENT = "event"
+    RECURRENT = "recurrent"
+
+
+class JobStatus(enum.StrEnum):
+    """Stored ``status``; a missing status means pending."""
+
+    PENDING = "pending"
+    MAX_TRIES_REACHED = "maxTriesReached"
+
+
+class HistoryStatus(enum.StrEnum):
+    """How one execution ended. The first status written for an execution wins."""
+
+    SUCCESS = "success"
+    ERROR = "error"
+    STALE = "stale"
+
+
+def to_millis(moment: datetime) -> datetime:
+    """Truncate to the millisecond, the precision of a BSON date."""
+    if moment.tzinfo is None:
+        raise ValueError(f"naive datetime {moment!r}: Dogs only stores timezone-aware UTC times")
+    moment = moment.astimezone(UTC)
+    return moment.replace(microsecond=moment.microsecond - moment.microsecond % 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A record to insert: what ``schedule`` writes for an event job."""
+
+    job_name: str
+    params: Mapping[str, Any] | None
+    next_run_at: datetime
+    priority: int
+    partition: int
+    unique_identifier: str | None = None
+    type: JobType = JobType.EVENT
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """A stored job record, as a store returns it."""
+
+    id: str
+    job_name: str
+    type: JobType
+    priority: int
+    next_run_at: datetime
+    partition: int | None = None
+    params: Mapping[str, Any] | None = None
+    unique_identifier: str | None = None
+    last_run_at: datetime | None = None
+    locked_until: datetime | None = None
+    lock_id: str | None = None
+    claim_was_stale: bool | None = None
+    tries: int | None = None
+    status: JobStatus | None = None
+    max_tries_reached_at: datetime | None = None
+    expires_at: datetime | None = None
+
+    def is_eligible(self, job_names: frozenset[str] | set[str], now: datetime) -> bool:
+        """The eligibility selector of every claim (partition is checked by the caller)."""
+        return (
+            self.job_name in job_names
+            and self.next_run_at <= now
+            and (self.locked_until is None or self.locked_until <= now)
+            and not (self.type is JobType.EVENT and self.status is JobStatus.MAX_TRIES_REACHED)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    """One claim attempt: the best eligible record of one partition, locked for ``lock_id``."""
+
+    job_names: tuple[str, ...]
+    partition: int
+    hint: str
+    now: datetime
+    locked_until: datetime
+    lock_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    """What a successful claim hands to an execution."""
+
+    job_id: str
+    execution_id: str
+    job_name: str
+    type: JobType
+    params: Mapping[str, Any] | None
+    tries: int
+    priority: int
+    locked_until: datetime
+    partition: int | None = None
+    unique_identifier: str | None = None
+    was_stale: bool = False
+    last_run_at: datetime | None = None
+
+    @property
+    def lock_id(self) -> str:
+        """The fencing token: every write made for this execution matches it."""
+        return self.execution_id
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRecord:
+    """One finished execution (Dogs writes no row while a job runs)."""
+
+    execution_id: str
+    job_id: str
+    job_name: str
+    type: JobType
+    priority: int
+    tries: int
+    started_at: datetime
+    ended_at: datetime
+    status: HistoryStatus
+    expires_at: datetime
+    params: Mapping[str, Any] | None = None
+    result: Any = None
+    error_message: str | None = None
+    unique_identifier: str | None = None
+
+    @property
+    def duration_ms(self) -> int:
+        return int((self.ended_at - self.started_at) / timedelta(milliseconds=1))
+
+
+@dataclass(frozen=True, slots=True)
+class Scheduled:
+    """``schedule`` inserted a new record."""
+
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """``schedule`` found a record holding the same unique identifier; nothing was written."""
+
+    existing_id: str | None
+    unique_identifier: str
+
+
+ScheduleOutcome = Scheduled | Duplicate
+
+
+@dataclass(frozen=True, slots=True)
+class ItemError:
+    """One item of a bulk schedule that failed; the others were still written."""
+
+    index: int
+    error: Exception
+    job: object
+
+
+@dataclass(frozen=True, slots=True)
+class BulkScheduleResult:
+    """Counts and per-item outcomes of ``schedule_many``."""
+
+    scheduled_count: int
+    skipped_count: int
+    errors: tuple[ItemError, ...] = ()
+    outcomes: tuple[ScheduleOutcome | None, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NameStatus:
+    """Per job name counts for an operator's status view."""
+
+    job_name: str
+    due: int = 0
+    scheduled_later: int = 0
+    running: int = 0
+    stale: int = 0
+    terminal: int = 0
+    oldest_due_at: datetime | None = None

@@ -1,0 +1,110 @@
+"""The one exception hierarchy of Dogs for Python.
+
+Every public entry point raises a subclass of :class:`DogsError`. Validation errors name the
+field and the offending value so that the message alone tells the user what to fix.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "DogsError",
+    "DuplicateJobNameError",
+    "InvalidOptionError",
+    "InvalidParamsError",
+    "InvalidScheduleError",
+    "JobNotRegisteredError",
+    "LockLostError",
+    "StoreError",
+    "TransientStoreError",
+    "UnknownJobError",
+    "ValidationError",
+    "WorkersStateError",
+]
+
+
+class DogsError(Exception):
+    """Base class of every error raised by Dogs for Python."""
+
+
+class ValidationError(DogsError, ValueError):
+    """Input was rejected before anything was written.
+
+    ``field`` names the option or argument, ``value`` is what was given.
+    """
+
+    def __init__(self, field: str, value: Any, reason: str) -> None:
+        self.field = field
+        self.value = value
+        self.reason = reason
+        super().__init__(f"{field}={_short_repr(value)}: {reason}")
+
+
+class InvalidOptionError(ValidationError):
+    """A job definition, worker or scheduling option is out of range or of the wrong type."""
+
+
+class InvalidScheduleError(ValidationError):
+    """A duration, cron expression, timezone or next-run rule cannot be used."""
+
+
+class InvalidParamsError(ValidationError):
+    """Job params fail the job's model or cannot be stored as a BSON document."""
+
+
+class UnknownJobError(DogsError, LookupError):
+    """A job name that no registry in this process knows."""
+
+    def __init__(self, name: object, known: list[str] | None = None) -> None:
+        self.name = name
+        hint = f"; known jobs: {', '.join(sorted(known))}" if known else ""
+        super().__init__(f"unknown job name {name!r}{hint}")
+
+
+class DuplicateJobNameError(DogsError, ValueError):
+    """Two different definitions were registered under one job name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"a different job is already registered under the name {name!r}")
+
+
+class JobNotRegisteredError(DogsError):
+    """A definition was used for scheduling before it was added to a registry."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"job {name!r} has not been registered in a Jobs registry; "
+            "add it with @jobs.event / @jobs.recurrent or jobs.add(...)"
+        )
+
+
+class WorkersStateError(DogsError, RuntimeError):
+    """Workers were used in a state that does not allow it (started twice, not started...)."""
+
+
+class StoreError(DogsError):
+    """A job store failed in a way that is not worth retrying."""
+
+
+class TransientStoreError(StoreError):
+    """A job store failed in a way that may succeed when retried (network, step-down, conflict).
+
+    Adapters raise this for every retryable condition so the runtime needs to know one type only.
+    ``write_may_have_applied`` is true when the write may have landed before the failure.
+    """
+
+    def __init__(self, message: str, *, write_may_have_applied: bool = True) -> None:
+        self.write_may_have_applied = write_may_have_applied
+        super().__init__(message)
+
+
+class LockLostError(DogsError):
+    """The execution no longer owns its job record (its lock expired and was taken, or released)."""
+
+
+def _short_repr(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,274 @@
+"""The ports: everything the runtime and the scheduling API need from the outside world.
+
+A job store is the only coordination point between workers. This module is the whole contract
+a custom adapter must meet; ``dogs_testing.contract`` checks it. Every method below is
+specified in terms of the stored records (:class:`~dogs_core.domain.records.JobRecord`):
+
+Eligibility (claims, probes)
+    ``partition`` equals the requested partition, ``job_name`` is one of the requested names,
+    ``next_run_at <= now``, the lock is missing or ``locked_until <= now``, and the record is
+    not an event job in status ``maxTriesReached``.
+Order
+    ``priority`` descending, then ``next_run_at`` ascending.
+Fencing
+    Every write made on behalf of an execution matches both ``id`` and ``lock_id`` and returns
+    ``False`` when it matched nothing (the execution lost its lock).
+Errors
+    Adapters raise :class:`~dogs_core.errors.TransientStoreError` for conditions worth retrying
+    (network, primary step-down, write conflict, timeout) and let anything else propagate.
+
+Times are timezone-aware UTC ``datetime`` values; stores may truncate them to milliseconds.
+The sync :class:`JobStore` is the same contract without ``async``; the runtime adapts it with
+:class:`dogs_core.runtime.threaded.ThreadedJobStore`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol, runtime_checkable
+
+from dogs_core.domain.records import (
+    BulkScheduleResult,
+    ClaimedJob,
+    ClaimRequest,
+    HistoryRecord,
+    JobRecord,
+    NameStatus,
+    NewJob,
+    ScheduleOutcome,
+)
+
+__all__ = ["AsyncJobStore", "Clock", "JobStore", "StoreCapabilities"]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCapabilities:
+    """What a store found out about its backend, once, after its indexes were set up.
+
+    ``claim_path`` names the claim implementation in use (for logs and benchmarks), for example
+    ``"sorted_update_one"``, ``"find_one_and_update"`` or ``"memory"``. ``supports_probe`` is
+    false for a store whose probes mean nothing (the runtime then never probes).
+    """
+
+    claim_path: str
+    supports_probe: bool = True
+    server_version: str | None = None
+
+
+class Clock(Protocol):
+    """The application clock. Eligibility and lock deadlines are computed from it."""
+
+    def now(self) -> datetime:
+        """The current time, timezone-aware UTC."""
+        ...
+
+
+@runtime_checkable
+class AsyncJobStore(Protocol):
+    """The async job-store port. The runtime consumes only this."""
+
+    async def setup(self) -> None:
+        """Create collections and indexes. Idempotent; index failures are logged, not raised."""
+        ...
+
+    async def capabilities(self) -> StoreCapabilities:
+        """Detect once (after ``setup``) which claim path to use; later calls are cached."""
+        ...
+
+    async def schedule(self, job: NewJob) -> ScheduleOutcome:
+        """Insert one record. A taken ``unique_identifier`` writes nothing and returns
+        ``Duplicate`` with the id of the record that holds it."""
+        ...
+
+    async def schedule_many(self, jobs: Sequence[NewJob]) -> BulkScheduleResult:
+        """Insert many records in one round trip, unordered: a failing item does not stop the
+        others. Items with a ``unique_identifier`` never modify an existing record."""
+        ...
+
+    async def ensure_recurrent(
+        self, job_name: str, *, priority: int, partition: int, now: datetime
+    ) -> None:
+        """Make sure the one record of a recurrent job exists: set its type and priority, clear
+        a legacy status, and only when inserting set ``next_run_at = now`` and ``partition``.
+        Two instances doing this at once must both succeed (retry a duplicate-key race)."""
+        ...
+
+    async def claim(self, request: ClaimRequest) -> ClaimedJob | None:
+        """Atomically take the first eligible record of ``request.partition`` in order: set
+        ``lock_id``, ``locked_until``, ``last_run_at = now`` and increment ``tries``. ``None``
+        when nothing is eligible (or the claim was ambiguous and has been dropped)."""
+        ...
+
+    async def extend_lock(self, job_id: str, lock_id: str, locked_until: datetime) -> bool:
+        """Fenced: set ``locked_until``."""
+        ...
+
+    async def complete(self, job_id: str, lock_id: str) -> bool:
+        """Fenced: delete an event record (success, or a discarded failure)."""
+        ...
+
+    async def reschedule(
+        self,
+        job_id: str,
+        lock_id: str,
+        *,
+        next_run_at: datetime,
+        priority: int | None,
+        reset_tries: bool,
+    ) -> bool:
+        """Fenced: set ``next_run_at`` (and ``priority`` when given), set ``tries = 0`` when
+        ``reset_tries``, and release the lock (unset ``lock_id``, ``locked_until``,
+        ``claim_was_stale``)."""
+        ...
+
+    async def mark_max_tries_reached(
+        self, job_id: str, lock_id: str, *, now: datetime, expires_at: datetime | None
+    ) -> bool:
+        """Fenced, event records only: status ``maxTriesReached``, ``max_tries_reached_at = now``,
+        ``expires_at`` (unset when ``None``: kept forever), and release the lock."""
+        ...
+
+    async def demote_stale(self, job_id: str, lock_id: str) -> bool:
+        """Fenced: ``priority = 0``, so the retry of a stale job runs after other due work."""
+        ...
+
+    async def release_lock(self, job_id: str, lock_id: str, *, now: datetime) -> bool:
+        """Fenced: ``locked_until = now`` so another worker may claim the record at once. The
+        ``lock_id`` is kept, so late writes of the released execution still fail their fence."""
+        ...
+
+    async def probe(
+        self, *, hint: str, job_names: Sequence[str], partition: int, now: datetime
+    ) -> float:
+        """Measure, in milliseconds, how long the claim query takes with ``hint`` (MongoDB:
+        ``explain`` executionStats). Raise on failure or timeout."""
+        ...
+
+    async def reconcile_partitions(
+        self,
+        *,
+        job_names: Sequence[str],
+        n_partitions: int,
+        now: datetime,
+        limit: int,
+        choose_partition: Callable[[], int],
+    ) -> int:
+        """Give a valid partition to at most ``limit`` records of ``job_names`` whose partition is
+        missing or outside ``[0, n_partitions)``, skipping locked and terminal records; each
+        update re-checks those conditions (compare-and-set). Returns how many were modified."""
+        ...
+
+    async def backfill_retention(self, *, retention: timedelta | None, now: datetime) -> int:
+        """For terminal event records: set ``max_tries_reached_at`` when missing (from
+        ``last_run_at``, else ``now``) and ``expires_at = max_tries_reached_at + retention``,
+        or unset ``expires_at`` when ``retention`` is ``None``. Returns the modified count."""
+        ...
+
+    async def unlock_all(self) -> int:
+        """Administrative: release every lock. Returns the modified count."""
+        ...
+
+    async def write_history(self, record: HistoryRecord) -> None:
+        """Upsert by ``execution_id``; the status first written for an execution wins."""
+        ...
+
+    async def get_executions(
+        self, job_name: str, *, limit: int = 20, skip: int = 0
+    ) -> list[HistoryRecord]:
+        """History of one job name, newest ``started_at`` first."""
+        ...
+
+    async def get_job(self, job_id: str) -> JobRecord | None:
+        """One record by id."""
+        ...
+
+    async def find_jobs(
+        self, *, job_name: str | None = None, limit: int | None = None
+    ) -> list[JobRecord]:
+        """Records, optionally of one job name, in claim order (priority desc, next run asc)."""
+        ...
+
+    async def status_counts(self, *, now: datetime) -> list[NameStatus]:
+        """Per job name: due, scheduled later, running, stale (lock expired), terminal."""
+        ...
+
+    async def close(self) -> None:
+        """Release resources the store owns (not a client that was passed in)."""
+        ...
+
+
+@runtime_checkable
+class JobStore(Protocol):
+    """The sync twin of :class:`AsyncJobStore`: same methods, same semantics, blocking."""
+
+    def setup(self) -> None: ...
+
+    def capabilities(self) -> StoreCapabilities: ...
+
+    def schedule(self, job: NewJob) -> ScheduleOutcome: ...
+
+    def schedule_many(self, jobs: Sequence[NewJob]) -> BulkScheduleResult: ...
+
+    def ensure_recurrent(
+        self, job_name: str, *, priority: int, partition: int, now: datetime
+    ) -> None: ...
+
+    def claim(self, request: ClaimRequest) -> ClaimedJob | None: ...
+
+    def extend_lock(self, job_id: str, lock_id: str, locked_until: datetime) -> bool: ...
+
+    def complete(self, job_id: str, lock_id: str) -> bool: ...
+
+    def reschedule(
+        self,
+        job_id: str,
+        lock_id: str,
+        *,
+        next_run_at: datetime,
+        priority: int | None,
+        reset_tries: bool,
+    ) -> bool: ...
+
+    def mark_max_tries_reached(
+        self, job_id: str, lock_id: str, *, now: datetime, expires_at: datetime | None
+    ) -> bool: ...
+
+    def demote_stale(self, job_id: str, lock_id: str) -> bool: ...
+
+    def release_lock(self, job_id: str, lock_id: str, *, now: datetime) -> bool: ...
+
+    def probe(
+        self, *, hint: str, job_names: Sequence[str], partition: int, now: datetime
+    ) -> float: ...
+
+    def reconcile_partitions(
+        self,
+        *,
+        job_names: Sequence[str],
+        n_partitions: int,
+        now: datetime,
+        limit: int,
+        choose_partition: Callable[[], int],
+    ) -> int: ...
+
+    def backfill_retention(self, *, retention: timedelta | None, now: datetime) -> int: ...
+
+    def unlock_all(self) -> int: ...
+
+    def write_history(self, record: HistoryRecord) -> None: ...
+
+    def get_executions(
+        self, job_name: str, *, limit: int = 20, skip: int = 0
+    ) -> list[HistoryRecord]: ...
+
+    def get_job(self, job_id: str) -> JobRecord | None: ...
+
+    def find_jobs(
+        self, *, job_name: str | None = None, limit: int | None = None
+    ) -> list[JobRecord]: ...
+
+    def status_counts(self, *, now: datetime) -> list[NameStatus]: ...
+
+    def close(self) -> None: ...
