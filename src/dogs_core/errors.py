@@ -11,6 +11,7 @@ from typing import Any
 __all__ = [
     "DogsError",
     "DuplicateJobNameError",
+    "ExecutionCancelledError",
     "InvalidOptionError",
     "InvalidParamsError",
     "InvalidScheduleError",
@@ -99,6 +100,10 @@ class TransientStoreError(StoreError):
     def __init__(self, message: str, *, write_may_have_applied: bool = True) -> None:
         self.write_may_have_applied = write_may_have_applied
         super().__init__(message)
+
+
+class ExecutionCancelledError(DogsError):
+    """Raised inside a sync handler that checks for cancellation (stale lock or shutdown)."""
 
 
 class LockLostError(DogsError):

@@ -71,8 +71,13 @@ def to_millis(moment: datetime) -> datetime:
 
 @dataclass(frozen=True, slots=True)
 class NewJob:
-    """A record to insert: what ``schedule`` writes for an event job."""
+    """A record to insert: what ``schedule`` writes for an event job.
 
+    ``id`` is chosen by the caller so that retrying an insert after an ambiguous failure is
+    idempotent: a store that finds ``id`` already present reports ``Scheduled(id)``.
+    """
+
+    id: str
     job_name: str
     params: Mapping[str, Any] | None
     next_run_at: datetime

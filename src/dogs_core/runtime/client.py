@@ -1,0 +1,264 @@
+"""The scheduling API: put jobs in the store, read history and status.
+
+A client needs no running workers: every record it writes gets a partition at insert (Dogs
+leaves records of unregistered jobs without one until a reconciler finds them).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from dogs_core.domain.definitions import (
+    EventJobDefinition,
+    JobDefinition,
+    validate_params,
+)
+from dogs_core.domain.partitions import assign_partition, validate_n_partitions
+from dogs_core.domain.records import (
+    BulkScheduleResult,
+    HistoryRecord,
+    ItemError,
+    JobRecord,
+    NameStatus,
+    NewJob,
+    ScheduleOutcome,
+)
+from dogs_core.domain.schedules import event_run_at, parse_duration
+from dogs_core.ids import new_record_id
+from dogs_core.errors import (
+    DogsError,
+    InvalidOptionError,
+    InvalidScheduleError,
+    JobNotRegisteredError,
+)
+from dogs_core.jobs import Jobs
+from dogs_core.ports import AsyncJobStore, Clock
+from dogs_core.runtime.clock import SystemClock
+from dogs_core.runtime.retry import retry_transient
+
+__all__ = ["DogsClient", "ScheduleItem"]
+
+logger = logging.getLogger("dogs.client")
+
+_MAX_UNIQUE_KEY_LENGTH = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleItem:
+    """One job of a ``schedule_many`` call; the same options as ``schedule``."""
+
+    params: object = None
+    run_in: timedelta | int | float | str | None = None
+    run_at: datetime | None = None
+    priority: int | None = None
+    unique_key: str | None = None
+
+
+class DogsClient:
+    """Schedules event jobs and reads what the workers recorded.
+
+    ``jobs`` is optional: with a registry, jobs may be named by string and a definition that
+    is not in it is refused (it would never be claimed by these workers); without one, pass
+    definitions. ``n_partitions`` must match the workers'.
+    """
+
+    def __init__(
+        self,
+        store: AsyncJobStore,
+        jobs: Jobs | None = None,
+        *,
+        n_partitions: int = 1,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.store = store
+        self.jobs = jobs
+        self.n_partitions = validate_n_partitions(n_partitions)
+        self.clock: Clock = clock or SystemClock()
+        self._rng = rng or random.Random()
+
+    # -- scheduling -------------------------------------------------------------------------
+
+    async def schedule(
+        self,
+        job: EventJobDefinition | str,
+        params: object = None,
+        *,
+        run_in: timedelta | int | float | str | None = None,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        unique_key: str | None = None,
+    ) -> ScheduleOutcome:
+        """Schedule one run of an event job.
+
+        Returns ``Scheduled(id)``, or ``Duplicate(existing_id)`` when ``unique_key`` is held by
+        a record that still exists (pending, running, awaiting retry or terminal). Raises a
+        :class:`~dogs_core.errors.ValidationError` before writing anything when an argument is
+        bad.
+        """
+        definition = self._event_definition(job)
+        new_job = self._new_job(
+            definition, ScheduleItem(params, run_in, run_at, priority, unique_key)
+        )
+        outcome = await retry_transient(
+            lambda: self.store.schedule(new_job), what=f"schedule {definition.name}"
+        )
+        logger.debug("scheduled %s: %s", definition.name, outcome)
+        return outcome
+
+    async def schedule_many(
+        self,
+        job: EventJobDefinition | str,
+        items: Iterable[ScheduleItem | Mapping[str, Any]],
+    ) -> BulkScheduleResult:
+        """Schedule many runs of one event job in one round trip.
+
+        Each item is validated first; invalid items are reported in ``errors`` (with their
+        index) and the others are still written. Items holding a taken ``unique_key`` are
+        counted as skipped and never modify the existing record.
+        """
+        definition = self._event_definition(job)
+        prepared: list[NewJob] = []
+        positions: list[int] = []
+        errors: list[ItemError] = []
+        materialized = list(items)
+        for index, raw in enumerate(materialized):
+            try:
+                item = _as_item(raw, index)
+                prepared.append(self._new_job(definition, item))
+                positions.append(index)
+            except DogsError as error:
+                errors.append(ItemError(index=index, error=error, job=raw))
+        outcomes: list[ScheduleOutcome | None] = [None] * len(materialized)
+        if not prepared:
+            return BulkScheduleResult(0, 0, tuple(errors), tuple(outcomes))
+        result = await retry_transient(
+            lambda: self.store.schedule_many(prepared), what=f"schedule_many {definition.name}"
+        )
+        for error in result.errors:
+            original = positions[error.index]
+            errors.append(ItemError(index=original, error=error.error, job=materialized[original]))
+        for local_index, outcome in enumerate(result.outcomes):
+            if local_index < len(positions):
+                outcomes[positions[local_index]] = outcome
+        errors.sort(key=lambda item_error: item_error.index)
+        return BulkScheduleResult(
+            scheduled_count=result.scheduled_count,
+            skipped_count=result.skipped_count,
+            errors=tuple(errors),
+            outcomes=tuple(outcomes),
+        )
+
+    # -- reading ----------------------------------------------------------------------------
+
+    async def get_executions(
+        self, job: JobDefinition | str, *, limit: int = 20, skip: int = 0
+    ) -> list[HistoryRecord]:
+        """Finished executions of one job, newest first."""
+        name = job if isinstance(job, str) else job.name
+        for field, value in (("limit", limit), ("skip", skip)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidOptionError(field, value, "must be a non-negative integer")
+        return await self.store.get_executions(name, limit=limit, skip=skip)
+
+    async def get_job(self, job_id: str) -> JobRecord | None:
+        """One stored record by id (``None`` once an event job succeeded and was deleted)."""
+        if not isinstance(job_id, str) or not job_id:
+            raise InvalidOptionError("job_id", job_id, "must be a non-empty string")
+        return await self.store.get_job(job_id)
+
+    async def find_jobs(
+        self, job: JobDefinition | str | None = None, *, limit: int | None = None
+    ) -> list[JobRecord]:
+        """Stored records, optionally of one job, in claim order."""
+        name = job if job is None or isinstance(job, str) else job.name
+        return await self.store.find_jobs(job_name=name, limit=limit)
+
+    async def status(self) -> list[NameStatus]:
+        """Per job name: due, scheduled later, running, stale and terminal counts."""
+        return await self.store.status_counts(now=self.clock.now())
+
+    async def unlock_all(self) -> int:
+        """Administrative: release every lock (only when no worker is running)."""
+        count = await self.store.unlock_all()
+        logger.warning("unlocked %d job records", count)
+        return count
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _event_definition(self, job: EventJobDefinition | str) -> EventJobDefinition:
+        if isinstance(job, str):
+            if self.jobs is None:
+                raise InvalidOptionError(
+                    "job", job, "a job name needs a client created with a Jobs registry"
+                )
+            definition: JobDefinition = self.jobs.get(job)
+        else:
+            definition = job
+            if self.jobs is not None and (
+                definition.name not in self.jobs or self.jobs.get(definition.name) is not definition
+            ):
+                raise JobNotRegisteredError(definition.name)
+        if not isinstance(definition, EventJobDefinition):
+            raise InvalidOptionError(
+                "job",
+                getattr(definition, "name", definition),
+                "only event jobs can be scheduled; recurrent jobs schedule themselves",
+            )
+        return definition
+
+    def _new_job(self, definition: EventJobDefinition, item: ScheduleItem) -> NewJob:
+        now = self.clock.now()
+        run_in = None if item.run_in is None else parse_duration(item.run_in, field="run_in")
+        if item.run_at is not None and not isinstance(item.run_at, datetime):
+            raise InvalidScheduleError("run_at", item.run_at, "must be a datetime")
+        next_run_at = event_run_at(now, run_in, item.run_at)
+        priority = definition.priority if item.priority is None else item.priority
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise InvalidOptionError("priority", item.priority, "must be an integer")
+        if not -(2**31) <= priority < 2**31:
+            raise InvalidOptionError("priority", item.priority, "must fit in a 32-bit integer")
+        return NewJob(
+            id=new_record_id(),
+            job_name=definition.name,
+            params=validate_params(definition, item.params),
+            next_run_at=next_run_at,
+            priority=priority,
+            partition=assign_partition(self.n_partitions, self._rng),
+            unique_identifier=_unique_identifier(definition, item.unique_key),
+        )
+
+
+def _unique_identifier(definition: EventJobDefinition, key: str | None) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key:
+        raise InvalidOptionError("unique_key", key, "must be a non-empty string")
+    if len(key) > _MAX_UNIQUE_KEY_LENGTH:
+        raise InvalidOptionError(
+            "unique_key", key, f"must be at most {_MAX_UNIQUE_KEY_LENGTH} characters"
+        )
+    if definition.unique_scope == "job":
+        return f"{definition.name}:{key}"
+    return key
+
+
+def _as_item(raw: ScheduleItem | Mapping[str, Any], index: int) -> ScheduleItem:
+    if isinstance(raw, ScheduleItem):
+        return raw
+    if isinstance(raw, Mapping):
+        unknown = set(raw) - {"params", "run_in", "run_at", "priority", "unique_key"}
+        if unknown:
+            raise InvalidOptionError(
+                f"items[{index}]", sorted(unknown), "unknown schedule options"
+            )
+        return ScheduleItem(**raw)
+    raise InvalidOptionError(
+        f"items[{index}]", raw, "must be a ScheduleItem or a mapping of schedule options"
+    )
+

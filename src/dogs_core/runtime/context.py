@@ -1,0 +1,141 @@
+"""What a job handler receives besides its params."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, MutableMapping
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+import anyio.from_thread
+
+from dogs_core.domain.records import ClaimedJob
+from dogs_core.domain.schedules import parse_duration
+from dogs_core.errors import ExecutionCancelledError
+from dogs_core.runtime.settings import DurationLike
+
+if TYPE_CHECKING:
+    from dogs_core.domain.definitions import JobDefinition
+    from dogs_core.runtime.execution import Execution
+
+__all__ = ["JobContext", "current_job"]
+
+_current: ContextVar[JobContext | None] = ContextVar("dogs_current_job", default=None)
+
+
+def current_job() -> JobContext | None:
+    """The context of the job running in this task or thread, if any.
+
+    Lets code deep in a call stack (a repository, a log filter) know which job it serves,
+    like Dogs' async-local context. Copied into worker threads that run sync handlers.
+    """
+    return _current.get()
+
+
+class _JobLogger(logging.LoggerAdapter[logging.Logger]):
+    """Adds ``job_name``, ``job_id`` and ``execution_id`` to every record's ``extra``."""
+
+    def process(
+        self, msg: Any, kwargs: MutableMapping[str, Any]
+    ) -> tuple[Any, MutableMapping[str, Any]]:
+        extra = dict(self.extra or {})
+        extra.update(kwargs.get("extra") or {})
+        kwargs["extra"] = extra
+        return f"[{extra['job_name']} {extra['job_id']}] {msg}", kwargs
+
+
+class JobContext:
+    """The execution context: the claimed record, the attempt number, a bound logger, and
+    the lock controls.
+
+    Async handlers ``await ctx.extend_lock_time(...)``; sync handlers, which run in a worker
+    thread, call :meth:`extend_lock_time_blocking`. :attr:`cancelled` lets a sync handler stop
+    cooperatively when the execution went stale or the workers are shutting down (async
+    handlers are simply cancelled).
+    """
+
+    def __init__(self, execution: Execution) -> None:
+        self._execution = execution
+        job = execution.job
+        self.logger: logging.LoggerAdapter[logging.Logger] = _JobLogger(
+            logging.getLogger(f"dogs.job.{job.job_name}"),
+            {"job_name": job.job_name, "job_id": job.job_id, "execution_id": job.execution_id},
+        )
+
+    @property
+    def record(self) -> ClaimedJob:
+        """The claimed record: ids, name, type, params as stored, tries, priority..."""
+        return self._execution.job
+
+    @property
+    def definition(self) -> JobDefinition:
+        return self._execution.definition
+
+    @property
+    def job_id(self) -> str:
+        return self._execution.job.job_id
+
+    @property
+    def execution_id(self) -> str:
+        return self._execution.job.execution_id
+
+    @property
+    def job_name(self) -> str:
+        return self._execution.job.job_name
+
+    @property
+    def tries(self) -> int:
+        """The attempt number, counting this one (1 on the first run)."""
+        return self._execution.job.tries
+
+    @property
+    def was_stale(self) -> bool:
+        """Whether an earlier execution of this record lost its lock (crash or stale)."""
+        return self._execution.job.was_stale
+
+    @property
+    def params(self) -> Mapping[str, Any] | None:
+        """The params as stored (the handler receives them loaded into its model, if any)."""
+        return self._execution.job.params
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the execution went stale or is being cancelled at shutdown."""
+        return self._execution.cancel_requested
+
+    async def extend_lock_time(self, duration: DurationLike) -> bool:
+        """Keep the lock for ``duration`` from now (fenced). Returns ``False`` when the request
+        was refused (the lock was lost, the execution is stale or finished, or the watchdog was
+        cleared); raises the store's error when the write failed (the execution is then stale).
+        Concurrent calls share one write: the longest duration asked for wins.
+        """
+        seconds = parse_duration(duration, field="duration").total_seconds()
+        return await self._execution.extend_lock(seconds)
+
+    def extend_lock_time_blocking(self, duration: DurationLike) -> bool:
+        """:meth:`extend_lock_time` for sync handlers running in a worker thread."""
+        seconds = parse_duration(duration, field="duration").total_seconds()
+        return anyio.from_thread.run(self._execution.extend_lock, seconds)
+
+    def clear_stale_timeout(self) -> None:
+        """Disarm the stale watchdog for good: later lock extensions are refused.
+
+        For a job that manages its own lifetime and must never be reported stale locally.
+        """
+        try:
+            anyio.from_thread.run_sync(self._execution.clear_watchdog)
+        except RuntimeError:
+            # Not in a worker thread: we are on the event loop already.
+            self._execution.clear_watchdog()
+
+    def raise_if_cancelled(self) -> None:
+        """For sync handlers: raise when the execution should stop (stale or shutdown)."""
+        if self._execution.cancel_requested:
+            raise ExecutionCancelledError(
+                f"execution {self.execution_id} of {self.job_name} was cancelled"
+            )
+
+
+def set_current(context: JobContext | None) -> object:
+    """Bind the current job context (the runtime calls it around an execution)."""
+    return _current.set(context)

@@ -1,0 +1,179 @@
+"""Drives the sans-I/O :class:`~dogs_core.domain.renewal.RenewalMachine` of one execution.
+
+The machine decides; this class performs its commands: fenced ``extend_lock`` writes, the one
+watchdog timer, waking the callers of ``extend_lock_time`` and reporting staleness.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.abc
+
+from dogs_core.domain.renewal import (
+    Accepted,
+    ArmWatchdog,
+    CancelWatchdog,
+    Command,
+    FailWaiters,
+    RenewalMachine,
+    RenewalOutcome,
+    ReportStale,
+    ResolveWaiters,
+    StaleReason,
+    StartWrite,
+)
+
+if TYPE_CHECKING:
+    from dogs_core.domain.records import ClaimedJob
+    from dogs_core.ports import AsyncJobStore, Clock
+
+__all__ = ["LockKeeper"]
+
+logger = logging.getLogger("dogs.lock")
+
+
+class _Ticket:
+    """The callers waiting for one renewal write."""
+
+    __slots__ = ("done", "error", "outcome")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.outcome: RenewalOutcome | None = None
+        self.error: BaseException | None = None
+
+
+class LockKeeper:
+    """Renews one execution's lock and watches its deadline.
+
+    All tasks it starts (writes, the watchdog) live in ``task_group``, the execution's own.
+    """
+
+    def __init__(
+        self,
+        *,
+        job: ClaimedJob,
+        store: AsyncJobStore,
+        clock: Clock,
+        lock_time: timedelta,
+        task_group: anyio.abc.TaskGroup,
+        on_stale: Callable[[StaleReason], None],
+    ) -> None:
+        self._job = job
+        self._store = store
+        self._clock = clock
+        self._task_group = task_group
+        self._on_stale = on_stale
+        self._machine = RenewalMachine(
+            now=anyio.current_time(), lock_time=lock_time.total_seconds()
+        )
+        self._watchdog_scope: anyio.CancelScope | None = None
+        self._watchdog_generation: int | None = None
+        self._tickets: dict[int, _Ticket] = {}
+        self._write_timeout = max(lock_time.total_seconds(), 1.0)
+
+    @property
+    def machine(self) -> RenewalMachine:
+        return self._machine
+
+    def start(self) -> None:
+        self._perform(self._machine.start())
+
+    async def extend(self, seconds: float) -> bool:
+        """Ask for ``lockedUntil = now + seconds``; True once a write carrying it succeeded."""
+        result = self._machine.request(seconds, anyio.current_time())
+        if not isinstance(result, Accepted):
+            logger.warning(
+                "extend_lock_time ignored for %s (%s): %s",
+                self._job.job_name,
+                self._job.job_id,
+                result.reason,
+            )
+            return False
+        ticket = self._tickets.get(result.ticket)
+        if ticket is None:
+            ticket = self._tickets[result.ticket] = _Ticket()
+        self._perform(result.commands)
+        await ticket.done.wait()
+        if ticket.error is not None:
+            raise ticket.error
+        return ticket.outcome is RenewalOutcome.RENEWED
+
+    def clear(self) -> None:
+        self._perform(self._machine.clear())
+
+    def finish(self) -> None:
+        self._perform(self._machine.finish())
+
+    def mark_stale(self) -> None:
+        self._perform(self._machine.mark_stale())
+
+    # -- performing commands ------------------------------------------------------------------
+
+    def _perform(self, commands: tuple[Command, ...]) -> None:
+        for command in commands:
+            if isinstance(command, StartWrite):
+                self._task_group.start_soon(self._write, command)
+            elif isinstance(command, ArmWatchdog):
+                self._arm(command)
+            elif isinstance(command, CancelWatchdog):
+                if self._watchdog_generation == command.generation and self._watchdog_scope:
+                    self._watchdog_scope.cancel()
+                    self._watchdog_scope = None
+                    self._watchdog_generation = None
+            elif isinstance(command, ReportStale):
+                self._on_stale(command.reason)
+            elif isinstance(command, ResolveWaiters):
+                ticket = self._tickets.pop(command.ticket, None)
+                if ticket is not None:
+                    ticket.outcome = command.outcome
+                    ticket.done.set()
+            elif isinstance(command, FailWaiters):
+                ticket = self._tickets.pop(command.ticket, None)
+                if ticket is not None:
+                    error = command.error
+                    ticket.error = (
+                        error if isinstance(error, BaseException) else RuntimeError(str(error))
+                    )
+                    ticket.done.set()
+
+    def _arm(self, command: ArmWatchdog) -> None:
+        scope = anyio.CancelScope()
+        self._watchdog_scope = scope
+        self._watchdog_generation = command.generation
+
+        async def watchdog() -> None:
+            with scope:
+                await anyio.sleep(command.delay)
+                if self._watchdog_generation == command.generation:
+                    self._watchdog_scope = None
+                    self._watchdog_generation = None
+                self._perform(self._machine.watchdog_fired(command.generation, anyio.current_time()))
+
+        self._task_group.start_soon(watchdog)
+
+    async def _write(self, command: StartWrite) -> None:
+        locked_until = self._clock.now() + timedelta(seconds=command.extra)
+        try:
+            with anyio.fail_after(self._write_timeout):
+                matched = await self._store.extend_lock(
+                    self._job.job_id, self._job.lock_id, locked_until
+                )
+        except Exception as error:
+            logger.warning(
+                "lock renewal of %s (%s) failed: %r", self._job.job_name, self._job.job_id, error
+            )
+            self._perform(
+                self._machine.write_failed(command.write_id, error, anyio.current_time())
+            )
+            return
+        now = anyio.current_time()
+        if matched:
+            self._perform(self._machine.write_succeeded(command.write_id, now))
+        else:
+            self._perform(self._machine.write_lost_lock(command.write_id, now))

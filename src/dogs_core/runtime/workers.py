@@ -1,0 +1,443 @@
+"""The workers of one instance: one scheduler loop, its executions and background loops.
+
+Structure (all in one anyio task group, so nothing outlives :meth:`Workers.stop`):
+
+- ``claim_concurrency`` claim lanes share one capacity ledger, one partition rotation and one
+  selected hint. Each lane reserves capacity, claims in the next partition, and starts an
+  execution on a hit. Dogs awaits one claim at a time; several lanes keep a worker from being
+  bound by one database round trip per job. A full sweep of every partition that found
+  nothing puts all lanes to sleep for ``poll_interval`` (at most one empty sweep per interval,
+  give or take the claims already in flight).
+- The hint probe (every ``probe_interval``) and the partition reconciler run beside them.
+- Executions run in their own task group so that ``stop`` can drain them, then cancel what is
+  left after the grace period and release those locks for other workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import random
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+import anyio.abc
+
+from dogs_core.domain.capacity import CapacityLedger
+from dogs_core.domain.definitions import EventJobDefinition, JobDefinition
+from dogs_core.domain.hints import DecisionReason, Hint, HintSelector, claim_hint
+from dogs_core.domain.partitions import PartitionRotation, assign_partition
+from dogs_core.domain.reconcile import BATCH_SIZE, next_reconcile_delay
+from dogs_core.domain.records import ClaimedJob, ClaimRequest, JobType
+from dogs_core.domain.schedules import parse_duration
+from dogs_core.errors import InvalidOptionError, WorkersStateError
+from dogs_core.ids import new_execution_id
+from dogs_core.jobs import Jobs
+from dogs_core.ports import AsyncJobStore, Clock, StoreCapabilities
+from dogs_core.runtime.clock import SystemClock
+from dogs_core.runtime.execution import Execution
+from dogs_core.runtime.retry import retry_transient
+from dogs_core.runtime.settings import DurationLike, WorkerSettings
+from dogs_core.runtime.signal import Signal
+
+__all__ = ["Workers"]
+
+logger = logging.getLogger("dogs.workers")
+
+
+class Workers:
+    """Runs the jobs of a :class:`~dogs_core.jobs.Jobs` registry against a store.
+
+    Use it as an async context manager (workers start on entry and drain on exit)::
+
+        async with Workers(store, jobs, workers_count=8) as workers:
+            await workers.serve()          # until stop() or cancellation
+
+    or call :meth:`run` to start and serve in one call.
+    """
+
+    def __init__(
+        self,
+        store: AsyncJobStore,
+        jobs: Jobs,
+        settings: WorkerSettings | None = None,
+        *,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        **options: Any,
+    ) -> None:
+        if settings is not None and options:
+            raise InvalidOptionError(
+                "options", sorted(options), "pass either settings or keyword options, not both"
+            )
+        if not isinstance(jobs, Jobs):
+            raise InvalidOptionError("jobs", jobs, "must be a dogs_core.Jobs registry")
+        if len(jobs) == 0:
+            raise InvalidOptionError("jobs", jobs, "the registry has no jobs to run")
+        self.settings = settings if settings is not None else WorkerSettings(**options)
+        self.store = store
+        self.jobs = jobs
+        self.clock: Clock = clock or SystemClock()
+        self.rng = rng or random.Random()
+        self._definitions: dict[str, JobDefinition] = {d.name: d for d in jobs}
+        self._names = tuple(self._definitions)
+        self._ledger = CapacityLedger(
+            self.settings.workers_count,
+            {
+                d.name: (
+                    d.max_parallel_executions_per_server
+                    if isinstance(d, EventJobDefinition)
+                    else None
+                )
+                for d in jobs
+            },
+        )
+        self._rotation = PartitionRotation(self.settings.n_partitions, self.rng)
+        self._hints = HintSelector()
+        self._thread_limiter = anyio.CapacityLimiter(self.settings.workers_count)
+        self._active: dict[str, Execution] = {}
+        self._zombies: dict[str, Execution] = {}
+        self._capacity = Signal()
+        self._wake = Signal()
+        self._idle_until: float | None = None
+        self._started = False
+        self._running = False
+        self._stop_requested = anyio.Event()
+        self._stopped = anyio.Event()
+        self._grace: float | None = None
+        self._exit_stack: contextlib.AsyncExitStack | None = None
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._executions_group: anyio.abc.TaskGroup | None = None
+        self._capabilities: StoreCapabilities | None = None
+        self.claims_attempted = 0
+        self.claims_succeeded = 0
+
+    # -- public state ---------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        """True from start until a stop was requested."""
+        return self._running
+
+    @property
+    def workers_count(self) -> int:
+        return self.settings.workers_count
+
+    @property
+    def running_executions(self) -> int:
+        """Active executions (a stale execution no longer counts, even if still running)."""
+        return len(self._active)
+
+    @property
+    def selected_hint(self) -> Hint:
+        """The acquisition hint chosen by the probe (claims may still force byJobName)."""
+        return self._hints.current
+
+    @property
+    def capabilities(self) -> StoreCapabilities | None:
+        return self._capabilities
+
+    def wake(self) -> None:
+        """Cut an idle wait short: a job was scheduled that these workers may run now."""
+        self._idle_until = None
+        self._wake.notify()
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if self._started:
+            raise WorkersStateError("these workers were already started; create new Workers")
+        async with contextlib.AsyncExitStack() as stack:
+            task_group = await stack.enter_async_context(anyio.create_task_group())
+            await task_group.start(self._run)
+            self._exit_stack = stack.pop_all()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        stack, self._exit_stack = self._exit_stack, None
+        # A failing or cancelled body gets no drain: cancel and release the locks at once.
+        grace = 0.0 if exc_type is not None else self._grace
+        with anyio.CancelScope(shield=True):
+            self._request_stop(grace)
+        if stack is not None:
+            return await stack.__aexit__(exc_type, exc, tb)
+        return None
+
+    async def serve(self) -> None:
+        """Wait until the workers stop (after :meth:`stop`, or a fatal startup error)."""
+        if not self._started:
+            raise WorkersStateError("serve() needs started workers: use 'async with workers'")
+        await self._stopped.wait()
+
+    async def run(self) -> None:
+        """Start, then serve until :meth:`stop` is called or this task is cancelled."""
+        async with self:
+            await self.serve()
+
+    async def stop(self, grace: DurationLike | None = None) -> None:
+        """Stop claiming, drain, and wait until everything has stopped. Idempotent.
+
+        Active executions get ``grace`` to finish (``None``: until each finishes or its lock goes
+        stale, as Dogs does). What is still running then is cancelled and its lock released, so
+        another worker can claim the job at once. A claim already in flight is still executed.
+        """
+        grace_seconds = None
+        if grace is not None:
+            grace_seconds = parse_duration(grace, field="grace").total_seconds()
+        self._request_stop(grace_seconds)
+        if self._started:
+            await self._stopped.wait()
+
+    def _request_stop(self, grace: float | None) -> None:
+        if not self._stop_requested.is_set():
+            self._grace = grace
+            self._running = False
+            self._stop_requested.set()
+            self._wake.notify()
+            self._capacity.notify()
+
+    # -- the main task ------------------------------------------------------------------------
+
+    async def _run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        self._started = True
+        self._running = True
+        try:
+            async with anyio.create_task_group() as background:
+                self._task_group = background
+                task_status.started()
+                try:
+                    await self._start_up(background)
+                except Exception:
+                    logger.exception("job scheduler stopped after an unexpected startup error")
+                    self._request_stop(0.0)
+                    raise
+                await self._serve_until_stopped()
+                background.cancel_scope.cancel()
+        finally:
+            self._running = False
+            self._stopped.set()
+
+    async def _start_up(self, background: anyio.abc.TaskGroup) -> None:
+        await retry_transient(self.store.setup, what="store setup")
+        self._capabilities = await retry_transient(
+            self.store.capabilities, what="capability detection"
+        )
+        logger.info(
+            "workers starting: %d job(s), workers_count=%d, n_partitions=%d, claim path %s",
+            len(self._names),
+            self.settings.workers_count,
+            self.settings.n_partitions,
+            self._capabilities.claim_path,
+        )
+        if self.settings.probe_enabled and self._capabilities.supports_probe:
+            background.start_soon(self._probe_loop)
+        if self.settings.reconcile_enabled:
+            background.start_soon(self._reconcile_loop)
+        background.start_soon(self._backfill_retention)
+        await self._ensure_recurrent_records()
+
+    async def _serve_until_stopped(self) -> None:
+        async with anyio.create_task_group() as executions:
+            self._executions_group = executions
+            async with anyio.create_task_group() as lanes:
+                for _ in range(self.settings.claim_concurrency):
+                    lanes.start_soon(self._claim_lane)
+            await self._drain()
+            # Detached stale executions (cancel_stale=False) do not hold up the stop.
+            executions.cancel_scope.cancel()
+
+    async def _drain(self) -> None:
+        grace = math.inf if self._grace is None else self._grace
+        with anyio.move_on_after(grace):
+            while self._active:
+                await self._capacity.wait()
+        if self._active:
+            logger.warning(
+                "stop: grace period over, cancelling %d execution(s) and releasing their locks",
+                len(self._active),
+            )
+            for execution in list(self._active.values()):
+                execution.cancel_for_shutdown()
+            while self._active:
+                await self._capacity.wait()
+
+    # -- claiming -------------------------------------------------------------------------------
+
+    async def _claim_lane(self) -> None:
+        settings = self.settings
+        while not self._stop_requested.is_set():
+            idle_until = self._idle_until
+            if idle_until is not None:
+                remaining = idle_until - anyio.current_time()
+                if remaining > 0:
+                    await self._wake.wait(remaining)
+                    continue
+                self._idle_until = None
+            reservation = self._ledger.reserve()
+            if reservation is None:
+                # Full, or every name is at its cap: wait for an execution to release capacity.
+                await self._capacity.wait()
+                continue
+            hint = claim_hint(self._hints.current, reservation.names_filtered)
+            partition = self._rotation.next_partition()
+            now = self.clock.now()
+            request = ClaimRequest(
+                job_names=reservation.names,
+                partition=partition,
+                hint=str(hint),
+                now=now,
+                locked_until=now + settings.default_lock_time,
+                lock_id=new_execution_id(),
+            )
+            self.claims_attempted += 1
+            try:
+                job = await self.store.claim(request)
+            except Exception:
+                self._ledger.settle(reservation, None)
+                self._capacity.notify()
+                logger.exception("claim failed; retrying after the poll interval")
+                self._rotation.reset_misses()
+                self._go_idle()
+                continue
+            if job is None:
+                self._ledger.settle(reservation, None)
+                self._capacity.notify()
+                if self._rotation.record_miss():
+                    self._go_idle()
+                continue
+            self._rotation.record_hit()
+            self._ledger.settle(reservation, job.job_name)
+            self.claims_succeeded += 1
+            self._start_execution(job)
+
+    def _go_idle(self) -> None:
+        if self._idle_until is None:
+            self._idle_until = anyio.current_time() + self.settings.poll_interval.total_seconds()
+
+    def _start_execution(self, job: ClaimedJob) -> None:
+        definition = self._definitions[job.job_name]
+        if job.was_stale:
+            logger.info(
+                "running job %s (%s) that was stale; try %d", job.job_name, job.job_id, job.tries
+            )
+        execution = Execution(self, job, definition)
+        self._active[job.execution_id] = execution
+        assert self._executions_group is not None
+        self._executions_group.start_soon(execution.run, name=f"dogs job {job.job_name}")
+
+    # -- callbacks from executions ------------------------------------------------------------
+
+    def release_capacity(self, execution: Execution, *, stale: bool) -> None:
+        """An execution finished or went stale: free its slot (called once per execution)."""
+        if self._active.pop(execution.job.execution_id, None) is None:
+            return
+        self._ledger.release(execution.job.job_name)
+        if stale:
+            self._zombies[execution.job.execution_id] = execution
+        self._capacity.notify()
+
+    def forget(self, execution: Execution) -> None:
+        """An execution's task ended (after it finished, or a stale one finally settled)."""
+        self._zombies.pop(execution.job.execution_id, None)
+
+    @property
+    def thread_limiter(self) -> anyio.CapacityLimiter:
+        return self._thread_limiter
+
+    def spawn(self, func: Any, *args: Any, name: str | None = None) -> None:
+        """Run a fire-and-forget background task tied to the workers' lifetime."""
+        group = self._task_group
+        if group is None:
+            raise WorkersStateError("workers are not running")
+        group.start_soon(func, *args, name=name)
+
+    # -- startup work -------------------------------------------------------------------------
+
+    async def _ensure_recurrent_records(self) -> None:
+        now = self.clock.now()
+        for definition in self._definitions.values():
+            if definition.type is not JobType.RECURRENT:
+                continue
+            partition = assign_partition(self.settings.n_partitions, self.rng)
+
+            async def ensure(definition: JobDefinition = definition, partition: int = partition) -> None:
+                await self.store.ensure_recurrent(
+                    definition.name, priority=definition.priority, partition=partition, now=now
+                )
+
+            await retry_transient(ensure, what=f"ensure recurrent record {definition.name}")
+
+    async def _backfill_retention(self) -> None:
+        try:
+            modified = await retry_transient(
+                lambda: self.store.backfill_retention(
+                    retention=self.settings.max_tries_reached_retention, now=self.clock.now()
+                ),
+                what="retention backfill",
+            )
+            logger.debug("retention backfill updated %d terminal record(s)", modified)
+        except Exception:
+            logger.exception("retention backfill failed")
+
+    # -- background loops ---------------------------------------------------------------------
+
+    async def _reconcile_loop(self) -> None:
+        while True:
+            try:
+                modified: int | None = await self.store.reconcile_partitions(
+                    job_names=self._names,
+                    n_partitions=self.settings.n_partitions,
+                    now=self.clock.now(),
+                    limit=BATCH_SIZE,
+                    choose_partition=lambda: assign_partition(self.settings.n_partitions, self.rng),
+                )
+                if modified:
+                    logger.info("partition reconciler moved %d record(s)", modified)
+            except Exception:
+                logger.warning("partition reconciler batch failed", exc_info=True)
+                modified = None
+            delay = next_reconcile_delay(modified, self.rng.random())
+            await anyio.sleep(delay.total_seconds())
+
+    async def _probe_loop(self) -> None:
+        while True:
+            await self._probe_once()
+            await anyio.sleep(self.settings.probe_interval.total_seconds())
+
+    async def _probe_once(self) -> None:
+        plan = self._hints.next_plan(self.rng, self.settings.n_partitions)
+        samples: dict[Hint, list[float]] = {hint: [] for hint in Hint}
+        try:
+            for step in plan:
+                for hint in step.order:
+                    elapsed = await self.store.probe(
+                        hint=str(hint),
+                        job_names=self._names,
+                        partition=step.partition,
+                        now=self.clock.now(),
+                    )
+                    samples[hint].append(elapsed)
+        except Exception as error:
+            decision = self._hints.on_probe_failed()
+            logger.warning("hint probe failed, keeping %s: %s", decision.hint, error)
+            return
+        decision = self._hints.on_probe_result(samples)
+        if decision.reason is DecisionReason.FAILED:
+            logger.warning("hint probe gave unusable timings, keeping %s", decision.hint)
+        elif decision.reason is DecisionReason.INITIAL or decision.changed:
+            logger.info("acquisition hint %s selected (%s)", decision.hint, _medians(decision))
+        else:
+            logger.debug("keeping acquisition hint %s (%s)", decision.hint, _medians(decision))
+
+
+def _medians(decision: Any) -> str:
+    medians = decision.medians or {}
+    return ", ".join(f"{hint}: {value:g} ms" for hint, value in medians.items())
+
