@@ -1,0 +1,283 @@
+"""A thin blocking facade for sync applications, over the one async runtime.
+
+Like APScheduler 4, it runs the async core in an anyio ``BlockingPortal`` (an event loop in a
+background thread) instead of maintaining a second, threaded runtime. A sync store
+(:class:`~dogs_core.ports.JobStore`) is adapted with
+:class:`~dogs_core.runtime.threaded.ThreadedJobStore`; an async store is used as is, inside the
+portal's loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import random
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from dogs_core.domain.definitions import EventJobDefinition, JobDefinition
+from dogs_core.domain.records import (
+    BulkScheduleResult,
+    HistoryRecord,
+    JobRecord,
+    NameStatus,
+    ScheduleOutcome,
+)
+from dogs_core.errors import WorkersStateError
+from dogs_core.jobs import Jobs
+from dogs_core.ports import AsyncJobStore, Clock, JobStore
+from dogs_core.runtime.client import DogsClient, ScheduleItem
+from dogs_core.runtime.settings import DurationLike, WorkerSettings
+from dogs_core.runtime.threaded import ThreadedJobStore
+from dogs_core.runtime.workers import Workers
+
+__all__ = ["BlockingDogsClient", "BlockingWorkers", "as_async_store"]
+
+T = TypeVar("T")
+
+
+def as_async_store(store: AsyncJobStore | JobStore) -> AsyncJobStore:
+    """Return ``store`` as an async store, running a sync store's calls in worker threads."""
+    if _is_async_store(store):
+        return store  # type: ignore[return-value]
+    if isinstance(store, JobStore):
+        return ThreadedJobStore(store)
+    raise TypeError(f"{store!r} implements neither AsyncJobStore nor JobStore")
+
+
+def _is_async_store(store: object) -> bool:
+    return inspect.iscoroutinefunction(getattr(store, "claim", None))
+
+
+class _PortalOwner:
+    """Owns one blocking portal (an event loop thread), started lazily, closed once."""
+
+    def __init__(self, backend: str) -> None:
+        self._backend = backend
+        self._portal_cm: contextlib.AbstractContextManager[BlockingPortal] | None = None
+        self._portal: BlockingPortal | None = None
+        self._lock = threading.Lock()
+
+    def portal(self) -> BlockingPortal:
+        with self._lock:
+            if self._portal is None:
+                self._portal_cm = start_blocking_portal(self._backend)
+                self._portal = self._portal_cm.__enter__()
+            return self._portal
+
+    def close(self) -> None:
+        with self._lock:
+            portal_cm, self._portal_cm, self._portal = self._portal_cm, None, None
+        if portal_cm is not None:
+            portal_cm.__exit__(None, None, None)
+
+
+class BlockingWorkers:
+    """Workers for a sync application: ``start()`` returns at once, ``stop()`` drains.
+
+    ::
+
+        workers = BlockingWorkers(MongoJobStore(client, "app"), jobs, workers_count=8)
+        workers.start()
+        ...
+        workers.stop(grace=30)
+
+    or ``with BlockingWorkers(...) as workers: workers.wait()``.
+    """
+
+    def __init__(
+        self,
+        store: AsyncJobStore | JobStore,
+        jobs: Jobs,
+        settings: WorkerSettings | None = None,
+        *,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        backend: str = "asyncio",
+        **options: Any,
+    ) -> None:
+        # Validate in the caller's thread so bad options fail here, before any thread starts.
+        self.settings = settings if settings is not None else WorkerSettings(**options)
+        self._store = as_async_store(store)
+        self._jobs = jobs
+        self._clock = clock
+        self._rng = rng
+        self._owner = _PortalOwner(backend)
+        self._workers: Workers | None = None
+        self._context: contextlib.AbstractContextManager[Workers] | None = None
+
+    @property
+    def workers(self) -> Workers:
+        if self._workers is None:
+            raise WorkersStateError("the workers are not started; call start() first")
+        return self._workers
+
+    @property
+    def running(self) -> bool:
+        return self._workers is not None and self._workers.running
+
+    @property
+    def running_executions(self) -> int:
+        return 0 if self._workers is None else self._workers.running_executions
+
+    def start(self) -> None:
+        if self._workers is not None:
+            raise WorkersStateError("these workers were already started")
+        portal = self._owner.portal()
+
+        def build() -> Workers:
+            return Workers(
+                self._store, self._jobs, self.settings, clock=self._clock, rng=self._rng
+            )
+
+        workers = portal.call(build)
+        context = portal.wrap_async_context_manager(workers)
+        try:
+            context.__enter__()
+        except BaseException:
+            self._owner.close()
+            raise
+        self._workers = workers
+        self._context = context
+
+    def wait(self) -> None:
+        """Block until the workers stop (another thread called :meth:`stop`)."""
+        self._owner.portal().call(self.workers.serve)
+
+    def stop(self, grace: DurationLike | None = None) -> None:
+        """Stop claiming, let running jobs finish within ``grace``, then cancel and release."""
+        workers, context = self._workers, self._context
+        if workers is None or context is None:
+            return
+        try:
+            self._owner.portal().call(workers.stop, grace)
+            context.__exit__(None, None, None)
+        finally:
+            self._context = None
+            self._owner.close()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop(grace=0 if exc_type is not None else None)
+
+
+class BlockingDogsClient:
+    """The scheduling client for sync code (a Django view, a script, a CLI).
+
+    Each call runs the async :class:`~dogs_core.runtime.client.DogsClient` in a private event
+    loop thread, started on first use; :meth:`close` stops it.
+    """
+
+    def __init__(
+        self,
+        store: AsyncJobStore | JobStore,
+        jobs: Jobs | None = None,
+        *,
+        n_partitions: int = 1,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        backend: str = "asyncio",
+    ) -> None:
+        self._client = DogsClient(
+            as_async_store(store), jobs, n_partitions=n_partitions, clock=clock, rng=rng
+        )
+        self._owner = _PortalOwner(backend)
+
+    @property
+    def client(self) -> DogsClient:
+        """The async client underneath."""
+        return self._client
+
+    def _call(self, func: Callable[..., Any], *args: Any) -> Any:
+        return self._owner.portal().call(func, *args)
+
+    def schedule(
+        self,
+        job: EventJobDefinition | str,
+        params: object = None,
+        *,
+        run_in: timedelta | int | float | str | None = None,
+        run_at: datetime | None = None,
+        priority: int | None = None,
+        unique_key: str | None = None,
+    ) -> ScheduleOutcome:
+        """See :meth:`DogsClient.schedule`."""
+
+        async def call() -> ScheduleOutcome:
+            return await self._client.schedule(
+                job,
+                params,
+                run_in=run_in,
+                run_at=run_at,
+                priority=priority,
+                unique_key=unique_key,
+            )
+
+        result: ScheduleOutcome = self._call(call)
+        return result
+
+    def schedule_many(
+        self,
+        job: EventJobDefinition | str,
+        items: Iterable[ScheduleItem | Mapping[str, Any]],
+    ) -> BulkScheduleResult:
+        """See :meth:`DogsClient.schedule_many`."""
+        result: BulkScheduleResult = self._call(self._client.schedule_many, job, list(items))
+        return result
+
+    def get_executions(
+        self, job: JobDefinition | str, *, limit: int = 20, skip: int = 0
+    ) -> list[HistoryRecord]:
+        async def call() -> list[HistoryRecord]:
+            return await self._client.get_executions(job, limit=limit, skip=skip)
+
+        result: list[HistoryRecord] = self._call(call)
+        return result
+
+    def get_job(self, job_id: str) -> JobRecord | None:
+        result: JobRecord | None = self._call(self._client.get_job, job_id)
+        return result
+
+    def find_jobs(
+        self, job: JobDefinition | str | None = None, *, limit: int | None = None
+    ) -> list[JobRecord]:
+        async def call() -> list[JobRecord]:
+            return await self._client.find_jobs(job, limit=limit)
+
+        result: list[JobRecord] = self._call(call)
+        return result
+
+    def status(self) -> list[NameStatus]:
+        result: list[NameStatus] = self._call(self._client.status)
+        return result
+
+    def unlock_all(self) -> int:
+        result: int = self._call(self._client.unlock_all)
+        return result
+
+    def close(self) -> None:
+        self._owner.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
