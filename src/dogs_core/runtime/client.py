@@ -81,6 +81,13 @@ class DogsClient:
         self.n_partitions = validate_n_partitions(n_partitions)
         self.clock: Clock = clock or SystemClock()
         self._rng = rng or random.Random()
+        self._setup_done = False
+
+    async def _ensure_setup(self) -> None:
+        """Create the store's indexes before the first write: uniqueness depends on them."""
+        if not self._setup_done:
+            await retry_transient(self.store.setup, what="store setup")
+            self._setup_done = True
 
     # -- scheduling -------------------------------------------------------------------------
 
@@ -105,6 +112,7 @@ class DogsClient:
         new_job = self._new_job(
             definition, ScheduleItem(params, run_in, run_at, priority, unique_key)
         )
+        await self._ensure_setup()
         outcome = await retry_transient(
             lambda: self.store.schedule(new_job), what=f"schedule {definition.name}"
         )
@@ -137,6 +145,7 @@ class DogsClient:
         outcomes: list[ScheduleOutcome | None] = [None] * len(materialized)
         if not prepared:
             return BulkScheduleResult(0, 0, tuple(errors), tuple(outcomes))
+        await self._ensure_setup()
         result = await retry_transient(
             lambda: self.store.schedule_many(prepared), what=f"schedule_many {definition.name}"
         )

@@ -338,9 +338,14 @@ class Workers:
         """An execution finished or went stale: free its slot (called once per execution)."""
         if self._active.pop(execution.job.execution_id, None) is None:
             return
-        self._ledger.release(execution.job.job_name)
+        name = execution.job.job_name
+        self._ledger.release(name)
         if stale:
             self._zombies[execution.job.execution_id] = execution
+        if self._ledger.caps.get(name) is not None:
+            # A capped name may have been left out of the sweep that put the lanes to sleep:
+            # it is claimable again, so look now instead of after the poll interval.
+            self.wake()
         self._capacity.notify()
 
     def forget(self, execution: Execution) -> None:

@@ -1,0 +1,213 @@
+"""The demo: two worker instances share one MongoDB and run a mix of jobs.
+
+    python examples/demo.py                      # starts a throwaway local mongod itself
+    python examples/demo.py --uri mongodb://...  # uses your server (a fresh database)
+    python examples/demo.py --memory             # the in-memory store, no database at all
+
+It schedules event jobs (some async, some sync in worker threads, some failing and retried
+with backoff, some deduplicated by a unique key), runs two recurrent jobs, shows progress, and
+ends with a summary read back from the job history.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import random
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+
+import anyio
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from dogs_core import (
+    DogsClient,
+    Duplicate,
+    HistoryStatus,
+    JobContext,
+    Jobs,
+    Retry,
+    RetryPolicy,
+    ScheduleItem,
+    Workers,
+)
+from dogs_core.ports import AsyncJobStore
+
+console = Console()
+jobs = Jobs()
+completed: Counter[str] = Counter()
+completed_lock = threading.Lock()  # sync handlers run in worker threads
+
+
+def count(name: str) -> None:
+    with completed_lock:
+        completed[name] += 1
+
+
+@dataclass
+class Email:
+    to: str
+    subject: str
+
+
+@jobs.event(max_tries=4, lock_time="10s", retry=RetryPolicy(base=timedelta(milliseconds=200)))
+async def send_email(params: Email, ctx: JobContext) -> dict[str, str]:
+    """An async job with a typed params model; fails now and then and is retried."""
+    await anyio.sleep(random.uniform(0.005, 0.02))
+    if random.random() < 0.15:
+        raise ConnectionError(f"SMTP hiccup sending to {params.to}")
+    count("send_email")
+    return {"delivered_to": params.to}
+
+
+def _resize_retry(error: Exception, params: object, ctx: JobContext) -> Retry:
+    return Retry(run_in=0.2)
+
+
+@jobs.event(max_parallel_executions_per_server=2, on_error=_resize_retry)
+def resize_image(params: dict[str, int], ctx: JobContext) -> None:
+    """A sync job: runs in a worker thread, at most 2 at a time per worker instance."""
+    time.sleep(0.01)
+    count("resize_image")
+
+
+@jobs.recurrent(run_every="1s", priority=200)
+async def heartbeat(ctx: JobContext) -> None:
+    """A recurrent job: exactly one record, rescheduled one second after each run."""
+    count("heartbeat")
+
+
+@jobs.recurrent(cron="* * * * *", timezone="Europe/Paris")
+async def minutely_report(ctx: JobContext) -> None:
+    """A cron job in a timezone (it runs once at start, then at the top of each minute)."""
+    count("minutely_report")
+
+
+@contextlib.contextmanager
+def mongo_uri(uri: str | None) -> Iterator[str]:
+    if uri:
+        yield uri
+        return
+    from dogs_mongo.mongod import start_local_mongod
+
+    with console.status("starting a local mongod (single-node replica set)..."):
+        mongod = start_local_mongod()
+    console.print(f"[green]mongod ready[/green] at {mongod.uri}")
+    try:
+        yield mongod.uri
+    finally:
+        mongod.stop()
+
+
+async def run_demo(store: AsyncJobStore, events: int, store_name: str) -> None:
+    client = DogsClient(store, jobs, n_partitions=4)
+    emails = [
+        ScheduleItem(Email(to=f"user{i}@example.com", subject="Welcome"), unique_key=f"w:{i}")
+        for i in range(events // 2)
+    ]
+    images = [ScheduleItem({"image_id": i, "width": 640}) for i in range(events - len(emails))]
+    started = time.perf_counter()
+    await client.schedule_many(send_email, emails)
+    await client.schedule_many(resize_image, images)
+    again = await client.schedule(send_email, Email("user0@example.com", "Welcome"), unique_key="w:0")
+    assert isinstance(again, Duplicate), again
+    console.print(
+        f"scheduled {len(emails)} send_email and {len(images)} resize_image jobs on {store_name}; "
+        f"a second 'w:0' was reported as {type(again).__name__}"
+    )
+
+    options = {"workers_count": 16, "n_partitions": 4, "poll_interval": 0.2}
+    async with Workers(store, jobs, **options) as first, Workers(store, jobs, **options) as second:
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+        ) as progress:
+            mail = progress.add_task("send_email", total=len(emails))
+            resize = progress.add_task("resize_image", total=len(images))
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                progress.update(mail, completed=completed["send_email"])
+                progress.update(resize, completed=completed["resize_image"])
+                pending = await client.find_jobs(send_email, limit=1) + await client.find_jobs(
+                    resize_image, limit=1
+                )
+                if not pending:
+                    break
+                await anyio.sleep(0.1)
+        await first.stop(grace=5)
+        await second.stop(grace=5)
+    elapsed = time.perf_counter() - started
+    await summarize(client, elapsed)
+
+
+async def summarize(client: DogsClient, elapsed: float) -> None:
+    table = Table(title="Summary (from the job history)")
+    for column in ("job", "runs ok", "failed attempts", "stale", "still queued"):
+        table.add_column(column, justify="right" if column != "job" else "left")
+    for name in jobs.names:
+        history = await client.get_executions(name, limit=100_000)
+        statuses = Counter(record.status for record in history)
+        queued = await client.find_jobs(name)
+        table.add_row(
+            name,
+            str(statuses[HistoryStatus.SUCCESS]),
+            str(statuses[HistoryStatus.ERROR]),
+            str(statuses[HistoryStatus.STALE]),
+            str(len(queued)),
+        )
+    console.print(table)
+    done = completed["send_email"] + completed["resize_image"]
+    console.print(f"{done} event jobs done in {elapsed:.1f}s ({done / elapsed:.0f} jobs/s)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--uri", help="MongoDB URI (default: start a local mongod)")
+    group.add_argument("--memory", action="store_true", help="use the in-memory store")
+    parser.add_argument("--events", type=int, default=400, help="event jobs to schedule")
+    parser.add_argument("--verbose", action="store_true", help="show the library's logs")
+    args = parser.parse_args()
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.CRITICAL,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if args.events < 2:
+        parser.error("--events must be at least 2")
+    if args.memory:
+        from dogs_testing.memory import InMemoryJobStore
+
+        anyio.run(run_demo, InMemoryJobStore(), args.events, "the in-memory store")
+        return
+    from pymongo import AsyncMongoClient
+
+    from dogs_mongo import AsyncMongoJobStore
+
+    with mongo_uri(args.uri) as uri:
+        database = f"dogs_demo_{uuid.uuid4().hex[:8]}"
+
+        async def with_mongo() -> None:
+            mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, tz_aware=True)
+            try:
+                store = AsyncMongoJobStore(mongo, database)
+                await run_demo(store, args.events, f"MongoDB database {database}")
+            finally:
+                await mongo.drop_database(database)
+                await mongo.close()
+
+        anyio.run(with_mongo)
+
+
+if __name__ == "__main__":
+    main()
