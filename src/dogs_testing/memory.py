@@ -1,0 +1,761 @@
+"""An in-memory job store with the semantics of the MongoDB adapter, for tests and demos.
+
+:class:`SyncInMemoryJobStore` implements the sync :class:`~dogs_core.ports.JobStore` and holds
+all the state behind one ``threading.Lock`` (worker threads use it directly).
+:class:`InMemoryJobStore` implements :class:`~dogs_core.ports.AsyncJobStore` over the same state
+(``InMemoryJobStore().sync`` is its sync face), with one scheduling checkpoint per call, as a
+network round trip would have, so a busy claim loop cannot starve the event loop.
+
+What it emulates of MongoDB and @orion-js/dogs:
+
+* datetimes are stored truncated to the millisecond (BSON dates), ``params`` are copied in and out;
+* ``schedule`` of a ``NewJob`` whose ``id`` is already stored is an idempotent retry and reports
+  ``Scheduled(id)``; a taken ``unique_identifier`` reports ``Duplicate`` with the holder's id;
+* one global namespace of ``unique_identifier`` values (Dogs' sparse unique index) and one record
+  per recurrent job name (its partial unique index);
+* claims: exact partition match, the eligibility selector and order of :mod:`dogs_core.ports`,
+  ties broken by insertion order; ``tries`` +1 and ``claim_was_stale`` (whether ``locked_until``
+  was present before the claim, Dogs' ``findOneAndUpdate`` rule) at every claim;
+* ``lock_id`` fencing on every execution write;
+* TTL retention: when the store has a ``clock``, records and history rows whose ``expires_at`` is
+  ``<= clock.now()`` are purged lazily at the next call (MongoDB's TTL monitor is later than that,
+  up to a minute; a test must not rely on the record surviving past its ``expires_at``).
+
+Complexity. Claimable records (a partition is set and the record is not a terminal event) are kept
+per ``(partition, job_name)`` in a list sorted by ``(-priority, next_run_at, insertion seq)``.
+A claim walks, for each requested name, its list from the start: an entry due in the future ends
+its priority level (a ``bisect`` jumps to the next level), a due entry whose lock is still held is
+skipped one by one, and the first due unlocked entry is that name's candidate; the best candidate
+wins. So a claim costs ``O(k · (L · log n + S))`` for ``k`` requested names, ``L`` distinct
+priority levels before the candidate, and ``S`` due entries skipped because they are locked
+(the running executions of that name in that partition). Records of other names, partitions or
+terminal event records are never examined. Each write that moves a record in the order costs a
+``bisect`` plus a list insert or delete (``O(n)`` memmove, fast in practice). ``probe`` returns
+the number of entries such a claim examines. ``find_jobs``, ``status_counts``, ``unlock_all`` and
+``reconcile_partitions`` (over the given names) scan records; they are not on the hot path.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import heapq
+import threading
+from bisect import bisect_left, insort
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import anyio.lowlevel
+
+from dogs_core.domain.records import (
+    BulkScheduleResult,
+    ClaimedJob,
+    ClaimRequest,
+    Duplicate,
+    HistoryRecord,
+    ItemError,
+    JobRecord,
+    JobStatus,
+    JobType,
+    NameStatus,
+    NewJob,
+    Scheduled,
+    ScheduleOutcome,
+    to_millis,
+)
+from dogs_core.errors import StoreError
+from dogs_core.ids import new_record_id
+from dogs_core.ports import Clock, StoreCapabilities
+
+__all__ = ["InMemoryJobStore", "SyncInMemoryJobStore"]
+
+# (-priority, next_run_at, insertion seq, id): the claim order, unique thanks to seq.
+_Key = tuple[int, datetime, int, str]
+_Bucket = tuple[int, str]  # (partition, job_name)
+
+_MIN_DT = datetime.min.replace(tzinfo=UTC)
+_CAPABILITIES = StoreCapabilities(claim_path="memory", supports_probe=True)
+
+
+def _is_terminal(record: JobRecord) -> bool:
+    return record.type is JobType.EVENT and record.status is JobStatus.MAX_TRIES_REACHED
+
+
+def _copy_params(params: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    return None if params is None else copy.deepcopy(dict(params))
+
+
+def _ms(moment: datetime | None) -> datetime | None:
+    return None if moment is None else to_millis(moment)
+
+
+def _stored(record: JobRecord) -> JobRecord:
+    """``record`` as the store keeps it: datetimes in milliseconds, params copied."""
+    return dataclasses.replace(
+        record,
+        next_run_at=to_millis(record.next_run_at),
+        last_run_at=_ms(record.last_run_at),
+        locked_until=_ms(record.locked_until),
+        max_tries_reached_at=_ms(record.max_tries_reached_at),
+        expires_at=_ms(record.expires_at),
+        params=_copy_params(record.params),
+    )
+
+
+def _out(record: JobRecord) -> JobRecord:
+    return dataclasses.replace(record, params=_copy_params(record.params))
+
+
+class SyncInMemoryJobStore:
+    """The in-memory store, sync face (:class:`~dogs_core.ports.JobStore`). Thread-safe.
+
+    ``clock`` enables TTL emulation: records and history rows whose ``expires_at`` is not after
+    ``clock.now()`` disappear at the next call. Without a clock nothing expires.
+    """
+
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._next_seq = 0
+        self._records: dict[str, JobRecord] = {}
+        self._seq: dict[str, int] = {}
+        self._index: dict[_Bucket, list[_Key]] = {}
+        self._unique: dict[str, str] = {}  # unique_identifier -> id
+        self._recurrent: dict[str, str] = {}  # job_name -> id of its recurrent record
+        self._by_name: dict[str, dict[str, None]] = {}  # job_name -> ids, insertion order
+        self._terminal: dict[str, None] = {}  # ids of terminal event records
+        self._expiry: list[tuple[datetime, int, str]] = []  # heap, lazily invalidated
+        self._history: dict[str, HistoryRecord] = {}  # execution_id -> row
+        self._history_seq: dict[str, int] = {}
+        self._history_by_name: dict[str, dict[str, None]] = {}
+        self._history_expiry: list[tuple[datetime, int, str]] = []
+
+    # ------------------------------------------------------------------ internal state upkeep
+
+    @contextmanager
+    def _state(self) -> Iterator[None]:
+        with self._lock:
+            self._purge_expired()
+            yield
+
+    def _purge_expired(self) -> None:
+        if self._clock is None:
+            return
+        now = to_millis(self._clock.now())
+        while self._expiry and self._expiry[0][0] <= now:
+            expires_at, _, record_id = heapq.heappop(self._expiry)
+            record = self._records.get(record_id)
+            if record is not None and record.expires_at == expires_at:
+                self._put(record, None)
+        while self._history_expiry and self._history_expiry[0][0] <= now:
+            expires_at, _, execution_id = heapq.heappop(self._history_expiry)
+            row = self._history.get(execution_id)
+            if row is not None and row.expires_at == expires_at:
+                del self._history[execution_id]
+                del self._history_seq[execution_id]
+                names = self._history_by_name[row.job_name]
+                del names[execution_id]
+                if not names:
+                    del self._history_by_name[row.job_name]
+
+    def _slot(self, record: JobRecord | None) -> tuple[_Bucket, _Key] | None:
+        if record is None or record.partition is None or _is_terminal(record):
+            return None
+        seq = self._seq[record.id]
+        return (record.partition, record.job_name), (
+            -record.priority,
+            record.next_run_at,
+            seq,
+            record.id,
+        )
+
+    def _put(self, old: JobRecord | None, new: JobRecord | None) -> None:
+        """Replace ``old`` by ``new`` (insert when ``old`` is None, delete when ``new`` is None),
+        keeping every index in step. Callers have checked the unique constraints."""
+        current = new if new is not None else old
+        assert current is not None
+        record_id = current.id
+        if old is None:
+            self._seq[record_id] = self._next_seq
+            self._next_seq += 1
+            self._by_name.setdefault(current.job_name, {})[record_id] = None
+        old_slot, new_slot = self._slot(old), self._slot(new)
+        if old_slot != new_slot:
+            if old_slot is not None:
+                entries = self._index[old_slot[0]]
+                del entries[bisect_left(entries, old_slot[1])]
+                if not entries:
+                    del self._index[old_slot[0]]
+            if new_slot is not None:
+                insort(self._index.setdefault(new_slot[0], []), new_slot[1])
+        old_uid = old.unique_identifier if old is not None else None
+        new_uid = new.unique_identifier if new is not None else None
+        if old_uid != new_uid:
+            if old_uid is not None:
+                del self._unique[old_uid]
+            if new_uid is not None:
+                self._unique[new_uid] = record_id
+        was_recurrent = old is not None and old.type is JobType.RECURRENT
+        is_recurrent = new is not None and new.type is JobType.RECURRENT
+        if was_recurrent and not is_recurrent:
+            del self._recurrent[current.job_name]
+        elif is_recurrent and not was_recurrent:
+            self._recurrent[current.job_name] = record_id
+        if new is not None and _is_terminal(new):
+            self._terminal[record_id] = None
+        else:
+            self._terminal.pop(record_id, None)
+        if new is not None:
+            if new.expires_at is not None and (old is None or old.expires_at != new.expires_at):
+                heapq.heappush(self._expiry, (new.expires_at, self._seq[record_id], record_id))
+            self._records[record_id] = new
+        else:
+            del self._records[record_id]
+            del self._seq[record_id]
+            ids = self._by_name[current.job_name]
+            del ids[record_id]
+            if not ids:
+                del self._by_name[current.job_name]
+
+    def _fenced(self, job_id: str, lock_id: str) -> JobRecord | None:
+        record = self._records.get(job_id)
+        return record if record is not None and record.lock_id == lock_id else None
+
+    def _conflict(self, record: JobRecord) -> str | None:
+        """Why inserting ``record`` would break a unique index, or None."""
+        if record.id in self._records:
+            return f"duplicate id {record.id!r}"
+        if record.unique_identifier is not None and record.unique_identifier in self._unique:
+            return f"duplicate unique_identifier {record.unique_identifier!r}"
+        if record.type is JobType.RECURRENT and record.job_name in self._recurrent:
+            return f"a recurrent record for job {record.job_name!r} already exists"
+        return None
+
+    def _insert(self, job: NewJob) -> ScheduleOutcome:
+        if job.id in self._records:  # a retried insert that had landed: idempotent
+            return Scheduled(id=job.id)
+        uid = job.unique_identifier
+        if uid is not None and uid in self._unique:
+            return Duplicate(existing_id=self._unique[uid], unique_identifier=uid)
+        record = _stored(
+            JobRecord(
+                id=job.id,
+                job_name=job.job_name,
+                type=job.type,
+                priority=job.priority,
+                next_run_at=job.next_run_at,
+                partition=job.partition,
+                params=job.params,
+                unique_identifier=uid,
+            )
+        )
+        problem = self._conflict(record)
+        if problem is not None:
+            raise StoreError(f"cannot schedule {job.job_name!r}: {problem}")
+        self._put(None, record)
+        return Scheduled(id=record.id)
+
+    def _walk(
+        self, partition: int, job_names: Sequence[str], now: datetime
+    ) -> tuple[str | None, int]:
+        """The record a claim would take, and how many index entries the search examined."""
+        best: _Key | None = None
+        examined = 0
+        for name in dict.fromkeys(job_names):
+            entries = self._index.get((partition, name))
+            if not entries:
+                continue
+            i, size = 0, len(entries)
+            while i < size:
+                key = entries[i]
+                examined += 1
+                if best is not None and key >= best:
+                    break
+                if key[1] > now:  # the rest of this priority level is in the future
+                    i = bisect_left(entries, (key[0] + 1, _MIN_DT, -1, ""), i + 1)
+                    continue
+                locked_until = self._records[key[3]].locked_until
+                if locked_until is None or locked_until <= now:
+                    best = key
+                    break
+                i += 1
+        return (None if best is None else best[3]), examined
+
+    # ------------------------------------------------------------------ testing helpers
+
+    def insert_record(self, record: JobRecord) -> None:
+        """Insert ``record`` exactly as given (its id included), for tests that need shapes the
+        port never writes: a missing partition, a legacy status, a missing retention anchor.
+        Raises :class:`~dogs_core.errors.StoreError` when a unique index would be broken."""
+        with self._state():
+            stored = _stored(record)
+            problem = self._conflict(stored)
+            if problem is not None:
+                raise StoreError(f"cannot insert record: {problem}")
+            self._put(None, stored)
+
+    # ------------------------------------------------------------------ the JobStore port
+
+    def setup(self) -> None:
+        """Nothing to create."""
+
+    def capabilities(self) -> StoreCapabilities:
+        return _CAPABILITIES
+
+    def schedule(self, job: NewJob) -> ScheduleOutcome:
+        with self._state():
+            return self._insert(job)
+
+    def schedule_many(self, jobs: Sequence[NewJob]) -> BulkScheduleResult:
+        with self._state():
+            outcomes: list[ScheduleOutcome | None] = []
+            errors: list[ItemError] = []
+            for index, job in enumerate(jobs):
+                try:
+                    outcomes.append(self._insert(job))
+                except Exception as error:  # an item's failure never stops the others
+                    errors.append(ItemError(index=index, error=error, job=job))
+                    outcomes.append(None)
+            return BulkScheduleResult(
+                scheduled_count=sum(isinstance(o, Scheduled) for o in outcomes),
+                skipped_count=sum(isinstance(o, Duplicate) for o in outcomes),
+                errors=tuple(errors),
+                outcomes=tuple(outcomes),
+            )
+
+    def ensure_recurrent(
+        self, job_name: str, *, priority: int, partition: int, now: datetime
+    ) -> None:
+        with self._state():
+            record_id = self._recurrent.get(job_name)
+            if record_id is None:
+                record = JobRecord(
+                    id=new_record_id(),
+                    job_name=job_name,
+                    type=JobType.RECURRENT,
+                    priority=priority,
+                    next_run_at=to_millis(now),
+                    partition=partition,
+                )
+                self._put(None, record)
+            else:
+                old = self._records[record_id]
+                self._put(old, dataclasses.replace(old, priority=priority, status=None))
+
+    def claim(self, request: ClaimRequest) -> ClaimedJob | None:
+        with self._state():
+            now = to_millis(request.now)
+            record_id, _ = self._walk(request.partition, request.job_names, now)
+            if record_id is None:
+                return None
+            old = self._records[record_id]
+            was_stale = old.locked_until is not None
+            locked_until = to_millis(request.locked_until)
+            tries = (old.tries or 0) + 1
+            new = dataclasses.replace(
+                old,
+                lock_id=request.lock_id,
+                locked_until=locked_until,
+                last_run_at=now,
+                tries=tries,
+                claim_was_stale=was_stale,
+            )
+            self._put(old, new)
+            return ClaimedJob(
+                job_id=new.id,
+                execution_id=request.lock_id,
+                job_name=new.job_name,
+                type=new.type,
+                params=_copy_params(new.params),
+                tries=tries,
+                priority=new.priority,
+                locked_until=locked_until,
+                partition=new.partition,
+                unique_identifier=new.unique_identifier,
+                was_stale=was_stale,
+                last_run_at=now,
+            )
+
+    def extend_lock(self, job_id: str, lock_id: str, locked_until: datetime) -> bool:
+        with self._state():
+            old = self._fenced(job_id, lock_id)
+            if old is None:
+                return False
+            self._put(old, dataclasses.replace(old, locked_until=to_millis(locked_until)))
+            return True
+
+    def complete(self, job_id: str, lock_id: str) -> bool:
+        with self._state():
+            old = self._fenced(job_id, lock_id)
+            if old is None or old.type is not JobType.EVENT:
+                return False
+            self._put(old, None)
+            return True
+
+    def reschedule(
+        self,
+        job_id: str,
+        lock_id: str,
+        *,
+        next_run_at: datetime,
+        priority: int | None,
+        reset_tries: bool,
+    ) -> bool:
+        with self._state():
+            old = self._fenced(job_id, lock_id)
+            if old is None:
+                return False
+            new = dataclasses.replace(
+                old,
+                next_run_at=to_millis(next_run_at),
+                priority=old.priority if priority is None else priority,
+                tries=0 if reset_tries else old.tries,
+                lock_id=None,
+                locked_until=None,
+                claim_was_stale=None,
+            )
+            self._put(old, new)
+            return True
+
+    def mark_max_tries_reached(
+        self, job_id: str, lock_id: str, *, now: datetime, expires_at: datetime | None
+    ) -> bool:
+        with self._state():
+            old = self._fenced(job_id, lock_id)
+            if old is None or old.type is not JobType.EVENT:
+                return False
+            new = dataclasses.replace(
+                old,
+                status=JobStatus.MAX_TRIES_REACHED,
+                max_tries_reached_at=to_millis(now),
+                expires_at=_ms(expires_at),
+                lock_id=None,
+                locked_until=None,
+                claim_was_stale=None,
+            )
+            self._put(old, new)
+            return True
+
+    def demote_stale(self, job_id: str, lock_id: str) -> bool:
+        with self._state():
+            old = self._fenced(job_id, lock_id)
+            if old is None:
+                return False
+            self._put(old, dataclasses.replace(old, priority=0))
+            return True
+
+    def release_lock(self, job_id: str, lock_id: str, *, now: datetime) -> bool:
+        with self._state():
+            old = self._fenced(job_id, lock_id)
+            if old is None:
+                return False
+            self._put(old, dataclasses.replace(old, locked_until=to_millis(now)))
+            return True
+
+    def probe(self, *, hint: str, job_names: Sequence[str], partition: int, now: datetime) -> float:
+        """The number of index entries the claim would examine (the hint changes nothing)."""
+        with self._state():
+            return float(self._walk(partition, job_names, to_millis(now))[1])
+
+    def reconcile_partitions(
+        self,
+        *,
+        job_names: Sequence[str],
+        n_partitions: int,
+        now: datetime,
+        limit: int,
+        choose_partition: Callable[[], int],
+    ) -> int:
+        with self._state():
+            now = to_millis(now)
+            modified = 0
+            for name in dict.fromkeys(job_names):
+                for record_id in list(self._by_name.get(name, ())):
+                    if modified >= limit:
+                        return modified
+                    old = self._records[record_id]
+                    if (
+                        (old.partition is not None and 0 <= old.partition < n_partitions)
+                        or (old.locked_until is not None and old.locked_until > now)
+                        or _is_terminal(old)
+                    ):
+                        continue
+                    partition = choose_partition()
+                    if partition != old.partition:
+                        self._put(old, dataclasses.replace(old, partition=partition))
+                        modified += 1
+            return modified
+
+    def backfill_retention(self, *, retention: timedelta | None, now: datetime) -> int:
+        with self._state():
+            modified = 0
+            for record_id in list(self._terminal):
+                old = self._records[record_id]
+                if retention is None:
+                    new = dataclasses.replace(old, expires_at=None)
+                else:
+                    anchor = old.max_tries_reached_at or old.last_run_at or to_millis(now)
+                    new = dataclasses.replace(
+                        old, max_tries_reached_at=anchor, expires_at=to_millis(anchor + retention)
+                    )
+                if new != old:
+                    self._put(old, new)
+                    modified += 1
+            return modified
+
+    def unlock_all(self) -> int:
+        with self._state():
+            modified = 0
+            for old in list(self._records.values()):
+                if old.lock_id is None and old.locked_until is None:
+                    continue
+                self._put(
+                    old,
+                    dataclasses.replace(old, lock_id=None, locked_until=None, claim_was_stale=None),
+                )
+                modified += 1
+            return modified
+
+    def write_history(self, record: HistoryRecord) -> None:
+        with self._state():
+            row = dataclasses.replace(
+                record,
+                started_at=to_millis(record.started_at),
+                ended_at=to_millis(record.ended_at),
+                expires_at=to_millis(record.expires_at),
+                params=_copy_params(record.params),
+                result=copy.deepcopy(record.result),
+            )
+            key = row.execution_id
+            existing = self._history.get(key)
+            if existing is not None:
+                row = dataclasses.replace(row, status=existing.status)  # first status wins
+                if existing.job_name != row.job_name:
+                    del self._history_by_name[existing.job_name][key]
+                    if not self._history_by_name[existing.job_name]:
+                        del self._history_by_name[existing.job_name]
+            else:
+                self._history_seq[key] = self._next_seq
+                self._next_seq += 1
+            self._history_by_name.setdefault(row.job_name, {})[key] = None
+            if existing is None or existing.expires_at != row.expires_at:
+                heapq.heappush(self._history_expiry, (row.expires_at, self._history_seq[key], key))
+            self._history[key] = row
+
+    def get_executions(
+        self, job_name: str, *, limit: int = 20, skip: int = 0
+    ) -> list[HistoryRecord]:
+        with self._state():
+            rows = [self._history[key] for key in self._history_by_name.get(job_name, ())]
+            rows.sort(
+                key=lambda row: (row.started_at, self._history_seq[row.execution_id]),
+                reverse=True,
+            )
+            return [
+                dataclasses.replace(
+                    row, params=_copy_params(row.params), result=copy.deepcopy(row.result)
+                )
+                for row in rows[skip : skip + limit]
+            ]
+
+    def get_job(self, job_id: str) -> JobRecord | None:
+        with self._state():
+            record = self._records.get(job_id)
+            return None if record is None else _out(record)
+
+    def find_jobs(
+        self, *, job_name: str | None = None, limit: int | None = None
+    ) -> list[JobRecord]:
+        with self._state():
+            if job_name is None:
+                records = list(self._records.values())
+            else:
+                records = [self._records[i] for i in self._by_name.get(job_name, ())]
+            records.sort(key=lambda r: (-r.priority, r.next_run_at, self._seq[r.id]))
+            return [_out(r) for r in (records if limit is None else records[:limit])]
+
+    def status_counts(self, *, now: datetime) -> list[NameStatus]:
+        """Per job name, each record in exactly one bucket: ``terminal`` (an event record in
+        ``maxTriesReached``), ``running`` (``locked_until > now``), ``stale`` (a lock that has
+        expired and was not released by a reschedule: ``locked_until <= now``), ``due``
+        (unlocked, ``next_run_at <= now``) or ``scheduled_later``."""
+        with self._state():
+            now = to_millis(now)
+            result: list[NameStatus] = []
+            for name in sorted(self._by_name):
+                counts = dict.fromkeys(("due", "later", "running", "stale", "terminal"), 0)
+                oldest: datetime | None = None
+                for record_id in self._by_name[name]:
+                    record = self._records[record_id]
+                    if _is_terminal(record):
+                        counts["terminal"] += 1
+                    elif record.locked_until is not None:
+                        counts["running" if record.locked_until > now else "stale"] += 1
+                    elif record.next_run_at <= now:
+                        counts["due"] += 1
+                        if oldest is None or record.next_run_at < oldest:
+                            oldest = record.next_run_at
+                    else:
+                        counts["later"] += 1
+                result.append(
+                    NameStatus(
+                        job_name=name,
+                        due=counts["due"],
+                        scheduled_later=counts["later"],
+                        running=counts["running"],
+                        stale=counts["stale"],
+                        terminal=counts["terminal"],
+                        oldest_due_at=oldest,
+                    )
+                )
+            return result
+
+    def close(self) -> None:
+        """Nothing to release; the state stays readable."""
+
+
+class InMemoryJobStore:
+    """The in-memory store, async face (:class:`~dogs_core.ports.AsyncJobStore`).
+
+    Every call runs inline after one scheduling checkpoint (a cancelled caller has written
+    nothing). ``sync`` is the sync face over the same state; pass ``sync`` to share an existing
+    one. See the module documentation for the emulated semantics and the claim complexity.
+    """
+
+    def __init__(
+        self, *, clock: Clock | None = None, sync: SyncInMemoryJobStore | None = None
+    ) -> None:
+        if sync is not None and clock is not None:
+            raise ValueError("pass either clock or sync (which has its own clock), not both")
+        self.sync: SyncInMemoryJobStore = (
+            sync if sync is not None else SyncInMemoryJobStore(clock=clock)
+        )
+
+    async def insert_record(self, record: JobRecord) -> None:
+        """See :meth:`SyncInMemoryJobStore.insert_record`."""
+        await anyio.lowlevel.checkpoint()
+        self.sync.insert_record(record)
+
+    async def setup(self) -> None:
+        await anyio.lowlevel.checkpoint()
+        self.sync.setup()
+
+    async def capabilities(self) -> StoreCapabilities:
+        await anyio.lowlevel.checkpoint()
+        return self.sync.capabilities()
+
+    async def schedule(self, job: NewJob) -> ScheduleOutcome:
+        await anyio.lowlevel.checkpoint()
+        return self.sync.schedule(job)
+
+    async def schedule_many(self, jobs: Sequence[NewJob]) -> BulkScheduleResult:
+        await anyio.lowlevel.checkpoint()
+        return self.sync.schedule_many(jobs)
+
+    async def ensure_recurrent(
+        self, job_name: str, *, priority: int, partition: int, now: datetime
+    ) -> None:
+        await anyio.lowlevel.checkpoint()
+        self.sync.ensure_recurrent(job_name, priority=priority, partition=partition, now=now)
+
+    async def claim(self, request: ClaimRequest) -> ClaimedJob | None:
+        await anyio.lowlevel.checkpoint()
+        return self.sync.claim(request)
+
+    async def extend_lock(self, job_id: str, lock_id: str, locked_until: datetime) -> bool:
+        await anyio.lowlevel.checkpoint()
+        return self.sync.extend_lock(job_id, lock_id, locked_until)
+
+    async def complete(self, job_id: str, lock_id: str) -> bool:
+        await anyio.lowlevel.checkpoint()
+        return self.sync.complete(job_id, lock_id)
+
+    async def reschedule(
+        self,
+        job_id: str,
+        lock_id: str,
+        *,
+        next_run_at: datetime,
+        priority: int | None,
+        reset_tries: bool,
+    ) -> bool:
+        await anyio.lowlevel.checkpoint()
+        return self.sync.reschedule(
+            job_id, lock_id, next_run_at=next_run_at, priority=priority, reset_tries=reset_tries
+        )
+
+    async def mark_max_tries_reached(
+        self, job_id: str, lock_id: str, *, now: datetime, expires_at: datetime | None
+    ) -> bool:
+        await anyio.lowlevel.checkpoint()
+        return self.sync.mark_max_tries_reached(job_id, lock_id, now=now, expires_at=expires_at)
+
+    async def demote_stale(self, job_id: str, lock_id: str) -> bool:
+        await anyio.lowlevel.checkpoint()
+        return self.sync.demote_stale(job_id, lock_id)
+
+    async def release_lock(self, job_id: str, lock_id: str, *, now: datetime) -> bool:
+        await anyio.lowlevel.checkpoint()
+        return self.sync.release_lock(job_id, lock_id, now=now)
+
+    async def probe(
+        self, *, hint: str, job_names: Sequence[str], partition: int, now: datetime
+    ) -> float:
+        await anyio.lowlevel.checkpoint()
+        return self.sync.probe(hint=hint, job_names=job_names, partition=partition, now=now)
+
+    async def reconcile_partitions(
+        self,
+        *,
+        job_names: Sequence[str],
+        n_partitions: int,
+        now: datetime,
+        limit: int,
+        choose_partition: Callable[[], int],
+    ) -> int:
+        await anyio.lowlevel.checkpoint()
+        return self.sync.reconcile_partitions(
+            job_names=job_names,
+            n_partitions=n_partitions,
+            now=now,
+            limit=limit,
+            choose_partition=choose_partition,
+        )
+
+    async def backfill_retention(self, *, retention: timedelta | None, now: datetime) -> int:
+        await anyio.lowlevel.checkpoint()
+        return self.sync.backfill_retention(retention=retention, now=now)
+
+    async def unlock_all(self) -> int:
+        await anyio.lowlevel.checkpoint()
+        return self.sync.unlock_all()
+
+    async def write_history(self, record: HistoryRecord) -> None:
+        await anyio.lowlevel.checkpoint()
+        self.sync.write_history(record)
+
+    async def get_executions(
+        self, job_name: str, *, limit: int = 20, skip: int = 0
+    ) -> list[HistoryRecord]:
+        await anyio.lowlevel.checkpoint()
+        return self.sync.get_executions(job_name, limit=limit, skip=skip)
+
+    async def get_job(self, job_id: str) -> JobRecord | None:
+        await anyio.lowlevel.checkpoint()
+        return self.sync.get_job(job_id)
+
+    async def find_jobs(
+        self, *, job_name: str | None = None, limit: int | None = None
+    ) -> list[JobRecord]:
+        await anyio.lowlevel.checkpoint()
+        return self.sync.find_jobs(job_name=job_name, limit=limit)
+
+    async def status_counts(self, *, now: datetime) -> list[NameStatus]:
+        await anyio.lowlevel.checkpoint()
+        return self.sync.status_counts(now=now)
+
+    async def close(self) -> None:
+        await anyio.lowlevel.checkpoint()
+        self.sync.close()

@@ -1,0 +1,434 @@
+"""Tests specific to the in-memory store: its claim index against a brute-force selector, TTL
+emulation, copies, thread safety and the testing helpers. The shared semantics are covered by the
+contract suite (tests/test_memory_store_contract.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dogs_core.domain.records import (
+    ClaimRequest,
+    Duplicate,
+    HistoryRecord,
+    HistoryStatus,
+    JobRecord,
+    JobStatus,
+    JobType,
+    NewJob,
+    Scheduled,
+)
+from dogs_core.errors import StoreError
+from dogs_core.ids import new_execution_id, new_record_id
+from dogs_core.ports import AsyncJobStore, JobStore, StoreCapabilities
+from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+S = timedelta(seconds=1)
+DAY = timedelta(days=1)
+
+
+class ManualClock:
+    def __init__(self, now: datetime) -> None:
+        self.current = now
+
+    def now(self) -> datetime:
+        return self.current
+
+
+def new_job(
+    name: str = "a",
+    *,
+    at: datetime = T0,
+    priority: int = 100,
+    partition: int = 0,
+    uid: str | None = None,
+    params: dict[str, Any] | None = None,
+    type: JobType = JobType.EVENT,
+) -> NewJob:
+    return NewJob(
+        id=new_record_id(),
+        job_name=name,
+        params=params,
+        next_run_at=at,
+        priority=priority,
+        partition=partition,
+        unique_identifier=uid,
+        type=type,
+    )
+
+
+def request(
+    *names: str, partition: int = 0, now: datetime = T0, lock_for: timedelta = 60 * S
+) -> ClaimRequest:
+    return ClaimRequest(
+        job_names=names or ("a",),
+        partition=partition,
+        hint="byJobName",
+        now=now,
+        locked_until=now + lock_for,
+        lock_id=new_execution_id(),
+    )
+
+
+def scheduled_id(outcome: object) -> str:
+    assert isinstance(outcome, Scheduled)
+    return outcome.id
+
+
+def test_both_faces_satisfy_their_ports() -> None:
+    async_store: AsyncJobStore = InMemoryJobStore()
+    sync_store: JobStore = SyncInMemoryJobStore()
+    assert isinstance(async_store, AsyncJobStore)
+    assert isinstance(sync_store, JobStore)
+    assert sync_store.capabilities() == StoreCapabilities(claim_path="memory", supports_probe=True)
+
+
+def test_the_sync_face_shares_the_state_of_the_async_face() -> None:
+    shared = SyncInMemoryJobStore()
+    store = InMemoryJobStore(sync=shared)
+    assert store.sync is shared
+    with pytest.raises(ValueError, match="not both"):
+        InMemoryJobStore(sync=shared, clock=ManualClock(T0))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_async_face_reads_what_the_sync_face_wrote(anyio_backend: str) -> None:
+    store = InMemoryJobStore()
+    job_id = scheduled_id(store.sync.schedule(new_job()))
+    claimed = await store.claim(request())
+    assert claimed is not None
+    assert claimed.job_id == job_id
+    assert store.sync.complete(job_id, claimed.lock_id)
+    assert await store.get_job(job_id) is None
+
+
+def test_ties_are_broken_by_insertion_order() -> None:
+    store = SyncInMemoryJobStore()
+    ids = [scheduled_id(store.schedule(new_job())) for _ in range(20)]
+    claimed = [store.claim(request()) for _ in ids]
+    assert [c.job_id for c in claimed if c is not None] == ids
+    assert [r.id for r in store.find_jobs()] == ids
+
+
+def test_params_are_copied_in_and_out() -> None:
+    store = SyncInMemoryJobStore()
+    params: dict[str, Any] = {"items": [1, 2]}
+    job_id = scheduled_id(store.schedule(new_job(params=params)))
+    params["items"].append(3)
+    record = store.get_job(job_id)
+    assert record is not None
+    assert record.params == {"items": [1, 2]}
+    assert isinstance(record.params, dict)
+    record.params["items"].append(4)
+    claimed = store.claim(request())
+    assert claimed is not None
+    assert claimed.params == {"items": [1, 2]}
+
+
+def test_claim_request_times_are_truncated_to_the_millisecond() -> None:
+    store = SyncInMemoryJobStore()
+    job_id = scheduled_id(store.schedule(new_job()))
+    now = T0 + timedelta(microseconds=2_999)
+    claimed = store.claim(
+        dataclasses.replace(request(now=now), locked_until=now + timedelta(microseconds=500))
+    )
+    assert claimed is not None
+    assert (claimed.last_run_at, claimed.locked_until) == (
+        T0 + timedelta(milliseconds=2),
+        T0 + timedelta(milliseconds=3),
+    )
+    record = store.get_job(job_id)
+    assert record is not None
+    assert record.claim_was_stale is False
+
+
+def test_insert_record_refuses_to_break_a_unique_index() -> None:
+    store = SyncInMemoryJobStore()
+    base = JobRecord(
+        id=new_record_id(), job_name="tick", type=JobType.RECURRENT, priority=1, next_run_at=T0
+    )
+    store.insert_record(dataclasses.replace(base, unique_identifier="u"))
+    with pytest.raises(StoreError, match="duplicate id"):
+        store.insert_record(base)
+    with pytest.raises(StoreError, match="unique_identifier"):
+        store.insert_record(
+            dataclasses.replace(base, id=new_record_id(), type=JobType.EVENT, unique_identifier="u")
+        )
+    with pytest.raises(StoreError, match="recurrent record"):
+        store.insert_record(dataclasses.replace(base, id=new_record_id()))
+
+
+def test_a_second_recurrent_record_is_an_item_error_in_bulk() -> None:
+    store = SyncInMemoryJobStore()
+    store.ensure_recurrent("tick", priority=1, partition=0, now=T0)
+    with pytest.raises(StoreError):
+        store.schedule(new_job("tick", type=JobType.RECURRENT))
+    result = store.schedule_many([new_job(), new_job("tick", type=JobType.RECURRENT), new_job()])
+    assert (result.scheduled_count, result.skipped_count) == (2, 0)
+    [error] = result.errors
+    assert error.index == 1
+    assert isinstance(error.error, StoreError)
+    assert result.outcomes[1] is None
+
+
+def test_probe_counts_examined_entries_and_never_other_names() -> None:
+    store = SyncInMemoryJobStore()
+    store.schedule_many([new_job("b") for _ in range(100)])
+    store.schedule_many([new_job("a", at=T0 + S) for _ in range(50)])  # one future level
+    store.schedule_many([new_job("a", priority=1) for _ in range(4)])
+    for _ in range(3):
+        assert store.claim(request("a")) is not None
+    # the head of the future level, then 3 locked entries, then the candidate
+    assert store.probe(hint="byJobName", job_names=["a"], partition=0, now=T0) == 5.0
+    assert store.probe(hint="globalPriority", job_names=["c"], partition=0, now=T0) == 0.0
+
+
+def test_ttl_purges_expired_records_and_history_lazily() -> None:
+    clock = ManualClock(T0)
+    store = SyncInMemoryJobStore(clock=clock)
+    job_id = scheduled_id(store.schedule(new_job(uid="u")))
+    claimed = store.claim(request())
+    assert claimed is not None
+    assert store.mark_max_tries_reached(job_id, claimed.lock_id, now=T0, expires_at=T0 + DAY)
+    # a later retention moves the deadline: the first heap entry must not purge the record
+    assert store.backfill_retention(retention=3 * DAY, now=T0) == 1
+    clock.current = T0 + 2 * DAY
+    assert store.get_job(job_id) is not None
+    assert isinstance(store.schedule(new_job(uid="u")), Duplicate)
+    clock.current = T0 + 3 * DAY
+    assert store.get_job(job_id) is None
+    assert store.find_jobs() == []
+    assert isinstance(store.schedule(new_job(uid="u")), Scheduled)
+
+    row = HistoryRecord(
+        execution_id="e1",
+        job_id=job_id,
+        job_name="a",
+        type=JobType.EVENT,
+        priority=1,
+        tries=1,
+        started_at=T0,
+        ended_at=T0 + S,
+        status=HistoryStatus.SUCCESS,
+        expires_at=T0 + 4 * DAY,
+    )
+    store.write_history(row)
+    assert len(store.get_executions("a")) == 1
+    clock.current = T0 + 4 * DAY
+    assert store.get_executions("a") == []
+    store.write_history(row)  # the execution id is free again: a fresh insert
+    assert store.get_executions("a") == []  # ... already expired
+
+
+def test_without_a_clock_nothing_expires() -> None:
+    store = SyncInMemoryJobStore()
+    job_id = scheduled_id(store.schedule(new_job()))
+    claimed = store.claim(request())
+    assert claimed is not None
+    assert store.mark_max_tries_reached(job_id, claimed.lock_id, now=T0, expires_at=T0 - DAY)
+    assert store.get_job(job_id) is not None
+
+
+def test_history_upsert_can_move_a_row_to_another_job_name() -> None:
+    store = SyncInMemoryJobStore()
+    row = HistoryRecord(
+        execution_id="e1",
+        job_id="j",
+        job_name="a",
+        type=JobType.EVENT,
+        priority=1,
+        tries=1,
+        started_at=T0,
+        ended_at=T0 + S,
+        status=HistoryStatus.ERROR,
+        expires_at=T0 + DAY,
+    )
+    store.write_history(row)
+    store.write_history(dataclasses.replace(row, job_name="b", status=HistoryStatus.SUCCESS))
+    assert store.get_executions("a") == []
+    assert [r.status for r in store.get_executions("b")] == [HistoryStatus.ERROR]
+
+
+def test_threads_claim_each_job_exactly_once() -> None:
+    store = SyncInMemoryJobStore()
+    store.schedule_many([new_job(partition=i % 3, priority=i % 5) for i in range(600)])
+    claimed: list[str] = []
+    claimed_lock = threading.Lock()
+
+    def worker() -> None:
+        misses = 0
+        partition = 0
+        while misses < 3:
+            job = store.claim(request(partition=partition % 3))
+            partition += 1
+            if job is None:
+                misses += 1
+                continue
+            misses = 0
+            with claimed_lock:
+                claimed.append(job.job_id)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(claimed) == 600
+    assert len(set(claimed)) == 600
+
+
+# ---------------------------------------------------------------------- claim index vs brute force
+
+NAMES = ("a", "b", "c")
+
+record_specs = st.tuples(
+    st.sampled_from(NAMES),
+    st.sampled_from([JobType.EVENT, JobType.EVENT, JobType.RECURRENT]),
+    st.sampled_from([0, 1, 5]),  # priority
+    st.integers(-3, 3),  # next_run_at offset (s)
+    st.sampled_from([None, 0, 1]),  # partition
+    st.booleans(),  # terminal status
+    st.one_of(st.none(), st.integers(-2, 2)),  # locked_until offset (s)
+)
+
+operations = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("claim"),
+            st.frozensets(st.sampled_from(NAMES), min_size=1),
+            st.sampled_from([0, 1]),
+            st.integers(-3, 3),
+            st.integers(1, 3),
+        ),
+        st.tuples(
+            st.just("reschedule"),
+            st.integers(0, 50),
+            st.integers(-3, 3),
+            st.sampled_from([None, 0, 1, 5, 7]),
+            st.booleans(),
+        ),
+        st.tuples(st.sampled_from(["demote", "complete", "mark"]), st.integers(0, 50)),
+        st.tuples(st.just("release"), st.integers(0, 50), st.integers(-3, 3)),
+        st.tuples(st.just("reconcile"), st.sampled_from([1, 2]), st.integers(0, 3)),
+        st.tuples(st.just("ensure"), st.sampled_from(NAMES), st.sampled_from([0, 1, 5, 9])),
+    ),
+    max_size=40,
+)
+
+
+def constant(value: int) -> Callable[[], int]:
+    return lambda: value
+
+
+def brute_force_claim(
+    store: SyncInMemoryJobStore, order: dict[str, int], req: ClaimRequest
+) -> str | None:
+    names = set(req.job_names)
+    candidates = [
+        r
+        for r in store.find_jobs()
+        if r.partition == req.partition and r.is_eligible(names, req.now)
+    ]
+    candidates.sort(key=lambda r: (-r.priority, r.next_run_at, order[r.id]))
+    return candidates[0].id if candidates else None
+
+
+def index_entries(store: SyncInMemoryJobStore) -> Iterator[tuple[int, str, str]]:
+    for (partition, name), keys in store._index.items():
+        assert keys == sorted(keys)
+        for key in keys:
+            yield partition, name, key[3]
+
+
+def check_index(store: SyncInMemoryJobStore) -> None:
+    expected = sorted(
+        (r.partition, r.job_name, r.id)
+        for r in store.find_jobs()
+        if r.partition is not None
+        and not (r.type is JobType.EVENT and r.status is JobStatus.MAX_TRIES_REACHED)
+    )
+    assert sorted(index_entries(store)) == expected
+
+
+@settings(max_examples=250, deadline=None)
+@given(specs=st.lists(record_specs, max_size=25), ops=operations)
+def test_claims_match_a_brute_force_selector(
+    specs: list[tuple[str, JobType, int, int, int | None, bool, int | None]],
+    ops: list[tuple[Any, ...]],
+) -> None:
+    store = SyncInMemoryJobStore()
+    order: dict[str, int] = {}
+    recurrent_names: set[str] = set()
+    for name, job_type, priority, offset, partition, terminal, lock_offset in specs:
+        if job_type is JobType.RECURRENT:
+            if name in recurrent_names:
+                job_type = JobType.EVENT
+            recurrent_names.add(name)
+        record = JobRecord(
+            id=new_record_id(),
+            job_name=name,
+            type=job_type,
+            priority=priority,
+            next_run_at=T0 + offset * S,
+            partition=partition,
+            status=JobStatus.MAX_TRIES_REACHED if terminal else None,
+            locked_until=None if lock_offset is None else T0 + lock_offset * S,
+            lock_id=None if lock_offset is None else new_execution_id(),
+        )
+        store.insert_record(record)
+        order[record.id] = len(order)
+    check_index(store)
+
+    for op in ops:
+        records = store.find_jobs()
+        target = records[op[1] % len(records)] if records and isinstance(op[1], int) else None
+        lock_id = target.lock_id if target is not None and target.lock_id else "nobody"
+        kind = op[0]
+        if kind == "claim":
+            _, names, partition, now_offset, lock_s = op
+            req = request(*sorted(names), partition=partition, now=T0 + now_offset * S)
+            req = dataclasses.replace(req, locked_until=req.now + lock_s * S)
+            expected = brute_force_claim(store, order, req)
+            claimed = store.claim(req)
+            assert (claimed.job_id if claimed else None) == expected
+        elif kind == "reschedule" and target is not None:
+            _, _, offset, priority, reset = op
+            store.reschedule(
+                target.id,
+                lock_id,
+                next_run_at=T0 + offset * S,
+                priority=priority,
+                reset_tries=reset,
+            )
+        elif kind == "demote" and target is not None:
+            store.demote_stale(target.id, lock_id)
+        elif kind == "complete" and target is not None:
+            store.complete(target.id, lock_id)
+        elif kind == "mark" and target is not None:
+            store.mark_max_tries_reached(target.id, lock_id, now=T0, expires_at=None)
+        elif kind == "release" and target is not None:
+            store.release_lock(target.id, lock_id, now=T0 + op[2] * S)
+        elif kind == "reconcile":
+            _, n_partitions, choice = op
+            store.reconcile_partitions(
+                job_names=NAMES,
+                n_partitions=n_partitions,
+                now=T0,
+                limit=10,
+                choose_partition=constant(choice % n_partitions),
+            )
+        elif kind == "ensure":
+            _, name, priority = op
+            store.ensure_recurrent(name, priority=priority, partition=0, now=T0)
+            for record in store.find_jobs():
+                order.setdefault(record.id, len(order))
+        check_index(store)
