@@ -38,6 +38,7 @@ from dogs_core import (
     RetryPolicy,
     ScheduleItem,
     Workers,
+    WorkerSettings,
 )
 from dogs_core.ports import AsyncJobStore
 
@@ -69,7 +70,7 @@ async def send_email(params: Email, ctx: JobContext) -> dict[str, str]:
 
 
 def _resize_retry(error: Exception, params: object, ctx: JobContext) -> Retry:
-    return Retry(run_in=0.2)
+    return Retry(run_in=timedelta(milliseconds=200))
 
 
 @jobs.event(max_parallel_executions_per_server=2, on_error=_resize_retry)
@@ -117,15 +118,17 @@ async def run_demo(store: AsyncJobStore, events: int, store_name: str) -> None:
     started = time.perf_counter()
     await client.schedule_many(send_email, emails)
     await client.schedule_many(resize_image, images)
-    again = await client.schedule(send_email, Email("user0@example.com", "Welcome"), unique_key="w:0")
+    again = await client.schedule(
+        send_email, Email("user0@example.com", "Welcome"), unique_key="w:0"
+    )
     assert isinstance(again, Duplicate), again
     console.print(
         f"scheduled {len(emails)} send_email and {len(images)} resize_image jobs on {store_name}; "
         f"a second 'w:0' was reported as {type(again).__name__}"
     )
 
-    options = {"workers_count": 16, "n_partitions": 4, "poll_interval": 0.2}
-    async with Workers(store, jobs, **options) as first, Workers(store, jobs, **options) as second:
+    settings = WorkerSettings(workers_count=16, n_partitions=4, poll_interval=0.2)
+    async with Workers(store, jobs, settings) as first, Workers(store, jobs, settings) as second:
         with Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),

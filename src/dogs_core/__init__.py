@@ -54,8 +54,8 @@ from dogs_core.runtime import (
     LoopClock,
     ScheduleItem,
     SystemClock,
-    WorkerSettings,
     Workers,
+    WorkerSettings,
     current_job,
 )
 from dogs_core.runtime.blocking import BlockingDogsClient, BlockingWorkers

@@ -131,9 +131,7 @@ class BlockingWorkers:
         portal = self._owner.portal()
 
         def build() -> Workers:
-            return Workers(
-                self._store, self._jobs, self.settings, clock=self._clock, rng=self._rng
-            )
+            return Workers(self._store, self._jobs, self.settings, clock=self._clock, rng=self._rng)
 
         workers = portal.call(build)
         context = portal.wrap_async_context_manager(workers)

@@ -29,13 +29,13 @@ from dogs_core.domain.records import (
     ScheduleOutcome,
 )
 from dogs_core.domain.schedules import event_run_at, parse_duration
-from dogs_core.ids import new_record_id
 from dogs_core.errors import (
     DogsError,
     InvalidOptionError,
     InvalidScheduleError,
     JobNotRegisteredError,
 )
+from dogs_core.ids import new_record_id
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock
 from dogs_core.runtime.clock import SystemClock
@@ -149,9 +149,9 @@ class DogsClient:
         result = await retry_transient(
             lambda: self.store.schedule_many(prepared), what=f"schedule_many {definition.name}"
         )
-        for error in result.errors:
-            original = positions[error.index]
-            errors.append(ItemError(index=original, error=error.error, job=materialized[original]))
+        for failed in result.errors:
+            original = positions[failed.index]
+            errors.append(ItemError(index=original, error=failed.error, job=materialized[original]))
         for local_index, outcome in enumerate(result.outcomes):
             if local_index < len(positions):
                 outcomes[positions[local_index]] = outcome
@@ -263,11 +263,8 @@ def _as_item(raw: ScheduleItem | Mapping[str, Any], index: int) -> ScheduleItem:
     if isinstance(raw, Mapping):
         unknown = set(raw) - {"params", "run_in", "run_at", "priority", "unique_key"}
         if unknown:
-            raise InvalidOptionError(
-                f"items[{index}]", sorted(unknown), "unknown schedule options"
-            )
+            raise InvalidOptionError(f"items[{index}]", sorted(unknown), "unknown schedule options")
         return ScheduleItem(**raw)
     raise InvalidOptionError(
         f"items[{index}]", raw, "must be a ScheduleItem or a mapping of schedule options"
     )
-

@@ -116,7 +116,10 @@ class WorkerSettings:
             if claim_concurrency is None
             else _positive_int("claim_concurrency", claim_concurrency)
         )
-        for flag, value in (("probe_enabled", probe_enabled), ("reconcile_enabled", reconcile_enabled)):
+        for flag, value in (
+            ("probe_enabled", probe_enabled),
+            ("reconcile_enabled", reconcile_enabled),
+        ):
             if not isinstance(value, bool):
                 raise InvalidOptionError(flag, value, "must be True or False")
         self.probe_enabled = probe_enabled

@@ -23,10 +23,10 @@ class Signal:
         event, self._event = self._event, anyio.Event()
         event.set()
 
-    async def wait(self, timeout: float = math.inf) -> bool:
-        """Wait for the next notification; ``False`` when ``timeout`` seconds passed first."""
+    async def wait(self, seconds: float = math.inf) -> bool:
+        """Wait for the next notification; ``False`` when ``seconds`` passed first."""
         event = self._event
-        with anyio.move_on_after(timeout):
+        with anyio.move_on_after(seconds):
             await event.wait()
             return True
         return False
