@@ -230,8 +230,8 @@ class DogsClient:
         priority = definition.priority if item.priority is None else item.priority
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise InvalidOptionError("priority", item.priority, "must be an integer")
-        if not -(2**31) <= priority < 2**31:
-            raise InvalidOptionError("priority", item.priority, "must fit in a 32-bit integer")
+        if not -(2**63) <= priority < 2**63:
+            raise InvalidOptionError("priority", item.priority, "must fit in a 64-bit integer")
         return NewJob(
             id=new_record_id(),
             job_name=definition.name,
