@@ -1,0 +1,12 @@
+"""MongoDB adapters of Dogs for Python, storage-compatible with @orion-js/dogs 4.6.x.
+
+:class:`AsyncMongoJobStore` (PyMongo ``AsyncMongoClient``) and :class:`MongoJobStore` (PyMongo
+``MongoClient``, generated from the async one) implement the job-store ports of
+:mod:`dogs_core.ports` on the collections ``orionjs.jobs_dogs_records`` and
+``orionjs.jobs_dogs_history`` with Dogs' field names and indexes.
+"""
+
+from dogs_mongo._async.store import AsyncMongoJobStore
+from dogs_mongo._sync.store import MongoJobStore
+
+__all__ = ["AsyncMongoJobStore", "MongoJobStore"]

@@ -1,0 +1,747 @@
+"""The MongoDB job store on PyMongo's ``AsyncMongoClient``.
+
+The async adapter (``_async/store.py``) is the source of truth; the sync adapter
+(``_sync/store.py``) is generated from it by ``scripts/generate_sync.py`` (unasync): edit the
+async file, then regenerate. Every document it sends is built by
+:mod:`dogs_mongo.queries`; every transient failure is raised as
+:class:`~dogs_core.errors.TransientStoreError` (see :mod:`dogs_mongo.errors`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+import anyio
+import bson
+from bson.codec_options import CodecOptions
+from bson.errors import InvalidDocument
+from pymongo import AsyncMongoClient, InsertOne, ReadPreference, ReturnDocument, UpdateOne
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure, PyMongoError
+from pymongo.read_concern import ReadConcern
+from pymongo.write_concern import WriteConcern
+
+from dogs_core.domain.records import (
+    BulkScheduleResult,
+    ClaimedJob,
+    ClaimRequest,
+    Duplicate,
+    HistoryRecord,
+    ItemError,
+    JobRecord,
+    NameStatus,
+    NewJob,
+    Scheduled,
+    ScheduleOutcome,
+)
+from dogs_core.errors import InvalidParamsError, StoreError, TransientStoreError
+from dogs_core.ids import new_record_id
+from dogs_core.ports import StoreCapabilities
+from dogs_mongo import queries as q
+from dogs_mongo.errors import is_transient, translate_errors
+
+__all__ = [
+    "CLAIM_PATH_FIND_ONE_AND_UPDATE",
+    "CLAIM_PATH_SORTED_UPDATE_ONE",
+    "AsyncMongoJobStore",
+    "choose_claim_path",
+]
+
+log = logging.getLogger("dogs_mongo.store")
+
+CLAIM_PATH_SORTED_UPDATE_ONE: Final = "sorted_update_one"
+CLAIM_PATH_FIND_ONE_AND_UPDATE: Final = "find_one_and_update"
+_CLAIM_PATHS: Final = ("auto", CLAIM_PATH_SORTED_UPDATE_ONE, CLAIM_PATH_FIND_ONE_AND_UPDATE)
+
+#: MongoDB 8.0: ``updateOne`` accepts ``sort``.
+SORTED_UPDATE_MIN_WIRE_VERSION: Final = 25
+
+_INDEX_OPTIONS_CONFLICT: Final = 85
+_INDEX_KEY_SPECS_CONFLICT: Final = 86
+_DUPLICATE_KEY: Final = 11000
+
+_CODEC_OPTIONS: CodecOptions[dict[str, Any]] = CodecOptions(
+    document_class=dict, tz_aware=True, tzinfo=UTC
+)
+
+Document = dict[str, Any]
+
+
+class AsyncMongoJobStore:
+    """:class:`~dogs_core.ports.AsyncJobStore` on MongoDB, storage-compatible with @orion-js/dogs.
+
+    ``client`` is a PyMongo ``AsyncMongoClient``. (The async store also accepts a Motor client:
+    it only calls methods both have.) The store reads and writes ``database`` through its own
+    codec options (timezone-aware UTC datetimes), whatever the client's. It does not close a
+    client it was given; :meth:`from_uri` makes a store that owns (and closes) its client.
+
+    ``write_concern`` applies to claims and every fenced write (lock extension, completion,
+    rescheduling, terminal marking, demotion, release). ``None`` (the default) keeps the
+    client's, which on a replica set is ``w: "majority"``: a claim then waits until a majority
+    has journaled it (a few ms per claim on one node; throughput comes from concurrent claimers),
+    and it survives a failover. ``WriteConcern(w=1)`` is faster, but a claim acknowledged by a
+    primary that fails before replicating it is rolled back: the new primary sees the record
+    unclaimed and another worker may run the job while the first execution still runs (its
+    fenced writes then fail). Unacknowledged (``w=0``) concerns are refused: fencing needs
+    the matched count.
+
+    ``claim_path`` forces a claim implementation (benchmarks, tests); ``"auto"`` detects it once
+    per store: the MongoDB 8 sorted ``updateOne`` when ``hello.maxWireVersion >= 25`` and the
+    ``jobs_dogs_records_lock_id`` index exists, ``findOneAndUpdate`` otherwise.
+    """
+
+    def __init__(
+        self,
+        client: AsyncMongoClient[Any],
+        database: str,
+        *,
+        records_collection: str = q.DEFAULT_RECORDS_COLLECTION,
+        history_collection: str = q.DEFAULT_HISTORY_COLLECTION,
+        write_concern: WriteConcern | None = None,
+        claim_path: str = "auto",
+        owns_client: bool = False,
+    ) -> None:
+        if claim_path not in _CLAIM_PATHS:
+            raise ValueError(f"claim_path={claim_path!r}: expected one of {_CLAIM_PATHS}")
+        if write_concern is not None and not write_concern.acknowledged:
+            raise ValueError(
+                f"write_concern={write_concern!r}: claims and fenced writes need an "
+                "acknowledged write concern (w >= 1)"
+            )
+        self._client = client
+        self._owns_client = owns_client
+        self._claim_path_option = claim_path
+        self._db: AsyncDatabase[Document] = client.get_database(
+            database, codec_options=_CODEC_OPTIONS
+        )
+        self._records: AsyncCollection[Document] = self._db.get_collection(records_collection)
+        self._history: AsyncCollection[Document] = self._db.get_collection(history_collection)
+        self._fenced: AsyncCollection[Document] = (
+            self._records
+            if write_concern is None
+            else self._records.with_options(write_concern=write_concern)
+        )
+        # Claim read-backs and reconciler scans read their own writes: primary, local.
+        self._primary: AsyncCollection[Document] = self._records.with_options(
+            read_preference=ReadPreference.PRIMARY, read_concern=ReadConcern("local")
+        )
+        self._setup_lock = anyio.Lock()
+        self._capabilities_lock = anyio.Lock()
+        self._setup_done = False
+        self._capabilities: StoreCapabilities | None = None
+
+    @classmethod
+    def from_uri(cls, uri: str, database: str, **options: Any) -> AsyncMongoJobStore:
+        """A store owning a new client of ``uri`` (closed by :meth:`close`)."""
+        client: AsyncMongoClient[Any] = AsyncMongoClient(uri, tz_aware=True)
+        return cls(client, database, owns_client=True, **options)
+
+    @property
+    def database_name(self) -> str:
+        return self._db.name
+
+    @property
+    def records_collection(self) -> AsyncCollection[Document]:
+        return self._records
+
+    @property
+    def history_collection(self) -> AsyncCollection[Document]:
+        return self._history
+
+    def __repr__(self) -> str:
+        return (
+            f"<{type(self).__name__} database={self._db.name!r} "
+            f"records={self._records.name!r} history={self._history.name!r}>"
+        )
+
+    # ------------------------------------------------------------------------------------------
+    # Setup and capabilities
+    # ------------------------------------------------------------------------------------------
+
+    async def setup(self) -> None:
+        """Create the indexes of both collections (non-fatal, logged). An index that exists with
+        other options is dropped and recreated. Done once per store; retried on a later call
+        only when a transient error prevented it."""
+        async with self._setup_lock:
+            if self._setup_done:
+                return
+            records_ok = await self._ensure_indexes(self._records, q.RECORD_INDEXES)
+            history_ok = await self._ensure_indexes(self._history, q.HISTORY_INDEXES)
+            self._setup_done = records_ok and history_ok
+
+    async def _ensure_indexes(
+        self, collection: AsyncCollection[Document], specs: Sequence[q.IndexSpec]
+    ) -> bool:
+        """Returns false when a transient error means the work should be retried later."""
+        try:
+            existing: Mapping[str, Any] = await collection.index_information()
+        except PyMongoError as error:
+            log.warning("dogs: cannot list the indexes of %s: %s", collection.name, error)
+            return not is_transient(error)
+        complete = True
+        missing = [
+            spec
+            for spec in specs
+            if spec.name not in existing or not spec.matches(existing[spec.name])
+        ]
+        if len(missing) > 1 and not set(existing) - {"_id_"}:
+            # A new collection: one createIndexes for all (falls back to one by one).
+            try:
+                await collection.create_indexes([spec.as_index_model() for spec in missing])
+                missing = []
+            except PyMongoError as error:
+                log.debug("dogs: batched index creation on %s failed: %s", collection.name, error)
+        for spec in missing:
+            try:
+                await self._create_index(collection, spec, existing)
+            except PyMongoError as error:
+                log.error(
+                    "dogs: index %s on %s could not be created: %s",
+                    spec.name,
+                    collection.name,
+                    error,
+                )
+                complete = complete and not is_transient(error)
+        declared = {spec.name for spec in specs} | {"_id_"}
+        undeclared = sorted(set(existing) - declared)
+        if undeclared:
+            log.warning(
+                "dogs: %s has indexes Dogs does not declare: %s",
+                collection.name,
+                ", ".join(undeclared),
+            )
+        return complete
+
+    async def _create_index(
+        self,
+        collection: AsyncCollection[Document],
+        spec: q.IndexSpec,
+        existing: Mapping[str, Any],
+    ) -> None:
+        try:
+            await collection.create_index(list(spec.keys), **spec.create_options())
+            return
+        except OperationFailure as error:
+            if error.code not in (_INDEX_OPTIONS_CONFLICT, _INDEX_KEY_SPECS_CONFLICT):
+                raise
+            conflicting = _conflicting_index(spec, existing)
+            log.warning(
+                "dogs: index %s on %s conflicts with the existing index %s (%s); recreating it",
+                spec.name,
+                collection.name,
+                conflicting,
+                error,
+            )
+        if conflicting is not None:
+            await collection.drop_index(conflicting)
+        await collection.create_index(list(spec.keys), **spec.create_options())
+
+    async def capabilities(self) -> StoreCapabilities:
+        """Once per store, after :meth:`setup`: which claim path this server supports."""
+        async with self._capabilities_lock:
+            if self._capabilities is not None:
+                return self._capabilities
+            await self.setup()
+            with translate_errors("capability detection", write=False):
+                hello = await self._db.command("hello")
+                build_info = await self._db.command("buildInfo")
+                indexes = await self._records.index_information()
+            wire_version = int(hello.get("maxWireVersion", 0))
+            has_lock_index = q.LOCK_ID_INDEX_NAME in indexes
+            version = build_info.get("version")
+            path = choose_claim_path(wire_version, has_lock_index, self._claim_path_option)
+            if self._claim_path_option != "auto":
+                log.info("dogs: claim path forced to %s (MongoDB %s)", path, version)
+            elif path == CLAIM_PATH_SORTED_UPDATE_ONE:
+                log.info("dogs: claims use the sorted updateOne (MongoDB %s)", version)
+            elif wire_version >= SORTED_UPDATE_MIN_WIRE_VERSION:
+                log.warning(
+                    "dogs: index %s is missing on %s: claims fall back to findOneAndUpdate",
+                    q.LOCK_ID_INDEX_NAME,
+                    self._records.name,
+                )
+            else:
+                log.info(
+                    "dogs: claims use findOneAndUpdate (MongoDB %s, wire version %d < %d)",
+                    version,
+                    wire_version,
+                    SORTED_UPDATE_MIN_WIRE_VERSION,
+                )
+            self._capabilities = StoreCapabilities(
+                claim_path=path,
+                supports_probe=True,
+                server_version=str(version) if version is not None else None,
+            )
+            return self._capabilities
+
+    # ------------------------------------------------------------------------------------------
+    # Scheduling
+    # ------------------------------------------------------------------------------------------
+
+    async def schedule(self, job: NewJob) -> ScheduleOutcome:
+        document = _checked_document(job)
+        try:
+            with translate_errors("schedule", write=True):
+                await self._records.insert_one(document)
+        except DuplicateKeyError as error:
+            if _duplicate_key_field(error.details) == "_id":
+                return Scheduled(id=job.id)  # a retry of an insert that had landed
+            if job.unique_identifier is None or (
+                _duplicate_key_field(error.details) != "uniqueIdentifier"
+            ):
+                raise
+            with translate_errors("schedule (duplicate lookup)", write=False):
+                existing = await self._records.find_one(
+                    q.unique_identifier_filter(job.unique_identifier), {"_id": 1}
+                )
+            existing_id = None if existing is None else str(existing["_id"])
+            if existing_id == job.id:
+                return Scheduled(id=job.id)
+            return Duplicate(existing_id=existing_id, unique_identifier=job.unique_identifier)
+        return Scheduled(id=job.id)
+
+    async def schedule_many(self, jobs: Sequence[NewJob]) -> BulkScheduleResult:
+        """One unordered ``bulkWrite``: an insert per item without an identifier, an upsert by
+        ``uniqueIdentifier`` with every field in ``$setOnInsert`` per item with one. An item whose
+        record cannot be stored as BSON (or is over 16 MiB) is an item error and is not sent.
+        Items whose record already exists under their own id (a retried batch) count as
+        scheduled; other items whose identifier is taken count as skipped."""
+        outcomes: list[ScheduleOutcome | None] = [None] * len(jobs)
+        errors: list[ItemError] = []
+        requests: list[InsertOne[Document] | UpdateOne] = []
+        request_items: list[int] = []  # request index -> item index
+        for index, job in enumerate(jobs):
+            try:
+                document = _checked_document(job)
+            except (InvalidParamsError, TypeError, ValueError) as error:
+                errors.append(ItemError(index=index, error=error, job=job))
+                continue
+            request_items.append(index)
+            if job.unique_identifier is None:
+                requests.append(InsertOne(document))
+            else:
+                requests.append(
+                    UpdateOne(
+                        q.unique_identifier_filter(job.unique_identifier),
+                        q.upsert_unique_update(document),
+                        upsert=True,
+                    )
+                )
+        if not requests:
+            return BulkScheduleResult(0, 0, errors=tuple(errors), outcomes=tuple(outcomes))
+
+        write_errors: dict[int, Mapping[str, Any]] = {}
+        try:
+            with translate_errors("schedule_many", write=True):
+                result = await self._records.bulk_write(requests, ordered=False)
+            upserted: Mapping[int, Any] = result.upserted_ids or {}
+        except BulkWriteError as error:
+            details = error.details
+            if details.get("writeConcernErrors"):
+                raise TransientStoreError(
+                    f"schedule_many: write concern error ({details['writeConcernErrors'][0]})",
+                    write_may_have_applied=True,
+                ) from error
+            write_errors = {int(e["index"]): e for e in details.get("writeErrors", [])}
+            upserted = {int(u["index"]): u["_id"] for u in details.get("upserted", [])}
+
+        taken: dict[str, list[int]] = {}  # identifier -> items that found it taken
+        for request_index, item_index in enumerate(request_items):
+            job = jobs[item_index]
+            identifier = job.unique_identifier
+            failure = write_errors.get(request_index)
+            if failure is None:
+                if identifier is None or request_index in upserted:
+                    outcomes[item_index] = Scheduled(id=job.id)
+                else:
+                    taken.setdefault(identifier, []).append(item_index)
+            elif failure.get("code") == _DUPLICATE_KEY and _duplicate_key_field(failure) == "_id":
+                outcomes[item_index] = Scheduled(id=job.id)  # retried, had landed
+            elif failure.get("code") == _DUPLICATE_KEY and identifier is not None:
+                taken.setdefault(identifier, []).append(item_index)  # lost an upsert race
+            else:
+                message = f"write error {failure.get('code')}: {failure.get('errmsg')}"
+                errors.append(ItemError(index=item_index, error=StoreError(message), job=job))
+
+        if taken:
+            holders = await self._holders(list(taken))
+            for identifier, item_indexes in taken.items():
+                holder = holders.get(identifier)
+                for item_index in item_indexes:
+                    if holder is not None and holder == jobs[item_index].id:
+                        outcomes[item_index] = Scheduled(id=holder)
+                    else:
+                        outcomes[item_index] = Duplicate(
+                            existing_id=holder, unique_identifier=identifier
+                        )
+        errors.sort(key=lambda item: item.index)
+        return BulkScheduleResult(
+            scheduled_count=sum(isinstance(o, Scheduled) for o in outcomes),
+            skipped_count=sum(isinstance(o, Duplicate) for o in outcomes),
+            errors=tuple(errors),
+            outcomes=tuple(outcomes),
+        )
+
+    async def _holders(self, identifiers: list[str]) -> dict[str, str]:
+        """The ids of the records holding these identifiers. The batch has been written already,
+        so a transient failure here says so (``write_may_have_applied``): retrying the batch is
+        safe, every item keeps its id."""
+        try:
+            cursor = self._records.find(
+                {"uniqueIdentifier": {"$in": identifiers}}, {"_id": 1, "uniqueIdentifier": 1}
+            )
+            found = await cursor.to_list(None)
+        except PyMongoError as error:
+            if not is_transient(error):
+                raise
+            raise TransientStoreError(
+                f"schedule_many: the batch was written but its duplicates could not be "
+                f"looked up ({type(error).__name__}: {error})",
+                write_may_have_applied=True,
+            ) from error
+        return {str(doc["uniqueIdentifier"]): str(doc["_id"]) for doc in found}
+
+    async def ensure_recurrent(
+        self, job_name: str, *, priority: int, partition: int, now: datetime
+    ) -> None:
+        filter_ = q.ensure_recurrent_filter(job_name)
+        for attempt in (1, 2):
+            update = q.ensure_recurrent_update(
+                record_id=new_record_id(), priority=priority, partition=partition, now=now
+            )
+            try:
+                with translate_errors("ensure_recurrent", write=True):
+                    await self._records.update_one(filter_, update, upsert=True)
+                return
+            except DuplicateKeyError:
+                # Two instances upserted the same new record at once: the other one won, and
+                # the retry now matches its record (an update, not an insert).
+                if attempt == 2:
+                    raise
+                log.info("dogs: recurrent record %r was created concurrently; retrying", job_name)
+
+    # ------------------------------------------------------------------------------------------
+    # Claims
+    # ------------------------------------------------------------------------------------------
+
+    async def claim(self, request: ClaimRequest) -> ClaimedJob | None:
+        if not request.job_names:
+            return None
+        capabilities = await self.capabilities()
+        if capabilities.claim_path == CLAIM_PATH_SORTED_UPDATE_ONE:
+            return await self._claim_sorted_update_one(request)
+        return await self._claim_find_one_and_update(request)
+
+    async def _claim_sorted_update_one(self, request: ClaimRequest) -> ClaimedJob | None:
+        command = q.sorted_update_one_claim(request)
+        with translate_errors("claim", write=True):
+            result = await self._fenced.update_one(
+                command.filter, command.update, sort=command.sort, hint=command.hint
+            )
+        if result.matched_count == 0:
+            return None
+        with translate_errors("claim read-back", write=False):
+            document = await self._primary.find_one(q.lock_id_filter(request.lock_id))
+        if document is None:
+            log.warning(
+                "dogs: claim %s matched a record but the read-back by lockId found nothing; "
+                "dropping it (the record is recovered as stale when its lock expires)",
+                request.lock_id,
+            )
+            return None
+        return q.claim_from_read_back(request, document)
+
+    async def _claim_find_one_and_update(self, request: ClaimRequest) -> ClaimedJob | None:
+        command = q.find_one_and_update_claim(request)
+        with translate_errors("claim", write=True):
+            before = await self._fenced.find_one_and_update(
+                command.filter,
+                command.update,
+                sort=list(command.sort.items()),
+                hint=command.hint,
+                return_document=ReturnDocument.BEFORE,
+            )
+        if before is None:
+            return None
+        return q.claim_from_before_image(request, before)
+
+    # ------------------------------------------------------------------------------------------
+    # Fenced writes
+    # ------------------------------------------------------------------------------------------
+
+    async def _fenced_update(
+        self, operation: str, filter_: Mapping[str, Any], update: Mapping[str, Any]
+    ) -> bool:
+        with translate_errors(operation, write=True):
+            result = await self._fenced.update_one(filter_, update)
+        return result.matched_count == 1
+
+    async def extend_lock(self, job_id: str, lock_id: str, locked_until: datetime) -> bool:
+        return await self._fenced_update(
+            "extend_lock", q.fenced_filter(job_id, lock_id), q.extend_lock_update(locked_until)
+        )
+
+    async def complete(self, job_id: str, lock_id: str) -> bool:
+        with translate_errors("complete", write=True):
+            result = await self._fenced.delete_one(q.complete_filter(job_id, lock_id))
+        return result.deleted_count == 1
+
+    async def reschedule(
+        self,
+        job_id: str,
+        lock_id: str,
+        *,
+        next_run_at: datetime,
+        priority: int | None,
+        reset_tries: bool,
+    ) -> bool:
+        update = q.reschedule_update(
+            next_run_at=next_run_at, priority=priority, reset_tries=reset_tries
+        )
+        return await self._fenced_update("reschedule", q.fenced_filter(job_id, lock_id), update)
+
+    async def mark_max_tries_reached(
+        self, job_id: str, lock_id: str, *, now: datetime, expires_at: datetime | None
+    ) -> bool:
+        return await self._fenced_update(
+            "mark_max_tries_reached",
+            q.mark_max_tries_filter(job_id, lock_id),
+            q.mark_max_tries_update(now=now, expires_at=expires_at),
+        )
+
+    async def demote_stale(self, job_id: str, lock_id: str) -> bool:
+        return await self._fenced_update(
+            "demote_stale", q.fenced_filter(job_id, lock_id), q.demote_stale_update()
+        )
+
+    async def release_lock(self, job_id: str, lock_id: str, *, now: datetime) -> bool:
+        return await self._fenced_update(
+            "release_lock", q.fenced_filter(job_id, lock_id), q.release_lock_update(now)
+        )
+
+    # ------------------------------------------------------------------------------------------
+    # Probe, reconciler, retention, administration
+    # ------------------------------------------------------------------------------------------
+
+    async def probe(
+        self, *, hint: str, job_names: Sequence[str], partition: int, now: datetime
+    ) -> float:
+        """``explain`` (executionStats, ``maxTimeMS`` 1000, on the primary) of the claim query
+        with ``hint``; returns ``executionTimeMillis``. A timeout raises
+        ``TransientStoreError``; a result without a finite time raises ``StoreError``."""
+        command = q.probe_explain_command(
+            self._records.name, hint=hint, job_names=job_names, partition=partition, now=now
+        )
+        with translate_errors("probe", write=False):
+            result = await self._db.command(
+                command, read_preference=ReadPreference.PRIMARY, codec_options=_CODEC_OPTIONS
+            )
+        try:
+            return q.probe_execution_millis(result)
+        except ValueError as error:
+            raise StoreError(f"probe with hint {hint!r}: {error}") from error
+
+    async def reconcile_partitions(
+        self,
+        *,
+        job_names: Sequence[str],
+        n_partitions: int,
+        now: datetime,
+        limit: int,
+        choose_partition: Callable[[], int],
+    ) -> int:
+        if n_partitions < 1:
+            raise ValueError(f"n_partitions={n_partitions!r}: must be at least 1")
+        if limit <= 0 or not job_names:
+            return 0
+        select = q.reconcile_select_filter(job_names=job_names, n_partitions=n_partitions, now=now)
+        with translate_errors("reconcile_partitions (scan)", write=False):
+            cursor = self._primary.find(select, dict(q.RECONCILE_PROJECTION)).limit(limit)
+            found = await cursor.to_list(None)
+        if not found:
+            return 0
+        updates: list[UpdateOne] = []
+        for document in found:
+            partition = choose_partition()
+            if not 0 <= partition < n_partitions:
+                raise ValueError(
+                    f"choose_partition() returned {partition!r}, outside [0, {n_partitions})"
+                )
+            updates.append(
+                UpdateOne(
+                    q.reconcile_cas_filter(document["_id"], n_partitions=n_partitions, now=now),
+                    q.reconcile_update(partition),
+                )
+            )
+        try:
+            with translate_errors("reconcile_partitions", write=True):
+                result = await self._records.bulk_write(updates, ordered=False)
+        except BulkWriteError as error:
+            modified = int(error.details.get("nModified", 0))
+            log.warning(
+                "dogs: partition reconciler: %d of %d updates failed (%s)",
+                len(error.details.get("writeErrors", [])),
+                len(updates),
+                error,
+            )
+            return modified
+        return int(result.modified_count)
+
+    async def backfill_retention(self, *, retention: timedelta | None, now: datetime) -> int:
+        update = q.backfill_retention_update(retention=retention, now=now)
+        with translate_errors("backfill_retention", write=True):
+            result = await self._records.update_many(q.backfill_retention_filter(), update)
+        return int(result.modified_count)
+
+    async def unlock_all(self) -> int:
+        with translate_errors("unlock_all", write=True):
+            result = await self._records.update_many(q.unlock_all_filter(), q.unlock_all_update())
+        return int(result.modified_count)
+
+    # ------------------------------------------------------------------------------------------
+    # History
+    # ------------------------------------------------------------------------------------------
+
+    async def write_history(self, record: HistoryRecord) -> None:
+        update = q.history_update(record, new_record_id())
+        with translate_errors("write_history", write=True):
+            await self._history.update_one(
+                q.history_filter(record.execution_id), update, upsert=True
+            )
+
+    async def get_executions(
+        self, job_name: str, *, limit: int = 20, skip: int = 0
+    ) -> list[HistoryRecord]:
+        if limit < 0 or skip < 0:
+            raise ValueError(f"limit={limit!r}, skip={skip!r}: must not be negative")
+        if limit == 0:
+            return []
+        with translate_errors("get_executions", write=False):
+            cursor = (
+                self._history.find({"jobName": job_name})
+                .sort(q.get_executions_sort())
+                .skip(skip)
+                .limit(limit)
+            )
+            documents = await cursor.to_list(None)
+        return [q.history_from_document(document) for document in documents]
+
+    # ------------------------------------------------------------------------------------------
+    # Reads
+    # ------------------------------------------------------------------------------------------
+
+    async def get_job(self, job_id: str) -> JobRecord | None:
+        with translate_errors("get_job", write=False):
+            document = await self._records.find_one({"_id": job_id})
+        return None if document is None else q.record_from_document(document)
+
+    async def find_jobs(
+        self, *, job_name: str | None = None, limit: int | None = None
+    ) -> list[JobRecord]:
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit={limit!r}: must not be negative")
+        if limit == 0:
+            return []
+        with translate_errors("find_jobs", write=False):
+            cursor = self._records.find(q.find_jobs_filter(job_name), allow_disk_use=True).sort(
+                q.find_jobs_sort()
+            )
+            if limit is not None:
+                cursor = cursor.limit(limit)
+            documents = await cursor.to_list(None)
+        return [q.record_from_document(document) for document in documents]
+
+    async def status_counts(self, *, now: datetime) -> list[NameStatus]:
+        with translate_errors("status_counts", write=False):
+            cursor = await _resolve(self._records.aggregate(q.status_counts_pipeline(now)))
+            rows: list[Document] = await cursor.to_list(None)
+        return [
+            NameStatus(
+                job_name=str(row["_id"]),
+                due=int(row["due"]),
+                scheduled_later=int(row["later"]),
+                running=int(row["running"]),
+                stale=int(row["stale"]),
+                terminal=int(row["terminal"]),
+                oldest_due_at=row.get("oldestDueAt"),
+            )
+            for row in rows
+        ]
+
+    async def close(self) -> None:
+        """Close the client when this store created it (:meth:`from_uri`)."""
+        if self._owns_client:
+            await self._client.close()
+
+
+# ----------------------------------------------------------------------------------------------
+# Helpers
+# ----------------------------------------------------------------------------------------------
+
+
+def choose_claim_path(max_wire_version: int, has_lock_id_index: bool, option: str = "auto") -> str:
+    """The claim implementation: the sorted ``updateOne`` needs MongoDB 8 (wire version 25) and
+    the sparse ``lockId`` index its read-back uses; anything else uses ``findOneAndUpdate``."""
+    if option != "auto":
+        return option
+    if max_wire_version >= SORTED_UPDATE_MIN_WIRE_VERSION and has_lock_id_index:
+        return CLAIM_PATH_SORTED_UPDATE_ONE
+    return CLAIM_PATH_FIND_ONE_AND_UPDATE
+
+
+async def _resolve(value: Any) -> Any:
+    """PyMongo's async API returns some cursors from a coroutine, Motor returns them directly."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+def _checked_document(job: NewJob) -> Document:
+    """The record document of ``job``, refused (``InvalidParamsError``) when it cannot be stored
+    as BSON or is over the 16 MiB document limit: nothing is sent for it."""
+    document = q.document_from_new_job(job)
+    try:
+        size = len(bson.encode(document))
+    except (InvalidDocument, OverflowError) as error:
+        raise InvalidParamsError(
+            "params", job.params, f"cannot be stored as a BSON document ({error})"
+        ) from error
+    if size > q.MAX_BSON_DOCUMENT_SIZE:
+        raise InvalidParamsError(
+            "params",
+            job.params,
+            f"the record would be {size} bytes, over the {q.MAX_BSON_DOCUMENT_SIZE}-byte "
+            "BSON document limit",
+        )
+    return document
+
+
+def _duplicate_key_field(details: Mapping[str, Any] | None) -> str | None:
+    """Which unique index a duplicate-key error is about: ``"_id"``, ``"uniqueIdentifier"``,
+    ``"jobName"`` or ``None`` when the server did not say."""
+    if not details:
+        return None
+    key_pattern = details.get("keyPattern")
+    if isinstance(key_pattern, Mapping) and key_pattern:
+        return str(next(iter(key_pattern)))
+    message = str(details.get("errmsg", ""))
+    for name in ("_id_", "uniqueIdentifier_1", "jobName_1"):
+        if f"index: {name} " in message:
+            return name.rsplit("_", 1)[0] if name != "_id_" else "_id"
+    return None
+
+
+def _conflicting_index(spec: q.IndexSpec, existing: Mapping[str, Any]) -> str | None:
+    """The existing index that blocks ``spec``: same name, else same key pattern."""
+    if spec.name in existing:
+        return spec.name
+    for name, info in existing.items():
+        keys = info.get("key")
+        if keys is not None and [(str(k), int(v)) for k, v in keys] == list(spec.keys):
+            return str(name)
+    return None

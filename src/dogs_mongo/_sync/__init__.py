@@ -1,0 +1,5 @@
+"""The sync MongoDB adapter, generated from ``_async`` by ``scripts/generate_sync.py``."""
+
+from dogs_mongo._sync.store import MongoJobStore
+
+__all__ = ["MongoJobStore"]

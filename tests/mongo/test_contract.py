@@ -1,0 +1,54 @@
+"""The job-store contract over both MongoDB adapters, on a real mongod (a fresh database each)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, ClassVar
+
+import pytest
+from pymongo import AsyncMongoClient, MongoClient
+
+from dogs_core.domain.records import JobRecord
+from dogs_core.ports import AsyncJobStore
+from dogs_core.runtime.threaded import ThreadedJobStore
+from dogs_mongo import AsyncMongoJobStore, MongoJobStore
+from dogs_mongo.queries import document_from_record
+from dogs_testing.contract import JobStoreContract
+
+
+class TestAsyncMongoJobStoreContract(JobStoreContract):
+    pytestmark: ClassVar[Any] = [pytest.mark.anyio, pytest.mark.mongo]
+
+    @pytest.fixture
+    async def store(
+        self, async_mongo_client: AsyncMongoClient[dict[str, Any]], mongo_database_name: str
+    ) -> AsyncIterator[AsyncMongoJobStore]:
+        store = AsyncMongoJobStore(async_mongo_client, mongo_database_name)
+        await store.setup()
+        yield store
+        await store.close()
+
+    async def seed_record(self, store: AsyncJobStore, record: JobRecord) -> None:
+        assert isinstance(store, AsyncMongoJobStore)
+        await store.records_collection.insert_one(document_from_record(record))
+
+
+class TestSyncMongoJobStoreContract(JobStoreContract):
+    """The generated sync adapter, run in worker threads as the runtime runs it."""
+
+    pytestmark: ClassVar[Any] = [pytest.mark.anyio, pytest.mark.mongo]
+
+    @pytest.fixture
+    def store(
+        self, sync_mongo_client: MongoClient[dict[str, Any]], mongo_database_name: str
+    ) -> Iterator[ThreadedJobStore]:
+        store = MongoJobStore(sync_mongo_client, mongo_database_name)
+        store.setup()
+        yield ThreadedJobStore(store)
+        store.close()
+
+    async def seed_record(self, store: AsyncJobStore, record: JobRecord) -> None:
+        assert isinstance(store, ThreadedJobStore)
+        sync_store = store.sync_store
+        assert isinstance(sync_store, MongoJobStore)
+        sync_store.records_collection.insert_one(document_from_record(record))

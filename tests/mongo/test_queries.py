@@ -1,0 +1,628 @@
+"""Unit tests of the pure query builders, against the documents @orion-js/dogs 4.6.8 sends.
+
+The expected documents are copied from ``reference/dogs-schema.json`` (listIndexes, the commands
+seen by the profiler, the stored examples): the adapters must send the same documents so that
+Python and Node workers can share a database. No server is needed.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import bson
+import pytest
+
+from dogs_core.domain.records import (
+    ClaimRequest,
+    HistoryRecord,
+    HistoryStatus,
+    JobRecord,
+    JobStatus,
+    JobType,
+    NewJob,
+)
+from dogs_mongo import queries as q
+
+NOW = datetime(2026, 11, 30, 1, 16, 42, 374_000, tzinfo=UTC)
+NAMES = ["noop", "echo", "sleep"]
+
+# ---------------------------------------------------------------------------------------------
+# listIndexes of Dogs 4.6.8 on mongod 6.0.5 (dogs-schema.json), without `_id_`
+# ---------------------------------------------------------------------------------------------
+
+DOGS_RECORD_INDEXES: list[dict[str, Any]] = [
+    {
+        "v": 2,
+        "key": {"partition": 1, "priority": -1, "nextRunAt": 1},
+        "name": "jobs_dogs_records_partition_priority_next_run",
+    },
+    {
+        "v": 2,
+        "key": {"partition": 1, "jobName": 1, "priority": -1, "nextRunAt": 1},
+        "name": "jobs_dogs_records_partition_job_name_priority_next_run",
+    },
+    {
+        "v": 2,
+        "key": {"uniqueIdentifier": 1},
+        "name": "uniqueIdentifier_1",
+        "unique": True,
+        "sparse": True,
+    },
+    {
+        "v": 2,
+        "key": {"expiresAt": 1},
+        "name": "jobs_dogs_records_expires_at_ttl",
+        "expireAfterSeconds": 0,
+    },
+    {"v": 2, "key": {"lockId": 1}, "name": "jobs_dogs_records_lock_id", "sparse": True},
+    {
+        "v": 2,
+        "key": {"jobName": 1},
+        "name": "jobName_1",
+        "unique": True,
+        "partialFilterExpression": {"type": "recurrent"},
+    },
+]
+
+DOGS_HISTORY_INDEXES: list[dict[str, Any]] = [
+    {"v": 2, "key": {"executionId": 1}, "name": "executionId_1"},
+    {"v": 2, "key": {"jobName": 1, "startedAt": 1}, "name": "jobName_1_startedAt_1"},
+    {"v": 2, "key": {"expiresAt": 1}, "name": "expiresAt_1", "expireAfterSeconds": 0},
+]
+
+
+def _selector(now: datetime, partition: int = 2) -> dict[str, Any]:
+    """The claim/probe selector exactly as Dogs sends it (findAndModify / explain)."""
+    return {
+        "partition": partition,
+        "jobName": {"$in": NAMES},
+        "nextRunAt": {"$lte": now},
+        "$and": [
+            {"$or": [{"lockedUntil": {"$exists": False}}, {"lockedUntil": {"$lte": now}}]},
+            {"$or": [{"type": {"$ne": "event"}}, {"status": {"$ne": "maxTriesReached"}}]},
+        ],
+    }
+
+
+def _request(hint: str = "byJobName", partition: int = 2) -> ClaimRequest:
+    return ClaimRequest(
+        job_names=tuple(NAMES),
+        partition=partition,
+        hint=hint,
+        now=NOW + timedelta(microseconds=999),  # truncated to the millisecond when stored
+        locked_until=NOW + timedelta(seconds=30),
+        lock_id="BEwq9RsrPe4g5DvEe",
+    )
+
+
+def test_record_indexes_are_dogs_indexes_in_creation_order() -> None:
+    assert [spec.as_list_indexes_entry() for spec in q.RECORD_INDEXES] == DOGS_RECORD_INDEXES
+    for entry in DOGS_RECORD_INDEXES:
+        assert list(next(s for s in q.RECORD_INDEXES if s.name == entry["name"]).keys) == list(
+            entry["key"].items()
+        )  # key order matters
+
+
+def test_history_indexes_are_dogs_indexes() -> None:
+    assert [spec.as_list_indexes_entry() for spec in q.HISTORY_INDEXES] == DOGS_HISTORY_INDEXES
+
+
+def test_index_models_carry_names_and_options() -> None:
+    documents = [spec.as_index_model().document for spec in q.RECORD_INDEXES]
+    assert documents[2] == {
+        "key": {"uniqueIdentifier": 1},
+        "name": "uniqueIdentifier_1",
+        "unique": True,
+        "sparse": True,
+    }
+    assert documents[5]["partialFilterExpression"] == {"type": "recurrent"}
+
+
+def test_index_spec_matches_index_information_entries() -> None:
+    unique = q.RECORD_INDEXES[2]
+    assert unique.matches({"key": [("uniqueIdentifier", 1)], "unique": True, "sparse": True})
+    assert not unique.matches({"v": 2, "key": [("uniqueIdentifier", 1)], "sparse": True})
+    assert not unique.matches({"v": 2, "key": [("uniqueIdentifier", -1)], "unique": True})
+    ttl = q.RECORD_INDEXES[3]
+    assert ttl.matches({"key": {"expiresAt": 1}, "expireAfterSeconds": 0.0})
+    assert not ttl.matches({"key": {"expiresAt": 1}, "expireAfterSeconds": 3600})
+    assert not ttl.matches({"key": {"expiresAt": 1}})
+    assert not ttl.matches({"name": "no key"})
+    claim = q.RECORD_INDEXES[0]
+    assert claim.matches({"key": [("partition", 1), ("priority", -1), ("nextRunAt", 1)]})
+    assert not claim.matches({"key": [("partition", 1), ("nextRunAt", 1), ("priority", -1)]})
+    assert claim.matches({"key": {"partition": 1.0, "priority": -1.0, "nextRunAt": 1.0}})
+
+
+def test_default_collection_names() -> None:
+    assert q.DEFAULT_RECORDS_COLLECTION == "orionjs.jobs_dogs_records"
+    assert q.DEFAULT_HISTORY_COLLECTION == "orionjs.jobs_dogs_history"
+
+
+# ---------------------------------------------------------------------------------------------
+# Hints and the selector
+# ---------------------------------------------------------------------------------------------
+
+
+def test_hint_spec_names_and_aliases() -> None:
+    by_name = {"partition": 1, "jobName": 1, "priority": -1, "nextRunAt": 1}
+    global_priority = {"partition": 1, "priority": -1, "nextRunAt": 1}
+    assert q.hint_spec("byJobName") == by_name
+    assert q.hint_spec("globalPriority") == global_priority
+    assert q.hint_spec("jobs_dogs_records_partition_job_name_priority_next_run") == by_name
+    assert q.hint_spec("global_priority") == global_priority
+    assert list(q.hint_spec("byJobName")) == ["partition", "jobName", "priority", "nextRunAt"]
+    with pytest.raises(ValueError, match="unknown acquisition hint 'nope'"):
+        q.hint_spec("nope")
+
+
+def test_eligible_filter_is_dogs_selector() -> None:
+    assert q.eligible_filter(NAMES, 2, NOW) == _selector(NOW)
+    assert list(q.eligible_filter(NAMES, 2, NOW)) == ["partition", "jobName", "nextRunAt", "$and"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Claims
+# ---------------------------------------------------------------------------------------------
+
+
+def test_find_one_and_update_claim_is_dogs_find_and_modify() -> None:
+    command = q.find_one_and_update_claim(_request())
+    assert command.filter == _selector(NOW)
+    assert command.update == {
+        "$set": {
+            "lockId": "BEwq9RsrPe4g5DvEe",
+            "lockedUntil": NOW + timedelta(seconds=30),
+            "lastRunAt": NOW,
+        },
+        "$inc": {"tries": 1},
+    }
+    assert command.sort == {"priority": -1, "nextRunAt": 1}
+    assert list(command.sort) == ["priority", "nextRunAt"]
+    assert command.hint == {"partition": 1, "jobName": 1, "priority": -1, "nextRunAt": 1}
+
+
+def test_sorted_update_one_claim_command_documents() -> None:
+    """MongoDB 8 (wire >= 25): updateOne(filter, pipeline, {sort, hint})."""
+    command = q.sorted_update_one_claim(_request(hint="globalPriority", partition=5))
+    assert command.filter == _selector(NOW, partition=5)
+    assert command.update == [
+        {
+            "$set": {
+                "lockId": {"$literal": "BEwq9RsrPe4g5DvEe"},
+                "lockedUntil": NOW + timedelta(seconds=30),
+                "lastRunAt": NOW,
+                "tries": {"$add": [{"$ifNull": ["$tries", 0]}, 1]},
+                "claimWasStale": {"$eq": [{"$type": "$lockedUntil"}, "date"]},
+            }
+        }
+    ]
+    assert command.sort == {"priority": -1, "nextRunAt": 1}
+    assert command.hint == {"partition": 1, "priority": -1, "nextRunAt": 1}
+    assert q.lock_id_filter("BEwq9RsrPe4g5DvEe") == {"lockId": "BEwq9RsrPe4g5DvEe"}
+    # Every literal of the pipeline is encodable (a pipeline update is a BSON array).
+    bson.encode({"u": command.update})
+
+
+def test_claim_from_before_image_counts_the_try_and_staleness() -> None:
+    request = _request()
+    before = {
+        "_id": "01a22a06-8e4b-7354-ac27-5fd6a8ccc894",
+        "jobName": "sleep",
+        "type": "event",
+        "priority": 100.0,  # a double written by some other client is read as an int
+        "nextRunAt": NOW - timedelta(hours=1),
+        "partition": 3,
+        "params": {"ms": 2500},
+        "lockedUntil": NOW - timedelta(seconds=1),
+        "lockId": "old",
+        "tries": 2,
+    }
+    claimed = q.claim_from_before_image(request, before)
+    assert (claimed.job_id, claimed.job_name, claimed.type) == (
+        before["_id"],
+        "sleep",
+        JobType.EVENT,
+    )
+    assert (claimed.tries, claimed.was_stale, claimed.priority, claimed.partition) == (
+        3,
+        True,
+        100,
+        3,
+    )
+    assert type(claimed.priority) is int
+    assert claimed.execution_id == claimed.lock_id == request.lock_id
+    assert claimed.locked_until == NOW + timedelta(seconds=30)
+    assert claimed.last_run_at == NOW
+    fresh = {k: v for k, v in before.items() if k not in ("lockedUntil", "lockId", "tries")}
+    claimed = q.claim_from_before_image(request, fresh)
+    assert (claimed.tries, claimed.was_stale, claimed.params) == (1, False, {"ms": 2500})
+
+
+def test_claim_from_read_back_takes_tries_and_staleness_from_the_document() -> None:
+    request = _request()
+    after = {
+        "_id": "r1",
+        "jobName": "tick",
+        "type": "recurrent",
+        "priority": 5,
+        "nextRunAt": NOW,
+        "partition": 1,
+        "params": None,
+        "lockId": request.lock_id,
+        "lockedUntil": NOW + timedelta(seconds=30),
+        "tries": 4,
+        "claimWasStale": True,
+    }
+    claimed = q.claim_from_read_back(request, after)
+    assert (claimed.type, claimed.tries, claimed.was_stale, claimed.params) == (
+        JobType.RECURRENT,
+        4,
+        True,
+        None,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Fenced writes
+# ---------------------------------------------------------------------------------------------
+
+
+def test_fenced_filters() -> None:
+    assert q.fenced_filter("j", "l") == {"_id": "j", "lockId": "l"}
+    # Dogs' remove of a finished event job
+    assert q.complete_filter("j", "l") == {"_id": "j", "type": "event", "lockId": "l"}
+    assert q.mark_max_tries_filter("j", "l") == {"_id": "j", "lockId": "l", "type": "event"}
+
+
+def test_reschedule_update_is_dogs_recurrent_reschedule() -> None:
+    next_run = datetime(2026, 11, 30, 1, 16, 42, 880_123, tzinfo=UTC)
+    assert q.reschedule_update(next_run_at=next_run, priority=100, reset_tries=True) == {
+        "$set": {
+            "nextRunAt": datetime(2026, 11, 30, 1, 16, 42, 880_000, tzinfo=UTC),
+            "priority": 100,
+            "tries": 0,
+        },
+        "$unset": {"lockId": "", "lockedUntil": "", "claimWasStale": ""},
+    }
+    assert q.reschedule_update(next_run_at=NOW, priority=None, reset_tries=False) == {
+        "$set": {"nextRunAt": NOW},
+        "$unset": {"lockId": "", "lockedUntil": "", "claimWasStale": ""},
+    }
+
+
+def test_mark_max_tries_update() -> None:
+    expires = NOW + timedelta(days=7)
+    assert q.mark_max_tries_update(now=NOW, expires_at=expires) == {
+        "$set": {"status": "maxTriesReached", "maxTriesReachedAt": NOW, "expiresAt": expires},
+        "$unset": {"lockId": "", "lockedUntil": "", "claimWasStale": ""},
+    }
+    assert q.mark_max_tries_update(now=NOW, expires_at=None) == {
+        "$set": {"status": "maxTriesReached", "maxTriesReachedAt": NOW},
+        "$unset": {"lockId": "", "lockedUntil": "", "claimWasStale": "", "expiresAt": ""},
+    }
+
+
+def test_small_updates() -> None:
+    assert q.extend_lock_update(NOW) == {"$set": {"lockedUntil": NOW}}
+    assert q.demote_stale_update() == {"$set": {"priority": 0}}
+    assert q.release_lock_update(NOW) == {"$set": {"lockedUntil": NOW}}
+    assert q.unlock_all_update() == {
+        "$unset": {"lockId": "", "lockedUntil": "", "claimWasStale": ""}
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Scheduling
+# ---------------------------------------------------------------------------------------------
+
+
+def test_document_from_new_job_has_dogs_fields_order_and_int_types() -> None:
+    job = NewJob(
+        id="01a22a06-8e36-756e-929d-2609ee76e868",
+        job_name="echo",
+        params={"kind": "pending-single-unique", "n": 1.5, "tags": ["a", "b"]},
+        next_run_at=datetime(2026, 11, 30, 2, 16, 42, 422_700, tzinfo=UTC),
+        priority=7,
+        partition=0,
+        unique_identifier="dump-unique-1",
+    )
+    document = q.document_from_new_job(job)
+    assert list(document) == [
+        "_id",
+        "jobName",
+        "type",
+        "priority",
+        "uniqueIdentifier",
+        "nextRunAt",
+        "partition",
+        "params",
+    ]
+    assert document["nextRunAt"] == datetime(2026, 11, 30, 2, 16, 42, 422_000, tzinfo=UTC)
+    assert document["type"] == "event"
+    decoded = bson.decode(bson.encode(document))
+    assert type(decoded["priority"]) is int  # BSON int32, not a double
+    assert type(decoded["partition"]) is int
+    no_params = q.document_from_new_job(
+        NewJob(id="x", job_name="noop", params=None, next_run_at=NOW, priority=0, partition=3)
+    )
+    assert no_params["params"] is None  # Dogs stores null
+    assert "uniqueIdentifier" not in no_params
+    assert no_params["priority"] == 0  # priority 0 can be scheduled
+
+
+def test_upsert_unique_update_puts_every_field_in_set_on_insert() -> None:
+    job = NewJob(
+        id="01a22a06-8e38-713e-adc9-df87e12b43f5",
+        job_name="noop",
+        params={"kind": "pending-bulk-unique"},
+        next_run_at=NOW,
+        priority=50,
+        partition=2,
+        unique_identifier="dump-unique-2",
+    )
+    assert q.unique_identifier_filter("dump-unique-2") == {"uniqueIdentifier": "dump-unique-2"}
+    assert q.upsert_unique_update(q.document_from_new_job(job)) == {
+        "$setOnInsert": {
+            "_id": "01a22a06-8e38-713e-adc9-df87e12b43f5",
+            "jobName": "noop",
+            "type": "event",
+            "priority": 50,
+            "uniqueIdentifier": "dump-unique-2",
+            "nextRunAt": NOW,
+            "partition": 2,
+            "params": {"kind": "pending-bulk-unique"},
+        }
+    }
+
+
+def test_ints_are_never_stored_as_doubles() -> None:
+    with pytest.raises(TypeError, match="priority must be an int"):
+        q.document_from_new_job(
+            NewJob(id="x", job_name="a", params=None, next_run_at=NOW, priority=1.5, partition=0)  # type: ignore[arg-type]
+        )
+    with pytest.raises(TypeError, match="partition must be an int"):
+        q.document_from_new_job(
+            NewJob(id="x", job_name="a", params=None, next_run_at=NOW, priority=1, partition=True)
+        )
+    document = q.document_from_new_job(
+        NewJob(id="x", job_name="a", params=None, next_run_at=NOW, priority=3.0, partition=1)  # type: ignore[arg-type]
+    )
+    assert type(document["priority"]) is int
+
+
+def test_ensure_recurrent_update_is_dogs_bootstrap() -> None:
+    assert q.ensure_recurrent_filter("cronTick") == {"jobName": "cronTick", "type": "recurrent"}
+    assert q.ensure_recurrent_update(
+        record_id="01a22a06-8df4-74ee-bb9e-19e50b77070d", priority=100, partition=3, now=NOW
+    ) == {
+        "$set": {"type": "recurrent", "priority": 100},
+        "$unset": {"status": ""},
+        "$setOnInsert": {
+            "_id": "01a22a06-8df4-74ee-bb9e-19e50b77070d",
+            "nextRunAt": NOW,
+            "partition": 3,
+        },
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Probe, reconciler, retention
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("hint", "key"),
+    [
+        ("byJobName", {"partition": 1, "jobName": 1, "priority": -1, "nextRunAt": 1}),
+        ("globalPriority", {"partition": 1, "priority": -1, "nextRunAt": 1}),
+    ],
+)
+def test_probe_explain_command_is_dogs_explain(hint: str, key: dict[str, int]) -> None:
+    command = q.probe_explain_command(
+        "orionjs.jobs_dogs_records", hint=hint, job_names=NAMES, partition=2, now=NOW
+    )
+    assert command == {
+        "explain": {
+            "find": "orionjs.jobs_dogs_records",
+            "filter": _selector(NOW),
+            "sort": {"priority": -1, "nextRunAt": 1},
+            "hint": key,
+            "limit": 1,
+            "maxTimeMS": 1000,
+        },
+        "verbosity": "executionStats",
+    }
+    assert next(iter(command)) == "explain"  # the command name must come first
+
+
+def test_probe_execution_millis() -> None:
+    assert q.probe_execution_millis({"executionStats": {"executionTimeMillis": 3}}) == 3.0
+    assert q.probe_execution_millis({"executionStats": {"executionTimeMillis": 0.5}}) == 0.5
+    bad_results: list[dict[str, Any]] = [
+        {},
+        {"executionStats": {}},
+        {"executionStats": {"executionTimeMillis": None}},
+        {"executionStats": {"executionTimeMillis": "3"}},
+        {"executionStats": {"executionTimeMillis": True}},
+        {"executionStats": {"executionTimeMillis": math.nan}},
+        {"executionStats": {"executionTimeMillis": math.inf}},
+        {"executionStats": {"executionTimeMillis": -1}},
+        {"executionStats": 7},
+    ]
+    for bad in bad_results:
+        with pytest.raises(ValueError, match="executionTimeMillis"):
+            q.probe_execution_millis(bad)
+
+
+def test_reconciler_scan_and_compare_and_set_are_dogs_documents() -> None:
+    conditions = [
+        {
+            "$or": [
+                {"partition": {"$exists": False}},
+                {"partition": {"$lt": 0}},
+                {"partition": {"$gte": 4}},
+            ]
+        },
+        {"$or": [{"lockedUntil": {"$exists": False}}, {"lockedUntil": {"$lte": NOW}}]},
+        {"$or": [{"type": {"$ne": "event"}}, {"status": {"$ne": "maxTriesReached"}}]},
+    ]
+    assert q.reconcile_select_filter(job_names=NAMES, n_partitions=4, now=NOW) == {
+        "jobName": {"$in": NAMES},
+        "$and": conditions,
+    }
+    assert dict(q.RECONCILE_PROJECTION) == {"_id": 1}
+    assert q.reconcile_cas_filter("id1", n_partitions=4, now=NOW) == {
+        "_id": "id1",
+        "$and": conditions,
+    }
+    assert q.reconcile_update(1) == {"$set": {"partition": 1}}
+
+
+def test_backfill_retention_is_dogs_pipeline() -> None:
+    anchor = {"$ifNull": ["$maxTriesReachedAt", {"$ifNull": ["$lastRunAt", NOW]}]}
+    assert q.backfill_retention_filter() == {"type": "event", "status": "maxTriesReached"}
+    assert q.backfill_retention_update(retention=timedelta(days=7), now=NOW) == [
+        {"$set": {"maxTriesReachedAt": anchor, "expiresAt": {"$add": [anchor, 604_800_000]}}}
+    ]
+    assert q.backfill_retention_update(retention=None, now=NOW) == {"$unset": {"expiresAt": ""}}
+    with pytest.raises(ValueError, match="negative"):
+        q.backfill_retention_update(retention=timedelta(seconds=-1), now=NOW)
+
+
+# ---------------------------------------------------------------------------------------------
+# History
+# ---------------------------------------------------------------------------------------------
+
+
+def test_history_update_is_dogs_upsert() -> None:
+    started = datetime(2026, 11, 30, 1, 16, 42, 379_000, tzinfo=UTC)
+    record = HistoryRecord(
+        execution_id="BEwq9RsrPe4g5DvEe",
+        job_id="01a22a06-8df4-74ee-bb9e-15fd5d373b86",
+        job_name="heartbeat",
+        type=JobType.RECURRENT,
+        priority=100,
+        tries=1,
+        started_at=started,
+        ended_at=started + timedelta(milliseconds=8),
+        status=HistoryStatus.SUCCESS,
+        expires_at=started + timedelta(days=7, milliseconds=8),
+        result={"beat": 1796001402380},
+    )
+    assert q.history_filter("BEwq9RsrPe4g5DvEe") == {"executionId": "BEwq9RsrPe4g5DvEe"}
+    assert q.history_update(record, "01a22a06-8e13-768f-a0fe-82ae8cd1ff31") == {
+        "$setOnInsert": {"_id": "01a22a06-8e13-768f-a0fe-82ae8cd1ff31", "status": "success"},
+        "$set": {
+            "jobId": "01a22a06-8df4-74ee-bb9e-15fd5d373b86",
+            "executionId": "BEwq9RsrPe4g5DvEe",
+            "jobName": "heartbeat",
+            "type": "recurrent",
+            "priority": 100,
+            "tries": 1,
+            "startedAt": started,
+            "endedAt": started + timedelta(milliseconds=8),
+            "duration": 8,
+            "expiresAt": started + timedelta(days=7, milliseconds=8),
+            "errorMessage": None,
+            "result": {"beat": 1796001402380},
+        },
+    }
+
+
+def test_history_round_trip() -> None:
+    started = datetime(2026, 11, 30, 1, 16, 42, 651_000, tzinfo=UTC)
+    record = HistoryRecord(
+        execution_id="vNrmxyq7fPBjgSgrX",
+        job_id="01a22a06-8ebb-737c-b16a-d8c87ff78cdf",
+        job_name="fail",
+        type=JobType.EVENT,
+        priority=100,
+        tries=1,
+        started_at=started,
+        ended_at=started + timedelta(milliseconds=4),
+        status=HistoryStatus.ERROR,
+        expires_at=started + timedelta(days=7),
+        params={"kind": "fail"},
+        error_message="intentional failure (fail job)",
+        unique_identifier="u",
+    )
+    update = q.history_update(record, "h1")
+    document = {**update["$setOnInsert"], **update["$set"]}
+    assert document["params"] == {"kind": "fail"}
+    assert document["uniqueIdentifier"] == "u"
+    assert q.history_from_document(document) == record
+
+
+# ---------------------------------------------------------------------------------------------
+# Records
+# ---------------------------------------------------------------------------------------------
+
+
+def test_record_from_dogs_documents() -> None:
+    terminal: dict[str, Any] = {
+        "_id": "01a22a06-8ebb-737c-b16a-d8c87ff78cdf",
+        "jobName": "fail",
+        "type": "event",
+        "priority": 100,
+        "nextRunAt": NOW,
+        "partition": 0,
+        "params": {"kind": "fail"},
+        "lastRunAt": NOW,
+        "tries": 2,
+        "expiresAt": NOW + timedelta(days=7),
+        "maxTriesReachedAt": NOW,
+        "status": "maxTriesReached",
+    }
+    assert q.record_from_document(terminal) == JobRecord(
+        id=terminal["_id"],
+        job_name="fail",
+        type=JobType.EVENT,
+        priority=100,
+        next_run_at=NOW,
+        partition=0,
+        params={"kind": "fail"},
+        last_run_at=NOW,
+        tries=2,
+        status=JobStatus.MAX_TRIES_REACHED,
+        max_tries_reached_at=NOW,
+        expires_at=NOW + timedelta(days=7),
+    )
+    unpartitioned = {"_id": "x", "jobName": "noop", "type": "event", "priority": 100.0}
+    record = q.record_from_document({**unpartitioned, "nextRunAt": NOW})
+    assert (record.partition, record.priority, record.status, record.params) == (
+        None,
+        100,
+        None,
+        None,
+    )
+
+
+def test_document_from_record_round_trips() -> None:
+    record = JobRecord(
+        id="r",
+        job_name="tick",
+        type=JobType.RECURRENT,
+        priority=5,
+        next_run_at=NOW,
+        partition=1,
+        last_run_at=NOW,
+        locked_until=NOW + timedelta(seconds=30),
+        lock_id="ehBoBJuNFzerjJXjd",
+        claim_was_stale=False,
+        tries=1,
+        status=JobStatus.MAX_TRIES_REACHED,
+    )
+    document = q.document_from_record(record)
+    assert "expiresAt" not in document
+    assert document["params"] is None
+    assert q.record_from_document(document) == record
+
+
+def test_status_counts_pipeline_shape() -> None:
+    pipeline = q.status_counts_pipeline(NOW)
+    assert [next(iter(stage)) for stage in pipeline] == ["$project", "$group", "$sort"]
+    group = pipeline[1]["$group"]
+    assert set(group) == {"_id", "due", "later", "running", "stale", "terminal", "oldestDueAt"}

@@ -1,0 +1,264 @@
+"""Store logic that needs no server: claim-path choice, the sorted-claim commands (MongoDB 8)
+through a recording fake, input checks, and transient errors from an unreachable server."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from pymongo import AsyncMongoClient, MongoClient, ReturnDocument
+from pymongo.write_concern import WriteConcern
+
+from dogs_core.domain.records import ClaimRequest, NewJob
+from dogs_core.errors import InvalidParamsError, TransientStoreError
+from dogs_core.ports import AsyncJobStore, JobStore, StoreCapabilities
+from dogs_mongo import AsyncMongoJobStore, MongoJobStore
+from dogs_mongo import queries as q
+from dogs_mongo._async.store import choose_claim_path
+
+NOW = datetime(2100, 1, 1, tzinfo=UTC)
+
+
+def _request() -> ClaimRequest:
+    return ClaimRequest(
+        job_names=("a", "b"),
+        partition=3,
+        hint="globalPriority",
+        now=NOW,
+        locked_until=NOW + timedelta(seconds=30),
+        lock_id="LOCKLOCKLOCKLOCK1",
+    )
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+@pytest.fixture
+async def unconnected_client(anyio_backend: object) -> AsyncIterator[AsyncMongoClient[Any]]:
+    client: AsyncMongoClient[Any] = AsyncMongoClient(
+        f"mongodb://127.0.0.1:{_closed_port()}/?directConnection=true",
+        serverSelectionTimeoutMS=100,
+        connect=False,
+    )
+    yield client
+    await client.close()
+
+
+@dataclass
+class _Result:
+    matched_count: int
+
+
+class RecordingCollection:
+    """Stands for the records collection: records calls, returns canned results."""
+
+    def __init__(self, matched: int, read_back: dict[str, Any] | None) -> None:
+        self.matched = matched
+        self.read_back = read_back
+        self.calls: list[tuple[str, Any, Any, dict[str, Any]]] = []
+
+    async def update_one(self, filter_: Any, update: Any, **options: Any) -> _Result:
+        self.calls.append(("update_one", filter_, update, options))
+        return _Result(self.matched)
+
+    async def find_one(self, filter_: Any, *args: Any, **options: Any) -> dict[str, Any] | None:
+        self.calls.append(("find_one", filter_, args, options))
+        return self.read_back
+
+    async def find_one_and_update(
+        self, filter_: Any, update: Any, **options: Any
+    ) -> dict[str, Any] | None:
+        self.calls.append(("find_one_and_update", filter_, update, options))
+        return self.read_back
+
+
+def _store_with_fake(
+    client: AsyncMongoClient[Any], fake: RecordingCollection, path: str
+) -> AsyncMongoJobStore:
+    store = AsyncMongoJobStore(client, "db")
+    store._fenced = fake  # type: ignore[assignment]
+    store._primary = fake  # type: ignore[assignment]
+    store._capabilities = StoreCapabilities(claim_path=path)
+    return store
+
+
+def test_choose_claim_path() -> None:
+    assert choose_claim_path(25, True) == "sorted_update_one"
+    assert choose_claim_path(27, True) == "sorted_update_one"
+    assert choose_claim_path(25, False) == "find_one_and_update"  # no lockId index: fall back
+    assert choose_claim_path(21, True) == "find_one_and_update"  # MongoDB 7
+    assert choose_claim_path(17, True) == "find_one_and_update"  # MongoDB 6
+    assert choose_claim_path(17, False, "sorted_update_one") == "sorted_update_one"
+
+
+def test_stores_implement_the_ports() -> None:
+    client: MongoClient[Any] = MongoClient(connect=False)
+    assert isinstance(MongoJobStore(client, "db"), JobStore)
+    client.close()
+
+
+@pytest.mark.anyio
+async def test_async_store_implements_the_port(unconnected_client: AsyncMongoClient[Any]) -> None:
+    assert isinstance(AsyncMongoJobStore(unconnected_client, "db"), AsyncJobStore)
+
+
+@pytest.mark.anyio
+async def test_store_options_are_checked(unconnected_client: AsyncMongoClient[Any]) -> None:
+    with pytest.raises(ValueError, match="acknowledged"):
+        AsyncMongoJobStore(unconnected_client, "db", write_concern=WriteConcern(w=0))
+    with pytest.raises(ValueError, match="claim_path"):
+        AsyncMongoJobStore(unconnected_client, "db", claim_path="fastest")
+    store = AsyncMongoJobStore(
+        unconnected_client, "db", records_collection="r", history_collection="h"
+    )
+    assert (store.records_collection.name, store.history_collection.name) == ("r", "h")
+    assert store.records_collection.codec_options.tz_aware
+
+
+@pytest.mark.anyio
+async def test_sorted_claim_sends_update_one_with_sort_and_hint_then_reads_back_by_lock_id(
+    unconnected_client: AsyncMongoClient[Any],
+) -> None:
+    request = _request()
+    read_back = {
+        "_id": "r1",
+        "jobName": "b",
+        "type": "event",
+        "priority": 100,
+        "nextRunAt": NOW,
+        "partition": 3,
+        "params": {"x": 1},
+        "lockId": request.lock_id,
+        "lockedUntil": request.locked_until,
+        "tries": 3,
+        "claimWasStale": True,
+    }
+    fake = RecordingCollection(matched=1, read_back=read_back)
+    store = _store_with_fake(unconnected_client, fake, "sorted_update_one")
+    claimed = await store.claim(request)
+    assert claimed is not None
+    assert (claimed.job_id, claimed.tries, claimed.was_stale, claimed.lock_id) == (
+        "r1",
+        3,
+        True,
+        request.lock_id,
+    )
+    (_, filter_, update, options), (read, read_filter, _, _) = fake.calls
+    command = q.sorted_update_one_claim(request)
+    assert filter_ == command.filter
+    assert filter_["partition"] == 3
+    assert update == command.update
+    assert isinstance(update, list)  # a pipeline update
+    assert options == {
+        "sort": {"priority": -1, "nextRunAt": 1},
+        "hint": {"partition": 1, "priority": -1, "nextRunAt": 1},
+    }
+    assert (read, read_filter) == ("find_one", {"lockId": request.lock_id})
+
+
+@pytest.mark.anyio
+async def test_sorted_claim_with_an_empty_read_back_is_dropped(
+    unconnected_client: AsyncMongoClient[Any],
+) -> None:
+    fake = RecordingCollection(matched=1, read_back=None)
+    store = _store_with_fake(unconnected_client, fake, "sorted_update_one")
+    assert await store.claim(_request()) is None
+    assert [call[0] for call in fake.calls] == ["update_one", "find_one"]
+
+
+@pytest.mark.anyio
+async def test_sorted_claim_that_matched_nothing_reads_nothing(
+    unconnected_client: AsyncMongoClient[Any],
+) -> None:
+    fake = RecordingCollection(matched=0, read_back=None)
+    store = _store_with_fake(unconnected_client, fake, "sorted_update_one")
+    assert await store.claim(_request()) is None
+    assert [call[0] for call in fake.calls] == ["update_one"]
+
+
+@pytest.mark.anyio
+async def test_find_one_and_update_claim_returns_the_before_image(
+    unconnected_client: AsyncMongoClient[Any],
+) -> None:
+    request = _request()
+    before = {"_id": "r1", "jobName": "a", "type": "event", "priority": 1, "nextRunAt": NOW}
+    fake = RecordingCollection(matched=0, read_back=before)
+    store = _store_with_fake(unconnected_client, fake, "find_one_and_update")
+    claimed = await store.claim(request)
+    assert claimed is not None
+    assert (claimed.tries, claimed.was_stale) == (1, False)
+    [(name, filter_, update, options)] = fake.calls
+    assert name == "find_one_and_update"
+    assert filter_ == q.eligible_filter(("a", "b"), 3, NOW)
+    assert update == q.claim_update(request)
+    assert options == {
+        "sort": [("priority", -1), ("nextRunAt", 1)],
+        "hint": {"partition": 1, "priority": -1, "nextRunAt": 1},
+        "return_document": ReturnDocument.BEFORE,
+    }
+
+
+@pytest.mark.anyio
+async def test_claim_with_no_names_sends_nothing(
+    unconnected_client: AsyncMongoClient[Any],
+) -> None:
+    fake = RecordingCollection(matched=1, read_back=None)
+    store = _store_with_fake(unconnected_client, fake, "sorted_update_one")
+    request = ClaimRequest((), 0, "byJobName", NOW, NOW, "L")
+    assert await store.claim(request) is None
+    assert fake.calls == []
+
+
+@pytest.mark.anyio
+async def test_unreachable_server_raises_transient_errors(
+    unconnected_client: AsyncMongoClient[Any],
+) -> None:
+    store = AsyncMongoJobStore(unconnected_client, "db")
+    await store.setup()  # index failures are logged, never raised
+    assert not store._setup_done  # ... and retried by the next call
+    with pytest.raises(TransientStoreError) as raised:
+        await store.claim(_request())
+    assert raised.value.write_may_have_applied is False  # capability detection is a read
+    job = NewJob(id="x", job_name="a", params=None, next_run_at=NOW, priority=1, partition=0)
+    with pytest.raises(TransientStoreError) as raised:
+        await store.schedule(job)
+    assert raised.value.write_may_have_applied is False  # no server was ever selected
+    with pytest.raises(TransientStoreError):
+        await store.get_job("x")
+
+
+@pytest.mark.anyio
+async def test_unstorable_params_are_refused_before_any_io(
+    unconnected_client: AsyncMongoClient[Any],
+) -> None:
+    store = AsyncMongoJobStore(unconnected_client, "db")
+    big = NewJob(
+        id="big",
+        job_name="a",
+        params={"blob": "x" * (q.MAX_BSON_DOCUMENT_SIZE + 1)},
+        next_run_at=NOW,
+        priority=1,
+        partition=0,
+    )
+    odd = NewJob(
+        id="odd", job_name="a", params={"s": {1, 2}}, next_run_at=NOW, priority=1, partition=0
+    )
+    with pytest.raises(InvalidParamsError, match="BSON document limit"):
+        await store.schedule(big)
+    with pytest.raises(InvalidParamsError, match="cannot be stored as a BSON document"):
+        await store.schedule(odd)
+    result = await store.schedule_many([big, odd])
+    assert (result.scheduled_count, result.skipped_count) == (0, 0)
+    assert [(e.index, type(e.error)) for e in result.errors] == [
+        (0, InvalidParamsError),
+        (1, InvalidParamsError),
+    ]
+    assert result.outcomes == (None, None)
