@@ -1,0 +1,46 @@
+"""A small Jobs registry for the ``dogs`` command tests (tests/test_cli.py)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from dogs_core import JobContext, Jobs
+
+__all__ = ["Greeting", "jobs"]
+
+log = logging.getLogger("tests.cli_jobs")
+
+jobs = Jobs()
+
+
+@dataclass
+class Greeting:
+    name: str
+
+
+@jobs.event(lock_time="30s")
+async def nap(params: dict[str, Any] | None, ctx: JobContext) -> None:
+    """Sleeps ``params["seconds"]``; logs when it starts and ends (the tests wait for these)."""
+    params = params or {}
+    tag = params.get("tag", "nap")
+    log.info("job %s started", tag)
+    await anyio.sleep(float(params.get("seconds", 0)))
+    log.info("job %s finished", tag)
+
+
+@jobs.event
+async def greet(params: Greeting, ctx: JobContext) -> str:
+    return f"hello {params.name}"
+
+
+@jobs.recurrent(run_every="1h")
+async def hourly(ctx: JobContext) -> None:
+    """A recurrent job: it cannot be scheduled by hand."""
+
+
+empty = Jobs()
+not_a_registry = 42
