@@ -1,0 +1,143 @@
+"""Every example runs by itself and says what it should; the custom adapter passes the contract.
+
+The examples run in this process (``main([])``, their default in-memory store), the ``--uri``
+variants against the session's real mongod (marked ``mongo``).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+from examples import (
+    custom_adapter,
+    long_job_heartbeat,
+    quickstart_async,
+    recurrent_cron,
+    sync_app,
+)
+from examples.custom_adapter import MetricsJobStore
+
+from dogs_core.domain.records import JobRecord
+from dogs_core.ports import AsyncJobStore
+from dogs_testing import InMemoryJobStore, JobStoreContract
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def output_of(capsys: pytest.CaptureFixture[str]) -> str:
+    return capsys.readouterr().out
+
+
+def test_quickstart_async(capsys: pytest.CaptureFixture[str]) -> None:
+    quickstart_async.main([])
+    out = output_of(capsys)
+    assert re.search(r"second 'welcome:1' was a duplicate of \S+", out)
+    for name in ("ada", "grace", "linus"):
+        assert f"send_welcome: success -> welcomed {name}" in out
+    assert out.count("send_welcome: success") == 3
+    assert "purge_sessions: success -> 0" in out
+    assert re.search(r"purge_sessions runs next at \d\d:\d\d UTC", out)
+
+
+def test_quickstart_wiring_stays_short() -> None:
+    source = (EXAMPLES / "quickstart_async.py").read_text()
+    wiring = source.split("# -- the wiring")[1].split("# -- the results")[0]
+    lines = [line for line in wiring.splitlines()[1:] if line.strip()]
+    assert len(lines) < 15, lines
+
+
+def test_sync_app(capsys: pytest.CaptureFixture[str]) -> None:
+    sync_app.main([])
+    out = output_of(capsys)
+    assert out.count("invoice queued") == 4
+    assert "POST /checkout order=1: invoice already queued" in out
+    for order_id in (1, 2, 3, 4):
+        assert f"success: invoice-{order_id}.pdf" in out
+    assert "invoice-4.pdf (120.00 EUR)" in out
+    assert "handlers ran in worker threads: True" in out
+
+
+def test_recurrent_cron(capsys: pytest.CaptureFixture[str]) -> None:
+    recurrent_cron.main([])
+    out = output_of(capsys)
+    assert "Sat 30 03:00 CET = 02:00 UTC" in out
+    assert "Sun 31 03:00 CEST = 01:00 UTC" in out
+    assert "nightly_report: 4 runs (Paris time: Fri 13:00, Sat 03:00, Sun 03:00, Mon 03:00)" in out
+    match = re.search(r"refresh_rates: (\d+) runs", out)
+    assert match is not None
+    assert int(match.group(1)) == 13  # at start, then every 6 h for 3 days
+    seconds = re.search(r"3 virtual days took ([\d.]+) s", out)
+    assert seconds is not None
+
+
+def test_long_job_heartbeat(capsys: pytest.CaptureFixture[str]) -> None:
+    long_job_heartbeat.main([])
+    out = output_of(capsys)
+    assert "30 minutes of virtual time" in out
+    assert "reindex: success after 10.0 min; lock renewals: 29" in out
+    assert "export: success after 8.3 min; lock renewals: 10" in out
+    assert "fragile: stale after 1.0 min, stale after 1.0 min; lock renewals: 0" in out
+    assert "fragile is kept as maxTriesReached after 3 tries" in out
+
+
+def test_custom_adapter(capsys: pytest.CaptureFixture[str]) -> None:
+    custom_adapter.main([])
+    out = output_of(capsys)
+    assert "20 thumbnails made through MetricsJobStore" in out
+    complete = re.search(r"^complete\s+(\d+)\s+0\s", out, re.MULTILINE)
+    assert complete is not None
+    assert int(complete.group(1)) == 20
+    assert re.search(r"^claim\s+\d+\s+0\s", out, re.MULTILINE)
+
+
+@pytest.mark.parametrize(
+    "script", ["quickstart_async.py", "sync_app.py", "recurrent_cron.py", "long_job_heartbeat.py"]
+)
+def test_examples_run_as_scripts(script: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()
+
+
+class TestMetricsJobStore(JobStoreContract):
+    """The user-side contract test shown in examples/custom_adapter.py."""
+
+    @pytest.fixture
+    def store(self) -> MetricsJobStore:
+        return MetricsJobStore(InMemoryJobStore())
+
+    async def seed_record(self, store: AsyncJobStore, record: JobRecord) -> None:
+        assert isinstance(store, MetricsJobStore)
+        assert isinstance(store.inner, InMemoryJobStore)
+        await store.inner.insert_record(record)
+
+
+@pytest.mark.mongo
+@pytest.mark.parametrize(
+    ("main", "expected"),
+    [
+        (quickstart_async.main, "send_welcome: success -> welcomed linus"),
+        (sync_app.main, "success: invoice-4.pdf"),
+        (custom_adapter.main, "20 thumbnails made through MetricsJobStore"),
+    ],
+    ids=["quickstart_async", "sync_app", "custom_adapter"],
+)
+def test_examples_on_mongodb(
+    main: Callable[[Sequence[str] | None], None],
+    expected: str,
+    mongodb_uri: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    main(["--uri", mongodb_uri])
+    assert expected in output_of(capsys)
