@@ -248,7 +248,9 @@ def test_run_every_rejects_unknown_anchor() -> None:
 def test_run_every_slot_anchor_is_fixed_rate(
     scheduled_at: datetime, interval: timedelta, late_by: timedelta
 ) -> None:
-    now = scheduled_at + late_by
+    # Add in UTC: aware arithmetic in a local zone drops ``fold`` and can move "now" before
+    # the scheduled slot around a DST fall-back.
+    now = scheduled_at.astimezone(UTC) + late_by
     result = next_run_after(RunEvery(interval, anchor="slot"), now, scheduled_at=scheduled_at)
     assert result > now
     assert result - interval <= now  # the first slot after now: missed slots are skipped
