@@ -105,7 +105,7 @@ DatabaseOption = Annotated[
         "-d",
         envvar=ENV_DATABASE,
         show_envvar=True,
-        help="Database name [default: the one in the URI path].",
+        help="Database name (default: the one in the URI path).",
         rich_help_panel="Database",
     ),
 ]
@@ -342,22 +342,22 @@ def worker(
     database: DatabaseOption = None,
     workers_count: Annotated[
         int | None,
-        typer.Option("--workers-count", "-c", help="Most jobs running at once [default: 4]."),
+        typer.Option("--workers-count", "-c", help="Most jobs running at once (default: 4)."),
     ] = None,
     poll_interval: Annotated[
         str | None,
-        typer.Option("--poll-interval", help="Idle wait between sweeps, e.g. 3s [default: 3s]."),
+        typer.Option("--poll-interval", help="Idle wait between sweeps, e.g. 3s (default: 3s)."),
     ] = None,
     lock_time: Annotated[
         str | None,
-        typer.Option("--lock-time", help="Lock written at claim, e.g. 30s [default: 30s]."),
+        typer.Option("--lock-time", help="Lock written at claim, e.g. 30s (default: 30s)."),
     ] = None,
     n_partitions: NPartitionsOption = 1,
     max_tries: Annotated[
         str | None,
         typer.Option(
             "--max-tries",
-            help="Attempt limit of event jobs that set none, or 'unlimited' [default: 10].",
+            help="Attempt limit of event jobs that set none, or 'unlimited' (default: 20).",
         ),
     ] = None,
     grace: Annotated[
@@ -470,14 +470,14 @@ def schedule(
         str | None, typer.Option("--params", "-p", help="Params as a JSON object.")
     ] = None,
     run_in: Annotated[
-        str | None, typer.Option("--run-in", help="Delay, e.g. 90s, 5m, 1h30m [default: now].")
+        str | None, typer.Option("--run-in", help="Delay, e.g. 90s, 5m, 1h30m (default: now).")
     ] = None,
     run_at: Annotated[
         str | None,
         typer.Option("--run-at", help="ISO 8601 time with a timezone, e.g. 2026-01-01T09:00Z."),
     ] = None,
     priority: Annotated[
-        int | None, typer.Option("--priority", help="Priority [default: the job's].")
+        int | None, typer.Option("--priority", help="Priority (default: the job's).")
     ] = None,
     unique_key: Annotated[
         str | None,
@@ -688,10 +688,10 @@ def unlock_all(
 def mongod(
     dbpath: Annotated[
         Path | None,
-        typer.Option("--dbpath", help="Data directory, kept between runs [default: temporary]."),
+        typer.Option("--dbpath", help="Data directory, kept between runs (default: temporary)."),
     ] = None,
     port: Annotated[
-        int | None, typer.Option("--port", help="Port on 127.0.0.1 [default: a free one].")
+        int | None, typer.Option("--port", help="Port on 127.0.0.1 (default: a free one).")
     ] = None,
 ) -> None:
     """Start a local development mongod (a single-node replica set) until Ctrl-C.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
@@ -60,8 +61,12 @@ class WorkerSettings:
         The adaptive index-hint probe (every 30 minutes by default).
     ``reconcile_enabled``
         The partition reconciler that gives a partition to records missing one.
-    ``cancel_stale``
-        Default for jobs that don't say: cancel an async execution whose lock went stale.
+    ``on_max_tries_reached``
+        Called (sync or async) with the claimed job when an event job is marked
+        ``maxTriesReached``; its errors are logged and swallowed.
+    ``cooldown_period``
+        Accepted for parity with Dogs and ignored (deprecated there since 4.6.0): a
+        ``DeprecationWarning`` says so.
     """
 
     __slots__ = (
@@ -92,7 +97,14 @@ class WorkerSettings:
         probe_interval: DurationLike = timedelta(minutes=30),
         probe_enabled: bool = True,
         reconcile_enabled: bool = True,
+        cooldown_period: object = None,
     ) -> None:
+        if cooldown_period is not None:
+            warnings.warn(
+                "cooldown_period is ignored: one scheduler loop per Workers claims back to back",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         self.workers_count = _positive_int("workers_count", workers_count)
         self.n_partitions = validate_n_partitions(n_partitions)
         self.poll_interval = _duration("poll_interval", poll_interval)

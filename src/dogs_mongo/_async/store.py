@@ -52,7 +52,7 @@ __all__ = [
     "choose_claim_path",
 ]
 
-log = logging.getLogger("dogs_mongo.store")
+log = logging.getLogger("dogs.mongo.store")
 
 CLAIM_PATH_SORTED_UPDATE_ONE: Final = "sorted_update_one"
 CLAIM_PATH_FIND_ONE_AND_UPDATE: Final = "find_one_and_update"
