@@ -346,6 +346,7 @@ def claim_from_read_back(request: ClaimRequest, doc: Mapping[str, Any]) -> Claim
         unique_identifier=_optional_str(doc.get("uniqueIdentifier")),
         was_stale=bool(doc.get("claimWasStale", False)),
         last_run_at=to_millis(request.now),
+        next_run_at=doc.get("nextRunAt"),
     )
 
 
@@ -365,6 +366,7 @@ def claim_from_before_image(request: ClaimRequest, before: Mapping[str, Any]) ->
         unique_identifier=_optional_str(before.get("uniqueIdentifier")),
         was_stale=before.get("lockedUntil") is not None,
         last_run_at=to_millis(request.now),
+        next_run_at=before.get("nextRunAt"),
     )
 
 

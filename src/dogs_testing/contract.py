@@ -332,7 +332,9 @@ class JobStoreContract:
         claimed = await store.claim(request)
         assert claimed is not None
         assert claimed.last_run_at in (None, T0)
-        assert dataclasses.replace(claimed, last_run_at=None) == ClaimedJob(
+        # next_run_at is optional in the port (fixed-rate schedules need it): None or the due time.
+        assert claimed.next_run_at in (None, T0 - _S)
+        assert dataclasses.replace(claimed, last_run_at=None, next_run_at=None) == ClaimedJob(
             job_id=job_id,
             execution_id=request.lock_id,
             job_name="a",

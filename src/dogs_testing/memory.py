@@ -376,6 +376,7 @@ class SyncInMemoryJobStore:
                 unique_identifier=new.unique_identifier,
                 was_stale=was_stale,
                 last_run_at=now,
+                next_run_at=new.next_run_at,
             )
 
     def extend_lock(self, job_id: str, lock_id: str, locked_until: datetime) -> bool:

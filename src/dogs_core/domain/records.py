@@ -38,7 +38,6 @@ DEFAULT_PRIORITY = 100
 DEFAULT_RETENTION = timedelta(days=7)
 
 
-
 class JobType(enum.StrEnum):
     """An event job has many records per name; a recurrent job has exactly one."""
 
@@ -146,6 +145,8 @@ class ClaimedJob:
     unique_identifier: str | None = None
     was_stale: bool = False
     last_run_at: datetime | None = None
+    next_run_at: datetime | None = None
+    """When the record was due; fixed-rate recurrent schedules count their slots from it."""
 
     @property
     def lock_id(self) -> str:
