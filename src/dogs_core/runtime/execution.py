@@ -72,7 +72,14 @@ _Outcome = _Succeeded | _Failed | _Cancelled
 class Execution:
     """The lifecycle of one claimed job inside one :class:`~dogs_core.runtime.workers.Workers`."""
 
-    def __init__(self, workers: Workers, job: ClaimedJob, definition: JobDefinition) -> None:
+    def __init__(
+        self,
+        workers: Workers,
+        job: ClaimedJob,
+        definition: JobDefinition,
+        *,
+        lock_from: float | None = None,
+    ) -> None:
         self.workers = workers
         self.job = job
         self.definition = definition
@@ -82,9 +89,14 @@ class Execution:
         self._shutdown = False
         self._finished = False
         self._handler_scope: anyio.CancelScope | None = None
+        self._callback_scopes: set[anyio.CancelScope] = set()
         self._keeper: LockKeeper | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
         self._started_at: datetime | None = None
+        # Loop time at which the stored lockedUntil was computed (the claim request, then the
+        # lock-time write): the watchdog counts the lock from there, so store latency eats into
+        # the lock instead of letting the execution outlive it.
+        self._lock_from = anyio.current_time() if lock_from is None else lock_from
 
     @property
     def stale(self) -> bool:
@@ -104,11 +116,14 @@ class Execution:
             self._keeper.clear()
 
     def cancel_for_shutdown(self) -> None:
-        """Stop was requested and the grace period is over: cancel, then release the lock."""
+        """Stop was requested and the grace period is over: cancel the handler and any user
+        callback in progress; a cancelled handler's lock is then released."""
         self._shutdown = True
         self.cancel_requested = True
         if self._handler_scope is not None:
             self._handler_scope.cancel()
+        for scope in self._callback_scopes:
+            scope.cancel()
 
     # -- the lifecycle ----------------------------------------------------------------------------
 
@@ -141,6 +156,7 @@ class Execution:
                 return
         lock_time = definition.effective_lock_time(settings.default_lock_time)
         if lock_time != settings.default_lock_time:
+            requested_at = anyio.current_time()
             now = self.workers.clock.now()
             owned = await self._fenced(
                 "apply lock time",
@@ -153,12 +169,14 @@ class Execution:
                     job.job_id,
                 )
                 return
+            self._lock_from = requested_at
         assert self._tasks is not None
         keeper = LockKeeper(
             job=job,
             store=self.workers.store,
             clock=self.workers.clock,
             lock_time=lock_time,
+            locked_at=self._lock_from,
             task_group=self._tasks,
             on_stale=self._on_stale,
         )
@@ -184,7 +202,8 @@ class Execution:
                 job.job_name,
             )
             return
-        if self._shutdown or isinstance(outcome, _Cancelled):
+        if isinstance(outcome, _Cancelled):
+            # Cancelled for shutdown (a handler that finished anyway keeps its outcome).
             await self._release_for_shutdown()
             return
         if isinstance(outcome, _Succeeded):
@@ -246,7 +265,9 @@ class Execution:
     async def _on_success(self, value: Any, ended_at: datetime) -> None:
         job, definition, store = self.job, self.definition, self.workers.store
         if job.type is JobType.RECURRENT:
-            next_run = next_run_after(_schedule_of(definition), self.workers.clock.now())
+            next_run = next_run_after(
+                _schedule_of(definition), self.workers.clock.now(), scheduled_at=job.next_run_at
+            )
             owned = await self._fenced(
                 "reschedule",
                 lambda: store.reschedule(
@@ -272,18 +293,20 @@ class Execution:
             self.workers.store,
             self.workers.settings,
         )
-        logger.error(
-            "job %s (%s) failed on try %d: %r", job.job_name, job.job_id, job.tries, error
-        )
+        logger.error("job %s (%s) failed on try %d: %r", job.job_name, job.job_id, job.tries, error)
         decision = await self._ask_on_error(error)
         now = self.workers.clock.now()
         rand = self.workers.rng.random()
         if job.type is JobType.RECURRENT:
-            if isinstance(decision, Retry) and (decision.run_in or decision.run_at):
+            if isinstance(decision, Retry) and (
+                decision.run_in is not None or decision.run_at is not None
+            ):
                 next_run = retry_run_at(definition, decision, now, job.tries, rand)
                 reset = False
             else:
-                next_run = next_run_after(_schedule_of(definition), now)
+                next_run = next_run_after(
+                    _schedule_of(definition), now, scheduled_at=job.next_run_at
+                )
                 reset = True
             owned = await self._fenced(
                 "reschedule after failure",
@@ -372,8 +395,9 @@ class Execution:
     async def _handle_type_mismatch(self) -> None:
         """The record's type differs from the definition's (another deployment owns the name).
 
-        Dogs leaves such a record locked forever-ish; we push it back by one lock time so it
-        neither spins nor burns tries, and say so loudly.
+        Dogs leaves such a record locked until its lock expires, again and again; we push it
+        back by one lock time so it does not spin, and say so loudly (each claim still counts a
+        try).
         """
         job = self.job
         logger.error(
@@ -406,7 +430,7 @@ class Execution:
                 "released" if released else "already lost",
             )
 
-    # -- stale --------------------------------------------------------------------------------------
+    # -- stale ------------------------------------------------------------------------------------
 
     def _on_stale(self, reason: StaleReason) -> None:
         """Called once by the renewal machine (watchdog, lost lock, failed write, or us)."""
@@ -463,7 +487,7 @@ class Execution:
         except Exception:
             logger.exception("on_stale of %s raised", self.job.job_name)
 
-    # -- helpers ------------------------------------------------------------------------------------
+    # -- helpers ----------------------------------------------------------------------------------
 
     async def _fenced(self, what: str, write: Callable[[], Any]) -> bool:
         owned: bool = await retry_transient(write, what=f"{what} {self.job.job_name}")
@@ -479,14 +503,28 @@ class Execution:
         return await store.get_job(job.job_id) is None
 
     async def _call_user(self, func: Callable[..., Any], *args: Any) -> Any:
-        if is_async_callable(func):
-            return await func(*args)
-        result = await anyio.to_thread.run_sync(
-            functools.partial(func, *args), limiter=self.workers.thread_limiter
+        """Run a user callback; cut short with :class:`ExecutionCancelledError` when the workers
+        stop and the grace period is over, so a hanging callback cannot hold up ``stop``."""
+        with anyio.CancelScope() as scope:
+            self._callback_scopes.add(scope)
+            if self._shutdown:
+                scope.cancel()
+            try:
+                if is_async_callable(func):
+                    return await func(*args)
+                result = await anyio.to_thread.run_sync(
+                    functools.partial(func, *args),
+                    limiter=self.workers.thread_limiter,
+                    abandon_on_cancel=True,
+                )
+                if hasattr(result, "__await__"):
+                    return await result
+                return result
+            finally:
+                self._callback_scopes.discard(scope)
+        raise ExecutionCancelledError(
+            f"a callback of {self.job.job_name} was cancelled: the workers are stopping"
         )
-        if hasattr(result, "__await__"):
-            return await result
-        return result
 
     async def _write_history(
         self,

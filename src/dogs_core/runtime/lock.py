@@ -63,14 +63,18 @@ class LockKeeper:
         lock_time: timedelta,
         task_group: anyio.abc.TaskGroup,
         on_stale: Callable[[StaleReason], None],
+        locked_at: float | None = None,
     ) -> None:
+        """``locked_at`` is the loop time at which the current ``lockedUntil`` was computed
+        (before the write that stored it); the initial watchdog fires ``lock_time`` after it."""
         self._job = job
         self._store = store
         self._clock = clock
         self._task_group = task_group
         self._on_stale = on_stale
         self._machine = RenewalMachine(
-            now=anyio.current_time(), lock_time=lock_time.total_seconds()
+            now=anyio.current_time() if locked_at is None else locked_at,
+            lock_time=lock_time.total_seconds(),
         )
         self._watchdog_scope: anyio.CancelScope | None = None
         self._watchdog_generation: int | None = None
@@ -86,7 +90,9 @@ class LockKeeper:
 
     async def extend(self, seconds: float) -> bool:
         """Ask for ``lockedUntil = now + seconds``; True once a write carrying it succeeded."""
-        result = self._machine.request(seconds, anyio.current_time())
+        now = anyio.current_time()
+        self._fire_if_due(now)
+        result = self._machine.request(seconds, now)
         if not isinstance(result, Accepted):
             logger.warning(
                 "extend_lock_time ignored for %s (%s): %s",
@@ -105,6 +111,7 @@ class LockKeeper:
         return ticket.outcome is RenewalOutcome.RENEWED
 
     def clear(self) -> None:
+        self._fire_if_due(anyio.current_time())
         self._perform(self._machine.clear())
 
     def finish(self) -> None:
@@ -112,6 +119,18 @@ class LockKeeper:
 
     def mark_stale(self) -> None:
         self._perform(self._machine.mark_stale())
+
+    def _fire_if_due(self, now: float) -> None:
+        """Deliver a watchdog that is due but whose timer task has not run yet (same instant, or
+        a stalled loop): a pulse or a clear must not outrun it and revive an expired lock."""
+        watchdog = self._machine.watchdog
+        if watchdog is None or now < watchdog.deadline:
+            return
+        if self._watchdog_scope is not None:
+            self._watchdog_scope.cancel()
+        self._watchdog_scope = None
+        self._watchdog_generation = None
+        self._perform(self._machine.watchdog_fired(watchdog.generation, now))
 
     # -- performing commands ------------------------------------------------------------------
 
@@ -143,17 +162,23 @@ class LockKeeper:
                     ticket.done.set()
 
     def _arm(self, command: ArmWatchdog) -> None:
+        # Sleep until the absolute deadline rather than for ``command.delay``: the initial
+        # watchdog's delay is counted from ``locked_at``, which may be in the past, and the task
+        # may start late (a stalled loop); neither may push the watchdog past the lock.
+        deadline = command.deadline
         scope = anyio.CancelScope()
         self._watchdog_scope = scope
         self._watchdog_generation = command.generation
 
         async def watchdog() -> None:
             with scope:
-                await anyio.sleep(command.delay)
+                await anyio.sleep_until(deadline)
                 if self._watchdog_generation == command.generation:
                     self._watchdog_scope = None
                     self._watchdog_generation = None
-                self._perform(self._machine.watchdog_fired(command.generation, anyio.current_time()))
+                self._perform(
+                    self._machine.watchdog_fired(command.generation, anyio.current_time())
+                )
 
         self._task_group.start_soon(watchdog)
 
@@ -168,9 +193,7 @@ class LockKeeper:
             logger.warning(
                 "lock renewal of %s (%s) failed: %r", self._job.job_name, self._job.job_id, error
             )
-            self._perform(
-                self._machine.write_failed(command.write_id, error, anyio.current_time())
-            )
+            self._perform(self._machine.write_failed(command.write_id, error, anyio.current_time()))
             return
         now = anyio.current_time()
         if matched:

@@ -5,9 +5,11 @@ Structure (all in one anyio task group, so nothing outlives :meth:`Workers.stop`
 - ``claim_concurrency`` claim lanes share one capacity ledger, one partition rotation and one
   selected hint. Each lane reserves capacity, claims in the next partition, and starts an
   execution on a hit. Dogs awaits one claim at a time; several lanes keep a worker from being
-  bound by one database round trip per job. A full sweep of every partition that found
-  nothing puts all lanes to sleep for ``poll_interval`` (at most one empty sweep per interval,
-  give or take the claims already in flight).
+  bound by one database round trip per job. Lanes only claim side by side while claims find
+  jobs; after a miss (and at startup) at most one claim per partition not yet tried in the
+  current sweep is in flight. A full sweep of every partition that found nothing puts all
+  lanes to sleep for ``poll_interval``, so an idle scheduler sends one sweep (``n_partitions``
+  claims) per interval whatever its ``workers_count``.
 - The hint probe (every ``probe_interval``) and the partition reconciler run beside them.
 - Executions run in their own task group so that ``stop`` can drain them, then cancel what is
   left after the grace period and release those locks for other workers.
@@ -102,6 +104,7 @@ class Workers:
         self._capacity = Signal()
         self._wake = Signal()
         self._idle_until: float | None = None
+        self._hot = False  # the last claim found a job: every lane may claim
         self._started = False
         self._running = False
         self._stop_requested = anyio.Event()
@@ -164,8 +167,7 @@ class Workers:
         stack, self._exit_stack = self._exit_stack, None
         # A failing or cancelled body gets no drain: cancel and release the locks at once.
         grace = 0.0 if exc_type is not None else self._grace
-        with anyio.CancelScope(shield=True):
-            self._request_stop(grace)
+        self._request_stop(grace)  # synchronous: nothing here can be cancelled
         if stack is not None:
             return await stack.__aexit__(exc_type, exc, tb)
         return None
@@ -280,6 +282,12 @@ class Workers:
                     await self._wake.wait(remaining)
                     continue
                 self._idle_until = None
+            if not self._hot and self._ledger.reserved >= self._sweep_remaining():
+                # Nothing found lately: keep at most one claim in flight per partition not yet
+                # tried in this sweep, so that an idle scheduler sends one sweep per poll
+                # interval however many lanes it has. A hit lets every lane claim again.
+                await self._capacity.wait()
+                continue
             reservation = self._ledger.reserve()
             if reservation is None:
                 # Full, or every name is at its cap: wait for an execution to release capacity.
@@ -288,6 +296,7 @@ class Workers:
             hint = claim_hint(self._hints.current, reservation.names_filtered)
             partition = self._rotation.next_partition()
             now = self.clock.now()
+            requested_at = anyio.current_time()  # the lock runs from here, not from the reply
             request = ClaimRequest(
                 job_names=reservation.names,
                 partition=partition,
@@ -301,6 +310,7 @@ class Workers:
                 job = await self.store.claim(request)
             except Exception:
                 self._ledger.settle(reservation, None)
+                self._hot = False
                 self._capacity.notify()
                 logger.exception("claim failed; retrying after the poll interval")
                 self._rotation.reset_misses()
@@ -308,26 +318,33 @@ class Workers:
                 continue
             if job is None:
                 self._ledger.settle(reservation, None)
+                self._hot = False
                 self._capacity.notify()
                 if self._rotation.record_miss():
                     self._go_idle()
                 continue
             self._rotation.record_hit()
             self._ledger.settle(reservation, job.job_name)
+            self._hot = True
+            self._capacity.notify()
             self.claims_succeeded += 1
-            self._start_execution(job)
+            self._start_execution(job, requested_at)
+
+    def _sweep_remaining(self) -> int:
+        """Partitions the current sweep has not reported a miss for yet (at least one)."""
+        return max(1, self._rotation.n_partitions - self._rotation.consecutive_misses)
 
     def _go_idle(self) -> None:
         if self._idle_until is None:
             self._idle_until = anyio.current_time() + self.settings.poll_interval.total_seconds()
 
-    def _start_execution(self, job: ClaimedJob) -> None:
+    def _start_execution(self, job: ClaimedJob, requested_at: float) -> None:
         definition = self._definitions[job.job_name]
         if job.was_stale:
             logger.info(
                 "running job %s (%s) that was stale; try %d", job.job_name, job.job_id, job.tries
             )
-        execution = Execution(self, job, definition)
+        execution = Execution(self, job, definition, lock_from=requested_at)
         self._active[job.execution_id] = execution
         assert self._executions_group is not None
         self._executions_group.start_soon(execution.run, name=f"dogs job {job.job_name}")
@@ -372,7 +389,9 @@ class Workers:
                 continue
             partition = assign_partition(self.settings.n_partitions, self.rng)
 
-            async def ensure(definition: JobDefinition = definition, partition: int = partition) -> None:
+            async def ensure(
+                definition: JobDefinition = definition, partition: int = partition
+            ) -> None:
                 await self.store.ensure_recurrent(
                     definition.name, priority=definition.priority, partition=partition, now=now
                 )
@@ -445,4 +464,3 @@ class Workers:
 def _medians(decision: Any) -> str:
     medians = decision.medians or {}
     return ", ".join(f"{hint}: {value:g} ms" for hint, value in medians.items())
-

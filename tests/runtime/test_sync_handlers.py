@@ -1,0 +1,119 @@
+"""Sync (``def``) handlers run in worker threads bounded by ``workers_count``.
+
+The loop sees a thread's real work as idle time (DESIGN §7): with ``autojump_threshold=0`` a
+handler doing a few milliseconds of real work would let virtual time jump past lock deadlines.
+This module therefore uses a positive threshold: virtual time only jumps after the loop has been
+idle for 50 ms of real time, far longer than these handlers work.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import anyio
+import pytest
+import trio.testing
+
+from dogs_core.domain.records import HistoryStatus
+from dogs_core.errors import ExecutionCancelledError
+from dogs_core.jobs import Jobs
+from dogs_core.runtime import JobContext, current_job
+from tests.runtime.conftest import Harness
+
+pytestmark = pytest.mark.anyio
+
+Params = dict[str, Any] | None
+
+
+@pytest.fixture
+def anyio_backend() -> tuple[str, dict[str, Any]]:
+    return ("trio", {"clock": trio.testing.MockClock(autojump_threshold=0.05)})
+
+
+async def test_a_sync_handler_runs_in_a_worker_thread_with_its_context() -> None:
+    jobs = Jobs()
+    seen: list[tuple[bool, Any, int, bool, bool]] = []
+
+    @jobs.event
+    def job(params: Params, ctx: JobContext) -> str:
+        bound = current_job()
+        renewed = ctx.extend_lock_time_blocking(60)
+        seen.append(
+            (
+                threading.current_thread() is not threading.main_thread(),
+                params,
+                ctx.tries,
+                bound is not None and bound.execution_id == ctx.execution_id,
+                renewed,
+            )
+        )
+        return "sync ok"
+
+    h = Harness(jobs)
+    await h.client.schedule(job, {"n": 1})
+    async with h.workers(poll_interval=100) as workers:
+        await anyio.sleep(1)
+        await workers.stop()
+    assert seen == [(True, {"n": 1}, 1, True, True)]
+    (row,) = h.store.history("job")
+    assert row.status is HistoryStatus.SUCCESS
+    assert row.result == "sync ok"
+    assert h.store.extends[-1].matched is True
+
+
+async def test_sync_handlers_are_bounded_by_workers_count() -> None:
+    jobs = Jobs()
+    lock = threading.Lock()
+    running = [0, 0]  # current, maximum
+
+    @jobs.event
+    def job(params: Params, ctx: JobContext) -> None:
+        with lock:
+            running[0] += 1
+            running[1] = max(running[1], running[0])
+        time.sleep(0.01)
+        with lock:
+            running[0] -= 1
+
+    h = Harness(jobs)
+    for _ in range(6):
+        await h.client.schedule(job)
+    async with h.workers(workers_count=2, poll_interval=100) as workers:
+        await anyio.sleep(1)
+        await workers.stop()
+    assert running[1] == 2
+    assert h.store.records() == []
+
+
+async def test_a_stale_sync_handler_sees_cancelled_and_stops_cooperatively() -> None:
+    jobs = Jobs()
+    exited = threading.Event()
+    outcome: list[str] = []
+
+    @jobs.event(lock_time=1)
+    def job(params: Params, ctx: JobContext) -> None:
+        if ctx.tries > 1:
+            return
+        try:
+            while True:
+                ctx.raise_if_cancelled()
+                time.sleep(0.005)
+        except ExecutionCancelledError:
+            outcome.append("cancelled")
+            raise
+        finally:
+            exited.set()
+
+    h = Harness(jobs)
+    await h.client.schedule(job)
+    async with h.workers(poll_interval=1) as workers:
+        await anyio.sleep(3.5)
+        await workers.stop()
+    assert await anyio.to_thread.run_sync(exited.wait, 5)
+    assert outcome == ["cancelled"]
+    assert [r.status for r in h.store.history("job")] == [
+        HistoryStatus.STALE,
+        HistoryStatus.SUCCESS,
+    ]
