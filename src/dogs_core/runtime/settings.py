@@ -29,7 +29,7 @@ def _positive_int(field: str, value: object) -> int:
 
 
 def _duration(field: str, value: DurationLike, *, allow_zero: bool = False) -> timedelta:
-    duration = parse_duration(value, field=field)
+    duration = parse_duration(value, field=field, error=InvalidOptionError)
     if not allow_zero and duration <= timedelta(0):
         raise InvalidOptionError(field, value, "must be greater than zero")
     return duration
