@@ -1,0 +1,243 @@
+"""The fault-injecting store itself: what each kind of fault does, the rules' knobs, the counts,
+and (with no fault planned) the store contract."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import anyio
+import pytest
+import trio.testing
+
+from dogs_core.domain.records import ClaimRequest, JobRecord, NewJob, Scheduled
+from dogs_core.errors import InvalidOptionError, TransientStoreError
+from dogs_core.ports import AsyncJobStore
+from dogs_testing.contract import JobStoreContract
+from dogs_testing.faults import (
+    PORT_METHODS,
+    FaultKind,
+    FaultPlan,
+    FaultRule,
+    FaultStats,
+    FaultyJobStore,
+)
+from dogs_testing.memory import InMemoryJobStore
+
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+class TestFaultyStoreWithoutFaults(JobStoreContract):
+    """A wrapper with nothing planned is the store it wraps."""
+
+    @pytest.fixture
+    def store(self) -> FaultyJobStore:
+        return FaultyJobStore(InMemoryJobStore())
+
+    async def seed_record(self, store: AsyncJobStore, record: JobRecord) -> None:
+        assert isinstance(store, FaultyJobStore)
+        inner = store.inner
+        assert isinstance(inner, InMemoryJobStore)
+        await inner.insert_record(record)
+
+
+@pytest.fixture
+def anyio_backend() -> tuple[str, dict[str, Any]]:
+    return ("trio", {"clock": trio.testing.MockClock(autojump_threshold=0)})
+
+
+def new_job(n: int = 0) -> NewJob:
+    return NewJob(
+        id=f"job-{n}", job_name="j", params=None, next_run_at=NOW, priority=1, partition=0
+    )
+
+
+def claim_request(lock_id: str = "lock-1") -> ClaimRequest:
+    return ClaimRequest(
+        job_names=("j",),
+        partition=0,
+        hint="byJobName",
+        now=NOW,
+        locked_until=NOW + timedelta(seconds=30),
+        lock_id=lock_id,
+    )
+
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_an_error_before_the_call_writes_nothing() -> None:
+    inner = InMemoryJobStore()
+    store = FaultyJobStore(inner)
+    store.fail_next("schedule", FaultKind.ERROR_BEFORE)
+    with pytest.raises(TransientStoreError) as caught:
+        await store.schedule(new_job())
+    assert caught.value.write_may_have_applied is False
+    assert await inner.find_jobs() == []
+    assert await store.schedule(new_job()) == Scheduled("job-0")  # one-shot
+    assert store.stats.count("schedule", FaultKind.ERROR_BEFORE) == 1
+
+
+async def test_an_error_after_the_call_applies_the_write_and_says_so() -> None:
+    inner = InMemoryJobStore()
+    store = FaultyJobStore(inner)
+    await store.schedule(new_job())
+    store.fail_next("claim", FaultKind.ERROR_AFTER)
+    with pytest.raises(TransientStoreError) as caught:
+        await store.claim(claim_request())
+    assert caught.value.write_may_have_applied is True
+    [record] = await inner.find_jobs()
+    assert record.lock_id == "lock-1"  # the claim landed, its reply was lost
+    assert record.tries == 1
+
+
+async def test_an_error_after_a_read_is_not_an_ambiguous_write() -> None:
+    store = FaultyJobStore(InMemoryJobStore())
+    store.fail_next("get_job", FaultKind.ERROR_AFTER)
+    with pytest.raises(TransientStoreError) as caught:
+        await store.get_job("x")
+    assert caught.value.write_may_have_applied is False
+
+
+async def test_delays_take_virtual_time_before_or_after_the_call() -> None:
+    inner = InMemoryJobStore()
+    store = FaultyJobStore(inner)
+    await store.schedule(new_job())
+    store.fail_next("claim", FaultKind.DELAY_BEFORE, delay=3.0)
+    store.fail_next("claim", FaultKind.DELAY_AFTER, delay=2.0)
+    seen_by_store: list[str | None] = []
+    start = anyio.current_time()
+
+    async def watch() -> None:
+        for at in (2.9, 3.1):
+            await anyio.sleep_until(start + at)
+            seen_by_store.append((await inner.find_jobs())[0].lock_id)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch)
+        claimed = await store.claim(claim_request())
+    assert claimed is not None
+    assert anyio.current_time() - start == pytest.approx(5.0)
+    assert seen_by_store == [None, "lock-1"]  # the store saw the claim at 3 s
+
+
+async def test_probability_count_and_skip_calls() -> None:
+    stats = FaultStats()
+    plan = FaultPlan(
+        FaultRule(FaultKind.ERROR_BEFORE, frozenset({"get_job"}), 1.0, max_count=2, skip_calls=3)
+    )
+    store = FaultyJobStore(InMemoryJobStore(), plan, stats=stats)
+    outcomes = []
+    for _ in range(8):
+        try:
+            await store.get_job("x")
+            outcomes.append("ok")
+        except TransientStoreError:
+            outcomes.append("fault")
+    assert outcomes == ["ok", "ok", "ok", "fault", "fault", "ok", "ok", "ok"]
+    assert stats.calls["get_job"] == 8
+    assert stats.total == 2
+
+
+def test_random_faults_follow_the_rate_and_the_seed() -> None:
+    def run(seed: int) -> list[bool]:
+        plan = FaultPlan.random(error_rate=0.3, methods=["get_job"])
+        store = FaultyJobStore(InMemoryJobStore(), plan, rng=random.Random(seed))
+        result = []
+
+        async def go() -> None:
+            for _ in range(400):
+                try:
+                    await store.get_job("x")
+                    result.append(False)
+                except TransientStoreError:
+                    result.append(True)
+
+        anyio.run(go, backend="trio")
+        return result
+
+    first, again = run(7), run(7)
+    assert first == again
+    assert 80 < sum(first) < 160
+
+
+async def test_disabling_keeps_the_plan_and_disconnect_cuts_the_store_off() -> None:
+    inner = InMemoryJobStore()
+    store = FaultyJobStore(inner, FaultPlan(FaultRule(FaultKind.ERROR_BEFORE)))
+    store.enabled = False
+    assert await store.schedule(new_job(1)) == Scheduled("job-1")
+    store.enabled = True
+    with pytest.raises(TransientStoreError):
+        await store.schedule(new_job(2))
+    store.plan = FaultPlan()
+    store.disconnect()
+    with pytest.raises(TransientStoreError, match="disconnected"):
+        await store.schedule(new_job(3))
+    assert [r.id for r in await inner.find_jobs()] == ["job-1"]
+    store.reconnect()
+    assert await store.schedule(new_job(3)) == Scheduled("job-3")
+    assert store.stats.count(kind=FaultKind.DISCONNECTED) == 1
+    await store.close()  # never faulted
+
+
+async def test_a_reply_on_its_way_when_the_store_is_cut_off_is_lost() -> None:
+    inner = InMemoryJobStore()
+    store = FaultyJobStore(inner)
+    store.fail_next("schedule", FaultKind.DELAY_AFTER, delay=1.0)
+    async with anyio.create_task_group() as group:
+
+        async def cut() -> None:
+            await anyio.sleep(0.5)
+            store.disconnect()
+
+        group.start_soon(cut)
+        with pytest.raises(TransientStoreError) as caught:
+            await store.schedule(new_job())
+    assert caught.value.write_may_have_applied is True
+    assert len(await inner.find_jobs()) == 1
+
+
+async def test_the_report_counts_per_method_and_kind() -> None:
+    store = FaultyJobStore(InMemoryJobStore())
+    assert store.stats.report() == "no faults injected (0 calls)"
+    store.fail_next("get_job", FaultKind.ERROR_BEFORE, count=2)
+    store.fail_next("get_job", FaultKind.DELAY_AFTER, delay=0.1)
+    for _ in range(3):
+        with contextlib.suppress(TransientStoreError):
+            await store.get_job("x")
+    report = store.stats.report()
+    assert "get_job" in report
+    assert "3 faults injected in 3 calls" in report
+    assert store.stats.by_kind() == {FaultKind.ERROR_BEFORE: 2, FaultKind.DELAY_AFTER: 1}
+    assert store.stats.by_method() == {"get_job": 3}
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"kind": "boom"}, "kind"),
+        ({"kind": FaultKind.DISCONNECTED}, "kind"),
+        ({"methods": frozenset({"claim", "nope"})}, "methods"),
+        ({"probability": 1.5}, "probability"),
+        ({"probability": float("nan")}, "probability"),
+        ({"max_count": -1}, "max_count"),
+        ({"skip_calls": 1.5}, "skip_calls"),
+        ({"delay": -1.0}, "delay"),
+        ({"delay": (2.0, 1.0)}, "delay"),
+        ({"kind": FaultKind.DELAY_BEFORE}, "delay"),
+    ],
+)
+async def test_bad_rules_are_refused(options: dict[str, Any], field: str) -> None:
+    options.setdefault("kind", FaultKind.ERROR_BEFORE)
+    with pytest.raises(InvalidOptionError, match=field):
+        FaultRule(**options)
+
+
+async def test_every_port_method_is_wrapped() -> None:
+    store = FaultyJobStore(InMemoryJobStore(), FaultPlan(FaultRule(FaultKind.ERROR_BEFORE)))
+    for method in sorted(PORT_METHODS):
+        assert method in dir(store)
+    with pytest.raises(InvalidOptionError):
+        FaultyJobStore(object())  # type: ignore[arg-type]
