@@ -17,6 +17,7 @@ __all__ = [
     "InvalidScheduleError",
     "JobNotRegisteredError",
     "LockLostError",
+    "ScheduleOutcomeUnknownError",
     "StoreError",
     "TransientStoreError",
     "UnknownJobError",
@@ -104,6 +105,23 @@ class TransientStoreError(StoreError):
 
 class ExecutionCancelledError(DogsError):
     """Raised inside a sync handler that checks for cancellation (stale lock or shutdown)."""
+
+
+class ScheduleOutcomeUnknownError(StoreError):
+    """An insert failed after it may have landed, and the job may already have run and been
+    deleted: re-sending it could run the job twice, so the caller has to decide.
+
+    Rare (the reply of an insert lost, then the job claimed, run and completed before the
+    read-back). Look for ``job_id`` in the job's history before scheduling it again.
+    """
+
+    def __init__(self, job_id: str, job_name: str) -> None:
+        self.job_id = job_id
+        self.job_name = job_name
+        super().__init__(
+            f"the insert of {job_name} job {job_id} may have landed and already run; it was not "
+            "re-sent, so that it cannot run twice (check its history before scheduling again)"
+        )
 
 
 class LockLostError(DogsError):

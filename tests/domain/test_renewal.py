@@ -436,20 +436,23 @@ def test_results_for_a_write_that_is_not_in_flight_are_a_protocol_error() -> Non
         rt.machine.write_succeeded(1, rt.now)  # a second result for the same write
 
 
-def test_a_write_keeps_the_later_watchdog_and_moves_it_only_when_needed() -> None:
+def test_the_watchdog_stays_at_the_confirmed_deadline_while_a_write_is_in_flight() -> None:
     rt = FakeRuntime(lock_time=100)
-    # A longer extension moves the watchdog to the write's deadline as it starts: past it, the
-    # lock has expired whatever the write's outcome.
+    # A write in flight proves nothing yet: the watchdog stays where the database's lock is
+    # known to end, so a slow renewal cannot keep an execution alive past its lock.
     ticket = rt.machine.request(300, rt.now)
-    assert ticket == Accepted(
-        1, (CancelWatchdog(1), ArmWatchdog(2, T0 + 300, 300), StartWrite(1, 300, T0 + 300))
-    )
+    assert ticket == Accepted(1, (StartWrite(1, 300, T0 + 300),))
     rt.perform(ticket.commands)
     assert rt.machine.in_flight == InFlightWrite(1, 300, T0, T0 + 300)
-    # Its success confirms that deadline: the watchdog is already there, nothing to do.
-    assert rt.succeed() == (ResolveWaiters(1, RenewalOutcome.RENEWED),)
+    assert rt.machine.watchdog_deadline == T0 + 100
+    # Its success confirms the new deadline and moves the watchdog there.
+    assert rt.succeed() == (
+        CancelWatchdog(1),
+        ArmWatchdog(2, T0 + 300, 300),
+        ResolveWaiters(1, RenewalOutcome.RENEWED),
+    )
     assert rt.machine.confirmed_deadline == T0 + 300
-    # A shorter extension leaves the later watchdog while in flight...
+    # A shorter extension leaves the watchdog alone while in flight...
     rt.advance(10)
     shorter = rt.machine.request(50, rt.now)
     assert shorter == Accepted(2, (StartWrite(2, 50, T0 + 60),))
@@ -462,6 +465,14 @@ def test_a_write_keeps_the_later_watchdog_and_moves_it_only_when_needed() -> Non
         ResolveWaiters(2, RenewalOutcome.RENEWED),
     )
     assert rt.machine.watchdog_deadline == T0 + 60
+
+
+def test_a_renewal_slower_than_the_remaining_lock_reports_stale() -> None:
+    rt = FakeRuntime(lock_time=100)
+    rt.advance(90)
+    rt.pulse(100)  # in flight, would hold the lock until T0 + 190
+    rt.advance(10)  # the confirmed lock ends before the write answers
+    assert rt.stale == [StaleReason.WATCHDOG_EXPIRED]
 
 
 def test_a_success_after_the_deadline_arms_a_zero_delay() -> None:
@@ -637,10 +648,11 @@ def test_a_heartbeat_through_the_machine_keeps_a_long_job_alive() -> None:
 
 
 def test_monotone_pulses_give_monotone_deadlines_even_with_slow_writes() -> None:
-    rt = FakeRuntime(lock_time=50)
+    # Each write answers 18 s after it starts; pulses of 60 s keep the confirmed lock ahead.
+    rt = FakeRuntime(lock_time=60)
     for step in range(60):
         rt.advance(7)
-        rt.pulse(50)
+        rt.pulse(60)
         if step % 3 == 2:
             rt.advance(4)
             rt.succeed()
@@ -920,13 +932,10 @@ class RenewalInterleavings(RuleBasedStateMachine):
         assert m.writes_started == len(self.writes)
 
     @invariant()
-    def one_watchdog_exactly_while_live_at_the_certain_expiry(self) -> None:
+    def one_watchdog_exactly_while_live_at_the_confirmed_expiry(self) -> None:
         m = self.machine
         if m.live:
-            expected = self.confirmed
-            if self.in_flight is not None:
-                expected = max(expected, self.in_flight.deadline)
-            assert m.watchdog_deadline == expected
+            assert m.watchdog_deadline == self.confirmed
         else:
             assert m.watchdog is None
 

@@ -611,7 +611,6 @@ async def test_a_crashed_owner_is_replaced_after_its_lock_expires() -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.anyio
 async def test_a_slow_claim_reply_does_not_extend_ownership() -> None:
     """The watchdog counts the lock from the claim request, not from the execution's start: a
     claim whose reply takes 5 s leaves the execution 5 s less (it used to outlive its lock)."""
@@ -622,7 +621,6 @@ async def test_a_slow_claim_reply_does_not_extend_ownership() -> None:
     assert ledger.violations == []
 
 
-@pytest.mark.anyio
 @pytest.mark.anyio
 async def test_a_slow_custom_lock_time_write_does_not_extend_ownership() -> None:
     """A job's own lock time counts from the request of the write that stores it."""
@@ -635,14 +633,6 @@ async def test_a_slow_custom_lock_time_write_does_not_extend_ownership() -> None
     assert ledger.violations == []
 
 
-@pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: while a renewal write is in flight the watchdog waits for that write's "
-    "deadline (domain/renewal.py RenewalMachine.request -> _retarget(max(confirmed, in-flight)))"
-    "; a renewal that reaches the store after the confirmed lock expired leaves the execution "
-    "live while another worker owns the record",
-)
 @pytest.mark.anyio
 async def test_a_renewal_slower_than_the_remaining_lock_does_not_extend_ownership() -> None:
     ledger, runs = await _two_instances(
@@ -707,12 +697,6 @@ async def test_a_clock_jump_between_claim_and_start_does_not_extend_ownership() 
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: DogsClient.schedule retries an insert whose first attempt landed "
-    "(runtime/client.py schedule/schedule_many -> retry_transient); if the job ran and its "
-    "record was deleted in between, the retry inserts it again and the job runs twice",
-)
 async def test_an_ambiguous_schedule_is_not_run_twice() -> None:
     inner = InMemoryJobStore()
     clock = LoopClock(START)
@@ -748,13 +732,6 @@ class _SkewedClock:
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: after the handler returns, a fenced delete that matched nothing counts as a "
-    "success whenever the record is gone (runtime/execution.py _fenced_delete), even when no "
-    "earlier attempt was ambiguous: an execution whose job was taken over and completed by "
-    "another one reports a second success (history, no on_stale)",
-)
 async def test_a_complete_that_matched_nothing_is_not_a_second_success() -> None:
     inner = InMemoryJobStore()
     clock = LoopClock(START)
@@ -788,13 +765,6 @@ async def test_a_complete_that_matched_nothing_is_not_a_second_success() -> None
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a fenced reschedule that landed but whose reply was lost is retried, the retry "
-    "matches nothing (the lock is already released) and the execution is reported stale "
-    "(runtime/execution.py _on_success/_fenced + _lost_after_run): on_stale is called and "
-    "'stale' history written for a run that succeeded",
-)
 async def test_an_ambiguous_reschedule_that_landed_is_still_a_success() -> None:
     inner = InMemoryJobStore()
     clock = LoopClock(START)
@@ -849,13 +819,6 @@ async def test_a_short_outage_at_startup_does_not_kill_the_workers() -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: an execution whose lock expired before its handler started (the claim reached "
-    "the store after its lock time: a paused process, a slow network) still starts the "
-    "handler (runtime/execution.py _lifecycle does not check the deadline before _invoke); "
-    "another worker runs the job at the same time, and a sync handler runs to its end",
-)
 async def test_a_claim_that_arrives_after_its_lock_time_does_not_start_the_handler() -> None:
     _, runs = await _two_instances(
         handler_seconds=5, faults=[("claim", FaultKind.DELAY_BEFORE, 12.0)], b_starts_at=12.5

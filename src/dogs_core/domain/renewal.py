@@ -29,18 +29,16 @@ Rules (the 4.6.7 semantics of Dogs, plus the improvements noted below)
   ``generation``; a timer of an older generation that fires anyway is ignored. An armed watchdog
   is always preceded by a :class:`CancelWatchdog` of the previous one, so a runtime that follows
   the commands never holds two timers.
-* **Watchdog placement** (an improvement on Dogs, which disarms the watchdog for the duration
-  of the write). While the execution is live, the watchdog is armed at
-  ``max(confirmed_deadline, in_flight.deadline)``, where ``confirmed_deadline`` is the
-  ``lockedUntil`` the last successful write (or the claim) set. That is the first instant at
-  which the lock has expired *whatever the in-flight write's outcome*: past it, a success would
-  arm a zero delay, and a lost lock or an error reports stale anyway. So while a write is in
-  flight the watchdog fires only once every possible result of that write would report stale
-  too (in Dogs as well, unless the execution is finished or cleared first), but a renewal write
-  that hangs can no longer hide an expired lock forever, as it does in Dogs.
-  When no write is in flight this is simply ``confirmed_deadline``: after a
-  success the watchdog sits at ``write start + extra`` (a zero delay if the response came later),
-  which may be *earlier* than before if the caller asked for a shorter extension.
+* **Watchdog placement** (stricter than Dogs, which disarms the watchdog for the duration of
+  the write). While the execution is live, the watchdog is armed at ``confirmed_deadline``, the
+  ``lockedUntil`` the last successful write (or the claim) set. A write in flight proves nothing
+  until it answers: if the confirmed lock runs out first, the execution is reported stale even
+  though the write may still land, because from that instant another worker may own the job.
+  So a renewal write that hangs can never hide an expired lock, and no execution outlives the
+  lock the database is known to hold. After a success the watchdog moves to ``write start +
+  extra`` (a zero delay if the response came later), which may be *earlier* than before if the
+  caller asked for a shorter extension. Renew well before the lock runs out (the heartbeat
+  pulses at a third of the lock time).
 * **Terminal states win.** Once the execution is finished, stale, or its watchdog cleared, no
   write starts, no watchdog is armed, and new pulses are refused with a :class:`RefusalReason`
   (the runtime logs a warning). Clearing is permanent. A pending (not yet started) follow-up is
@@ -460,11 +458,8 @@ class RenewalMachine:
             pending = self._pending_extra
             self._pending_extra = extra if pending is None else max(pending, extra)
             return Accepted(self._in_flight.write_id + 1, ())
-        commands: list[Command] = []
         write = self._begin_write(extra, t)
-        self._retarget(max(self._confirmed_deadline, write.deadline), t, commands)
-        commands.append(write)
-        return Accepted(write.write_id, tuple(commands))
+        return Accepted(write.write_id, (write,))
 
     def write_succeeded(self, write_id: int, now: float) -> Commands:
         """Write ``write_id`` matched: the lock is held until its deadline.
@@ -478,13 +473,11 @@ class RenewalMachine:
         commands: list[Command] = []
         follow_up: StartWrite | None = None
         if self.live:
-            target = write.deadline
             pending = self._pending_extra
             if pending is not None:
                 self._pending_extra = None
                 follow_up = self._begin_write(pending, t)
-                target = max(target, follow_up.deadline)
-            self._retarget(target, t, commands)
+            self._retarget(write.deadline, t, commands)
         commands.append(ResolveWaiters(write.write_id, RenewalOutcome.RENEWED))
         if follow_up is not None:
             commands.append(follow_up)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import anyio
+
 from dogs_core.domain.definitions import (
     EventJobDefinition,
     JobDefinition,
@@ -21,11 +23,13 @@ from dogs_core.domain.definitions import (
 from dogs_core.domain.partitions import assign_partition, validate_n_partitions
 from dogs_core.domain.records import (
     BulkScheduleResult,
+    Duplicate,
     HistoryRecord,
     ItemError,
     JobRecord,
     NameStatus,
     NewJob,
+    Scheduled,
     ScheduleOutcome,
 )
 from dogs_core.domain.schedules import event_run_at, parse_duration
@@ -34,6 +38,8 @@ from dogs_core.errors import (
     InvalidOptionError,
     InvalidScheduleError,
     JobNotRegisteredError,
+    ScheduleOutcomeUnknownError,
+    TransientStoreError,
 )
 from dogs_core.ids import new_record_id
 from dogs_core.jobs import Jobs
@@ -46,6 +52,12 @@ __all__ = ["DogsClient", "ScheduleItem"]
 logger = logging.getLogger("dogs.client")
 
 _MAX_UNIQUE_KEY_LENGTH = 1024
+_INSERT_ATTEMPTS = 6
+_FIRST_RETRY_DELAY = 0.05
+_MAX_RETRY_DELAY = 2.0
+#: How many recent executions of a job name are searched for a record whose insert reply was
+#: lost and that may already have run.
+_HISTORY_LOOKBACK = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +125,7 @@ class DogsClient:
             definition, ScheduleItem(params, run_in, run_at, priority, unique_key)
         )
         await self._ensure_setup()
-        outcome = await retry_transient(
-            lambda: self.store.schedule(new_job), what=f"schedule {definition.name}"
-        )
+        outcome = await self._insert_one(new_job)
         logger.debug("scheduled %s: %s", definition.name, outcome)
         return outcome
 
@@ -146,9 +156,7 @@ class DogsClient:
         if not prepared:
             return BulkScheduleResult(0, 0, tuple(errors), tuple(outcomes))
         await self._ensure_setup()
-        result = await retry_transient(
-            lambda: self.store.schedule_many(prepared), what=f"schedule_many {definition.name}"
-        )
+        result = await self._insert_many(prepared)
         for failed in result.errors:
             original = positions[failed.index]
             errors.append(ItemError(index=original, error=failed.error, job=materialized[original]))
@@ -198,6 +206,85 @@ class DogsClient:
         logger.warning("unlocked %d job records", count)
         return count
 
+    # -- inserting safely ------------------------------------------------------------------
+
+    async def _insert_one(self, job: NewJob) -> ScheduleOutcome:
+        """Insert with retries that can never make one schedule call run a job twice.
+
+        Record ids are chosen here, so re-sending an insert that had landed is harmless while
+        the record exists. After an ambiguous failure the record may also have run and been
+        deleted already; re-sending would then run the job a second time, so it is looked up
+        first (see :meth:`_after_ambiguous_insert`).
+        """
+        delay = _FIRST_RETRY_DELAY
+        for attempt in range(1, _INSERT_ATTEMPTS + 1):
+            try:
+                return await self.store.schedule(job)
+            except TransientStoreError as error:
+                if error.write_may_have_applied:
+                    resolved = await self._after_ambiguous_insert(job)
+                    if resolved is not None:
+                        return resolved
+                if attempt == _INSERT_ATTEMPTS:
+                    raise
+                logger.warning(
+                    "schedule %s hit a transient store error (attempt %d/%d): %s",
+                    job.job_name,
+                    attempt,
+                    _INSERT_ATTEMPTS,
+                    error,
+                )
+                await anyio.sleep(delay)
+                delay = min(delay * 2, _MAX_RETRY_DELAY)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _after_ambiguous_insert(self, job: NewJob) -> ScheduleOutcome | None:
+        """What became of an insert whose reply was lost: ``Scheduled`` when it landed, ``None``
+        when re-sending it is safe, :class:`ScheduleOutcomeUnknownError` when neither is known.
+        """
+        if await retry_transient(lambda: self.store.get_job(job.id), what="read back") is not None:
+            return Scheduled(job.id)
+        if job.next_run_at > self.clock.now():
+            return None  # not due yet, so it cannot have run: it never landed
+        history = await retry_transient(
+            lambda: self.store.get_executions(job.job_name, limit=_HISTORY_LOOKBACK),
+            what="history read back",
+        )
+        if any(record.job_id == job.id for record in history):
+            return Scheduled(job.id)  # it landed, ran, and was deleted on success
+        raise ScheduleOutcomeUnknownError(job.id, job.job_name)
+
+    async def _insert_many(self, jobs: list[NewJob]) -> BulkScheduleResult:
+        """One bulk insert; after an ambiguous failure, settle each job on its own."""
+        try:
+            return await retry_transient(
+                lambda: self._bulk_or_ambiguous(jobs), what=f"schedule_many {jobs[0].job_name}"
+            )
+        except _AmbiguousBulkInsert:
+            pass
+        outcomes: list[ScheduleOutcome | None] = []
+        errors: list[ItemError] = []
+        for index, job in enumerate(jobs):
+            try:
+                outcomes.append(await self._insert_one(job))
+            except DogsError as error:
+                outcomes.append(None)
+                errors.append(ItemError(index=index, error=error, job=job))
+        return BulkScheduleResult(
+            scheduled_count=sum(isinstance(o, Scheduled) for o in outcomes),
+            skipped_count=sum(isinstance(o, Duplicate) for o in outcomes),
+            errors=tuple(errors),
+            outcomes=tuple(outcomes),
+        )
+
+    async def _bulk_or_ambiguous(self, jobs: list[NewJob]) -> BulkScheduleResult:
+        try:
+            return await self.store.schedule_many(jobs)
+        except TransientStoreError as error:
+            if error.write_may_have_applied:
+                raise _AmbiguousBulkInsert from error
+            raise
+
     # -- helpers ----------------------------------------------------------------------------
 
     def _event_definition(self, job: EventJobDefinition | str) -> EventJobDefinition:
@@ -241,6 +328,10 @@ class DogsClient:
             partition=assign_partition(self.n_partitions, self._rng),
             unique_identifier=_unique_identifier(definition, item.unique_key),
         )
+
+
+class _AmbiguousBulkInsert(Exception):
+    """A bulk insert failed after it may have been applied: settle its items one by one."""
 
 
 def _unique_identifier(definition: EventJobDefinition, key: str | None) -> str | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -30,10 +30,17 @@ from dogs_core.domain.definitions import (
     retry_run_at,
     to_bson_storable,
 )
-from dogs_core.domain.records import ClaimedJob, HistoryRecord, HistoryStatus, JobType
+from dogs_core.domain.records import (
+    ClaimedJob,
+    HistoryRecord,
+    HistoryStatus,
+    JobStatus,
+    JobType,
+    to_millis,
+)
 from dogs_core.domain.renewal import StaleReason
 from dogs_core.domain.schedules import next_run_after
-from dogs_core.errors import DogsError, ExecutionCancelledError
+from dogs_core.errors import DogsError, ExecutionCancelledError, TransientStoreError
 from dogs_core.runtime.context import JobContext, set_current
 from dogs_core.runtime.lock import LockKeeper
 from dogs_core.runtime.retry import retry_transient
@@ -182,6 +189,10 @@ class Execution:
         )
         self._keeper = keeper
         keeper.start()
+        if not keeper.check_deadline():
+            # The lock ran out before the handler could start; the stale handling is running.
+            keeper.finish()
+            return
         heartbeat = definition.heartbeat_interval(lock_time)
         heartbeat_scope = anyio.CancelScope()
         if heartbeat is not None:
@@ -263,20 +274,13 @@ class Execution:
     # -- outcomes ---------------------------------------------------------------------------------
 
     async def _on_success(self, value: Any, ended_at: datetime) -> None:
-        job, definition, store = self.job, self.definition, self.workers.store
+        job, definition = self.job, self.definition
         if job.type is JobType.RECURRENT:
             next_run = next_run_after(
                 _schedule_of(definition), self.workers.clock.now(), scheduled_at=job.next_run_at
             )
-            owned = await self._fenced(
-                "reschedule",
-                lambda: store.reschedule(
-                    job.job_id,
-                    job.lock_id,
-                    next_run_at=next_run,
-                    priority=definition.priority,
-                    reset_tries=True,
-                ),
+            owned = await self._reschedule(
+                "reschedule", next_run, priority=definition.priority, reset_tries=True
             )
         else:
             owned = await self._fenced_delete()
@@ -287,12 +291,7 @@ class Execution:
         await self._write_history(HistoryStatus.SUCCESS, ended_at, result=value)
 
     async def _on_failure(self, error: BaseException, ended_at: datetime) -> None:
-        job, definition, store, settings = (
-            self.job,
-            self.definition,
-            self.workers.store,
-            self.workers.settings,
-        )
+        job, definition, settings = self.job, self.definition, self.workers.settings
         logger.error("job %s (%s) failed on try %d: %r", job.job_name, job.job_id, job.tries, error)
         decision = await self._ask_on_error(error)
         now = self.workers.clock.now()
@@ -308,15 +307,11 @@ class Execution:
                     _schedule_of(definition), now, scheduled_at=job.next_run_at
                 )
                 reset = True
-            owned = await self._fenced(
+            owned = await self._reschedule(
                 "reschedule after failure",
-                lambda: store.reschedule(
-                    job.job_id,
-                    job.lock_id,
-                    next_run_at=next_run,
-                    priority=definition.priority,
-                    reset_tries=reset,
-                ),
+                next_run,
+                priority=definition.priority,
+                reset_tries=reset,
             )
         elif isinstance(decision, Discard):
             owned = await self._fenced_delete()
@@ -328,15 +323,8 @@ class Execution:
                 owned = await self._mark_max_tries_reached()
             else:
                 next_run = retry_run_at(definition, decision, now, job.tries, rand)
-                owned = await self._fenced(
-                    "schedule retry",
-                    lambda: store.reschedule(
-                        job.job_id,
-                        job.lock_id,
-                        next_run_at=next_run,
-                        priority=None,
-                        reset_tries=False,
-                    ),
+                owned = await self._reschedule(
+                    "schedule retry", next_run, priority=None, reset_tries=False
                 )
         if not owned:
             self._lost_after_run()
@@ -368,6 +356,16 @@ class Execution:
         job, settings = self.job, self.workers.settings
         now = self.workers.clock.now()
         retention = settings.max_tries_reached_retention
+
+        async def marked() -> bool:
+            record = await self.workers.store.get_job(job.job_id)
+            return (
+                record is not None
+                and record.lock_id is None
+                and record.status is JobStatus.MAX_TRIES_REACHED
+                and record.max_tries_reached_at == to_millis(now)
+            )
+
         owned = await self._fenced(
             "mark maxTriesReached",
             lambda: self.workers.store.mark_max_tries_reached(
@@ -376,6 +374,7 @@ class Execution:
                 now=now,
                 expires_at=None if retention is None else now + retention,
             ),
+            verify=marked,
         )
         if owned:
             logger.warning(
@@ -489,18 +488,71 @@ class Execution:
 
     # -- helpers ----------------------------------------------------------------------------------
 
-    async def _fenced(self, what: str, write: Callable[[], Any]) -> bool:
-        owned: bool = await retry_transient(write, what=f"{what} {self.job.job_name}")
+    async def _fenced(
+        self,
+        what: str,
+        write: Callable[[], Awaitable[bool]],
+        *,
+        verify: Callable[[], Awaitable[bool]] | None = None,
+    ) -> bool:
+        """A fenced write, retried on transient errors.
+
+        A retry that matches nothing proves little when an earlier attempt may have landed
+        (its reply was lost): then ``verify`` reads the record back to tell "my write landed"
+        from "someone else owns the job". Without an ambiguous attempt, matching nothing means
+        the lock is lost, whatever the record looks like now.
+        """
+        ambiguous = False
+
+        async def attempt() -> bool:
+            nonlocal ambiguous
+            try:
+                return await write()
+            except TransientStoreError as error:
+                ambiguous = ambiguous or error.write_may_have_applied
+                raise
+
+        owned = await retry_transient(attempt, what=f"{what} {self.job.job_name}")
+        if not owned and ambiguous and verify is not None:
+            owned = await retry_transient(verify, what=f"verify {what} {self.job.job_name}")
         return owned
 
     async def _fenced_delete(self) -> bool:
-        """Delete the event record; a retry after an ambiguous failure that finds it gone
-        counts as done (only this lock owner could have deleted it)."""
+        """Delete the event record (success, or a discarded failure)."""
         job, store = self.job, self.workers.store
-        deleted = await self._fenced("complete", lambda: store.complete(job.job_id, job.lock_id))
-        if deleted:
-            return True
-        return await store.get_job(job.job_id) is None
+
+        async def gone() -> bool:
+            return await store.get_job(job.job_id) is None
+
+        return await self._fenced(
+            "complete", lambda: store.complete(job.job_id, job.lock_id), verify=gone
+        )
+
+    async def _reschedule(
+        self, what: str, next_run: datetime, *, priority: int | None, reset_tries: bool
+    ) -> bool:
+        """Release the record for its next run (a recurrent run, or a retry)."""
+        job, store = self.job, self.workers.store
+
+        async def rescheduled() -> bool:
+            record = await store.get_job(job.job_id)
+            return (
+                record is not None
+                and record.lock_id is None
+                and record.next_run_at == to_millis(next_run)
+            )
+
+        return await self._fenced(
+            what,
+            lambda: store.reschedule(
+                job.job_id,
+                job.lock_id,
+                next_run_at=next_run,
+                priority=priority,
+                reset_tries=reset_tries,
+            ),
+            verify=rescheduled,
+        )
 
     async def _call_user(self, func: Callable[..., Any], *args: Any) -> Any:
         """Run a user callback; cut short with :class:`ExecutionCancelledError` when the workers

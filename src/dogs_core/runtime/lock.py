@@ -117,6 +117,14 @@ class LockKeeper:
     def finish(self) -> None:
         self._perform(self._machine.finish())
 
+    def check_deadline(self) -> bool:
+        """Report stale now if the lock has already run out; True while the lock still holds.
+
+        Called before the handler starts: a claim whose reply arrived after its own lock time
+        (a paused process, a very slow network) must not run the job."""
+        self._fire_if_due(anyio.current_time())
+        return self._machine.live
+
     def mark_stale(self) -> None:
         self._perform(self._machine.mark_stale())
 
