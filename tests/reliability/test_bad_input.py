@@ -408,8 +408,6 @@ CASES: list[Case] = [
         InvalidOptionError,
         "job",
         5,
-        bug="bug: DogsClient._event_definition reads .name of whatever it is given "
-        "(runtime/client.py): schedule(5) raises AttributeError, not a DogsError",
     ),
     Case(
         "schedule_many.job='nope'",
@@ -619,11 +617,6 @@ async def test_an_oversized_item_of_a_batch_is_an_item_error_in_the_mongo_store(
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: the in-memory store accepts records over MongoDB's 16 MiB document limit "
-    "(dogs_testing/memory.py _insert); tests pass in memory that fail against MongoDB",
-)
 async def test_params_over_16_mib_are_refused_by_the_memory_store() -> None:
     env = make_env(InMemoryJobStore())
     case = schedule_params(OVER_16_MIB, "params", NO_VALUE)

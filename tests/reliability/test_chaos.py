@@ -791,13 +791,6 @@ async def test_an_ambiguous_reschedule_that_landed_is_still_a_success() -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug (low severity with PyMongo, whose server selection already waits 30 s): a "
-    "transient store outage of 1.6 s at startup exhausts retry_transient's 6 attempts in "
-    "Workers._start_up (runtime/workers.py) and the workers stop for good, raising out of "
-    "'async with'; docs/concepts.md says a database error never kills the workers",
-)
 async def test_a_short_outage_at_startup_does_not_kill_the_workers() -> None:
     inner = InMemoryJobStore()
     clock = LoopClock(START)

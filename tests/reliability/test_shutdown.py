@@ -214,13 +214,6 @@ async def test_a_stop_while_the_store_is_down_is_bounded_and_loses_nothing() -> 
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: when the body of 'async with Workers(...)' raises, Workers.__aexit__ passes the "
-    "exception to the task group's __aexit__, which cancels every execution before the drain "
-    "can release their locks (runtime/workers.py __aexit__); the comment there says a failing "
-    "body gets its locks released at once",
-)
 async def test_a_failing_body_releases_the_locks_at_once() -> None:
     world = World()
     await world.schedule("long", 100)
@@ -239,13 +232,6 @@ async def test_a_failing_body_releases_the_locks_at_once() -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: cancelling the scope around 'async with Workers(...)' (Ctrl-C in an anyio "
-    "application, a timeout) cancels the executions directly: Execution._lifecycle never "
-    "reaches _release_for_shutdown, so the locks stay until they expire "
-    "(runtime/execution.py run/_lifecycle, runtime/workers.py __aexit__)",
-)
 async def test_a_cancelled_body_releases_the_locks_at_once() -> None:
     world = World()
     await world.schedule("long", 100)

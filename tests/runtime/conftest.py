@@ -77,6 +77,8 @@ class StoreHooks:
     claim_delay: float = 0.0
     extend_delay: float = 0.0
     extend_error: Exception | None = None
+    release_error: Exception | None = None
+    """Raised by ``release_lock``: a crashed process cannot release anything."""
     probe_delay: float = 0.0
     probe_timing: Callable[[str, float], float] | None = None
     """Returns the "explain time" of one probe call (``hint``, virtual time of the call)."""
@@ -168,6 +170,8 @@ class RecordingStore(InMemoryJobStore):
 
     async def release_lock(self, job_id: str, lock_id: str, *, now: datetime) -> bool:
         self.calls.append("release_lock")
+        if self.hooks.release_error is not None:
+            raise self.hooks.release_error
         return await super().release_lock(job_id, lock_id, now=now)
 
     # -- reading helpers (synchronous: the state is in memory) ---------------------------------

@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from dogs_core.domain.records import HistoryStatus
+from dogs_core.errors import StoreError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import JobContext, current_job
 from tests.runtime.conftest import Harness, RecordingStore, assert_nothing_locked, now
@@ -184,9 +185,13 @@ async def test_a_crashed_worker_leaves_its_lock_and_the_job_is_reclaimed_as_stal
     with anyio.CancelScope() as crash:
         async with h.workers() as workers:
             await anyio.sleep(3)
-            crash.cancel()  # the process dies: no stop, no release, no demotion
+            # The process dies: no stop, no demotion, and the release it would attempt on a
+            # cancelled exit never reaches the database.
+            store.hooks.release_error = StoreError("the process is gone")
+            crash.cancel()
             await anyio.sleep(1)
     assert not workers.running
+    store.hooks.release_error = None
     (record,) = store.records()
     assert record.locked_until == h.at(20)
     survivor = Harness(jobs, store=store, clock=h.clock, seed=1)

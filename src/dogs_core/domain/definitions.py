@@ -641,7 +641,50 @@ def validate_params(definition: EventJobDefinition, params: object) -> dict[str,
         raise InvalidParamsError(
             "params", data, f"job {job!r}: params must serialize to a mapping, not {type(data)}"
         )
+    size = bson_document_size(result)
+    if size > MAX_PARAMS_BSON_SIZE:
+        raise InvalidParamsError(
+            "params",
+            f"<{size} bytes as BSON>",
+            f"job {job!r}: params exceed {MAX_PARAMS_BSON_SIZE} bytes; a MongoDB document holds "
+            "at most 16 MiB with the record's own fields: store large data elsewhere and pass "
+            "a reference",
+        )
     return result
+
+
+#: The largest params document: MongoDB's 16 MiB limit less room for the record's own fields.
+MAX_PARAMS_BSON_SIZE = 16 * 1024 * 1024 - 16 * 1024
+
+
+def bson_document_size(document: Mapping[str, Any]) -> int:
+    """The size in bytes of ``document`` encoded as BSON (for values that pass
+    :func:`check_bson_storable`), computed without encoding it."""
+    return 5 + sum(_bson_element_size(str(key), value) for key, value in document.items())
+
+
+def _bson_element_size(key: str, value: object) -> int:
+    return 2 + len(key.encode("utf-8")) + _bson_value_size(value)
+
+
+def _bson_value_size(value: object) -> int:
+    if value is None or isinstance(value, bool):
+        return 0 if value is None else 1
+    if isinstance(value, int):
+        return 4 if -(2**31) <= value < 2**31 else 8
+    if isinstance(value, float | datetime):
+        return 8
+    if isinstance(value, str):
+        return 5 + len(value.encode("utf-8"))
+    if isinstance(value, bytes | bytearray):
+        return 5 + len(value)
+    if isinstance(value, uuid.UUID):
+        return 5 + 16
+    if isinstance(value, Mapping):
+        return bson_document_size(value)
+    if isinstance(value, list | tuple):
+        return 5 + sum(_bson_element_size(str(i), item) for i, item in enumerate(value))
+    return 16  # other BSON types (ObjectId 12, Decimal128 16...): an upper bound is enough
 
 
 def load_params(definition: JobDefinition, stored: Mapping[str, Any] | None) -> object:

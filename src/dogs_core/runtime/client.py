@@ -18,6 +18,7 @@ import anyio
 from dogs_core.domain.definitions import (
     EventJobDefinition,
     JobDefinition,
+    RecurrentJobDefinition,
     validate_params,
 )
 from dogs_core.domain.partitions import assign_partition, validate_n_partitions
@@ -294,12 +295,16 @@ class DogsClient:
                     "job", job, "a job name needs a client created with a Jobs registry"
                 )
             definition: JobDefinition = self.jobs.get(job)
-        else:
+        elif isinstance(job, EventJobDefinition | RecurrentJobDefinition):
             definition = job
             if self.jobs is not None and (
                 definition.name not in self.jobs or self.jobs.get(definition.name) is not definition
             ):
                 raise JobNotRegisteredError(definition.name)
+        else:
+            raise InvalidOptionError(
+                "job", job, "must be a job definition (from @jobs.event) or a job name"
+            )
         if not isinstance(definition, EventJobDefinition):
             raise InvalidOptionError(
                 "job",

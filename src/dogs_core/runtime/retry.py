@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -21,28 +22,29 @@ async def retry_transient(
     operation: Callable[[], Awaitable[T]],
     *,
     what: str,
-    attempts: int = 6,
+    attempts: int | None = 6,
     first_delay: float = 0.05,
     max_delay: float = 2.0,
 ) -> T:
-    """Run ``operation``, retrying :class:`TransientStoreError` up to ``attempts`` times.
+    """Run ``operation``, retrying :class:`TransientStoreError` up to ``attempts`` times
+    (``None``: until it succeeds or the caller is cancelled).
 
     Only use it for operations that are safe to repeat (inserts keyed by a unique id are not:
     callers of those check what landed). The last error is re-raised.
     """
     delay = first_delay
-    for attempt in range(1, attempts + 1):
+    for attempt in itertools.count(1):
         try:
             return await operation()
         except TransientStoreError as error:
-            if attempt == attempts:
+            if attempts is not None and attempt >= attempts:
                 logger.error("%s failed after %d attempts: %s", what, attempts, error)
                 raise
             logger.warning(
-                "%s hit a transient store error (attempt %d/%d), retrying in %.2fs: %s",
+                "%s hit a transient store error (attempt %d/%s), retrying in %.2fs: %s",
                 what,
                 attempt,
-                attempts,
+                "unlimited" if attempts is None else attempts,
                 delay,
                 error,
             )

@@ -111,6 +111,7 @@ class Workers:
         self._stopped = anyio.Event()
         self._grace: float | None = None
         self._exit_stack: contextlib.AsyncExitStack | None = None
+        self._startup_scope: anyio.CancelScope | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._executions_group: anyio.abc.TaskGroup | None = None
         self._capabilities: StoreCapabilities | None = None
@@ -165,9 +166,15 @@ class Workers:
         tb: TracebackType | None,
     ) -> bool | None:
         stack, self._exit_stack = self._exit_stack, None
-        # A failing or cancelled body gets no drain: cancel and release the locks at once.
+        # A failing or cancelled body gets no grace: its executions are cancelled and their
+        # locks released at once, so other workers can take the jobs without waiting for expiry.
         grace = 0.0 if exc_type is not None else self._grace
-        self._request_stop(grace)  # synchronous: nothing here can be cancelled
+        self._request_stop(grace)
+        if self._started:
+            # The workers run shielded from the caller's cancellation (see _run), so this wait
+            # is the drain itself; a cancelled caller is cancelled again once it has finished.
+            with anyio.CancelScope(shield=True):
+                await self._stopped.wait()
         if stack is not None:
             return await stack.__aexit__(exc_type, exc, tb)
         return None
@@ -202,6 +209,9 @@ class Workers:
             self._grace = grace
             self._running = False
             self._stop_requested.set()
+            if self._startup_scope is not None:
+                # Stopped while still waiting for the database at startup: nothing to drain.
+                self._startup_scope.cancel()
             self._wake.notify()
             self._capacity.notify()
 
@@ -211,25 +221,37 @@ class Workers:
         self._started = True
         self._running = True
         try:
-            async with anyio.create_task_group() as background:
-                self._task_group = background
-                task_status.started()
+            # Shielded: cancelling the caller's scope must not cancel executions before they
+            # release their locks; __aexit__ turns that cancellation into stop(grace=0).
+            with anyio.CancelScope(shield=True):
+                await self._run_shielded(task_status)
+        finally:
+            self._running = False
+            self._stopped.set()
+
+    async def _run_shielded(self, task_status: anyio.abc.TaskStatus[None]) -> None:
+        async with anyio.create_task_group() as background:
+            self._task_group = background
+            task_status.started()
+            with anyio.CancelScope() as startup:
+                self._startup_scope = startup
                 try:
                     await self._start_up(background)
                 except Exception:
                     logger.exception("job scheduler stopped after an unexpected startup error")
                     self._request_stop(0.0)
                     raise
+            self._startup_scope = None
+            if not startup.cancelled_caught:
                 await self._serve_until_stopped()
-                background.cancel_scope.cancel()
-        finally:
-            self._running = False
-            self._stopped.set()
+            background.cancel_scope.cancel()
 
     async def _start_up(self, background: anyio.abc.TaskGroup) -> None:
-        await retry_transient(self.store.setup, what="store setup")
+        # A database that is down at startup is waited for (with logged, backed-off retries),
+        # not fatal: the workers start claiming as soon as it answers, or stop() ends the wait.
+        await retry_transient(self.store.setup, what="store setup", attempts=None)
         self._capabilities = await retry_transient(
-            self.store.capabilities, what="capability detection"
+            self.store.capabilities, what="capability detection", attempts=None
         )
         logger.info(
             "workers starting: %d job(s), workers_count=%d, n_partitions=%d, claim path %s",
@@ -396,7 +418,9 @@ class Workers:
                     definition.name, priority=definition.priority, partition=partition, now=now
                 )
 
-            await retry_transient(ensure, what=f"ensure recurrent record {definition.name}")
+            await retry_transient(
+                ensure, what=f"ensure recurrent record {definition.name}", attempts=None
+            )
 
     async def _backfill_retention(self) -> None:
         try:

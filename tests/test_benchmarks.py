@@ -1,0 +1,46 @@
+"""The benchmark scripts still run: each at its ``--quick`` size against the test mongod.
+
+No timing is asserted (the numbers depend on the machine); only that each script exits 0,
+passes its own correctness checks and prints its table.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from benchmarks import claims, throughput
+
+pytestmark = [pytest.mark.mongo, pytest.mark.slow]
+
+
+def test_claims_quick(mongodb_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = claims.main(["--quick", "--uri", mongodb_uri, "--out", str(tmp_path)])
+    output = capsys.readouterr().out
+    assert status == 0, output
+    assert "findOneAndUpdate, 1 partition" in output
+    assert "findOneAndUpdate, 8 partitions" in output
+    assert "FAILED" not in output
+    report = (tmp_path / "claims.md").read_text()
+    assert "| Scenario | Adapter |" in report
+    assert (tmp_path / "claims.png").stat().st_size > 0
+    assert (tmp_path / "claims.json").exists()
+
+
+def test_throughput_quick(
+    mongodb_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = throughput.main(["--quick", "--uri", mongodb_uri, "--out", str(tmp_path)])
+    output = capsys.readouterr().out
+    assert status == 0, output
+    for store in throughput.STORES:
+        assert store in output
+    assert "FAILED" not in output
+    report = (tmp_path / "throughput.md").read_text()
+    assert "| Store | Handler |" in report
+    assert report.count("| ok |") == len(throughput.STORES) * len(throughput.HANDLERS)
+
+
+def test_claims_rejects_a_bad_size() -> None:
+    with pytest.raises(SystemExit):
+        claims.main(["--jobs", "0"])
