@@ -47,8 +47,6 @@ from hypothesis import strategies as st
 
 from dogs_core.domain.definitions import Discard, Retry
 from dogs_core.domain.records import (
-    ClaimedJob,
-    ClaimRequest,
     HistoryStatus,
     JobStatus,
     JobType,
@@ -116,24 +114,11 @@ class AuditedMemoryStore(InMemoryJobStore):
         return deleted
 
 
-class ClaimCountingStore(FaultyJobStore):
-    """Knows how many claims are on their way (the chaos test jumps the clock between them)."""
-
-    claims_in_flight = 0
-
-    async def claim(self, request: ClaimRequest) -> ClaimedJob | None:
-        self.claims_in_flight += 1
-        try:
-            return await super().claim(request)
-        finally:
-            self.claims_in_flight -= 1
-
-
 @dataclass
 class Instance:
     index: int
     workers: Workers
-    store: ClaimCountingStore
+    store: FaultyJobStore
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     entered: anyio.Event = field(default_factory=anyio.Event)
     done: anyio.Event = field(default_factory=anyio.Event)
@@ -303,7 +288,7 @@ class Chaos:
 
     async def start_instance(self, group: anyio.abc.TaskGroup) -> Instance:
         index = len(self.instances)
-        store = ClaimCountingStore(
+        store = FaultyJobStore(
             self.inner,
             self.plan,
             rng=random.Random(self.seed * 31 + index),
