@@ -4,7 +4,9 @@
     python examples/custom_adapter.py --uri mongodb://localhost:27017/?replicaSet=rs0
 
 :class:`MetricsJobStore` implements :class:`~dogs_core.ports.AsyncJobStore` by delegating every
-call to another store and timing it: call counts, latency, slow-call warnings. The workers and
+call to another store and timing it: call counts, latency, slow-call warnings. It builds on
+:class:`dogs_testing.wrapper.JobStoreWrapper`, which forwards each port method through one
+``around`` hook; a new backend implements the methods of ``dogs_core.ports`` itself. The workers and
 the client take it like any store. A store of your own (a wrapper like this, or a new backend)
 proves it meets the port by passing the adapter contract suite. In your tests::
 
@@ -33,23 +35,13 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import anyio
 
 from dogs_core import DogsClient, JobContext, Jobs, ScheduleItem, Workers
-from dogs_core.domain.records import (
-    BulkScheduleResult,
-    ClaimedJob,
-    ClaimRequest,
-    HistoryRecord,
-    JobRecord,
-    NameStatus,
-    NewJob,
-    ScheduleOutcome,
-)
-from dogs_core.ports import AsyncJobStore, StoreCapabilities
+from dogs_core.ports import AsyncJobStore
+from dogs_testing.wrapper import JobStoreWrapper
 
 T = TypeVar("T")
 logger = logging.getLogger("myapp.store")
@@ -67,7 +59,7 @@ class CallStats:
         return 1000 * self.total_seconds / self.calls if self.calls else 0.0
 
 
-class MetricsJobStore:
+class MetricsJobStore(JobStoreWrapper):
     """An :class:`~dogs_core.ports.AsyncJobStore` that times every call of ``inner``.
 
     ``stats`` maps a method name to its :class:`CallStats`; calls slower than ``slow`` seconds
@@ -76,11 +68,11 @@ class MetricsJobStore:
     """
 
     def __init__(self, inner: AsyncJobStore, *, slow: float = 0.5) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.slow = slow
         self.stats: dict[str, CallStats] = {}
 
-    async def _timed(self, name: str, call: Callable[[], Awaitable[T]]) -> T:
+    async def around(self, name: str, call: Callable[[], Awaitable[T]]) -> T:
         stats = self.stats.setdefault(name, CallStats())
         started = time.perf_counter()
         try:
@@ -95,140 +87,6 @@ class MetricsJobStore:
             stats.max_seconds = max(stats.max_seconds, elapsed)
             if elapsed > self.slow:
                 logger.warning("slow store call %s: %.0f ms", name, elapsed * 1000)
-
-    async def setup(self) -> None:
-        await self._timed("setup", self.inner.setup)
-
-    async def capabilities(self) -> StoreCapabilities:
-        return await self._timed("capabilities", self.inner.capabilities)
-
-    async def schedule(self, job: NewJob) -> ScheduleOutcome:
-        return await self._timed("schedule", lambda: self.inner.schedule(job))
-
-    async def schedule_many(self, jobs: Sequence[NewJob]) -> BulkScheduleResult:
-        return await self._timed("schedule_many", lambda: self.inner.schedule_many(jobs))
-
-    async def ensure_recurrent(
-        self, job_name: str, *, priority: int, partition: int, now: datetime
-    ) -> None:
-        await self._timed(
-            "ensure_recurrent",
-            lambda: self.inner.ensure_recurrent(
-                job_name, priority=priority, partition=partition, now=now
-            ),
-        )
-
-    async def claim(self, request: ClaimRequest) -> ClaimedJob | None:
-        return await self._timed("claim", lambda: self.inner.claim(request))
-
-    async def extend_lock(self, job_id: str, lock_id: str, locked_until: datetime) -> bool:
-        return await self._timed(
-            "extend_lock", lambda: self.inner.extend_lock(job_id, lock_id, locked_until)
-        )
-
-    async def complete(self, job_id: str, lock_id: str) -> bool:
-        return await self._timed("complete", lambda: self.inner.complete(job_id, lock_id))
-
-    async def reschedule(
-        self,
-        job_id: str,
-        lock_id: str,
-        *,
-        next_run_at: datetime,
-        priority: int | None,
-        reset_tries: bool,
-    ) -> bool:
-        return await self._timed(
-            "reschedule",
-            lambda: self.inner.reschedule(
-                job_id,
-                lock_id,
-                next_run_at=next_run_at,
-                priority=priority,
-                reset_tries=reset_tries,
-            ),
-        )
-
-    async def mark_max_tries_reached(
-        self, job_id: str, lock_id: str, *, now: datetime, expires_at: datetime | None
-    ) -> bool:
-        return await self._timed(
-            "mark_max_tries_reached",
-            lambda: self.inner.mark_max_tries_reached(
-                job_id, lock_id, now=now, expires_at=expires_at
-            ),
-        )
-
-    async def demote_stale(self, job_id: str, lock_id: str) -> bool:
-        return await self._timed("demote_stale", lambda: self.inner.demote_stale(job_id, lock_id))
-
-    async def release_lock(self, job_id: str, lock_id: str, *, now: datetime) -> bool:
-        return await self._timed(
-            "release_lock", lambda: self.inner.release_lock(job_id, lock_id, now=now)
-        )
-
-    async def probe(
-        self, *, hint: str, job_names: Sequence[str], partition: int, now: datetime
-    ) -> float:
-        return await self._timed(
-            "probe",
-            lambda: self.inner.probe(hint=hint, job_names=job_names, partition=partition, now=now),
-        )
-
-    async def reconcile_partitions(
-        self,
-        *,
-        job_names: Sequence[str],
-        n_partitions: int,
-        now: datetime,
-        limit: int,
-        choose_partition: Callable[[], int],
-    ) -> int:
-        return await self._timed(
-            "reconcile_partitions",
-            lambda: self.inner.reconcile_partitions(
-                job_names=job_names,
-                n_partitions=n_partitions,
-                now=now,
-                limit=limit,
-                choose_partition=choose_partition,
-            ),
-        )
-
-    async def backfill_retention(self, *, retention: timedelta | None, now: datetime) -> int:
-        return await self._timed(
-            "backfill_retention",
-            lambda: self.inner.backfill_retention(retention=retention, now=now),
-        )
-
-    async def unlock_all(self) -> int:
-        return await self._timed("unlock_all", self.inner.unlock_all)
-
-    async def write_history(self, record: HistoryRecord) -> None:
-        await self._timed("write_history", lambda: self.inner.write_history(record))
-
-    async def get_executions(
-        self, job_name: str, *, limit: int = 20, skip: int = 0
-    ) -> list[HistoryRecord]:
-        return await self._timed(
-            "get_executions", lambda: self.inner.get_executions(job_name, limit=limit, skip=skip)
-        )
-
-    async def get_job(self, job_id: str) -> JobRecord | None:
-        return await self._timed("get_job", lambda: self.inner.get_job(job_id))
-
-    async def find_jobs(
-        self, *, job_name: str | None = None, limit: int | None = None
-    ) -> list[JobRecord]:
-        return await self._timed(
-            "find_jobs", lambda: self.inner.find_jobs(job_name=job_name, limit=limit)
-        )
-
-    async def status_counts(self, *, now: datetime) -> list[NameStatus]:
-        return await self._timed("status_counts", lambda: self.inner.status_counts(now=now))
-
-    async def close(self) -> None:
-        await self._timed("close", self.inner.close)
 
     def report(self) -> str:
         lines = [f"{'store call':<24}{'calls':>7}{'errors':>8}{'mean ms':>9}{'max ms':>9}"]

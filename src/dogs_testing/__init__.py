@@ -47,6 +47,7 @@ from dogs_testing.harness import (
     run_job_inline_sync,
 )
 from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
+from dogs_testing.wrapper import JobStoreWrapper
 
 if TYPE_CHECKING:
     from dogs_testing.contract import JobStoreContract
@@ -58,6 +59,7 @@ __all__ = [
     "InMemoryJobStore",
     "InlineRun",
     "JobStoreContract",
+    "JobStoreWrapper",
     "JobsHarness",
     "LockExtension",
     "ManualClock",

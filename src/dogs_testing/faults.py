@@ -38,25 +38,15 @@ import enum
 import math
 import random
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import Final, TypeVar
 
 import anyio
 
-from dogs_core.domain.records import (
-    BulkScheduleResult,
-    ClaimedJob,
-    ClaimRequest,
-    HistoryRecord,
-    JobRecord,
-    NameStatus,
-    NewJob,
-    ScheduleOutcome,
-)
 from dogs_core.errors import InvalidOptionError, TransientStoreError
-from dogs_core.ports import AsyncJobStore, StoreCapabilities
+from dogs_core.ports import AsyncJobStore
+from dogs_testing.wrapper import JobStoreWrapper
 
 __all__ = [
     "FENCED_METHODS",
@@ -329,7 +319,7 @@ class _RuleState:
     injected: int = 0
 
 
-class FaultyJobStore:
+class FaultyJobStore(JobStoreWrapper):
     """An :class:`~dogs_core.ports.AsyncJobStore` that injects faults into ``inner``'s calls.
 
     ``plan`` may be replaced at any time (:attr:`plan`; counters of the new plan start at 0);
@@ -348,7 +338,7 @@ class FaultyJobStore:
     ) -> None:
         if not isinstance(inner, AsyncJobStore):
             raise InvalidOptionError("inner", inner, "must implement dogs_core.ports.AsyncJobStore")
-        self.inner = inner
+        super().__init__(inner)
         self.rng = rng if rng is not None else random.Random()
         self.stats = stats if stats is not None else FaultStats()
         self.name = name
@@ -465,7 +455,7 @@ class FaultyJobStore:
                 what="lost its reply (disconnected)" if applied else "refused (disconnected)",
             )
 
-    async def _call(self, method: str, call: Callable[[], Awaitable[T]]) -> T:
+    async def around(self, method: str, call: Callable[[], Awaitable[T]]) -> T:
         self.stats.calls[method] += 1
         self._check_connected(method, applied=False)
         before, after, error = self._decide(method)
@@ -482,139 +472,3 @@ class FaultyJobStore:
         if error is FaultKind.ERROR_AFTER:
             raise self._refuse(method, applied=True, what="was applied, then its reply was lost")
         return result
-
-    # -- the AsyncJobStore port -------------------------------------------------------------------
-
-    async def setup(self) -> None:
-        await self._call("setup", self.inner.setup)
-
-    async def capabilities(self) -> StoreCapabilities:
-        return await self._call("capabilities", self.inner.capabilities)
-
-    async def schedule(self, job: NewJob) -> ScheduleOutcome:
-        return await self._call("schedule", lambda: self.inner.schedule(job))
-
-    async def schedule_many(self, jobs: Sequence[NewJob]) -> BulkScheduleResult:
-        return await self._call("schedule_many", lambda: self.inner.schedule_many(jobs))
-
-    async def ensure_recurrent(
-        self, job_name: str, *, priority: int, partition: int, now: datetime
-    ) -> None:
-        await self._call(
-            "ensure_recurrent",
-            lambda: self.inner.ensure_recurrent(
-                job_name, priority=priority, partition=partition, now=now
-            ),
-        )
-
-    async def claim(self, request: ClaimRequest) -> ClaimedJob | None:
-        return await self._call("claim", lambda: self.inner.claim(request))
-
-    async def extend_lock(self, job_id: str, lock_id: str, locked_until: datetime) -> bool:
-        return await self._call(
-            "extend_lock", lambda: self.inner.extend_lock(job_id, lock_id, locked_until)
-        )
-
-    async def complete(self, job_id: str, lock_id: str) -> bool:
-        return await self._call("complete", lambda: self.inner.complete(job_id, lock_id))
-
-    async def reschedule(
-        self,
-        job_id: str,
-        lock_id: str,
-        *,
-        next_run_at: datetime,
-        priority: int | None,
-        reset_tries: bool,
-    ) -> bool:
-        return await self._call(
-            "reschedule",
-            lambda: self.inner.reschedule(
-                job_id,
-                lock_id,
-                next_run_at=next_run_at,
-                priority=priority,
-                reset_tries=reset_tries,
-            ),
-        )
-
-    async def mark_max_tries_reached(
-        self, job_id: str, lock_id: str, *, now: datetime, expires_at: datetime | None
-    ) -> bool:
-        return await self._call(
-            "mark_max_tries_reached",
-            lambda: self.inner.mark_max_tries_reached(
-                job_id, lock_id, now=now, expires_at=expires_at
-            ),
-        )
-
-    async def demote_stale(self, job_id: str, lock_id: str) -> bool:
-        return await self._call("demote_stale", lambda: self.inner.demote_stale(job_id, lock_id))
-
-    async def release_lock(self, job_id: str, lock_id: str, *, now: datetime) -> bool:
-        return await self._call(
-            "release_lock", lambda: self.inner.release_lock(job_id, lock_id, now=now)
-        )
-
-    async def probe(
-        self, *, hint: str, job_names: Sequence[str], partition: int, now: datetime
-    ) -> float:
-        return await self._call(
-            "probe",
-            lambda: self.inner.probe(hint=hint, job_names=job_names, partition=partition, now=now),
-        )
-
-    async def reconcile_partitions(
-        self,
-        *,
-        job_names: Sequence[str],
-        n_partitions: int,
-        now: datetime,
-        limit: int,
-        choose_partition: Callable[[], int],
-    ) -> int:
-        return await self._call(
-            "reconcile_partitions",
-            lambda: self.inner.reconcile_partitions(
-                job_names=job_names,
-                n_partitions=n_partitions,
-                now=now,
-                limit=limit,
-                choose_partition=choose_partition,
-            ),
-        )
-
-    async def backfill_retention(self, *, retention: timedelta | None, now: datetime) -> int:
-        return await self._call(
-            "backfill_retention",
-            lambda: self.inner.backfill_retention(retention=retention, now=now),
-        )
-
-    async def unlock_all(self) -> int:
-        return await self._call("unlock_all", self.inner.unlock_all)
-
-    async def write_history(self, record: HistoryRecord) -> None:
-        await self._call("write_history", lambda: self.inner.write_history(record))
-
-    async def get_executions(
-        self, job_name: str, *, limit: int = 20, skip: int = 0
-    ) -> list[HistoryRecord]:
-        return await self._call(
-            "get_executions", lambda: self.inner.get_executions(job_name, limit=limit, skip=skip)
-        )
-
-    async def get_job(self, job_id: str) -> JobRecord | None:
-        return await self._call("get_job", lambda: self.inner.get_job(job_id))
-
-    async def find_jobs(
-        self, *, job_name: str | None = None, limit: int | None = None
-    ) -> list[JobRecord]:
-        return await self._call(
-            "find_jobs", lambda: self.inner.find_jobs(job_name=job_name, limit=limit)
-        )
-
-    async def status_counts(self, *, now: datetime) -> list[NameStatus]:
-        return await self._call("status_counts", lambda: self.inner.status_counts(now=now))
-
-    async def close(self) -> None:
-        await self.inner.close()
