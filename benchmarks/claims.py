@@ -1,0 +1,791 @@
+"""The contention benchmark of @orion-js/dogs (``scripts/stress-job-acquisition.test.ts``).
+
+It seeds N due event records and lets C concurrent claimers drain them through the store's real
+``claim`` method, then checks that every job was claimed exactly once. Per scenario (claim path
+and partition count) and adapter (async store with C asyncio tasks, sync store with C threads)
+it reports the wall time, claims per second, claim latency and the delta of the server's
+``serverStatus.metrics.operation.writeConflicts``.
+
+Seed: N records, 32 job names round robin, priority 100, strictly increasing ``nextRunAt`` in the
+past, ``partition = i mod P``, bulk-inserted as Dogs documents (``insert_many`` of batches of
+1,000). Claimers: each keeps its own :class:`~dogs_core.domain.partitions.PartitionRotation`
+(its own seeded ``random.Random``), claims with the ``globalPriority`` hint and a 30-minute lock,
+and stops after P consecutive misses. The claim path is forced through the store's
+``claim_path`` option; sorted ``updateOne`` scenarios need MongoDB 8 and are reported as
+skipped on older servers.
+
+Run it as a module from the project root::
+
+    python -m benchmarks.claims                     # full size: 10,000 jobs, 128 claimers
+    python -m benchmarks.claims --quick             # CI size: 300 jobs, 16 claimers
+    python -m benchmarks.claims --uri mongodb://... --scenario sorted32 --adapter async
+
+A scenario that fails a correctness check is reported as FAILED and the exit status is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import anyio
+from pymongo import AsyncMongoClient, MongoClient
+from pymongo.write_concern import WriteConcern
+from rich.progress import Progress, TaskID
+
+from benchmarks._common import (
+    MongoServer,
+    atomic_write,
+    command_line,
+    dump_json,
+    machine_summary,
+    markdown_table,
+    median,
+    mongo_server,
+    new_console,
+    new_progress,
+    percentile,
+    print_table,
+    write_conflicts,
+)
+from dogs_core.domain.partitions import PartitionRotation
+from dogs_core.domain.records import ClaimedJob, ClaimRequest, NewJob
+from dogs_core.ids import new_execution_id, new_record_id
+from dogs_mongo import AsyncMongoJobStore, MongoJobStore
+from dogs_mongo import queries as q
+from dogs_mongo._async.store import CLAIM_PATH_FIND_ONE_AND_UPDATE, CLAIM_PATH_SORTED_UPDATE_ONE
+
+__all__ = ["SCENARIOS", "Scenario", "ScenarioResult", "main"]
+
+JOB_NAMES: Final = tuple(f"stress-job-{i}" for i in range(32))
+LOCK_TIME: Final = timedelta(minutes=30)
+HINT: Final = "globalPriority"
+SEED_BATCH: Final = 1_000
+
+Adapter = Literal["async", "sync"]
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    path: str
+    partitions: int
+
+    @property
+    def label(self) -> str:
+        kind = (
+            "sorted updateOne" if self.path == CLAIM_PATH_SORTED_UPDATE_ONE else "findOneAndUpdate"
+        )
+        plural = "partition" if self.partitions == 1 else "partitions"
+        return f"{kind}, {self.partitions} {plural}"
+
+
+def _scenarios() -> dict[str, Scenario]:
+    found: dict[str, Scenario] = {}
+    for partitions in (1, 8, 32, 64, 128):
+        found[f"fam{partitions}"] = Scenario(
+            f"fam{partitions}", CLAIM_PATH_FIND_ONE_AND_UPDATE, partitions
+        )
+    for partitions in (1, 8, 32, 64, 128):
+        found[f"sorted{partitions}"] = Scenario(
+            f"sorted{partitions}", CLAIM_PATH_SORTED_UPDATE_ONE, partitions
+        )
+    return found
+
+
+SCENARIOS: Final = _scenarios()
+ALIASES: Final = {"legacy": "fam1"}  # Dogs' name for findOneAndUpdate with 1 partition
+#: The order of a full run: Dogs' default set first, then the wider sweeps.
+DEFAULT_ORDER: Final = (
+    "fam1",
+    "sorted1",
+    "sorted8",
+    "sorted32",
+    "sorted64",
+    "sorted128",
+    "fam8",
+    "fam32",
+    "fam64",
+    "fam128",
+)
+QUICK_ORDER: Final = ("fam1", "sorted1", "sorted8", "fam8")
+
+
+@dataclass(slots=True)
+class ScenarioResult:
+    scenario: str
+    label: str
+    adapter: str
+    path: str
+    partitions: int
+    jobs: int
+    claimers: int
+    status: str  # "ok", "FAILED", "skipped: ..."
+    seconds: float | None = None
+    claims_per_second: float | None = None
+    write_conflicts: int | None = None
+    claim_calls: int | None = None
+    latency_p50_ms: float | None = None
+    latency_p99_ms: float | None = None
+    cpu_seconds: float | None = None
+    server_cpu_seconds: float | None = None
+    failures: list[str] = field(default_factory=list)
+    run: int = 1
+    #: Filled by :func:`summarize`: claims/s of every ok run of this scenario and adapter.
+    all_claims_per_second: list[float] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def spread(self) -> str:
+        rates = self.all_claims_per_second
+        if len(rates) < 2:
+            return "–"
+        return f"{min(rates):,.0f}–{max(rates):,.0f} ({len(rates)} runs)"
+
+
+def summarize(results: Sequence[ScenarioResult]) -> list[ScenarioResult]:
+    """One row per scenario and adapter: the best run (highest claims/s), with the spread of all
+    ok runs. A scenario with a FAILED run is reported by that run."""
+    groups: dict[tuple[str, str], list[ScenarioResult]] = {}
+    for r in results:
+        groups.setdefault((r.scenario, r.adapter), []).append(r)
+    summary = []
+    for runs in groups.values():
+        failed = [r for r in runs if r.status == "FAILED"]
+        ok = [r for r in runs if r.ok]
+        if failed:
+            best = failed[0]
+        elif ok:
+            best = max(ok, key=lambda r: r.claims_per_second or 0.0)
+        else:
+            best = runs[0]
+        best.all_claims_per_second = [r.claims_per_second for r in ok if r.claims_per_second]
+        summary.append(best)
+    return summary
+
+
+@dataclass(slots=True)
+class _Run:
+    """What the claimers of one scenario produced."""
+
+    claimed: list[ClaimedJob]
+    latencies: list[float]
+    seconds: float
+    conflicts: int
+    sweep_claims: int
+    cpu_seconds: float
+    server_cpu_seconds: float | None
+
+
+def _request(partition: int) -> ClaimRequest:
+    now = datetime.now(UTC)
+    return ClaimRequest(
+        job_names=JOB_NAMES,
+        partition=partition,
+        hint=HINT,
+        now=now,
+        locked_until=now + LOCK_TIME,
+        lock_id=new_execution_id(),
+    )
+
+
+def _seed(
+    client: MongoClient[dict[str, Any]], database: str, jobs: int, partitions: int
+) -> set[str]:
+    """Insert the records (Dogs documents built by :mod:`dogs_mongo.queries`); return their ids."""
+    start = datetime.now(UTC) - timedelta(hours=1)
+    collection = client[database][q.DEFAULT_RECORDS_COLLECTION]
+    ids: set[str] = set()
+    batch: list[dict[str, Any]] = []
+    for i in range(jobs):
+        record_id = new_record_id()
+        ids.add(record_id)
+        batch.append(
+            q.document_from_new_job(
+                NewJob(
+                    id=record_id,
+                    job_name=JOB_NAMES[i % len(JOB_NAMES)],
+                    params={"i": i},
+                    next_run_at=start + timedelta(milliseconds=i),  # strictly increasing
+                    priority=100,
+                    partition=i % partitions,
+                )
+            )
+        )
+        if len(batch) == SEED_BATCH:
+            collection.insert_many(batch, ordered=False)
+            batch = []
+    if batch:
+        collection.insert_many(batch, ordered=False)
+    return ids
+
+
+def _delta(before: float | None, after: float | None) -> float | None:
+    return None if before is None or after is None else after - before
+
+
+# -- the claimers ----------------------------------------------------------------------------------
+
+
+async def _run_async(
+    uri: str,
+    database: str,
+    scenario: Scenario,
+    claimers: int,
+    write_concern: WriteConcern | None,
+    read_conflicts: Callable[[], int],
+    on_claim: Callable[[int], None],
+    server_cpu: Callable[[], float | None],
+) -> _Run:
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        uri, tz_aware=True, maxPoolSize=max(claimers, 10)
+    )
+    store = AsyncMongoJobStore(
+        client, database, claim_path=scenario.path, write_concern=write_concern
+    )
+    try:
+        await store.setup()
+        await store.capabilities()
+        await client.admin.command("ping")
+        claimed: list[ClaimedJob] = []
+        latencies: list[float] = []
+
+        async def claimer(seed: int) -> None:
+            rotation = PartitionRotation(scenario.partitions, random.Random(seed))
+            while True:
+                request = _request(rotation.next_partition())
+                began = time.perf_counter()
+                job = await store.claim(request)
+                latencies.append(time.perf_counter() - began)
+                if job is None:
+                    if rotation.record_miss():
+                        return
+                else:
+                    rotation.record_hit()
+                    claimed.append(job)
+
+        async def report() -> None:
+            while True:
+                on_claim(len(claimed))
+                await anyio.sleep(0.1)
+
+        conflicts_before = read_conflicts()
+        server_cpu_before = server_cpu()
+        cpu_before = time.process_time()
+        began = time.perf_counter()
+        async with anyio.create_task_group() as outer:
+            outer.start_soon(report)
+            async with anyio.create_task_group() as group:
+                for seed in range(claimers):
+                    group.start_soon(claimer, seed)
+            seconds = time.perf_counter() - began
+            cpu = time.process_time() - cpu_before
+            outer.cancel_scope.cancel()
+        server_cpu_used = _delta(server_cpu_before, server_cpu())
+        conflicts = read_conflicts() - conflicts_before
+        on_claim(len(claimed))
+        sweep = 0
+        for partition in range(scenario.partitions):
+            if await store.claim(_request(partition)) is not None:
+                sweep += 1
+        return _Run(claimed, latencies, seconds, conflicts, sweep, cpu, server_cpu_used)
+    finally:
+        await store.close()
+        await client.close()
+
+
+def _run_sync(
+    uri: str,
+    database: str,
+    scenario: Scenario,
+    claimers: int,
+    write_concern: WriteConcern | None,
+    read_conflicts: Callable[[], int],
+    on_claim: Callable[[int], None],
+    server_cpu: Callable[[], float | None],
+) -> _Run:
+    client: MongoClient[dict[str, Any]] = MongoClient(
+        uri, tz_aware=True, maxPoolSize=max(claimers, 10)
+    )
+    store = MongoJobStore(client, database, claim_path=scenario.path, write_concern=write_concern)
+    try:
+        store.setup()
+        store.capabilities()
+        client.admin.command("ping")
+        claimed: list[ClaimedJob] = []  # list.append is atomic under the GIL
+        latencies: list[float] = []
+        errors: list[BaseException] = []
+        barrier = threading.Barrier(claimers + 1)
+
+        def claimer(seed: int) -> None:
+            rotation = PartitionRotation(scenario.partitions, random.Random(seed))
+            try:
+                barrier.wait()
+                while True:
+                    request = _request(rotation.next_partition())
+                    began = time.perf_counter()
+                    job = store.claim(request)
+                    latencies.append(time.perf_counter() - began)
+                    if job is None:
+                        if rotation.record_miss():
+                            return
+                    else:
+                        rotation.record_hit()
+                        claimed.append(job)
+            except BaseException as error:  # reported after the run
+                errors.append(error)
+
+        threads = [
+            threading.Thread(target=claimer, args=(seed,), name=f"claimer-{seed}", daemon=True)
+            for seed in range(claimers)
+        ]
+        for thread in threads:
+            thread.start()
+        conflicts_before = read_conflicts()
+        server_cpu_before = server_cpu()
+        cpu_before = time.process_time()
+        barrier.wait()
+        began = time.perf_counter()
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.1)
+                on_claim(len(claimed))
+        seconds = time.perf_counter() - began
+        cpu = time.process_time() - cpu_before
+        server_cpu_used = _delta(server_cpu_before, server_cpu())
+        conflicts = read_conflicts() - conflicts_before
+        on_claim(len(claimed))
+        if errors:
+            raise errors[0]
+        sweep = sum(
+            1 for partition in range(scenario.partitions) if store.claim(_request(partition))
+        )
+        return _Run(claimed, latencies, seconds, conflicts, sweep, cpu, server_cpu_used)
+    finally:
+        store.close()
+        client.close()
+
+
+# -- checks ----------------------------------------------------------------------------------------
+
+
+def _check(
+    run: _Run, seeded: set[str], client: MongoClient[dict[str, Any]], database: str
+) -> list[str]:
+    """Dogs' correctness checks; returns what failed (nothing when all hold)."""
+    jobs = len(seeded)
+    failures: list[str] = []
+    claimed_ids = [job.job_id for job in run.claimed]
+    if len(claimed_ids) != jobs:
+        failures.append(f"{len(claimed_ids)} claims for {jobs} jobs")
+    if len(set(claimed_ids)) != len(claimed_ids):
+        failures.append(f"{len(claimed_ids) - len(set(claimed_ids))} jobs were claimed twice")
+    if set(claimed_ids) != seeded:
+        failures.append(f"{len(seeded - set(claimed_ids))} jobs were never claimed")
+    if len({job.execution_id for job in run.claimed}) != len(run.claimed):
+        failures.append("execution ids are not unique")
+    if len({job.lock_id for job in run.claimed}) != len(run.claimed):
+        failures.append("lock ids are not unique")
+    if any(job.tries != 1 for job in run.claimed):
+        failures.append("a claim returned tries != 1")
+    if any(job.was_stale for job in run.claimed):
+        failures.append("a claim reported a stale lock")
+    records = client[database][q.DEFAULT_RECORDS_COLLECTION]
+    now = datetime.now(UTC)
+    total = records.count_documents({})
+    locked = records.count_documents(
+        {"tries": 1, "lockId": {"$type": "string"}, "lockedUntil": {"$gt": now}}
+    )
+    if total != jobs or locked != jobs:
+        failures.append(f"{locked} of {total} stored records are locked with tries == 1")
+    distinct = len(records.distinct("lockId"))
+    if distinct != jobs:
+        failures.append(f"{distinct} distinct stored lockIds, expected {jobs}")
+    stored = {
+        str(doc["_id"]): str(doc["lockId"])
+        for doc in records.find({}, {"lockId": 1})
+        if "lockId" in doc
+    }
+    if any(stored.get(job.job_id) != job.lock_id for job in run.claimed):
+        failures.append("a stored lockId differs from the claim's lock id")
+    if run.sweep_claims:
+        failures.append(f"the final sweep claimed {run.sweep_claims} job(s)")
+    return failures
+
+
+# -- one scenario --------------------------------------------------------------------------------
+
+
+def run_scenario(
+    server: MongoServer,
+    admin: MongoClient[dict[str, Any]],
+    scenario: Scenario,
+    adapter: Adapter,
+    *,
+    jobs: int,
+    claimers: int,
+    write_concern: WriteConcern | None,
+    progress: Progress,
+) -> ScenarioResult:
+    result = ScenarioResult(
+        scenario=scenario.name,
+        label=scenario.label,
+        adapter=adapter,
+        path=scenario.path,
+        partitions=scenario.partitions,
+        jobs=jobs,
+        claimers=claimers,
+        status="ok",
+    )
+    if scenario.path == CLAIM_PATH_SORTED_UPDATE_ONE and not server.supports_sorted_update:
+        result.status = "skipped: needs MongoDB 8"
+        return result
+    database = f"dogs_bench_claims_{uuid.uuid4().hex[:12]}"
+    task: TaskID = progress.add_task(f"{adapter:<5} {scenario.name:<10}", total=jobs)
+    try:
+        # The store creates Dogs' indexes before the seed, as a deployment would have them.
+        MongoJobStore(admin, database).setup()
+        progress.update(task, description=f"{adapter:<5} {scenario.name:<10} seeding")
+        seeded = _seed(admin, database, jobs, scenario.partitions)
+        progress.update(task, description=f"{adapter:<5} {scenario.name:<10}")
+
+        def read_conflicts() -> int:
+            return write_conflicts(admin)
+
+        def on_claim(count: int) -> None:
+            progress.update(task, completed=count)
+
+        if adapter == "async":
+            run = anyio.run(
+                _run_async,
+                server.uri,
+                database,
+                scenario,
+                claimers,
+                write_concern,
+                read_conflicts,
+                on_claim,
+                server.cpu_seconds,
+                backend="asyncio",
+            )
+        else:
+            run = _run_sync(
+                server.uri,
+                database,
+                scenario,
+                claimers,
+                write_concern,
+                read_conflicts,
+                on_claim,
+                server.cpu_seconds,
+            )
+        result.seconds = run.seconds
+        result.claims_per_second = jobs / run.seconds if run.seconds > 0 else None
+        result.write_conflicts = run.conflicts
+        result.cpu_seconds = run.cpu_seconds
+        result.server_cpu_seconds = run.server_cpu_seconds
+        result.claim_calls = len(run.latencies)
+        result.latency_p50_ms = median(run.latencies) * 1000
+        result.latency_p99_ms = percentile(run.latencies, 0.99) * 1000
+        result.failures = _check(run, seeded, admin, database)
+        if result.failures:
+            result.status = "FAILED"
+    except Exception as error:  # a crashed scenario is a failed one; the others still run
+        result.status = "FAILED"
+        result.failures.append(f"{type(error).__name__}: {error}")
+    finally:
+        progress.update(task, visible=True)
+        admin.drop_database(database)
+    return result
+
+
+# -- reporting -------------------------------------------------------------------------------------
+
+HEADERS: Final = (
+    "Scenario",
+    "Adapter",
+    "Time (s)",
+    "Claims/s",
+    "Write conflicts",
+    "Claim p50 (ms)",
+    "Claim p99 (ms)",
+    "CPU s: client / mongod",
+    "Claims/s spread",
+    "Result",
+)
+
+
+def _fmt(value: float | int | None, pattern: str) -> str:
+    return "–" if value is None else format(value, pattern)
+
+
+def table_rows(results: Sequence[ScenarioResult]) -> list[list[str]]:
+    rows = []
+    for r in results:
+        rows.append(
+            [
+                r.label,
+                r.adapter,
+                _fmt(r.seconds, ".2f"),
+                _fmt(r.claims_per_second, ",.0f"),
+                _fmt(r.write_conflicts, ","),
+                _fmt(r.latency_p50_ms, ".1f"),
+                _fmt(r.latency_p99_ms, ".1f"),
+                f"{_fmt(r.cpu_seconds, '.1f')} / {_fmt(r.server_cpu_seconds, '.1f')}",
+                r.spread,
+                r.status if not r.failures else f"FAILED: {'; '.join(r.failures)}",
+            ]
+        )
+    return rows
+
+
+def targets(results: Sequence[ScenarioResult]) -> list[str]:
+    """The 32-vs-1-partition targets (findOneAndUpdate, per adapter): met or not, never asserted."""
+    lines = []
+    by_key = {(r.adapter, r.path, r.partitions): r for r in results if r.ok}
+    for adapter in ("async", "sync"):
+        for path in (CLAIM_PATH_FIND_ONE_AND_UPDATE, CLAIM_PATH_SORTED_UPDATE_ONE):
+            one, many = by_key.get((adapter, path, 1)), by_key.get((adapter, path, 32))
+            if one is None or many is None:
+                continue
+            if not one.claims_per_second or not many.claims_per_second:
+                continue
+            speedup = many.claims_per_second / one.claims_per_second
+            conflicts_one = one.write_conflicts or 0
+            reduction = (
+                1 - (many.write_conflicts or 0) / conflicts_one if conflicts_one else float("nan")
+            )
+            met = speedup >= 5 and reduction >= 0.9
+            lines.append(
+                f"{adapter}, {path}: 32 partitions give {speedup:.1f}x the claims/s of 1 "
+                f"(target >= 5x) and {reduction:.0%} fewer write conflicts (target >= 90%): "
+                f"{'met' if met else 'NOT met'}"
+            )
+    return lines
+
+
+def write_chart(results: Sequence[ScenarioResult], path: Path, server: MongoServer) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_rate, ax_conflicts) = plt.subplots(1, 2, figsize=(11, 4.2))
+    series: dict[tuple[str, str], list[ScenarioResult]] = {}
+    for r in results:
+        if r.ok:
+            series.setdefault((r.adapter, r.path), []).append(r)
+    markers = {"async": "o", "sync": "s"}
+    styles = {CLAIM_PATH_FIND_ONE_AND_UPDATE: "-", CLAIM_PATH_SORTED_UPDATE_ONE: "--"}
+    for (adapter, claim_path), points in sorted(series.items()):
+        points.sort(key=lambda r: r.partitions)
+        xs = [r.partitions for r in points]
+        name = "findOneAndUpdate" if claim_path == CLAIM_PATH_FIND_ONE_AND_UPDATE else "sorted"
+        label = f"{name}, {adapter}"
+        style = dict(marker=markers.get(adapter, "o"), linestyle=styles.get(claim_path, "-"))
+        ax_rate.plot(xs, [r.claims_per_second or 0 for r in points], label=label, **style)
+        ax_conflicts.plot(
+            xs, [max(r.write_conflicts or 0, 1) for r in points], label=label, **style
+        )
+    first = next((r for r in results if r.ok), None)
+    for ax in (ax_rate, ax_conflicts):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("partitions")
+        ax.grid(True, which="both", alpha=0.3)
+        ticks = sorted({r.partitions for r in results if r.ok})
+        if ticks:
+            ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.legend()
+    ax_rate.set_ylabel("claims/s")
+    ax_rate.set_ylim(bottom=0)
+    ax_conflicts.set_ylabel("write conflicts (log)")
+    ax_conflicts.set_yscale("log")
+    if first is not None:
+        fig.suptitle(
+            f"Claims: {first.jobs:,} jobs, {first.claimers} concurrent claimers, "
+            f"MongoDB {server.version}"
+        )
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+SKIP_NOTE: Final = (
+    "Sorted updateOne scenarios need MongoDB 8 (maxWireVersion >= 25); this server is MongoDB "
+    "{server.version} (maxWireVersion {server.max_wire_version}). Pass --uri with a MongoDB 8 "
+    "replica set to run them."
+)
+
+
+def markdown_report(
+    results: Sequence[ScenarioResult], server: MongoServer, args: argparse.Namespace, command: str
+) -> str:
+    jobs, claimers = args.jobs, args.claimers
+    best = f" Each row is the best of {args.repeat} runs." if args.repeat > 1 else ""
+    lines = [
+        "# Claim contention benchmark",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Server: {server.describe()}. Machine: {machine_summary()}.",
+        "",
+        f"{jobs:,} jobs, {claimers} concurrent claimers, 32 job names, `globalPriority` hint, "
+        f"write concern {args.write_concern}.{best}",
+        "",
+        markdown_table(HEADERS, table_rows(results)),
+        "",
+    ]
+    if not server.supports_sorted_update:
+        lines += [SKIP_NOTE.format(server=server), ""]
+    target_lines = targets(results)
+    if target_lines:
+        lines += ["Targets:", "", *(f"- {line}" for line in target_lines), ""]
+    return "\n".join(lines)
+
+
+# -- command line ----------------------------------------------------------------------------------
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.claims",
+        description="Dogs' claim contention benchmark against a real MongoDB.",
+    )
+    parser.add_argument("--jobs", type=int, default=None, help="records to claim (10000)")
+    parser.add_argument("--claimers", type=int, default=None, help="concurrent claimers (128)")
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        choices=sorted([*SCENARIOS, *ALIASES]),
+        help="a scenario to run (repeatable; default: all)",
+    )
+    parser.add_argument("--adapter", choices=("async", "sync", "both"), default="both")
+    parser.add_argument(
+        "--uri", default=None, help="MongoDB URI (default: start a local mongod, then stop it)"
+    )
+    parser.add_argument(
+        "--write-concern",
+        choices=("default", "majority", "1"),
+        default="default",
+        help="write concern of the claims (default: the client's, majority on a replica set)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="CI size: 300 jobs, 16 claimers, 1 and 8 partitions"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="run everything N times; report best and spread"
+    )
+    parser.add_argument("--out", type=Path, default=None, help="write claims.md/.png/.json here")
+    args = parser.parse_args(argv)
+    if args.jobs is None:
+        args.jobs = 300 if args.quick else 10_000
+    if args.claimers is None:
+        args.claimers = 16 if args.quick else 128
+    if args.jobs < 1 or args.claimers < 1 or args.repeat < 1:
+        parser.error("--jobs, --claimers and --repeat must be at least 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse(argv)
+    command = command_line("benchmarks.claims", argv)
+    console = new_console()
+    names = [ALIASES.get(name, name) for name in (args.scenario or [])]
+    if not names:
+        names = list(QUICK_ORDER if args.quick else DEFAULT_ORDER)
+    scenarios = [SCENARIOS[name] for name in dict.fromkeys(names)]
+    adapters: list[Adapter] = ["async", "sync"] if args.adapter == "both" else [args.adapter]
+    write_concern = (
+        None
+        if args.write_concern == "default"
+        else WriteConcern(w="majority" if args.write_concern == "majority" else 1)
+    )
+    results: list[ScenarioResult] = []
+    with mongo_server(args.uri, console) as server:
+        console.print(f"[bold]Server:[/] {server.describe()}")
+        console.print(f"[bold]Machine:[/] {machine_summary()}")
+        console.print(f"{args.jobs:,} jobs, {args.claimers} claimers")
+        admin: MongoClient[dict[str, Any]] = MongoClient(server.uri, tz_aware=True)
+        try:
+            with new_progress(console) as progress:
+                for run in range(1, args.repeat + 1):
+                    for scenario in scenarios:
+                        if (
+                            scenario.path == CLAIM_PATH_SORTED_UPDATE_ONE
+                            and not server.supports_sorted_update
+                        ):
+                            if run == 1:
+                                results.append(
+                                    ScenarioResult(
+                                        scenario=scenario.name,
+                                        label=scenario.label,
+                                        adapter=", ".join(adapters),
+                                        path=scenario.path,
+                                        partitions=scenario.partitions,
+                                        jobs=args.jobs,
+                                        claimers=args.claimers,
+                                        status="skipped: needs MongoDB 8",
+                                    )
+                                )
+                            continue
+                        for adapter in adapters:
+                            result = run_scenario(
+                                server,
+                                admin,
+                                scenario,
+                                adapter,
+                                jobs=args.jobs,
+                                claimers=args.claimers,
+                                write_concern=write_concern,
+                                progress=progress,
+                            )
+                            result.run = run
+                            results.append(result)
+        finally:
+            admin.close()
+        summary = summarize(results)
+        title = f"Claims: {args.jobs:,} jobs, {args.claimers} claimers, MongoDB {server.version}"
+        if args.repeat > 1:
+            title += f", best of {args.repeat} runs"
+        print_table(console, title, HEADERS, table_rows(summary))
+        if not server.supports_sorted_update:
+            console.print(SKIP_NOTE.format(server=server))
+        for line in targets(summary):
+            console.print(line)
+        if args.out is not None:
+            atomic_write(
+                args.out / "claims.md",
+                markdown_report(summary, server, args, command),
+            )
+            dump_json(
+                args.out / "claims.json",
+                {
+                    "server": asdict(server),
+                    "machine": machine_summary(),
+                    "command": command,
+                    "results": [asdict(r) for r in results],
+                },
+            )
+            write_chart(summary, args.out / "claims.png", server)
+            console.print(f"wrote {args.out / 'claims.md'}, claims.json and claims.png")
+    failed = [r for r in results if r.status == "FAILED"]
+    if failed:
+        console.print(f"[bold red]{len(failed)} scenario(s) FAILED[/]")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
