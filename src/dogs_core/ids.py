@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import secrets
+import os
 
 import uuid6
 
@@ -17,7 +17,12 @@ def new_execution_id() -> str:
     It is both the execution id and the fencing token of a claim, so it must be unguessable
     and unique: 17 characters over 55 symbols is about 98 bits of randomness.
     """
-    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(17))
+    # One urandom call instead of 17 secrets.choice calls (a syscall each; this runs per claim).
+    # Bytes >= 220 are rejected so that ``byte % 55`` stays uniform (220 = 4 * 55).
+    chars: list[str] = []
+    while len(chars) < 17:
+        chars.extend(_ID_ALPHABET[b % 55] for b in os.urandom(24) if b < 220)
+    return "".join(chars[:17])
 
 
 def new_record_id() -> str:

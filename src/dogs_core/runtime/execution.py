@@ -200,7 +200,8 @@ class Execution:
 
         self._started_at = self.workers.clock.now()
         outcome = await self._invoke()
-        heartbeat_scope.cancel()
+        if heartbeat is not None:
+            heartbeat_scope.cancel()
         keeper.finish()
         self._finished = True
         ended_at = self.workers.clock.now()

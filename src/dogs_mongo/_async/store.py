@@ -243,6 +243,8 @@ class AsyncMongoJobStore:
 
     async def capabilities(self) -> StoreCapabilities:
         """Once per store, after :meth:`setup`: which claim path this server supports."""
+        if self._capabilities is not None:  # the hot path: every claim asks
+            return self._capabilities
         async with self._capabilities_lock:
             if self._capabilities is not None:
                 return self._capabilities
