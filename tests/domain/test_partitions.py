@@ -254,3 +254,40 @@ def test_single_partition_rotation() -> None:
     rotation = PartitionRotation(1, random.Random(0))
     assert [rotation.next_partition() for _ in range(3)] == [0, 0, 0]
     assert rotation.record_miss() is True
+
+
+# -- misses recorded by partition (several claims in flight) ------------------------------------
+
+
+@given(st.integers(1, 12), st.data())
+def test_idle_by_partition_needs_a_miss_in_every_partition(n: int, data: st.DataObject) -> None:
+    rotation = PartitionRotation(n, random.Random(data.draw(st.integers(0, 2**32))))
+    missed: set[int] = set()
+    for _ in range(data.draw(st.integers(0, 4 * n))):
+        partition = data.draw(st.integers(0, n - 1))
+        if data.draw(st.booleans()):
+            rotation.record_hit()
+            missed.clear()
+            continue
+        missed.add(partition)
+        idle = rotation.record_miss(partition)
+        assert idle == (len(missed) == n)  # repeats of one partition never make a sweep
+        if idle:
+            missed.clear()
+        assert rotation.consecutive_misses == len(missed)
+
+
+def test_the_next_pass_starts_with_the_partitions_not_yet_missed() -> None:
+    rotation = PartitionRotation(6, random.Random(3))
+    first_pass = [rotation.next_partition() for _ in range(6)]
+    for partition in first_pass[:2]:
+        assert not rotation.record_miss(partition)
+    rest = [rotation.next_partition() for _ in range(4)]
+    assert set(rest) == set(range(6)) - set(first_pass[:2])
+
+
+def test_record_miss_rejects_a_partition_out_of_range() -> None:
+    rotation = PartitionRotation(4, random.Random(0))
+    with pytest.raises(InvalidOptionError, match="partition"):
+        rotation.record_miss(4)
+    assert rotation.consecutive_misses == 0

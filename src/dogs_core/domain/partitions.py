@@ -86,13 +86,15 @@ class PartitionRotation:
     visited yet (shuffled among themselves), followed by the ``m`` it has (shuffled among
     themselves). Therefore, when each attempt's result is recorded before the next attempt is
     made (the Dogs loop), the ``n`` misses that report idle visited every partition exactly once.
-    With several claims in flight the counter still counts ``n`` consecutive miss results,
-    but they may no longer be ``n`` distinct partitions; the caller accepts that approximation.
+    With several claims in flight, results arrive out of order and ``n`` consecutive misses may
+    repeat a partition and skip another; a caller in that situation passes the partition to
+    :meth:`record_miss`, and idle is then reported only once every partition has missed since
+    the last hit (the reshuffle then also puts the partitions not yet missed first).
 
-    State is the permutation plus a cursor and the miss counter.
+    State is the permutation plus a cursor, the miss counter and the set of missed partitions.
     """
 
-    __slots__ = ("_cursor", "_misses", "_n", "_order", "_rng")
+    __slots__ = ("_cursor", "_missed", "_misses", "_n", "_order", "_rng")
 
     def __init__(self, n_partitions: int, rng: random.Random) -> None:
         self._n = validate_n_partitions(n_partitions)
@@ -101,6 +103,7 @@ class PartitionRotation:
         self._rng.shuffle(self._order)
         self._cursor = 0
         self._misses = 0
+        self._missed: set[int] = set()
 
     @property
     def n_partitions(self) -> int:
@@ -127,25 +130,45 @@ class PartitionRotation:
     def record_hit(self) -> None:
         """A claim found a job: the partition space is not empty, restart the miss count."""
         self._misses = 0
+        self._missed.clear()
 
-    def record_miss(self) -> bool:
+    def record_miss(self, partition: int | None = None) -> bool:
         """A claim found nothing. Return ``True`` when that completes an empty sweep.
 
-        The counter is reset on ``True`` so that the next sweep (after the poll wait) again
-        needs ``n`` misses before the scheduler goes idle.
+        Without ``partition``, ``n`` consecutive misses complete it (exact when each result is
+        recorded before the next attempt). With ``partition``, it takes a miss in every one of
+        the ``n`` partitions since the last hit (exact with several claims in flight). The
+        streak is reset on ``True`` so that the next sweep again needs a full round of misses.
         """
-        self._misses += 1
+        if partition is None:
+            self._misses += 1
+        else:
+            if not _is_int(partition) or not 0 <= partition < self._n:
+                raise InvalidOptionError(
+                    "partition", partition, f"must be an int in [0, {self._n})"
+                )
+            self._missed.add(partition)
+            self._misses = len(self._missed)
         if self._misses >= self._n:
-            self._misses = 0
+            self.reset_misses()
             return True
         return False
 
     def reset_misses(self) -> None:
         """Forget the current miss streak (e.g. after a claim error, which ends the sweep)."""
         self._misses = 0
+        self._missed.clear()
 
     def _reshuffle(self) -> None:
         """Start a new pass: a fresh permutation that still completes the current miss streak."""
+        if self._missed:
+            unvisited = [p for p in self._order if p not in self._missed]
+            visited = [p for p in self._order if p in self._missed]
+            self._rng.shuffle(unvisited)
+            self._rng.shuffle(visited)
+            self._order = unvisited + visited
+            self._cursor = 0
+            return
         missed = min(self._misses, self._n)
         unvisited = self._order[: self._n - missed]
         visited = self._order[self._n - missed :]

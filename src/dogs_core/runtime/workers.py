@@ -342,7 +342,7 @@ class Workers:
                 self._ledger.settle(reservation, None)
                 self._hot = False
                 self._capacity.notify()
-                if self._rotation.record_miss():
+                if self._rotation.record_miss(partition):
                     self._go_idle()
                 continue
             self._rotation.record_hit()
