@@ -374,10 +374,6 @@ async def test_nothing_is_left_locked_when_user_code_misbehaves() -> None:
             return "swallowed"
         return "slept"
 
-    @jobs.event
-    def sync_raises(params: Params, ctx: JobContext) -> None:
-        raise ValueError("sync fail")
-
     async def raising_hook(job: ClaimedJob) -> None:
         hook_calls.append(job.job_name)
         raise RuntimeError("hook exploded")
@@ -391,7 +387,6 @@ async def test_nothing_is_left_locked_when_user_code_misbehaves() -> None:
         "on_stale_raises",
         "unstorable_result",
         "swallows_cancellation",
-        "sync_raises",
     ):
         outcome = await h.client.schedule(name)
         assert isinstance(outcome, Scheduled)
@@ -414,7 +409,7 @@ async def test_nothing_is_left_locked_when_user_code_misbehaves() -> None:
         await anyio.sleep(600)
         await workers.stop(grace=1)
     final = {name: store.record(job_id) for name, job_id in ids.items()}
-    for name in ("on_error_raises", "on_error_junk", "bad_params", "sync_raises"):
+    for name in ("on_error_raises", "on_error_junk", "bad_params"):
         record = final[name]
         assert record is not None, name
         assert record.status is JobStatus.MAX_TRIES_REACHED, name
@@ -432,7 +427,6 @@ async def test_nothing_is_left_locked_when_user_code_misbehaves() -> None:
         "on_error_junk",
         "on_error_raises",
         "swallows_cancellation",
-        "sync_raises",
     ]
     assert_nothing_locked(store, at=h.at(601))
     (row,) = store.history("unstorable_result")

@@ -16,7 +16,7 @@ import anyio
 import pytest
 import trio.testing
 
-from dogs_core.domain.records import HistoryStatus
+from dogs_core.domain.records import HistoryStatus, JobStatus
 from dogs_core.errors import ExecutionCancelledError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import JobContext, current_job
@@ -117,3 +117,34 @@ async def test_a_stale_sync_handler_sees_cancelled_and_stops_cooperatively() -> 
         HistoryStatus.STALE,
         HistoryStatus.SUCCESS,
     ]
+
+
+@pytest.mark.anyio
+async def test_a_failing_sync_handler_is_retried_then_marked_and_nothing_stays_locked() -> None:
+    # Here, not with the other misbehaving jobs of test_improvements: a thread under
+    # autojump_threshold=0 lets virtual time jump past the lock (see DESIGN §7).
+    jobs = Jobs()
+    hook_calls: list[str] = []
+
+    @jobs.event
+    def sync_raises(params: Any, ctx: JobContext) -> None:
+        raise ValueError("sync fail")
+
+    async def hook(job: Any) -> None:
+        hook_calls.append(job.job_name)
+
+    h = Harness(jobs)
+    outcome = await h.client.schedule(sync_raises)
+    async with h.workers(
+        max_tries=3, on_max_tries_reached=hook, default_lock_time=30, poll_interval=5
+    ) as workers:
+        await anyio.sleep(60)  # retries back off 2 s, then 4 s (each autojump costs 50 ms)
+        await workers.stop(grace=1)
+    (record,) = h.store.sync.find_jobs()
+    assert record.id == outcome.id  # type: ignore[union-attr]
+    assert record.status is JobStatus.MAX_TRIES_REACHED
+    assert record.tries == 3
+    assert record.lock_id is None
+    assert hook_calls == ["sync_raises"]
+    statuses = [r.status for r in await h.store.get_executions("sync_raises", limit=10)]
+    assert statuses == [HistoryStatus.ERROR] * 3
