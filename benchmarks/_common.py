@@ -37,6 +37,7 @@ __all__ = [
     "atomic_write",
     "command_line",
     "dump_json",
+    "fmt",
     "machine_summary",
     "markdown_table",
     "median",
@@ -173,6 +174,11 @@ def new_progress(console: Console) -> Progress:
         console=console,
         transient=False,
     )
+
+
+def fmt(value: float | None, pattern: str) -> str:
+    """A table cell: ``value`` formatted with ``pattern``, or a dash when there is none."""
+    return "–" if value is None else format(value, pattern)
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -46,6 +46,7 @@ from benchmarks._common import (
     atomic_write,
     command_line,
     dump_json,
+    fmt,
     machine_summary,
     markdown_table,
     median,
@@ -526,10 +527,6 @@ HEADERS: Final = (
 )
 
 
-def _fmt(value: float | int | None, pattern: str) -> str:
-    return "–" if value is None else format(value, pattern)
-
-
 def table_rows(results: Sequence[ScenarioResult]) -> list[list[str]]:
     rows = []
     for r in results:
@@ -537,12 +534,12 @@ def table_rows(results: Sequence[ScenarioResult]) -> list[list[str]]:
             [
                 r.label,
                 r.adapter,
-                _fmt(r.seconds, ".2f"),
-                _fmt(r.claims_per_second, ",.0f"),
-                _fmt(r.write_conflicts, ","),
-                _fmt(r.latency_p50_ms, ".1f"),
-                _fmt(r.latency_p99_ms, ".1f"),
-                f"{_fmt(r.cpu_seconds, '.1f')} / {_fmt(r.server_cpu_seconds, '.1f')}",
+                fmt(r.seconds, ".2f"),
+                fmt(r.claims_per_second, ",.0f"),
+                fmt(r.write_conflicts, ","),
+                fmt(r.latency_p50_ms, ".1f"),
+                fmt(r.latency_p99_ms, ".1f"),
+                f"{fmt(r.cpu_seconds, '.1f')} / {fmt(r.server_cpu_seconds, '.1f')}",
                 r.spread,
                 r.status if not r.failures else f"FAILED: {'; '.join(r.failures)}",
             ]

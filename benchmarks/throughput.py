@@ -50,6 +50,7 @@ from benchmarks._common import (
     atomic_write,
     command_line,
     dump_json,
+    fmt,
     machine_summary,
     markdown_table,
     median,
@@ -546,10 +547,6 @@ HEADERS: Final = (
 )
 
 
-def _fmt(value: float | int | None, pattern: str) -> str:
-    return "–" if value is None else format(value, pattern)
-
-
 def table_rows(results: Sequence[ScenarioResult]) -> list[list[str]]:
     rows = []
     for r in results:
@@ -559,12 +556,12 @@ def table_rows(results: Sequence[ScenarioResult]) -> list[list[str]]:
                 r.store,
                 r.handler,
                 f"{r.jobs:,}",
-                _fmt(r.seconds, ".2f"),
-                _fmt(r.jobs_per_second, ",.0f"),
-                _fmt(r.claim_p50_ms, ".2f"),
-                _fmt(r.claim_p99_ms, ".2f"),
+                fmt(r.seconds, ".2f"),
+                fmt(r.jobs_per_second, ",.0f"),
+                fmt(r.claim_p50_ms, ".2f"),
+                fmt(r.claim_p99_ms, ".2f"),
                 "–" if r.claim_calls is None else f"{r.claim_calls:,} ({r.claim_hits:,})",
-                f"{_fmt(r.cpu_seconds, '.1f')} / {_fmt(r.server_cpu_seconds, '.1f')}",
+                f"{fmt(r.cpu_seconds, '.1f')} / {fmt(r.server_cpu_seconds, '.1f')}",
                 lag,
                 f"{median(r.wake_lag_ms):.1f}" if r.wake_lag_ms else "–",
                 r.spread,
