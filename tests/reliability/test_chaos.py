@@ -590,51 +590,52 @@ async def test_a_crashed_owner_is_replaced_after_its_lock_expires() -> None:
 
 
 @pytest.mark.anyio
-async def test_a_slow_claim_reply_does_not_extend_ownership() -> None:
-    """The watchdog counts the lock from the claim request, not from the execution's start: a
-    claim whose reply takes 5 s leaves the execution 5 s less (it used to outlive its lock)."""
-    ledger, runs = await _two_instances(
-        handler_seconds=30, faults=[("claim", FaultKind.DELAY_AFTER, 5.0)]
-    )
-    assert runs[:2] == [(1, False), (2, True)]
-    assert ledger.violations == []
-
-
-@pytest.mark.anyio
-async def test_a_slow_custom_lock_time_write_does_not_extend_ownership() -> None:
-    """A job's own lock time counts from the request of the write that stores it."""
-    ledger, runs = await _two_instances(
-        handler_seconds=40,
-        lock_time=20,
-        faults=[("extend_lock", FaultKind.DELAY_AFTER, 3.0)],
-    )
-    assert runs[:2] == [(1, False), (2, True)]
-    assert ledger.violations == []
-
-
-@pytest.mark.anyio
-async def test_a_renewal_slower_than_the_remaining_lock_does_not_extend_ownership() -> None:
-    ledger, runs = await _two_instances(
-        handler_seconds=16,
-        extend_at=8,
-        faults=[("extend_lock", FaultKind.DELAY_BEFORE, 5.0)],
-    )
-    assert runs[:2] == [(1, False), (2, True)]
-    assert ledger.violations == []
-
-
-@pytest.mark.anyio
-async def test_a_retried_custom_lock_time_write_does_not_extend_ownership() -> None:
-    """Two transient failures, then success: the stored lock counts from the first attempt."""
-    ledger, runs = await _two_instances(
-        handler_seconds=40,
-        lock_time=20,
-        faults=[
-            ("extend_lock", FaultKind.ERROR_BEFORE, 0.0),
-            ("extend_lock", FaultKind.DELAY_BEFORE, 1.0),
-            ("extend_lock", FaultKind.ERROR_AFTER, 0.0),
-        ],
-    )
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        # The watchdog counts the lock from the claim request, not from the execution's start:
+        # a claim whose reply takes 5 s leaves the execution 5 s less.
+        pytest.param(
+            {"handler_seconds": 30, "faults": [("claim", FaultKind.DELAY_AFTER, 5.0)]},
+            id="slow-claim-reply",
+        ),
+        # A job's own lock time counts from the request of the write that stores it.
+        pytest.param(
+            {
+                "handler_seconds": 40,
+                "lock_time": 20,
+                "faults": [("extend_lock", FaultKind.DELAY_AFTER, 3.0)],
+            },
+            id="slow-custom-lock-time-write",
+        ),
+        # A renewal that has not answered when the confirmed lock runs out makes it stale.
+        pytest.param(
+            {
+                "handler_seconds": 16,
+                "extend_at": 8,
+                "faults": [("extend_lock", FaultKind.DELAY_BEFORE, 5.0)],
+            },
+            id="renewal-slower-than-the-remaining-lock",
+        ),
+        # Two transient failures, then success: the stored lock counts from the first attempt.
+        pytest.param(
+            {
+                "handler_seconds": 40,
+                "lock_time": 20,
+                "faults": [
+                    ("extend_lock", FaultKind.ERROR_BEFORE, 0.0),
+                    ("extend_lock", FaultKind.DELAY_BEFORE, 1.0),
+                    ("extend_lock", FaultKind.ERROR_AFTER, 0.0),
+                ],
+            },
+            id="retried-custom-lock-time-write",
+        ),
+    ],
+)
+async def test_slow_or_retried_lock_writes_do_not_extend_ownership(
+    scenario: dict[str, Any],
+) -> None:
+    ledger, runs = await _two_instances(**scenario)
     assert runs[:2] == [(1, False), (2, True)]
     assert ledger.violations == []
 
