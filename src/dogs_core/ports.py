@@ -106,7 +106,22 @@ class AsyncJobStore(Protocol):
         ...
 
     async def complete(self, job_id: str, lock_id: str) -> bool:
-        """Fenced: delete an event record (success, or a discarded failure)."""
+        """Fenced: delete an event record (success, or a discarded failure). ``True`` only when
+        this call deleted it."""
+        ...
+
+    async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
+        """Fenced delete of many finished event records, given as ``(job_id, lock_id)`` pairs,
+        in one round trip where the store can. Returns one verdict per pair, in order, with the
+        meaning of :meth:`complete`: ``True`` when this call deleted the record, ``False`` when
+        it did not (a record with that id is locked by another claim, unlocked, or recurrent,
+        or no such record exists). Empty input returns ``[]``. A job id repeated in ``claims``
+        raises ``ValueError`` and nothing is written.
+
+        One leeway, for stores that delete a batch with one command and only learn a count:
+        when some pairs of one call were deleted and some records were already gone, the store
+        may report ``True`` for the gone ones too (it cannot tell them apart). A record that
+        still exists is always ``False``."""
         ...
 
     async def reschedule(
@@ -174,6 +189,12 @@ class AsyncJobStore(Protocol):
         """Upsert by ``execution_id``; the status first written for an execution wins."""
         ...
 
+    async def write_history_many(self, records: Sequence[HistoryRecord]) -> None:
+        """:meth:`write_history` for each record, in order, in one round trip where the store
+        can: same semantics per record (upsert by ``execution_id``, the first status written
+        wins, also between two records of one call). Empty input writes nothing."""
+        ...
+
     async def get_executions(
         self, job_name: str, *, limit: int = 20, skip: int = 0
     ) -> list[HistoryRecord]:
@@ -221,6 +242,8 @@ class JobStore(Protocol):
 
     def complete(self, job_id: str, lock_id: str) -> bool: ...
 
+    def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]: ...
+
     def reschedule(
         self,
         job_id: str,
@@ -258,6 +281,8 @@ class JobStore(Protocol):
     def unlock_all(self) -> int: ...
 
     def write_history(self, record: HistoryRecord) -> None: ...
+
+    def write_history_many(self, records: Sequence[HistoryRecord]) -> None: ...
 
     def get_executions(
         self, job_name: str, *, limit: int = 20, skip: int = 0

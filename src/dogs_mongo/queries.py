@@ -15,10 +15,10 @@ job has none. Field order of inserted documents is the order Dogs uses.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from pymongo import IndexModel
 
@@ -43,6 +43,7 @@ __all__ = [
     "HINT_GLOBAL_PRIORITY",
     "HISTORY_INDEXES",
     "LOCK_ID_INDEX_NAME",
+    "MAX_BATCH_SIZE",
     "MAX_BSON_DOCUMENT_SIZE",
     "PROBE_MAX_TIME_MS",
     "RECONCILE_PROJECTION",
@@ -51,11 +52,14 @@ __all__ = [
     "IndexSpec",
     "backfill_retention_filter",
     "backfill_retention_update",
+    "batches",
+    "checked_claims",
     "claim_from_before_image",
     "claim_from_read_back",
     "claim_update",
     "claim_update_pipeline",
     "complete_filter",
+    "complete_many_filter",
     "demote_stale_update",
     "document_from_new_job",
     "document_from_record",
@@ -71,7 +75,9 @@ __all__ = [
     "hint_spec",
     "history_filter",
     "history_from_document",
+    "history_many_updates",
     "history_update",
+    "ids_filter",
     "lock_id_filter",
     "mark_max_tries_filter",
     "mark_max_tries_update",
@@ -97,6 +103,10 @@ DEFAULT_HISTORY_COLLECTION: Final = "orionjs.jobs_dogs_history"
 
 #: The largest document a MongoDB server accepts (``hello.maxBsonObjectSize``).
 MAX_BSON_DOCUMENT_SIZE: Final = 16 * 1024 * 1024
+
+#: Most items per command of a batch method (``complete_many``, ``write_history_many``): larger
+#: inputs are sent as several commands.
+MAX_BATCH_SIZE: Final = 1000
 
 #: ``maxTimeMS`` of an explain probe (Dogs 4.6.2+).
 PROBE_MAX_TIME_MS: Final = 1000
@@ -383,6 +393,49 @@ def fenced_filter(job_id: str, lock_id: str) -> dict[str, Any]:
 def complete_filter(job_id: str, lock_id: str) -> dict[str, Any]:
     """The fenced delete of a finished event job (recurrent records are never deleted)."""
     return {"_id": job_id, "type": "event", "lockId": lock_id}
+
+
+def checked_claims(claims: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The ``(job_id, lock_id)`` pairs of ``complete_many`` as a list; a job id given twice is
+    refused with ``ValueError`` (before anything is sent)."""
+    pairs = [(job_id, lock_id) for job_id, lock_id in claims]
+    seen: set[str] = set()
+    for job_id, _ in pairs:
+        if job_id in seen:
+            raise ValueError(f"claims: job id {job_id!r} is repeated; give each record once")
+        seen.add(job_id)
+    return pairs
+
+
+def complete_many_filter(claims: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """The fenced delete of many finished event jobs, as one ``deleteMany`` filter.
+
+    Matching ``_id`` and ``lockId`` with two ``$in`` lists is the same as the ``$or`` of one
+    :func:`complete_filter` per pair, because lock ids are unique per claim: a lock id is only
+    ever written to the one record it claimed, so no record can carry the lock id of another
+    pair. (Pairs that cross their ids and lock ids on purpose would break this; the runtime
+    only passes the pairs of its own claims.)
+    """
+    return {
+        "_id": {"$in": [job_id for job_id, _ in claims]},
+        "type": "event",
+        "lockId": {"$in": [lock_id for _, lock_id in claims]},
+    }
+
+
+def ids_filter(ids: Sequence[str]) -> dict[str, Any]:
+    """Records by id (with the projection ``{"_id": 1}``: which of them still exist)."""
+    return {"_id": {"$in": list(ids)}}
+
+
+_T = TypeVar("_T")
+
+
+def batches(items: Sequence[_T], size: int = MAX_BATCH_SIZE) -> list[Sequence[_T]]:
+    """``items`` cut into consecutive slices of at most ``size`` (none for no item)."""
+    if size < 1:
+        raise ValueError(f"size={size!r}: must be at least 1")
+    return [items[start : start + size] for start in range(0, len(items), size)]
 
 
 def extend_lock_update(locked_until: datetime) -> dict[str, Any]:
@@ -722,6 +775,27 @@ def history_update(record: HistoryRecord, record_id: str) -> dict[str, Any]:
         "$setOnInsert": {"_id": record_id, "status": HistoryStatus(record.status).value},
         "$set": to_set,
     }
+
+
+def history_many_updates(
+    records: Sequence[HistoryRecord], new_id: Callable[[], str]
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The ``(filter, update)`` upserts of ``write_history_many``, one per execution id, in
+    order of first appearance. Records of one execution id are merged into one upsert with the
+    result of writing them one after the other: ``$setOnInsert`` (the status) of the first,
+    ``$set`` of the later ones over the earlier ones. (The operations of an unordered
+    ``bulkWrite`` may run in any order, and ``executionId`` is not a unique index: two upserts of
+    one new execution in one batch could insert two rows.) ``new_id`` gives the ``_id`` of each
+    upsert. Every update is built before anything is sent: an invalid record raises here."""
+    merged: dict[str, dict[str, Any]] = {}
+    for record in records:
+        update = history_update(record, new_id())
+        previous = merged.get(record.execution_id)
+        if previous is None:
+            merged[record.execution_id] = update
+        else:
+            previous["$set"] = {**previous["$set"], **update["$set"]}
+    return [(history_filter(execution_id), update) for execution_id, update in merged.items()]
 
 
 def _duration_ms(record: HistoryRecord) -> int:

@@ -507,6 +507,80 @@ class JobStoreContract:
         assert not await store.complete(claimed.job_id, claimed.lock_id)
         assert (await self.record(store, claimed.job_id)).lock_id == claimed.lock_id
 
+    async def test_complete_many_deletes_every_owned_record(self, store: AsyncJobStore) -> None:
+        await store.schedule_many([_job(partition=p) for p in range(3)])
+        claimed = [await self.claim(store, partition=p) for p in range(3)]
+        claims = [(job.job_id, job.lock_id) for job in claimed]
+        assert await store.complete_many(claims) == [True, True, True]
+        assert await store.find_jobs() == []
+        # A second identical call (a retry after a lost reply) deletes nothing.
+        assert await store.complete_many(claims) == [False, False, False]
+
+    async def test_complete_many_verdicts_per_pair(self, store: AsyncJobStore) -> None:
+        await store.schedule_many([_job(partition=p) for p in range(3)])
+        await store.ensure_recurrent("tick", priority=100, partition=3, now=T0)
+        owned = await self.claim(store, partition=0)
+        foreign = await self.claim(store, partition=1)
+        recurrent = await self.claim(store, "tick", partition=3)
+        [unlocked] = [r for r in await store.find_jobs(job_name="a") if r.partition == 2]
+        foreign_before = await self.record(store, foreign.job_id)
+        unlocked_before = await self.record(store, unlocked.id)
+        recurrent_before = await self.record(store, recurrent.job_id)
+        claims = [
+            (foreign.job_id, new_execution_id()),  # locked by another claim
+            (owned.job_id, owned.lock_id),
+            (recurrent.job_id, recurrent.lock_id),  # recurrent records are never deleted
+            (unlocked.id, new_execution_id()),  # not locked at all
+        ]
+        assert await store.complete_many(claims) == [False, True, False, False]
+        assert await store.get_job(owned.job_id) is None
+        assert await self.record(store, foreign.job_id) == foreign_before
+        assert await self.record(store, unlocked.id) == unlocked_before
+        assert await self.record(store, recurrent.job_id) == recurrent_before
+        assert await store.complete_many(claims) == [False, False, False, False]
+        # No such record (another worker finished the job after this lock was lost).
+        assert await store.complete_many([(new_record_id(), new_execution_id())]) == [False]
+        # ``complete`` keeps its meaning: True only when this call deleted the record.
+        assert not await store.complete(owned.job_id, owned.lock_id)
+
+    async def test_complete_many_of_nothing(self, store: AsyncJobStore) -> None:
+        assert await store.complete_many([]) == []
+
+    async def test_complete_many_refuses_a_repeated_job_id(self, store: AsyncJobStore) -> None:
+        await store.schedule_many([_job(partition=p) for p in range(2)])
+        first = await self.claim(store, partition=0)
+        second = await self.claim(store, partition=1)
+        before = await store.find_jobs()
+        claims = [
+            (first.job_id, first.lock_id),
+            (second.job_id, second.lock_id),
+            (first.job_id, new_execution_id()),
+        ]
+        with pytest.raises(ValueError, match="repeated"):
+            await store.complete_many(claims)
+        assert await store.find_jobs() == before
+
+    async def test_complete_many_of_more_pairs_than_one_batch(self, store: AsyncJobStore) -> None:
+        await store.schedule_many([_job(partition=p) for p in range(3)])
+        owned = [await self.claim(store, partition=p) for p in range(2)]
+        [unlocked] = [r for r in await store.find_jobs() if r.partition == 2]
+        missing = [(new_record_id(), new_execution_id()) for _ in range(2_400)]
+        claims = [
+            (owned[0].job_id, owned[0].lock_id),
+            *missing[:1_500],
+            (unlocked.id, new_execution_id()),
+            *missing[1_500:],
+            (owned[1].job_id, owned[1].lock_id),
+        ]
+        verdicts = await store.complete_many(claims)
+        assert len(verdicts) == len(claims)
+        assert verdicts[0] is True
+        assert verdicts[-1] is True
+        assert verdicts[1_501] is False  # the unlocked record, which still exists
+        # The missing ids share batches with deleted records: the port's leeway lets a
+        # count-only store report them either way.
+        assert [r.id for r in await store.find_jobs()] == [unlocked.id]
+
     async def test_reschedule_releases_the_lock_and_keeps_tries(self, store: AsyncJobStore) -> None:
         job_id = _scheduled_id(await store.schedule(_job(priority=40)))
         claimed = await self.claim(store)
@@ -810,6 +884,53 @@ class JobStoreContract:
         assert await store.get_executions("a") == [
             dataclasses.replace(late, status=HistoryStatus.STALE)
         ]
+
+    async def test_write_history_many(self, store: AsyncJobStore) -> None:
+        rows = [
+            _history(
+                f"m{i}",
+                started_at=T0 + i * _S + timedelta(microseconds=1_999),
+                status=HistoryStatus.ERROR if i % 2 else HistoryStatus.SUCCESS,
+                error_message="boom" if i % 2 else None,
+                result=None if i % 2 else {"i": i},
+            )
+            for i in range(3)
+        ]
+        other = _history("other", name="b", started_at=T0 + _H)
+        await store.write_history_many([rows[0], other, rows[1], rows[2]])
+        stored = [
+            dataclasses.replace(
+                row,
+                started_at=to_millis(row.started_at),
+                ended_at=to_millis(row.ended_at),
+                expires_at=to_millis(row.expires_at),
+            )
+            for row in reversed(rows)
+        ]
+        assert await store.get_executions("a") == stored
+        assert await store.get_executions("b") == [other]
+
+    async def test_write_history_many_first_status_wins(self, store: AsyncJobStore) -> None:
+        first = _history("e1", status=HistoryStatus.STALE)
+        await store.write_history(first)
+        late = dataclasses.replace(
+            first, status=HistoryStatus.SUCCESS, ended_at=first.ended_at + _S, result={"x": 1}
+        )
+        # Within one call too: the first record of an execution id sets its status, the later
+        # ones its other fields, as writing them one by one would.
+        fresh = _history("e2", started_at=T0 + _S, status=HistoryStatus.ERROR, error_message="a")
+        fresh_late = dataclasses.replace(
+            fresh, status=HistoryStatus.SUCCESS, error_message=None, result={"ok": True}
+        )
+        await store.write_history_many([late, fresh, fresh_late])
+        assert await store.get_executions("a") == [
+            dataclasses.replace(fresh_late, status=HistoryStatus.ERROR),
+            dataclasses.replace(late, status=HistoryStatus.STALE),
+        ]
+
+    async def test_write_history_many_of_nothing(self, store: AsyncJobStore) -> None:
+        await store.write_history_many([])
+        assert await store.get_executions("a") == []
 
     async def test_get_executions_newest_first_with_limit_and_skip(
         self, store: AsyncJobStore

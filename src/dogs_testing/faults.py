@@ -72,6 +72,7 @@ WRITE_METHODS: Final = frozenset(
         "claim",
         "extend_lock",
         "complete",
+        "complete_many",
         "reschedule",
         "mark_max_tries_reached",
         "demote_stale",
@@ -80,6 +81,7 @@ WRITE_METHODS: Final = frozenset(
         "backfill_retention",
         "unlock_all",
         "write_history",
+        "write_history_many",
     }
 )
 #: Port methods that only read.
@@ -101,6 +103,7 @@ FENCED_METHODS: Final = frozenset(
     {
         "extend_lock",
         "complete",
+        "complete_many",
         "reschedule",
         "mark_max_tries_reached",
         "demote_stale",

@@ -108,6 +108,30 @@ def _out(record: JobRecord) -> JobRecord:
     return dataclasses.replace(record, params=_copy_params(record.params))
 
 
+def _history_row(record: HistoryRecord) -> HistoryRecord:
+    """``record`` as the store keeps it: datetimes in milliseconds, params and result copied."""
+    return dataclasses.replace(
+        record,
+        started_at=to_millis(record.started_at),
+        ended_at=to_millis(record.ended_at),
+        expires_at=to_millis(record.expires_at),
+        params=_copy_params(record.params),
+        result=copy.deepcopy(record.result),
+    )
+
+
+def _checked_claims(claims: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The ``(job_id, lock_id)`` pairs of ``complete_many``; a repeated job id is refused
+    (``ValueError``) before anything is written, as the MongoDB adapter does."""
+    pairs = [(job_id, lock_id) for job_id, lock_id in claims]
+    seen: set[str] = set()
+    for job_id, _ in pairs:
+        if job_id in seen:
+            raise ValueError(f"claims: job id {job_id!r} is repeated; give each record once")
+        seen.add(job_id)
+    return pairs
+
+
 class SyncInMemoryJobStore:
     """The in-memory store, sync face (:class:`~dogs_core.ports.JobStore`). Thread-safe.
 
@@ -395,6 +419,20 @@ class SyncInMemoryJobStore:
             self._put(old, None)
             return True
 
+    def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
+        """Each pair as :meth:`complete`, under one lock: exact verdicts (whether this call
+        deleted the record), without the leeway the port allows batch-deleting stores."""
+        pairs = _checked_claims(claims)
+        with self._state():
+            verdicts: list[bool] = []
+            for job_id, lock_id in pairs:
+                old = self._fenced(job_id, lock_id)
+                deleted = old is not None and old.type is JobType.EVENT
+                if deleted:
+                    self._put(old, None)
+                verdicts.append(deleted)
+            return verdicts
+
     def reschedule(
         self,
         job_id: str,
@@ -520,30 +558,36 @@ class SyncInMemoryJobStore:
             return modified
 
     def write_history(self, record: HistoryRecord) -> None:
+        row = _history_row(record)
         with self._state():
-            row = dataclasses.replace(
-                record,
-                started_at=to_millis(record.started_at),
-                ended_at=to_millis(record.ended_at),
-                expires_at=to_millis(record.expires_at),
-                params=_copy_params(record.params),
-                result=copy.deepcopy(record.result),
-            )
-            key = row.execution_id
-            existing = self._history.get(key)
-            if existing is not None:
-                row = dataclasses.replace(row, status=existing.status)  # first status wins
-                if existing.job_name != row.job_name:
-                    del self._history_by_name[existing.job_name][key]
-                    if not self._history_by_name[existing.job_name]:
-                        del self._history_by_name[existing.job_name]
-            else:
-                self._history_seq[key] = self._next_seq
-                self._next_seq += 1
-            self._history_by_name.setdefault(row.job_name, {})[key] = None
-            if existing is None or existing.expires_at != row.expires_at:
-                heapq.heappush(self._history_expiry, (row.expires_at, self._history_seq[key], key))
-            self._history[key] = row
+            self._upsert_history(row)
+
+    def write_history_many(self, records: Sequence[HistoryRecord]) -> None:
+        """Each record as :meth:`write_history`, in order, under one lock. Every row is copied
+        before the first is stored: a record that cannot be copied writes nothing."""
+        rows = [_history_row(record) for record in records]
+        if not rows:
+            return
+        with self._state():
+            for row in rows:
+                self._upsert_history(row)
+
+    def _upsert_history(self, row: HistoryRecord) -> None:
+        key = row.execution_id
+        existing = self._history.get(key)
+        if existing is not None:
+            row = dataclasses.replace(row, status=existing.status)  # first status wins
+            if existing.job_name != row.job_name:
+                del self._history_by_name[existing.job_name][key]
+                if not self._history_by_name[existing.job_name]:
+                    del self._history_by_name[existing.job_name]
+        else:
+            self._history_seq[key] = self._next_seq
+            self._next_seq += 1
+        self._history_by_name.setdefault(row.job_name, {})[key] = None
+        if existing is None or existing.expires_at != row.expires_at:
+            heapq.heappush(self._history_expiry, (row.expires_at, self._history_seq[key], key))
+        self._history[key] = row
 
     def get_executions(
         self, job_name: str, *, limit: int = 20, skip: int = 0
@@ -673,6 +717,10 @@ class InMemoryJobStore:
         await anyio.lowlevel.checkpoint()
         return self.sync.complete(job_id, lock_id)
 
+    async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
+        await anyio.lowlevel.checkpoint()
+        return self.sync.complete_many(claims)
+
     async def reschedule(
         self,
         job_id: str,
@@ -736,6 +784,10 @@ class InMemoryJobStore:
     async def write_history(self, record: HistoryRecord) -> None:
         await anyio.lowlevel.checkpoint()
         self.sync.write_history(record)
+
+    async def write_history_many(self, records: Sequence[HistoryRecord]) -> None:
+        await anyio.lowlevel.checkpoint()
+        self.sync.write_history_many(records)
 
     async def get_executions(
         self, job_name: str, *, limit: int = 20, skip: int = 0

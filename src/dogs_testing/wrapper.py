@@ -72,6 +72,9 @@ class JobStoreWrapper:
     async def complete(self, job_id: str, lock_id: str) -> bool:
         return await self.around("complete", lambda: self.inner.complete(job_id, lock_id))
 
+    async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
+        return await self.around("complete_many", lambda: self.inner.complete_many(claims))
+
     async def reschedule(
         self,
         job_id: str,
@@ -149,6 +152,9 @@ class JobStoreWrapper:
 
     async def write_history(self, record: HistoryRecord) -> None:
         await self.around("write_history", lambda: self.inner.write_history(record))
+
+    async def write_history_many(self, records: Sequence[HistoryRecord]) -> None:
+        await self.around("write_history_many", lambda: self.inner.write_history_many(records))
 
     async def get_executions(
         self, job_name: str, *, limit: int = 20, skip: int = 0

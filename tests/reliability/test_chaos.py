@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -112,6 +112,22 @@ class AuditedMemoryStore(InMemoryJobStore):
         if deleted:
             self.completed_by.setdefault(job_id, set()).add(lock_id)
         return deleted
+
+    async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
+        # A True verdict also means "already gone": audit only the pairs that held their
+        # record's lock right before the delete. Nothing awaits between the look and the
+        # delete, so no other task can complete the record in between.
+        await anyio.lowlevel.checkpoint()
+        held = [self._holds(job_id, lock_id) for job_id, lock_id in claims]
+        verdicts = self.sync.complete_many(claims)
+        for (job_id, lock_id), was_held, gone in zip(claims, held, verdicts, strict=True):
+            if was_held and gone:
+                self.completed_by.setdefault(job_id, set()).add(lock_id)
+        return verdicts
+
+    def _holds(self, job_id: str, lock_id: str) -> bool:
+        record = self.sync.get_job(job_id)
+        return record is not None and record.type is JobType.EVENT and record.lock_id == lock_id
 
 
 @dataclass

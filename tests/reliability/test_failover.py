@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -81,6 +81,19 @@ class AuditedStore(AsyncMongoJobStore):
         if deleted:
             self.completions.append((job_id, lock_id))
         return deleted
+
+    async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
+        """Pair by pair through the audited :meth:`complete`: one ``deleteMany`` cannot say
+        which records this call deleted (a True verdict also means "already gone"), and a
+        look before it could be overtaken, during a failover, by another worker completing
+        the record. The verdict is the port's: the record is gone after the call."""
+        if len({job_id for job_id, _ in claims}) != len(claims):
+            return await super().complete_many(claims)  # raises ValueError, writes nothing
+        verdicts: list[bool] = []
+        for job_id, lock_id in claims:
+            deleted = await self.complete(job_id, lock_id)
+            verdicts.append(deleted or await self.get_job(job_id) is None)
+        return verdicts
 
 
 @dataclass

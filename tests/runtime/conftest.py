@@ -15,7 +15,7 @@ with a positive autojump threshold.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -163,6 +163,10 @@ class RecordingStore(InMemoryJobStore):
     async def complete(self, job_id: str, lock_id: str) -> bool:
         self.calls.append("complete")
         return await super().complete(job_id, lock_id)
+
+    async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
+        self.calls.append("complete_many")
+        return await super().complete_many(claims)
 
     async def demote_stale(self, job_id: str, lock_id: str) -> bool:
         self.calls.append("demote_stale")

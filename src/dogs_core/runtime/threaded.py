@@ -83,6 +83,9 @@ class ThreadedJobStore:
     async def complete(self, job_id: str, lock_id: str) -> bool:
         return await self._run(partial(self._store.complete, job_id, lock_id))
 
+    async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
+        return await self._run(partial(self._store.complete_many, claims))
+
     async def reschedule(
         self,
         job_id: str,
@@ -155,6 +158,9 @@ class ThreadedJobStore:
 
     async def write_history(self, record: HistoryRecord) -> None:
         await self._run(partial(self._store.write_history, record))
+
+    async def write_history_many(self, records: Sequence[HistoryRecord]) -> None:
+        await self._run(partial(self._store.write_history_many, records))
 
     async def get_executions(
         self, job_name: str, *, limit: int = 20, skip: int = 0

@@ -493,6 +493,61 @@ class AsyncMongoJobStore:
             result = await self._fenced.delete_one(q.complete_filter(job_id, lock_id))
         return result.deleted_count == 1
 
+    async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
+        """One ``deleteMany`` per :data:`~dogs_mongo.queries.MAX_BATCH_SIZE` pairs (see
+        :func:`~dogs_mongo.queries.complete_many_filter`); when it deleted fewer records than
+        pairs, one ``find`` of the ids tells which still exist. A repeated job id raises
+        ``ValueError`` before anything is sent. A transient failure after an earlier batch was
+        deleted reports ``write_may_have_applied``; a retry then reports ``False`` for what the
+        lost attempt deleted (the runtime checks those records are gone)."""
+        pairs = q.checked_claims(claims)
+        verdicts: list[bool] = []
+        for batch in q.batches(pairs):
+            try:
+                verdicts.extend(await self._complete_batch(batch))
+            except TransientStoreError as error:
+                if not verdicts or error.write_may_have_applied:
+                    raise
+                raise TransientStoreError(
+                    f"complete_many: {len(verdicts)} of {len(pairs)} pairs were completed "
+                    f"before this failure: {error}",
+                    write_may_have_applied=True,
+                ) from error
+        return verdicts
+
+    async def _complete_batch(self, pairs: Sequence[tuple[str, str]]) -> list[bool]:
+        with translate_errors("complete_many", write=True):
+            result = await self._fenced.delete_many(q.complete_many_filter(pairs))
+        if result.deleted_count == len(pairs):
+            return [True] * len(pairs)
+        ids = [job_id for job_id, _ in pairs]
+        try:
+            with translate_errors("complete_many (read-back)", write=False):
+                cursor = self._primary.find(q.ids_filter(ids), {"_id": 1})
+                found = await cursor.to_list(None)
+        except TransientStoreError as error:
+            raise TransientStoreError(
+                f"complete_many: the records were deleted but which ones could not be read "
+                f"back: {error}",
+                write_may_have_applied=True,
+            ) from error
+        present = {str(document["_id"]) for document in found}
+        absent = len(ids) - len(present)
+        if result.deleted_count == absent:
+            # Every record that is gone was deleted by this command: exact.
+            return [job_id not in present for job_id in ids]
+        if result.deleted_count == 0:
+            return [False] * len(ids)
+        # Some gone records were deleted here and some were gone before; one count cannot say
+        # which. Report the gone ones as deleted (the port allows it): this needs a lost lock
+        # whose job another worker already finished, in the same batch as owned completions.
+        log.debug(
+            "dogs: complete_many deleted %d of %d gone records; reporting all as deleted",
+            result.deleted_count,
+            absent,
+        )
+        return [job_id not in present for job_id in ids]
+
     async def reschedule(
         self,
         job_id: str,
@@ -615,6 +670,42 @@ class AsyncMongoJobStore:
             await self._history.update_one(
                 q.history_filter(record.execution_id), update, upsert=True
             )
+
+    async def write_history_many(self, records: Sequence[HistoryRecord]) -> None:
+        """One unordered ``bulkWrite`` of upserts per :data:`~dogs_mongo.queries.MAX_BATCH_SIZE`
+        executions (records of one execution id are merged into one upsert, see
+        :func:`~dogs_mongo.queries.history_many_updates`); nothing is sent for no record.
+        Every update is built before the first is sent, so an invalid record writes nothing.
+        Like :meth:`write_history`, there is no duplicate-key case to handle (``executionId``
+        is not a unique index and each upsert inserts a fresh ``_id``): a write error propagates.
+        A write concern error is a ``TransientStoreError`` (the writes may have applied);
+        retrying is safe, the first status written still wins."""
+        requests = [
+            UpdateOne(filter_, update, upsert=True)
+            for filter_, update in q.history_many_updates(records, new_record_id)
+        ]
+        sent = 0
+        for batch in q.batches(requests):
+            try:
+                with translate_errors("write_history_many", write=True):
+                    await self._history.bulk_write(list(batch), ordered=False)
+            except BulkWriteError as error:
+                concern_errors = error.details.get("writeConcernErrors")
+                if concern_errors and not error.details.get("writeErrors"):
+                    raise TransientStoreError(
+                        f"write_history_many: write concern error ({concern_errors[0]})",
+                        write_may_have_applied=True,
+                    ) from error
+                raise
+            except TransientStoreError as error:
+                if not sent or error.write_may_have_applied:
+                    raise
+                raise TransientStoreError(
+                    f"write_history_many: {sent} of {len(requests)} executions were written "
+                    f"before this failure: {error}",
+                    write_may_have_applied=True,
+                ) from error
+            sent += len(batch)
 
     async def get_executions(
         self, job_name: str, *, limit: int = 20, skip: int = 0
