@@ -33,9 +33,8 @@ import cProfile
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -68,20 +67,12 @@ from dogs_core import (
     Workers,
     WorkerSettings,
 )
-from dogs_core.domain.records import (
-    BulkScheduleResult,
-    ClaimedJob,
-    ClaimRequest,
-    HistoryRecord,
-    JobRecord,
-    NameStatus,
-    NewJob,
-    ScheduleOutcome,
-)
-from dogs_core.ports import AsyncJobStore, StoreCapabilities
+from dogs_core.domain.records import ClaimedJob, ClaimRequest
+from dogs_core.ports import AsyncJobStore
 from dogs_core.runtime.threaded import ThreadedJobStore
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_testing import InMemoryJobStore
+from dogs_testing.wrapper import JobStoreWrapper
 
 __all__ = ["ScenarioResult", "TimedStore", "main"]
 
@@ -96,14 +87,14 @@ SCHEDULE_BATCH: Final = 1_000
 # -- the store wrapper -----------------------------------------------------------------------------
 
 
-class TimedStore:
-    """An :class:`~dogs_core.ports.AsyncJobStore` that times ``claim`` and counts completions.
+class TimedStore(JobStoreWrapper):
+    """A store wrapper that times ``claim`` and counts completions (single and batched).
 
     ``done`` is set when ``target`` records have been completed (deleted after success).
     """
 
     def __init__(self, inner: AsyncJobStore) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.claim_seconds: list[float] = []
         self.claim_hits = 0
         self.completed = 0
@@ -127,106 +118,18 @@ class TimedStore:
 
     async def complete(self, job_id: str, lock_id: str) -> bool:
         deleted = await self.inner.complete(job_id, lock_id)
-        if deleted:
-            self.completed += 1
-            if self.target is not None and self.completed >= self.target:
-                self.done.set()
+        self._count(int(deleted))
         return deleted
 
-    # -- plain delegation --------------------------------------------------------------------------
+    async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
+        verdicts = await self.inner.complete_many(claims)
+        self._count(sum(verdicts))
+        return verdicts
 
-    async def setup(self) -> None:
-        await self.inner.setup()
-
-    async def capabilities(self) -> StoreCapabilities:
-        return await self.inner.capabilities()
-
-    async def schedule(self, job: NewJob) -> ScheduleOutcome:
-        return await self.inner.schedule(job)
-
-    async def schedule_many(self, jobs: Sequence[NewJob]) -> BulkScheduleResult:
-        return await self.inner.schedule_many(jobs)
-
-    async def ensure_recurrent(
-        self, job_name: str, *, priority: int, partition: int, now: datetime
-    ) -> None:
-        await self.inner.ensure_recurrent(job_name, priority=priority, partition=partition, now=now)
-
-    async def extend_lock(self, job_id: str, lock_id: str, locked_until: datetime) -> bool:
-        return await self.inner.extend_lock(job_id, lock_id, locked_until)
-
-    async def reschedule(
-        self,
-        job_id: str,
-        lock_id: str,
-        *,
-        next_run_at: datetime,
-        priority: int | None,
-        reset_tries: bool,
-    ) -> bool:
-        return await self.inner.reschedule(
-            job_id, lock_id, next_run_at=next_run_at, priority=priority, reset_tries=reset_tries
-        )
-
-    async def mark_max_tries_reached(
-        self, job_id: str, lock_id: str, *, now: datetime, expires_at: datetime | None
-    ) -> bool:
-        return await self.inner.mark_max_tries_reached(
-            job_id, lock_id, now=now, expires_at=expires_at
-        )
-
-    async def demote_stale(self, job_id: str, lock_id: str) -> bool:
-        return await self.inner.demote_stale(job_id, lock_id)
-
-    async def release_lock(self, job_id: str, lock_id: str, *, now: datetime) -> bool:
-        return await self.inner.release_lock(job_id, lock_id, now=now)
-
-    async def probe(
-        self, *, hint: str, job_names: Sequence[str], partition: int, now: datetime
-    ) -> float:
-        return await self.inner.probe(hint=hint, job_names=job_names, partition=partition, now=now)
-
-    async def reconcile_partitions(
-        self,
-        *,
-        job_names: Sequence[str],
-        n_partitions: int,
-        now: datetime,
-        limit: int,
-        choose_partition: Callable[[], int],
-    ) -> int:
-        return await self.inner.reconcile_partitions(
-            job_names=job_names,
-            n_partitions=n_partitions,
-            now=now,
-            limit=limit,
-            choose_partition=choose_partition,
-        )
-
-    async def backfill_retention(self, *, retention: timedelta | None, now: datetime) -> int:
-        return await self.inner.backfill_retention(retention=retention, now=now)
-
-    async def unlock_all(self) -> int:
-        return await self.inner.unlock_all()
-
-    async def write_history(self, record: HistoryRecord) -> None:
-        await self.inner.write_history(record)
-
-    async def get_executions(
-        self, job_name: str, *, limit: int = 20, skip: int = 0
-    ) -> list[HistoryRecord]:
-        return await self.inner.get_executions(job_name, limit=limit, skip=skip)
-
-    async def get_job(self, job_id: str) -> JobRecord | None:
-        return await self.inner.get_job(job_id)
-
-    async def find_jobs(
-        self, *, job_name: str | None = None, limit: int | None = None
-    ) -> list[JobRecord]:
-        return await self.inner.find_jobs(job_name=job_name, limit=limit)
-
-    async def status_counts(self, *, now: datetime) -> list[NameStatus]:
-        return await self.inner.status_counts(now=now)
+    def _count(self, completed: int) -> None:
+        self.completed += completed
+        if self.target is not None and self.completed >= self.target:
+            self.done.set()
 
     async def close(self) -> None:
         await self.inner.close()

@@ -79,7 +79,7 @@ def test_long_job_heartbeat(capsys: pytest.CaptureFixture[str]) -> None:
     long_job_heartbeat.main([])
     out = output_of(capsys)
     assert "30 minutes of virtual time" in out
-    assert "reindex: success after 10.0 min; lock renewals: 29" in out
+    assert "reindex: success after 10.1 min; lock renewals: 30" in out
     assert "export: success after 8.3 min; lock renewals: 10" in out
     assert "fragile: stale after 1.0 min, stale after 1.0 min; lock renewals: 0" in out
     assert "fragile is kept as maxTriesReached after 3 tries" in out
@@ -89,9 +89,10 @@ def test_custom_adapter(capsys: pytest.CaptureFixture[str]) -> None:
     custom_adapter.main([])
     out = output_of(capsys)
     assert "20 thumbnails made through MetricsJobStore" in out
-    complete = re.search(r"^complete\s+(\d+)\s+0\s", out, re.MULTILINE)
+    # Completions of concurrent executions are written in batches: 1 to 20 calls for 20 jobs.
+    complete = re.search(r"^complete_many\s+(\d+)\s+0\s", out, re.MULTILINE)
     assert complete is not None
-    assert int(complete.group(1)) == 20
+    assert 1 <= int(complete.group(1)) <= 20
     assert re.search(r"^claim\s+\d+\s+0\s", out, re.MULTILINE)
 
 

@@ -17,7 +17,6 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.abc
 
 from dogs_core.domain.definitions import (
     Discard,
@@ -52,7 +51,7 @@ __all__ = ["Execution", "JobTimeoutError"]
 
 logger = logging.getLogger("dogs.execution")
 
-_HISTORY_WRITE_TIMEOUT = 30.0
+_SHUTDOWN_RELEASE_TIMEOUT = 30.0
 
 
 class JobTimeoutError(DogsError, TimeoutError):
@@ -98,7 +97,7 @@ class Execution:
         self._handler_scope: anyio.CancelScope | None = None
         self._callback_scopes: set[anyio.CancelScope] = set()
         self._keeper: LockKeeper | None = None
-        self._tasks: anyio.abc.TaskGroup | None = None
+        self._open_tasks = 1  # run() itself, plus what _spawn started and has not ended
         self._started_at: datetime | None = None
         # Loop time at which the stored lockedUntil was computed (the claim request, then the
         # lock-time write): the watchdog counts the lock from there, so store latency eats into
@@ -137,9 +136,7 @@ class Execution:
     async def run(self) -> None:
         token = set_current(self.context)
         try:
-            async with anyio.create_task_group() as tasks:
-                self._tasks = tasks
-                await self._lifecycle()
+            await self._lifecycle()
         except Exception:
             logger.exception(
                 "unexpected error running %s (%s); its lock will expire and it will be retried",
@@ -149,6 +146,28 @@ class Execution:
         finally:
             del token
             self.workers.release_capacity(self, stale=self._stale)
+            self._task_ended()
+
+    def _spawn(self, func: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """Start a task that belongs to this execution (a renewal write, the heartbeat, the
+        stale handling); the execution is forgotten only once all of them have ended."""
+        self._open_tasks += 1
+
+        async def task() -> None:
+            try:
+                await func(*args)
+            except Exception:
+                logger.exception(
+                    "unexpected error in a task of %s (%s)", self.job.job_name, self.job.job_id
+                )
+            finally:
+                self._task_ended()
+
+        self.workers.spawn_for_execution(task)
+
+    def _task_ended(self) -> None:
+        self._open_tasks -= 1
+        if self._open_tasks == 0:
             self.workers.forget(self)
 
     async def _lifecycle(self) -> None:
@@ -177,14 +196,14 @@ class Execution:
                 )
                 return
             self._lock_from = requested_at
-        assert self._tasks is not None
         keeper = LockKeeper(
             job=job,
             store=self.workers.store,
             clock=self.workers.clock,
             lock_time=lock_time,
             locked_at=self._lock_from,
-            task_group=self._tasks,
+            deadlines=self.workers.deadlines,
+            spawn=self._spawn,
             on_stale=self._on_stale,
         )
         self._keeper = keeper
@@ -194,13 +213,14 @@ class Execution:
             keeper.finish()
             return
         heartbeat = definition.heartbeat_interval(lock_time)
-        heartbeat_scope = anyio.CancelScope()
+        heartbeat_scope: anyio.CancelScope | None = None
         if heartbeat is not None:
-            self._tasks.start_soon(self._heartbeat, heartbeat, lock_time, heartbeat_scope)
+            heartbeat_scope = anyio.CancelScope()
+            self._spawn(self._heartbeat, heartbeat, lock_time, heartbeat_scope)
 
         self._started_at = self.workers.clock.now()
         outcome = await self._invoke()
-        if heartbeat is not None:
+        if heartbeat_scope is not None:
             heartbeat_scope.cancel()
         keeper.finish()
         self._finished = True
@@ -418,7 +438,7 @@ class Execution:
     async def _release_for_shutdown(self) -> None:
         job = self.job
         now = self.workers.clock.now()
-        with anyio.CancelScope(shield=True), anyio.move_on_after(_HISTORY_WRITE_TIMEOUT):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_SHUTDOWN_RELEASE_TIMEOUT):
             released = await self._fenced(
                 "release lock at shutdown",
                 lambda: self.workers.store.release_lock(job.job_id, job.lock_id, now=now),
@@ -441,8 +461,7 @@ class Execution:
             self.cancel_requested = True
             if self._handler_scope is not None and not self._finished:
                 self._handler_scope.cancel()
-        assert self._tasks is not None
-        self._tasks.start_soon(self._handle_stale, reason)
+        self._spawn(self._handle_stale, reason)
 
     def _lost_after_run(self) -> None:
         """A post-run fenced write matched nothing: someone else owns the job now."""
@@ -473,7 +492,9 @@ class Execution:
         finally:
             # Free the slot only after the demotion, so the retry queues behind other work.
             self.workers.release_capacity(self, stale=True)
-        await self._write_history(HistoryStatus.STALE, ended_at)
+        # Shielded: a stale execution's tasks are cancelled when the workers stop.
+        with anyio.CancelScope(shield=True):
+            await self._write_history(HistoryStatus.STALE, ended_at)
 
     async def _run_on_stale(self) -> None:
         on_stale = self.definition.on_stale
@@ -525,8 +546,11 @@ class Execution:
         async def gone() -> bool:
             return await store.get_job(job.job_id) is None
 
+        # Coalesced with other executions' completions into one store call; its verdict is
+        # "the record is gone", which also settles an attempt whose reply was lost.
+        completions = self.workers.completions
         return await self._fenced(
-            "complete", lambda: store.complete(job.job_id, job.lock_id), verify=gone
+            "complete", lambda: completions.submit((job.job_id, job.lock_id)), verify=gone
         )
 
     async def _reschedule(
@@ -611,14 +635,13 @@ class Execution:
             error_message=error_message,
             unique_identifier=job.unique_identifier,
         )
-        with anyio.CancelScope(shield=True), anyio.move_on_after(_HISTORY_WRITE_TIMEOUT):
-            try:
-                await retry_transient(
-                    lambda: self.workers.store.write_history(record),
-                    what=f"history of {job.job_name}",
-                )
-            except Exception:
-                logger.exception("could not write history for %s", job.execution_id)
+        # Coalesced with other executions' rows. The batch writer is not cancelled with this
+        # execution, so a row once queued is written even if the wait below is cut short.
+        history = self.workers.history
+        try:
+            await retry_transient(lambda: history.submit(record), what=f"history of {job.job_name}")
+        except Exception:
+            logger.exception("could not write history for %s", job.execution_id)
 
 
 def _schedule_of(definition: JobDefinition) -> Any:

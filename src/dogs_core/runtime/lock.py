@@ -12,7 +12,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import anyio
-import anyio.abc
 
 from dogs_core.domain.renewal import (
     Accepted,
@@ -31,6 +30,10 @@ from dogs_core.domain.renewal import (
 if TYPE_CHECKING:
     from dogs_core.domain.records import ClaimedJob
     from dogs_core.ports import AsyncJobStore, Clock
+    from dogs_core.runtime.deadlines import Deadline, Deadlines
+
+Spawn = Callable[..., None]
+"""Starts ``func(*args)`` as a task tied to the execution: ``spawn(func, *args)``."""
 
 __all__ = ["LockKeeper"]
 
@@ -51,7 +54,8 @@ class _Ticket:
 class LockKeeper:
     """Renews one execution's lock and watches its deadline.
 
-    All tasks it starts (writes, the watchdog) live in ``task_group``, the execution's own.
+    Renewal writes run as tasks started by ``spawn`` (the execution's); the watchdog is an
+    entry in the workers' shared ``deadlines`` heap, not a task of its own.
     """
 
     def __init__(
@@ -61,7 +65,8 @@ class LockKeeper:
         store: AsyncJobStore,
         clock: Clock,
         lock_time: timedelta,
-        task_group: anyio.abc.TaskGroup,
+        deadlines: Deadlines,
+        spawn: Spawn,
         on_stale: Callable[[StaleReason], None],
         locked_at: float | None = None,
     ) -> None:
@@ -70,13 +75,14 @@ class LockKeeper:
         self._job = job
         self._store = store
         self._clock = clock
-        self._task_group = task_group
+        self._deadlines = deadlines
+        self._spawn = spawn
         self._on_stale = on_stale
         self._machine = RenewalMachine(
             now=anyio.current_time() if locked_at is None else locked_at,
             lock_time=lock_time.total_seconds(),
         )
-        self._watchdog_scope: anyio.CancelScope | None = None
+        self._watchdog_entry: Deadline | None = None
         self._watchdog_generation: int | None = None
         self._tickets: dict[int, _Ticket] = {}
         self._write_timeout = max(lock_time.total_seconds(), 1.0)
@@ -134,10 +140,7 @@ class LockKeeper:
         watchdog = self._machine.watchdog
         if watchdog is None or now < watchdog.deadline:
             return
-        if self._watchdog_scope is not None:
-            self._watchdog_scope.cancel()
-        self._watchdog_scope = None
-        self._watchdog_generation = None
+        self._disarm()
         self._perform(self._machine.watchdog_fired(watchdog.generation, now))
 
     # -- performing commands ------------------------------------------------------------------
@@ -145,14 +148,12 @@ class LockKeeper:
     def _perform(self, commands: tuple[Command, ...]) -> None:
         for command in commands:
             if isinstance(command, StartWrite):
-                self._task_group.start_soon(self._write, command)
+                self._spawn(self._write, command)
             elif isinstance(command, ArmWatchdog):
                 self._arm(command)
             elif isinstance(command, CancelWatchdog):
-                if self._watchdog_generation == command.generation and self._watchdog_scope:
-                    self._watchdog_scope.cancel()
-                    self._watchdog_scope = None
-                    self._watchdog_generation = None
+                if self._watchdog_generation == command.generation:
+                    self._disarm()
             elif isinstance(command, ReportStale):
                 self._on_stale(command.reason)
             elif isinstance(command, ResolveWaiters):
@@ -170,25 +171,27 @@ class LockKeeper:
                     ticket.done.set()
 
     def _arm(self, command: ArmWatchdog) -> None:
-        # Sleep until the absolute deadline rather than for ``command.delay``: the initial
-        # watchdog's delay is counted from ``locked_at``, which may be in the past, and the task
-        # may start late (a stalled loop); neither may push the watchdog past the lock.
-        deadline = command.deadline
-        scope = anyio.CancelScope()
-        self._watchdog_scope = scope
-        self._watchdog_generation = command.generation
+        # Armed at the absolute deadline rather than ``command.delay`` from now: the initial
+        # watchdog's delay is counted from ``locked_at``, which may be in the past, and the
+        # timer task may run late (a stalled loop); neither may push it past the lock.
+        self._disarm()
+        generation = command.generation
 
-        async def watchdog() -> None:
-            with scope:
-                await anyio.sleep_until(deadline)
-                if self._watchdog_generation == command.generation:
-                    self._watchdog_scope = None
-                    self._watchdog_generation = None
-                self._perform(
-                    self._machine.watchdog_fired(command.generation, anyio.current_time())
-                )
+        def fired(now: float) -> None:
+            if self._watchdog_generation == generation:
+                self._watchdog_entry = None
+                self._watchdog_generation = None
+            self._perform(self._machine.watchdog_fired(generation, now))
 
-        self._task_group.start_soon(watchdog)
+        self._watchdog_entry = self._deadlines.arm(command.deadline, fired)
+        self._watchdog_generation = generation
+
+    def _disarm(self) -> None:
+        entry = self._watchdog_entry
+        if entry is not None:
+            self._deadlines.cancel(entry)
+        self._watchdog_entry = None
+        self._watchdog_generation = None
 
     async def _write(self, command: StartWrite) -> None:
         locked_until = self._clock.now() + timedelta(seconds=command.extra)

@@ -32,13 +32,15 @@ from dogs_core.domain.definitions import EventJobDefinition, JobDefinition
 from dogs_core.domain.hints import DecisionReason, Hint, HintSelector, claim_hint
 from dogs_core.domain.partitions import PartitionRotation, assign_partition
 from dogs_core.domain.reconcile import BATCH_SIZE, next_reconcile_delay
-from dogs_core.domain.records import ClaimedJob, ClaimRequest, JobType
+from dogs_core.domain.records import ClaimedJob, ClaimRequest, HistoryRecord, JobType
 from dogs_core.domain.schedules import parse_duration
 from dogs_core.errors import InvalidOptionError, WorkersStateError
 from dogs_core.ids import new_execution_id
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock, StoreCapabilities
+from dogs_core.runtime.batching import GroupCommit
 from dogs_core.runtime.clock import SystemClock
+from dogs_core.runtime.deadlines import Deadlines
 from dogs_core.runtime.execution import Execution
 from dogs_core.runtime.retry import retry_transient
 from dogs_core.runtime.settings import DurationLike, WorkerSettings
@@ -47,6 +49,9 @@ from dogs_core.runtime.signal import Signal
 __all__ = ["Workers"]
 
 logger = logging.getLogger("dogs.workers")
+
+_MAX_BATCH = 500  # items per batched completion or history write
+_HISTORY_WRITE_TIMEOUT = 30.0  # seconds; a batch of history rows that takes longer is dropped
 
 
 class Workers:
@@ -99,8 +104,22 @@ class Workers:
         self._rotation = PartitionRotation(self.settings.n_partitions, self.rng)
         self._hints = HintSelector()
         self._thread_limiter = anyio.CapacityLimiter(self.settings.workers_count)
+        # Shared by every execution: one timer task for all lock watchdogs, and the completions
+        # and history rows of concurrent executions written in batches (group commit).
+        self.deadlines = Deadlines()
+        self.completions: GroupCommit[tuple[str, str], bool] = GroupCommit(
+            store.complete_many, what="complete", max_batch=_MAX_BATCH
+        )
+        self.history: GroupCommit[HistoryRecord, None] = GroupCommit(
+            self._write_history_batch,
+            what="history",
+            max_batch=_MAX_BATCH,
+            timeout=_HISTORY_WRITE_TIMEOUT,
+        )
         self._active: dict[str, Execution] = {}
         self._zombies: dict[str, Execution] = {}
+        self._finishing: set[str] = set()  # released their slot, still writing history
+        self._forgotten = Signal()
         self._capacity = Signal()
         self._wake = Signal()
         self._idle_until: float | None = None
@@ -232,6 +251,11 @@ class Workers:
     async def _run_shielded(self, task_status: anyio.abc.TaskStatus[None]) -> None:
         async with anyio.create_task_group() as background:
             self._task_group = background
+            # Cancelled only after every execution has ended (below), so no execution waits on
+            # a batch or a watchdog that is no longer served.
+            background.start_soon(self.deadlines.run, name="dogs lock watchdogs")
+            background.start_soon(self.completions.run, name="dogs completion writer")
+            background.start_soon(self.history.run, name="dogs history writer")
             task_status.started()
             with anyio.CancelScope() as startup:
                 self._startup_scope = startup
@@ -381,6 +405,8 @@ class Workers:
         self._ledger.release(name)
         if stale:
             self._zombies[execution.job.execution_id] = execution
+        else:
+            self._finishing.add(execution.job.execution_id)
         if self._ledger.caps.get(name) is not None:
             # A capped name may have been left out of the sweep that put the lanes to sleep:
             # it is claimable again, so look now instead of after the poll interval.
@@ -390,10 +416,24 @@ class Workers:
     def forget(self, execution: Execution) -> None:
         """An execution's task ended (after it finished, or a stale one finally settled)."""
         self._zombies.pop(execution.job.execution_id, None)
+        self._finishing.discard(execution.job.execution_id)
+        self._forgotten.notify()
 
     @property
     def thread_limiter(self) -> anyio.CapacityLimiter:
         return self._thread_limiter
+
+    def spawn_for_execution(self, func: Any) -> None:
+        """Start a task of an execution (it ends before the workers stop, or is cancelled with
+        the executions left over after the drain)."""
+        group = self._executions_group
+        if group is None:
+            raise WorkersStateError("workers are not running")
+        group.start_soon(func)
+
+    async def _write_history_batch(self, records: list[HistoryRecord]) -> list[None]:
+        await self.store.write_history_many(records)
+        return [None] * len(records)
 
     def spawn(self, func: Any, *args: Any, name: str | None = None) -> None:
         """Run a fire-and-forget background task tied to the workers' lifetime."""

@@ -1,0 +1,123 @@
+"""Group commit: many executions' writes of one kind coalesced into one store call.
+
+A busy worker finishes jobs faster than one round trip per job allows. Each execution submits
+its write and awaits its own result; one task sends what has queued as one batch. While a batch
+is in flight, new items queue for the next, so an idle worker pays no added latency (a lone
+item goes out at once) and a busy one sends fewer, larger batches as the load grows.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
+
+import anyio
+
+from dogs_core.errors import DogsError
+from dogs_core.runtime.signal import Signal
+
+__all__ = ["GroupCommit"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+logger = logging.getLogger("dogs.workers")
+
+
+class _Batch(Generic[T, R]):
+    __slots__ = ("done", "error", "items", "results")
+
+    def __init__(self) -> None:
+        self.items: list[T] = []
+        self.results: Sequence[R] = ()
+        self.error: BaseException | None = None
+        self.done = anyio.Event()
+
+
+class GroupCommit(Generic[T, R]):
+    """Coalesces concurrent :meth:`submit` calls into calls of ``write(items) -> results``.
+
+    ``write`` returns one result per item, in order. When it raises, every item of that batch
+    gets the exception, so each submitter keeps its own retry policy. Serve the batches with
+    :meth:`run`, in a task that outlives every submitter.
+    """
+
+    def __init__(
+        self,
+        write: Callable[[list[T]], Awaitable[Sequence[R]]],
+        *,
+        what: str,
+        max_batch: int = 500,
+        timeout: float = math.inf,
+    ) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch={max_batch!r}: must be at least 1")
+        self._write = write
+        self._what = what
+        self._max_batch = max_batch
+        self._timeout = timeout
+        self._open: _Batch[T, R] = _Batch()
+        self._sealed: deque[_Batch[T, R]] = deque()  # full batches waiting, oldest first
+        self._queued = Signal()
+        self.batches_sent = 0
+        self.items_sent = 0
+
+    async def submit(self, item: T) -> R:
+        """Queue ``item`` for the next batch and return its result once that batch is written.
+
+        A cancelled submitter's item is still written; only the wait is cut short.
+        """
+        batch = self._open
+        if len(batch.items) >= self._max_batch:
+            # The open batch is full: start another; the writer takes them in order.
+            batch = self._seal_and_open()
+        index = len(batch.items)
+        batch.items.append(item)
+        if index == 0:
+            self._queued.notify()
+        await batch.done.wait()
+        if batch.error is not None:
+            raise batch.error
+        return batch.results[index]
+
+    def _seal_and_open(self) -> _Batch[T, R]:
+        self._sealed.append(self._open)
+        self._open = _Batch()
+        return self._open
+
+    async def run(self) -> None:
+        """Write batches as items queue; runs until cancelled."""
+        while True:
+            sealed = self._sealed
+            if sealed:
+                batch = sealed.popleft()
+            elif self._open.items:
+                batch, self._open = self._open, _Batch()
+            else:
+                await self._queued.wait()
+                continue
+            await self._send(batch)
+
+    async def _send(self, batch: _Batch[T, R]) -> None:
+        try:
+            with anyio.fail_after(self._timeout):
+                results = await self._write(batch.items)
+            if len(results) != len(batch.items):
+                raise RuntimeError(
+                    f"{self._what}: the store returned {len(results)} result(s) "
+                    f"for {len(batch.items)} item(s)"
+                )
+            batch.results = results
+        except Exception as error:
+            batch.error = error
+        finally:
+            if batch.error is None and len(batch.results) != len(batch.items):
+                # Cancelled mid-write (the workers are stopping): the outcome is unknown.
+                batch.error = DogsError(f"{self._what}: the writer stopped during the write")
+            # Set even when cancelled: no submitter waits forever.
+            self.batches_sent += 1
+            self.items_sent += len(batch.items)
+            batch.done.set()
