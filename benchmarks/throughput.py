@@ -88,7 +88,7 @@ SCHEDULE_BATCH: Final = 1_000
 
 
 class TimedStore(JobStoreWrapper):
-    """A store wrapper that times ``claim`` and counts completions (single and batched).
+    """A store wrapper that times claim calls (single and batched) and counts completions.
 
     ``done`` is set when ``target`` records have been completed (deleted after success).
     """
@@ -115,6 +115,13 @@ class TimedStore(JobStoreWrapper):
         if job is not None:
             self.claim_hits += 1
         return job
+
+    async def claim_many(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]:
+        began = time.perf_counter()
+        jobs = await self.inner.claim_many(requests)
+        self.claim_seconds.append(time.perf_counter() - began)
+        self.claim_hits += len(jobs)
+        return jobs
 
     async def complete(self, job_id: str, lock_id: str) -> bool:
         deleted = await self.inner.complete(job_id, lock_id)
@@ -197,6 +204,7 @@ class Options:
     claim_concurrency: int | None
     poll_interval: float
     lag_samples: int
+    claim_batch_size: int | None
     history: bool
     profile_dir: Path | None
     write_concern: str = "default"
@@ -217,6 +225,7 @@ class ScenarioResult:
     n_partitions: int
     claim_concurrency: int
     poll_interval: float
+    claim_batch_size: int = 1
     status: str = "ok"
     schedule_seconds: float | None = None
     seconds: float | None = None
@@ -300,6 +309,8 @@ async def run_scenario(
     }
     if options.claim_concurrency is not None:
         worker_options["claim_concurrency"] = options.claim_concurrency
+    if options.claim_batch_size is not None:
+        worker_options["claim_batch_size"] = options.claim_batch_size
     settings = WorkerSettings(**worker_options)
     result = ScenarioResult(
         store=store_kind,
@@ -309,6 +320,7 @@ async def run_scenario(
         n_partitions=options.n_partitions,
         claim_concurrency=settings.claim_concurrency,
         poll_interval=options.poll_interval,
+        claim_batch_size=settings.claim_batch_size,
     )
     database = f"dogs_bench_throughput_{uuid.uuid4().hex[:12]}"
     task = progress.add_task(f"{store_kind:<10} {handler:<5}", total=jobs_count)
@@ -441,7 +453,7 @@ HEADERS: Final = (
     "Jobs/s",
     "Claim p50 (ms)",
     "Claim p99 (ms)",
-    "Claims (hits)",
+    "Claim calls (jobs)",
     "CPU s: client / mongod",
     "Pickup lag p50 / max (ms)",
     "Lag with wake() p50 (ms)",
@@ -510,6 +522,7 @@ def markdown_report(
             f"One `Workers` instance: workers_count={settings.workers_count}, "
             f"n_partitions={settings.n_partitions}, "
             f"claim_concurrency={settings.claim_concurrency}, "
+            f"claim_batch_size={settings.claim_batch_size}, "
             f"poll_interval={settings.poll_interval:g} s, "
             f"history {'on' if options.history else 'off'}, "
             f"write concern {options.write_concern}. No-op handlers."
@@ -549,6 +562,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--claim-concurrency", type=int, default=None, help="default: the runtime's"
     )
+    parser.add_argument("--claim-batch-size", type=int, default=None, help="default: the runtime's")
     parser.add_argument("--poll-interval", type=float, default=None, help="seconds (1.0)")
     parser.add_argument("--lag-samples", type=int, default=None, help="pickup-lag samples (5)")
     parser.add_argument(
@@ -627,6 +641,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         workers_count=args.workers_count,
         n_partitions=args.n_partitions,
         claim_concurrency=args.claim_concurrency,
+        claim_batch_size=args.claim_batch_size,
         poll_interval=args.poll_interval,
         lag_samples=args.lag_samples,
         history=not args.no_history,
@@ -648,7 +663,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if first is not None:
         title += (
             f": workers_count={first.workers_count}, n_partitions={first.n_partitions}, "
-            f"claim_concurrency={first.claim_concurrency}, poll_interval={first.poll_interval:g} s"
+            f"claim_concurrency={first.claim_concurrency}, "
+            f"claim_batch_size={first.claim_batch_size}, poll_interval={first.poll_interval:g} s"
         )
     if args.repeat > 1:
         title += f", best of {args.repeat} runs"

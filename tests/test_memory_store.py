@@ -310,6 +310,13 @@ operations = st.lists(
             st.integers(1, 3),
         ),
         st.tuples(
+            st.just("claim_many"),
+            st.frozensets(st.sampled_from(NAMES), min_size=1),
+            st.sampled_from([0, 1]),
+            st.integers(-3, 3),
+            st.integers(1, 6),
+        ),
+        st.tuples(
             st.just("reschedule"),
             st.integers(0, 50),
             st.integers(-3, 3),
@@ -329,9 +336,10 @@ def constant(value: int) -> Callable[[], int]:
     return lambda: value
 
 
-def brute_force_claim(
-    store: SyncInMemoryJobStore, order: dict[str, int], req: ClaimRequest
-) -> str | None:
+def brute_force_claims(
+    store: SyncInMemoryJobStore, order: dict[str, int], req: ClaimRequest, count: int = 1
+) -> list[str]:
+    """The ids the next ``count`` claims of ``req`` take."""
     names = set(req.job_names)
     candidates = [
         r
@@ -339,7 +347,14 @@ def brute_force_claim(
         if r.partition == req.partition and r.is_eligible(names, req.now)
     ]
     candidates.sort(key=lambda r: (-r.priority, r.next_run_at, order[r.id]))
-    return candidates[0].id if candidates else None
+    return [r.id for r in candidates[:count]]
+
+
+def brute_force_claim(
+    store: SyncInMemoryJobStore, order: dict[str, int], req: ClaimRequest
+) -> str | None:
+    ids = brute_force_claims(store, order, req)
+    return ids[0] if ids else None
 
 
 def index_entries(store: SyncInMemoryJobStore) -> Iterator[tuple[int, str, str]]:
@@ -400,6 +415,16 @@ def test_claims_match_a_brute_force_selector(
             expected = brute_force_claim(store, order, req)
             claimed = store.claim(req)
             assert (claimed.job_id if claimed else None) == expected
+        elif kind == "claim_many":
+            _, names, partition, now_offset, count = op
+            req = request(*sorted(names), partition=partition, now=T0 + now_offset * S)
+            requests = [dataclasses.replace(req, lock_id=new_execution_id()) for _ in range(count)]
+            expected_ids = brute_force_claims(store, order, req, count)
+            claimed_jobs = store.claim_many(requests)
+            assert [job.job_id for job in claimed_jobs] == expected_ids
+            assert [job.lock_id for job in claimed_jobs] == [
+                r.lock_id for r in requests[: len(expected_ids)]
+            ]
         elif kind == "reschedule" and target is not None:
             _, _, offset, priority, reset = op
             store.reschedule(
@@ -432,3 +457,61 @@ def test_claims_match_a_brute_force_selector(
             for record in store.find_jobs():
                 order.setdefault(record.id, len(order))
         check_index(store)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    specs=st.lists(record_specs, max_size=25),
+    names=st.frozensets(st.sampled_from(NAMES), min_size=1),
+    partition=st.sampled_from([0, 1]),
+    now_offset=st.integers(-3, 3),
+    count=st.integers(1, 8),
+)
+def test_claim_many_is_claims_in_a_row(
+    specs: list[tuple[str, JobType, int, int, int | None, bool, int | None]],
+    names: frozenset[str],
+    partition: int,
+    now_offset: int,
+    count: int,
+) -> None:
+    """One ``claim_many`` returns, and leaves, exactly what ``count`` claims in a row do."""
+    batch, one_by_one = SyncInMemoryJobStore(), SyncInMemoryJobStore()
+    recurrent_names: set[str] = set()
+    for name, job_type, priority, offset, record_partition, terminal, lock_offset in specs:
+        if job_type is JobType.RECURRENT:
+            if name in recurrent_names:
+                job_type = JobType.EVENT
+            recurrent_names.add(name)
+        record = JobRecord(
+            id=new_record_id(),
+            job_name=name,
+            type=job_type,
+            priority=priority,
+            next_run_at=T0 + offset * S,
+            partition=record_partition,
+            params={"n": offset},
+            status=JobStatus.MAX_TRIES_REACHED if terminal else None,
+            locked_until=None if lock_offset is None else T0 + lock_offset * S,
+            lock_id=None if lock_offset is None else new_execution_id(),
+            tries=None if lock_offset is None else 2,
+        )
+        batch.insert_record(record)
+        one_by_one.insert_record(record)
+    req = request(*sorted(names), partition=partition, now=T0 + now_offset * S)
+    requests = [dataclasses.replace(req, lock_id=new_execution_id()) for _ in range(count)]
+    claimed = batch.claim_many(requests)
+    in_a_row = [one_by_one.claim(r) for r in requests]
+    assert claimed == [job for job in in_a_row if job is not None]
+    assert in_a_row[len(claimed) :] == [None] * (count - len(claimed))
+    assert batch.find_jobs() == one_by_one.find_jobs()
+    check_index(batch)
+
+
+def test_claim_many_hands_out_copies_of_params() -> None:
+    store = SyncInMemoryJobStore()
+    store.schedule(new_job(params={"list": [1]}))
+    [claimed] = store.claim_many([request()])
+    assert claimed.params is not None
+    claimed.params["list"].append(2)
+    [record] = store.find_jobs()
+    assert record.params == {"list": [1]}

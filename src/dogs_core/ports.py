@@ -101,6 +101,19 @@ class AsyncJobStore(Protocol):
         when nothing is eligible (or the claim was ambiguous and has been dropped)."""
         ...
 
+    async def claim_many(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]:
+        """Claim up to ``len(requests)`` jobs in one go: the best eligible records of the
+        requests' partition, in claim order (priority desc, ``next_run_at`` asc), each locked
+        under the lock id of a distinct request (a claimed job's ``execution_id``/``lock_id`` is
+        that request's ``lock_id``). Returns the claimed jobs best first; fewer than asked (or
+        ``[]``) when fewer were eligible or other claimers took some. The requests must agree on
+        everything but ``lock_id`` (``job_names``, ``partition``, ``hint``, ``now``,
+        ``locked_until``) and their lock ids must be distinct: otherwise ``ValueError`` and
+        nothing is written. Empty input (or empty ``job_names``) returns ``[]``. Each claimed job
+        is exactly what :meth:`claim` would have returned for it (``tries`` incremented,
+        ``was_stale``, etc.)."""
+        ...
+
     async def extend_lock(self, job_id: str, lock_id: str, locked_until: datetime) -> bool:
         """Fenced: set ``locked_until``."""
         ...
@@ -237,6 +250,8 @@ class JobStore(Protocol):
     ) -> None: ...
 
     def claim(self, request: ClaimRequest) -> ClaimedJob | None: ...
+
+    def claim_many(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]: ...
 
     def extend_lock(self, job_id: str, lock_id: str, locked_until: datetime) -> bool: ...
 

@@ -67,6 +67,7 @@ Configuration
     Worker options
         ``workers_count``, ``poll_interval``, ``default_lock_time``, ``max_tries``,
         ``max_tries_reached_retention``, ``on_max_tries_reached``, ``claim_concurrency``,
+        ``claim_batch_size``,
         ``probe_interval``, ``probe_enabled``, ``reconcile_enabled``: defaults of
         :class:`~dogs_core.runtime.settings.WorkerSettings` for ``workers(...)`` and
         ``blocking_workers(...)``, whose keyword arguments override them per call.

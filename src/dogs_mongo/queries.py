@@ -35,6 +35,8 @@ from dogs_core.domain.records import (
 )
 
 __all__ = [
+    "CLAIM_CANDIDATE_PROJECTION",
+    "CLAIM_MANY_UPDATE_HINT",
     "CLAIM_SORT",
     "DEFAULT_HISTORY_COLLECTION",
     "DEFAULT_RECORDS_COLLECTION",
@@ -48,16 +50,21 @@ __all__ = [
     "PROBE_MAX_TIME_MS",
     "RECONCILE_PROJECTION",
     "RECORD_INDEXES",
+    "CandidateQuery",
     "ClaimCommand",
     "IndexSpec",
     "backfill_retention_filter",
     "backfill_retention_update",
     "batches",
+    "checked_claim_requests",
     "checked_claims",
+    "claim_candidates_query",
     "claim_from_before_image",
     "claim_from_read_back",
+    "claim_many_updates",
     "claim_update",
     "claim_update_pipeline",
+    "claims_from_read_back",
     "complete_filter",
     "complete_many_filter",
     "demote_stale_update",
@@ -79,6 +86,7 @@ __all__ = [
     "history_update",
     "ids_filter",
     "lock_id_filter",
+    "lock_ids_filter",
     "mark_max_tries_filter",
     "mark_max_tries_update",
     "partition_needs_repair",
@@ -378,6 +386,113 @@ def claim_from_before_image(request: ClaimRequest, before: Mapping[str, Any]) ->
         last_run_at=to_millis(request.now),
         next_run_at=before.get("nextRunAt"),
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Batch claims (``claim_many``)
+# --------------------------------------------------------------------------------------------
+
+_CLAIM_BATCH_FIELDS: Final = ("job_names", "partition", "hint", "now", "locked_until")
+
+#: The projection of the candidate scan of ``claim_many``: ids only.
+CLAIM_CANDIDATE_PROJECTION: Final[Mapping[str, int]] = {"_id": 1}
+
+#: The index of each per-candidate update of ``claim_many``: its filter names one ``_id``, so
+#: the ``_id`` index finds the one document at once (never a scan of the partition's index).
+CLAIM_MANY_UPDATE_HINT: Final[Mapping[str, int]] = {"_id": 1}
+
+
+def checked_claim_requests(requests: Sequence[ClaimRequest]) -> list[ClaimRequest]:
+    """The requests of ``claim_many`` as a list. They must agree on everything but ``lock_id``
+    (``job_names``, ``partition``, ``hint``, ``now``, ``locked_until``) and carry distinct lock
+    ids: otherwise ``ValueError``, naming the field (before anything is sent)."""
+    checked = list(requests)
+    if not checked:
+        return checked
+    first = checked[0]
+    for index, request in enumerate(checked[1:], start=1):
+        for name in _CLAIM_BATCH_FIELDS:
+            if getattr(request, name) != getattr(first, name):
+                raise ValueError(
+                    f"requests: request {index} has {name}={getattr(request, name)!r} but "
+                    f"request 0 has {getattr(first, name)!r}; the requests of one claim_many "
+                    "must differ only in lock_id"
+                )
+    seen: set[str] = set()
+    for request in checked:
+        if request.lock_id in seen:
+            raise ValueError(
+                f"requests: lock_id {request.lock_id!r} is repeated; each request needs its "
+                "own lock id"
+            )
+        seen.add(request.lock_id)
+    return checked
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateQuery:
+    """The candidate scan of ``claim_many``: ``find(filter, projection).sort(sort).hint(hint)
+    .limit(limit)``, on the primary."""
+
+    filter: dict[str, Any]
+    projection: dict[str, int]
+    sort: list[tuple[str, int]]
+    hint: dict[str, int]
+    limit: int
+
+
+def claim_candidates_query(request: ClaimRequest, limit: int) -> CandidateQuery:
+    """The ids of the ``limit`` best eligible records of ``request``'s partition, in claim
+    order, through the request's hint (the same filter, sort and hint as a single claim)."""
+    if limit < 1:
+        raise ValueError(f"limit={limit!r}: must be at least 1")
+    return CandidateQuery(
+        filter=eligible_filter(request.job_names, request.partition, request.now),
+        projection=dict(CLAIM_CANDIDATE_PROJECTION),
+        sort=list(CLAIM_SORT.items()),
+        hint=hint_spec(request.hint),
+        limit=limit,
+    )
+
+
+def claim_many_updates(
+    candidate_ids: Sequence[Any], requests: Sequence[ClaimRequest]
+) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """The ``(filter, pipeline update)`` of each candidate, candidate ``i`` locked for
+    ``requests[i]`` (``len(candidate_ids) <= len(requests)``; the requests agree on everything
+    but their lock id). Each filter repeats the eligibility selector next to the ``_id``, so a
+    candidate another claimer took since the scan is simply not matched; the update is the
+    pipeline of the sorted claim (``tries`` +1, ``claimWasStale`` from the previous lock), which
+    every server since MongoDB 4.2 accepts."""
+    if len(candidate_ids) > len(requests):
+        raise ValueError(f"{len(candidate_ids)} candidates for {len(requests)} requests")
+    if not candidate_ids:
+        return []
+    first = requests[0]
+    eligible = eligible_filter(first.job_names, first.partition, first.now)
+    return [
+        ({**eligible, "_id": candidate_id}, claim_update_pipeline(request))
+        for candidate_id, request in zip(candidate_ids, requests, strict=False)
+    ]
+
+
+def lock_ids_filter(lock_ids: Sequence[str]) -> dict[str, Any]:
+    """The read-back of a batch claim, served by the sparse ``lockId`` index."""
+    return {"lockId": {"$in": list(lock_ids)}}
+
+
+def claims_from_read_back(
+    requests: Sequence[ClaimRequest], documents: Sequence[Mapping[str, Any]]
+) -> list[ClaimedJob]:
+    """The claimed jobs of a batch claim, from the documents read back by their lock ids: one
+    per request whose lock id a document carries, in the order of ``requests`` (the candidate
+    order). A request whose lock id no document carries claimed nothing."""
+    by_lock_id = {str(doc["lockId"]): doc for doc in documents if doc.get("lockId") is not None}
+    return [
+        claim_from_read_back(request, by_lock_id[request.lock_id])
+        for request in requests
+        if request.lock_id in by_lock_id
+    ]
 
 
 # --------------------------------------------------------------------------------------------

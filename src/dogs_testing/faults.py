@@ -70,6 +70,7 @@ WRITE_METHODS: Final = frozenset(
         "schedule_many",
         "ensure_recurrent",
         "claim",
+        "claim_many",
         "extend_lock",
         "complete",
         "complete_many",

@@ -28,11 +28,13 @@ its priority level (a ``bisect`` jumps to the next level), a due entry whose loc
 skipped one by one, and the first due unlocked entry is that name's candidate; the best candidate
 wins. So a claim costs ``O(k · (L · log n + S))`` for ``k`` requested names, ``L`` distinct
 priority levels before the candidate, and ``S`` due entries skipped because they are locked
-(the running executions of that name in that partition). Records of other names, partitions or
-terminal event records are never examined. Each write that moves a record in the order costs a
-``bisect`` plus a list insert or delete (``O(n)`` memmove, fast in practice). ``probe`` returns
-the number of entries such a claim examines. ``find_jobs``, ``status_counts``, ``unlock_all`` and
-``reconcile_partitions`` (over the given names) scan records; they are not on the hot path.
+(the running executions of that name in that partition). ``claim_many`` of ``N`` requests walks
+each name's list once, collecting up to ``N`` candidates, and merges them: about the cost of one
+claim plus ``N`` candidates per name. Records of other names, partitions or terminal event records
+are never examined. Each write that moves a record in the order costs a ``bisect`` plus a list
+insert or delete (``O(n)`` memmove, fast in practice). ``probe`` returns the number of entries such
+a claim examines. ``find_jobs``, ``status_counts``, ``unlock_all`` and ``reconcile_partitions``
+(over the given names) scan records; they are not on the hot path.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import heapq
+import itertools
 import threading
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -130,6 +133,36 @@ def _checked_claims(claims: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
             raise ValueError(f"claims: job id {job_id!r} is repeated; give each record once")
         seen.add(job_id)
     return pairs
+
+
+_CLAIM_BATCH_FIELDS = ("job_names", "partition", "hint", "now", "locked_until")
+
+
+def _checked_claim_requests(requests: Sequence[ClaimRequest]) -> list[ClaimRequest]:
+    """The requests of ``claim_many`` as a list; requests that differ in anything but their lock
+    id, or repeat a lock id, are refused (``ValueError``) before anything is written, as the
+    MongoDB adapter does."""
+    checked = list(requests)
+    if not checked:
+        return checked
+    first = checked[0]
+    for index, request in enumerate(checked[1:], start=1):
+        for name in _CLAIM_BATCH_FIELDS:
+            if getattr(request, name) != getattr(first, name):
+                raise ValueError(
+                    f"requests: request {index} has {name}={getattr(request, name)!r} but "
+                    f"request 0 has {getattr(first, name)!r}; the requests of one claim_many "
+                    "must differ only in lock_id"
+                )
+    seen: set[str] = set()
+    for request in checked:
+        if request.lock_id in seen:
+            raise ValueError(
+                f"requests: lock_id {request.lock_id!r} is repeated; each request needs its "
+                "own lock id"
+            )
+        seen.add(request.lock_id)
+    return checked
 
 
 class SyncInMemoryJobStore:
@@ -307,6 +340,71 @@ class SyncInMemoryJobStore:
                 i += 1
         return (None if best is None else best[3]), examined
 
+    def _walk_many(
+        self, partition: int, job_names: Sequence[str], now: datetime, limit: int
+    ) -> list[str]:
+        """The records ``limit`` claims in a row would take, best first. A claim changes no
+        key of the order and only makes its record ineligible, so these are the ``limit``
+        smallest eligible keys: at most ``limit`` per name, found as :meth:`_walk` finds one,
+        then merged."""
+        per_name: list[list[_Key]] = []
+        for name in dict.fromkeys(job_names):
+            entries = self._index.get((partition, name))
+            if not entries:
+                continue
+            found: list[_Key] = []
+            i, size = 0, len(entries)
+            while i < size:
+                key = entries[i]
+                if key[1] > now:  # the rest of this priority level is in the future
+                    i = bisect_left(entries, (key[0] + 1, _MIN_DT, -1, ""), i + 1)
+                    continue
+                locked_until = self._records[key[3]].locked_until
+                if locked_until is None or locked_until <= now:
+                    found.append(key)
+                    if len(found) == limit:
+                        break
+                i += 1
+            if found:
+                per_name.append(found)
+        if len(per_name) == 1:
+            return [key[3] for key in per_name[0]]
+        return [key[3] for key in itertools.islice(heapq.merge(*per_name), limit)]
+
+    def _take(
+        self, record_id: str, lock_id: str, now: datetime, locked_until: datetime
+    ) -> ClaimedJob:
+        """Lock an eligible record for ``lock_id`` (``now`` and ``locked_until`` in ms)."""
+        old = self._records[record_id]
+        was_stale = old.locked_until is not None
+        tries = (old.tries or 0) + 1
+        new = dataclasses.replace(
+            old,
+            lock_id=lock_id,
+            locked_until=locked_until,
+            last_run_at=now,
+            tries=tries,
+            claim_was_stale=was_stale,
+        )
+        # A claim changes no field any index depends on (partition, name, priority, next run,
+        # type, status, identifier, expiry): replacing the record is all `_put` would do.
+        self._records[record_id] = new
+        return ClaimedJob(
+            job_id=record_id,
+            execution_id=lock_id,
+            job_name=new.job_name,
+            type=new.type,
+            params=_copy_params(new.params),
+            tries=tries,
+            priority=new.priority,
+            locked_until=locked_until,
+            partition=new.partition,
+            unique_identifier=new.unique_identifier,
+            was_stale=was_stale,
+            last_run_at=now,
+            next_run_at=new.next_run_at,
+        )
+
     # ------------------------------------------------------------------ testing helpers
 
     def insert_record(self, record: JobRecord) -> None:
@@ -374,34 +472,23 @@ class SyncInMemoryJobStore:
             record_id, _ = self._walk(request.partition, request.job_names, now)
             if record_id is None:
                 return None
-            old = self._records[record_id]
-            was_stale = old.locked_until is not None
-            locked_until = to_millis(request.locked_until)
-            tries = (old.tries or 0) + 1
-            new = dataclasses.replace(
-                old,
-                lock_id=request.lock_id,
-                locked_until=locked_until,
-                last_run_at=now,
-                tries=tries,
-                claim_was_stale=was_stale,
-            )
-            self._put(old, new)
-            return ClaimedJob(
-                job_id=new.id,
-                execution_id=request.lock_id,
-                job_name=new.job_name,
-                type=new.type,
-                params=_copy_params(new.params),
-                tries=tries,
-                priority=new.priority,
-                locked_until=locked_until,
-                partition=new.partition,
-                unique_identifier=new.unique_identifier,
-                was_stale=was_stale,
-                last_run_at=now,
-                next_run_at=new.next_run_at,
-            )
+            return self._take(record_id, request.lock_id, now, to_millis(request.locked_until))
+
+    def claim_many(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]:
+        """Exactly ``len(requests)`` claims in a row, under one lock: the best eligible records,
+        the i-th locked for the i-th request."""
+        checked = _checked_claim_requests(requests)
+        if not checked or not checked[0].job_names:
+            return []
+        first = checked[0]
+        now = to_millis(first.now)
+        locked_until = to_millis(first.locked_until)
+        with self._state():
+            ids = self._walk_many(first.partition, first.job_names, now, len(checked))
+            return [
+                self._take(record_id, request.lock_id, now, locked_until)
+                for record_id, request in zip(ids, checked, strict=False)
+            ]
 
     def extend_lock(self, job_id: str, lock_id: str, locked_until: datetime) -> bool:
         with self._state():
@@ -708,6 +795,10 @@ class InMemoryJobStore:
     async def claim(self, request: ClaimRequest) -> ClaimedJob | None:
         await anyio.lowlevel.checkpoint()
         return self.sync.claim(request)
+
+    async def claim_many(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]:
+        await anyio.lowlevel.checkpoint()
+        return self.sync.claim_many(requests)
 
     async def extend_lock(self, job_id: str, lock_id: str, locked_until: datetime) -> bool:
         await anyio.lowlevel.checkpoint()

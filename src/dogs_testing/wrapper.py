@@ -64,6 +64,9 @@ class JobStoreWrapper:
     async def claim(self, request: ClaimRequest) -> ClaimedJob | None:
         return await self.around("claim", lambda: self.inner.claim(request))
 
+    async def claim_many(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]:
+        return await self.around("claim_many", lambda: self.inner.claim_many(requests))
+
     async def extend_lock(self, job_id: str, lock_id: str, locked_until: datetime) -> bool:
         return await self.around(
             "extend_lock", lambda: self.inner.extend_lock(job_id, lock_id, locked_until)

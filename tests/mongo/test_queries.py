@@ -7,6 +7,7 @@ Python and Node workers can share a database. No server is needed.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -263,6 +264,79 @@ def test_claim_from_read_back_takes_tries_and_staleness_from_the_document() -> N
         True,
         None,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Batch claims
+# ---------------------------------------------------------------------------------------------
+
+
+def _batch(count: int) -> list[ClaimRequest]:
+    return [dataclasses.replace(_request(), lock_id=f"L{i}") for i in range(count)]
+
+
+def test_claim_many_candidate_scan_is_the_claim_query_with_a_limit() -> None:
+    query = q.claim_candidates_query(_request(hint="globalPriority", partition=5), 16)
+    assert query.filter == _selector(NOW, partition=5)
+    assert query.projection == {"_id": 1}
+    assert query.sort == [("priority", -1), ("nextRunAt", 1)]
+    assert query.hint == {"partition": 1, "priority": -1, "nextRunAt": 1}
+    assert query.limit == 16
+    with pytest.raises(ValueError, match="limit"):
+        q.claim_candidates_query(_request(), 0)
+
+
+def test_claim_many_updates_repeat_the_selector_next_to_each_id() -> None:
+    requests = _batch(3)
+    updates = q.claim_many_updates(["c0", "c1"], requests)
+    assert updates == [
+        ({**_selector(NOW), "_id": "c0"}, q.claim_update_pipeline(requests[0])),
+        ({**_selector(NOW), "_id": "c1"}, q.claim_update_pipeline(requests[1])),
+    ]
+    assert updates[1][1][0]["$set"]["lockId"] == {"$literal": "L1"}
+    assert q.claim_many_updates([], requests) == []
+    with pytest.raises(ValueError, match="3 candidates for 2 requests"):
+        q.claim_many_updates(["a", "b", "c"], requests[:2])
+    assert q.CLAIM_MANY_UPDATE_HINT == {"_id": 1}
+    assert q.lock_ids_filter(["L0", "L1"]) == {"lockId": {"$in": ["L0", "L1"]}}
+    bson.encode({"updates": [{"q": f, "u": u} for f, u in updates]})
+
+
+def test_claims_from_read_back_follow_the_request_order() -> None:
+    requests = _batch(3)
+    documents = [
+        {"_id": f"r{i}", "jobName": "echo", "priority": 1, "nextRunAt": NOW, "lockId": f"L{i}"}
+        for i in (2, 0)
+    ]
+    claimed = q.claims_from_read_back(requests, documents)
+    assert [(job.job_id, job.lock_id) for job in claimed] == [("r0", "L0"), ("r2", "L2")]
+    assert claimed[0] == q.claim_from_read_back(requests[0], documents[1])
+    assert q.claims_from_read_back(requests, []) == []
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("job_names", ("echo",)),
+        ("partition", 3),
+        ("hint", "globalPriority"),
+        ("now", NOW + timedelta(seconds=1)),
+        ("locked_until", NOW + timedelta(seconds=31)),
+    ],
+)
+def test_checked_claim_requests_refuses_requests_that_disagree(field: str, value: Any) -> None:
+    requests = _batch(3)
+    requests[2] = dataclasses.replace(requests[2], **{field: value})
+    with pytest.raises(ValueError, match=f"request 2 has {field}="):
+        q.checked_claim_requests(requests)
+
+
+def test_checked_claim_requests_refuses_a_repeated_lock_id() -> None:
+    requests = _batch(3)
+    assert q.checked_claim_requests(requests) == requests
+    assert q.checked_claim_requests([]) == []
+    with pytest.raises(ValueError, match="lock_id 'L0' is repeated"):
+        q.checked_claim_requests([*requests, requests[0]])
 
 
 # ---------------------------------------------------------------------------------------------

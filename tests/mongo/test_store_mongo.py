@@ -4,6 +4,7 @@ transient errors (through the server's ``failCommand`` fail point)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
@@ -12,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 from pymongo import AsyncMongoClient, MongoClient
-from pymongo.errors import DuplicateKeyError, OperationFailure
+from pymongo.errors import AutoReconnect, BulkWriteError, DuplicateKeyError, OperationFailure
 from pymongo.monitoring import (
     CommandFailedEvent,
     CommandListener,
@@ -699,3 +700,192 @@ async def test_probe_result_without_a_time_is_a_store_error(
     async_store._db = NoStats(async_store._db)  # type: ignore[assignment]
     with pytest.raises(StoreError, match="executionTimeMillis"):
         await async_store.probe(hint="byJobName", job_names=["a"], partition=0, now=T0)
+
+
+# ---------------------------------------------------------------------------------------------
+# claim_many: the commands, races, and failures of the bulk write
+# ---------------------------------------------------------------------------------------------
+
+
+def _batch(count: int, *names: str, partition: int = 0, now: datetime = T0) -> list[ClaimRequest]:
+    template = _request(*names, partition=partition, now=now)
+    return [dataclasses.replace(template, lock_id=new_execution_id()) for _ in range(count)]
+
+
+@pytest.mark.parametrize("claim_path", ["find_one_and_update", "sorted_update_one"])
+async def test_claim_many_sends_a_find_one_bulk_update_and_a_read_back(
+    recorded_client: AsyncMongoClient[dict[str, Any]],
+    recorder: Recorder,
+    mongo_database_name: str,
+    claim_path: str,
+) -> None:
+    # The forced claim path changes nothing: claim_many uses pipeline updates on every server.
+    store = AsyncMongoJobStore(recorded_client, mongo_database_name, claim_path=claim_path)
+    await store.setup()
+    jobs = [_job(priority=p) for p in (3, 2, 1)]
+    await store.schedule_many(jobs)
+    requests = _batch(5)
+    recorder.commands.clear()
+    claimed = await store.claim_many(requests)
+    assert [job.job_id for job in claimed] == [job.id for job in jobs]
+    assert [job.lock_id for job in claimed] == [request.lock_id for request in requests[:3]]
+    (find, scan), (update, bulk), (read, read_back) = recorder.commands
+    assert (find, update, read) == ("find", "update", "find")
+    assert scan["filter"] == q.eligible_filter(("a",), 0, T0)
+    assert (scan["sort"], scan["hint"], scan["limit"], scan["projection"]) == (
+        {"priority": -1, "nextRunAt": 1},
+        {"partition": 1, "priority": -1, "nextRunAt": 1},
+        5,
+        {"_id": 1},
+    )
+    assert bulk["ordered"] is False
+    assert [(u["q"]["_id"], u["hint"]) for u in bulk["updates"]] == [
+        (job.id, {"_id": 1}) for job in jobs
+    ]
+    assert bulk["updates"][0]["u"] == q.claim_update_pipeline(requests[0])
+    assert read_back["filter"] == {"lockId": {"$in": [r.lock_id for r in requests[:3]]}}
+    recorder.commands.clear()
+    assert await store.claim_many(_batch(5)) == []
+    assert recorder.names() == ["find"]  # a miss costs one read and no write
+    await store.close()
+
+
+class _Intercepted:
+    """The records collection with hooks around ``bulk_write`` and ``find``."""
+
+    def __init__(
+        self,
+        collection: Any,
+        *,
+        before_write: Any = None,
+        error_after_write: Exception | None = None,
+        finds_before_error: int | None = None,
+    ) -> None:
+        self._collection = collection
+        self._before_write = before_write
+        self._error_after_write = error_after_write
+        self._finds_left = finds_before_error
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._collection, name)
+
+    async def bulk_write(self, *args: Any, **kwargs: Any) -> Any:
+        if self._before_write is not None:
+            await self._before_write()
+        result = await self._collection.bulk_write(*args, **kwargs)
+        if self._error_after_write is not None:
+            raise self._error_after_write
+        return result
+
+    def find(self, *args: Any, **kwargs: Any) -> Any:
+        if self._finds_left is not None:
+            if self._finds_left == 0:
+                raise AutoReconnect("connection closed")
+            self._finds_left -= 1
+        return self._collection.find(*args, **kwargs)
+
+
+async def test_claim_many_skips_a_candidate_another_claimer_took_in_between(
+    async_store: AsyncMongoJobStore,
+) -> None:
+    jobs = [_job(priority=p) for p in (3, 2, 1)]
+    await async_store.schedule_many(jobs)
+    other: list[Any] = []
+
+    async def race() -> None:  # after the candidate scan, before the bulk write
+        other.append(await async_store.claim(_request()))
+
+    async_store._fenced = _Intercepted(async_store._fenced, before_write=race)  # type: ignore[assignment]
+    claimed = await async_store.claim_many(_batch(3))
+    [taken] = other
+    assert taken is not None
+    assert taken.job_id == jobs[0].id
+    assert [job.job_id for job in claimed] == [jobs[1].id, jobs[2].id]
+    record = await async_store.get_job(jobs[0].id)
+    assert record is not None
+    assert (record.lock_id, record.tries) == (taken.lock_id, 1)  # not claimed twice
+
+
+async def test_claim_many_returns_what_a_write_with_a_lost_reply_claimed(
+    async_store: AsyncMongoJobStore,
+) -> None:
+    jobs = [_job(priority=p) for p in (2, 1)]
+    await async_store.schedule_many(jobs)
+    fenced = async_store._fenced
+    async_store._fenced = _Intercepted(  # type: ignore[assignment]
+        fenced, error_after_write=AutoReconnect("connection closed")
+    )
+    requests = _batch(3)
+    claimed = await async_store.claim_many(requests)
+    assert [(job.job_id, job.lock_id, job.tries) for job in claimed] == [
+        (jobs[0].id, requests[0].lock_id, 1),
+        (jobs[1].id, requests[1].lock_id, 1),
+    ]
+    # When the read-back fails too, the write's error is raised: it may have applied.
+    await async_store.schedule(_job(priority=0))
+    primary = async_store._primary
+    async_store._primary = _Intercepted(primary, finds_before_error=1)  # type: ignore[assignment]
+    with pytest.raises(TransientStoreError, match="claim_many failed") as raised:
+        await async_store.claim_many(_batch(3))
+    assert raised.value.write_may_have_applied is True
+    assert isinstance(raised.value.__cause__, AutoReconnect)
+
+
+async def test_claim_many_whose_read_back_fails_after_a_write_reports_it_may_have_applied(
+    async_store: AsyncMongoJobStore,
+) -> None:
+    job = _job()
+    await async_store.schedule(job)
+    async_store._primary = _Intercepted(async_store._primary, finds_before_error=1)  # type: ignore[assignment]
+    with pytest.raises(TransientStoreError, match="could not be read back") as raised:
+        await async_store.claim_many(_batch(2))
+    assert raised.value.write_may_have_applied is True
+    stored = await async_store.records_collection.find_one({"_id": job.id})
+    assert stored is not None
+    assert stored["tries"] == 1  # claimed: recovered as stale when its lock expires
+
+
+async def test_a_write_conflict_on_claim_many_is_transient_and_not_applied(
+    async_store: AsyncMongoJobStore, fail_point: Any
+) -> None:
+    job = _job()
+    await async_store.schedule(job)
+    fail_point({"failCommands": ["update"], "errorCode": 112})
+    with pytest.raises(TransientStoreError, match=r"'code': 112") as raised:
+        await async_store.claim_many(_batch(2))
+    assert raised.value.write_may_have_applied is False
+    record = await async_store.get_job(job.id)
+    assert record is not None
+    assert record.lock_id is None
+    assert len(await async_store.claim_many(_batch(2))) == 1  # the retry succeeds
+
+
+async def test_claim_many_returns_its_claims_after_a_write_concern_error(
+    async_store: AsyncMongoJobStore, fail_point: Any
+) -> None:
+    jobs = [_job(priority=p) for p in (2, 1)]
+    await async_store.schedule_many(jobs)
+    fail_point(
+        {
+            "failCommands": ["update"],
+            "writeConcernError": {"code": 64, "errmsg": "waiting for replication timed out"},
+        }
+    )
+    claimed = await async_store.claim_many(_batch(2))
+    assert [job.job_id for job in claimed] == [job.id for job in jobs]
+
+
+async def test_claim_many_claims_around_a_record_it_cannot_update(
+    async_store: AsyncMongoJobStore,
+) -> None:
+    poison, good = _job(priority=2), _job(priority=1)
+    await async_store.schedule_many([poison, good])
+    # `tries` that is not a number: the pipeline's $add fails for this record only.
+    await async_store.records_collection.update_one({"_id": poison.id}, {"$set": {"tries": "x"}})
+    claimed = await async_store.claim_many(_batch(2))
+    assert [job.job_id for job in claimed] == [good.id]
+    with pytest.raises(BulkWriteError):
+        await async_store.claim_many(_batch(2))  # only the poison record is left: raised
+    stored = await async_store.records_collection.find_one({"_id": poison.id})
+    assert stored is not None
+    assert "lockId" not in stored

@@ -546,6 +546,7 @@ async def _two_instances(
     extend_at: float | None = None,
     crash_first: bool = False,
     b_starts_at: float = 1.0,
+    claim_batch_size: int | None = None,
 ) -> tuple[OwnershipLedger, list[tuple[int, bool]]]:
     """Instance A (behind a FaultyJobStore with one-shot ``faults``) claims the only job; B starts
     at ``b_starts_at`` and polls every second. Returns the ledger and the (tries, was_stale) of
@@ -575,7 +576,10 @@ async def _two_instances(
     for method, kind, delay in faults:
         faulty.fail_next(method, kind, delay=delay)
     options: dict[str, Any] = {"clock": clock, "default_lock_time": LOCK, "poll_interval": 1}
-    a = Workers(faulty, jobs, rng=random.Random(1), **options)
+    a_options = dict(options)
+    if claim_batch_size is not None:
+        a_options["claim_batch_size"] = claim_batch_size
+    a = Workers(faulty, jobs, rng=random.Random(1), **a_options)
     b = Workers(inner, jobs, rng=random.Random(2), **options)
     async with anyio.create_task_group() as group:
         a_scope = anyio.CancelScope()
@@ -679,6 +683,12 @@ async def test_a_clock_jump_between_claim_and_start_does_not_extend_ownership() 
             claimed = await super().claim(request)
             if claimed is not None:
                 mock_clock.jump(8)  # the process stalls between the reply and the start
+            return claimed
+
+        async def claim_many(self, requests: Any) -> Any:
+            claimed = await super().claim_many(requests)
+            if claimed:
+                mock_clock.jump(8)
             return claimed
 
     options: dict[str, Any] = {"clock": clock, "default_lock_time": LOCK, "poll_interval": 1}
@@ -808,9 +818,15 @@ async def test_a_short_outage_at_startup_does_not_kill_the_workers() -> None:
 
 
 @pytest.mark.anyio
-async def test_a_claim_that_arrives_after_its_lock_time_does_not_start_the_handler() -> None:
+@pytest.mark.parametrize(("method", "batch"), [("claim", 1), ("claim_many", 4)])
+async def test_a_claim_that_arrives_after_its_lock_time_does_not_start_the_handler(
+    method: str, batch: int
+) -> None:
     _, runs = await _two_instances(
-        handler_seconds=5, faults=[("claim", FaultKind.DELAY_BEFORE, 12.0)], b_starts_at=12.5
+        handler_seconds=5,
+        faults=[(method, FaultKind.DELAY_BEFORE, 12.0)],
+        b_starts_at=12.5,
+        claim_batch_size=batch,
     )
     # A's claim is sent at t=0 (lock until t=10) and applied at t=12: the lock it takes is
     # already over when A starts the handler. B claims the job at t=12.5.

@@ -93,6 +93,21 @@ async def test_an_error_after_the_call_applies_the_write_and_says_so() -> None:
     assert record.tries == 1
 
 
+async def test_an_error_after_a_batch_claim_applies_it_and_says_so() -> None:
+    inner = InMemoryJobStore()
+    store = FaultyJobStore(inner)
+    await store.schedule_many([new_job(0), new_job(1)])
+    requests = [claim_request(f"lock-{i}") for i in range(3)]
+    store.fail_next("claim_many", FaultKind.ERROR_AFTER)
+    with pytest.raises(TransientStoreError) as caught:
+        await store.claim_many(requests)
+    assert caught.value.write_may_have_applied is True
+    records = await inner.find_jobs()
+    assert {record.lock_id for record in records} == {requests[0].lock_id, requests[1].lock_id}
+    assert await store.claim_many(requests) == []  # the retry finds them locked
+    assert store.stats.count("claim_many", FaultKind.ERROR_AFTER) == 1
+
+
 async def test_an_error_after_a_read_is_not_an_ambiguous_write() -> None:
     store = FaultyJobStore(InMemoryJobStore())
     store.fail_next("get_job", FaultKind.ERROR_AFTER)
@@ -239,5 +254,10 @@ async def test_every_port_method_is_wrapped() -> None:
     store = FaultyJobStore(InMemoryJobStore(), FaultPlan(FaultRule(FaultKind.ERROR_BEFORE)))
     for method in sorted(PORT_METHODS):
         assert method in dir(store)
+    # Every method of the port but close (never faulted) can be named in a plan.
+    assert {name for name in vars(AsyncJobStore) if not name.startswith("_")} == {
+        *PORT_METHODS,
+        "close",
+    }
     with pytest.raises(InvalidOptionError):
         FaultyJobStore(object())  # type: ignore[arg-type]

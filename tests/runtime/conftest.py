@@ -119,6 +119,29 @@ class RecordingStore(InMemoryJobStore):
         self.claims.append(ClaimCall(request, started, result))
         return result
 
+    async def claim_many(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]:
+        """Recorded as one ``claim_many`` call, one :class:`ClaimCall` per job it claimed, and
+        one ``ClaimCall`` with no job for a call that claimed nothing: tests that count claims
+        per instant count calls, and tests that count hits count jobs."""
+        started = now()
+        self.calls.append("claim_many")
+        self.claims_in_flight += 1
+        try:
+            if self.hooks.before_claim is not None:
+                for request in requests:
+                    self.hooks.before_claim(request)
+            if self.hooks.claim_delay:
+                await anyio.sleep(self.hooks.claim_delay)
+            result = await super().claim_many(requests)
+        finally:
+            self.claims_in_flight -= 1
+        by_lock_id = {request.lock_id: request for request in requests}
+        if result:
+            self.claims.extend(ClaimCall(by_lock_id[job.lock_id], started, job) for job in result)
+        elif requests:
+            self.claims.append(ClaimCall(requests[0], started, None))
+        return result
+
     async def extend_lock(self, job_id: str, lock_id: str, locked_until: datetime) -> bool:
         started = now()
         self.calls.append("extend_lock")

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -168,14 +168,21 @@ class TrackingStore(RecordingStore):
     async def claim(self, request: ClaimRequest) -> ClaimedJob | None:
         job = await super().claim(request)
         if job is not None:
-            self.tracker.deadlines[job.execution_id] = request.locked_until
-            if job.type is JobType.EVENT:
-                self.tracker.claims[job.job_id] += 1
-                count = self.tracker.claims[job.job_id]
-                assert job.tries == count, (
-                    f"claim {count} of {job.job_id} returned tries {job.tries}"
-                )
+            self._claimed(job, request.locked_until)
         return job
+
+    async def claim_many(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]:
+        jobs = await super().claim_many(requests)
+        for job in jobs:
+            self._claimed(job, requests[0].locked_until)  # the requests agree on it
+        return jobs
+
+    def _claimed(self, job: ClaimedJob, locked_until: datetime) -> None:
+        self.tracker.deadlines[job.execution_id] = locked_until
+        if job.type is JobType.EVENT:
+            self.tracker.claims[job.job_id] += 1
+            count = self.tracker.claims[job.job_id]
+            assert job.tries == count, f"claim {count} of {job.job_id} returned tries {job.tries}"
 
     async def extend_lock(self, job_id: str, lock_id: str, locked_until: datetime) -> bool:
         self.tracker.renewing[lock_id] = (self.tracker.clock.now(), anyio.current_time())

@@ -329,3 +329,37 @@ async def test_workers_cannot_be_started_twice() -> None:
             pass
     with pytest.raises(WorkersStateError):
         await h.workers().serve()
+
+
+class SlowWrites(RecordingStore):
+    """Completions and history rows take a second each."""
+
+    async def complete_many(self, claims: Any) -> list[bool]:
+        await anyio.sleep(1)
+        return await super().complete_many(claims)
+
+    async def write_history_many(self, records: Any) -> None:
+        await anyio.sleep(1)
+        await super().write_history_many(records)
+
+
+async def test_stop_waits_for_the_batched_completion_and_history_row() -> None:
+    """A stop requested while a finished job's batched writes are on their way waits for them:
+    the record is deleted and its history row written before the workers have stopped."""
+    jobs = Jobs()
+    started = anyio.Event()
+
+    @jobs.event
+    async def quick(params: Params, ctx: JobContext) -> None:
+        started.set()
+
+    store = SlowWrites()
+    h = Harness(jobs, store=store)
+    await h.client.schedule(quick)
+    async with h.workers(workers_count=4, poll_interval=1) as workers:
+        await started.wait()
+        await workers.stop()
+        assert now() == pytest.approx(2.0), "one second for the delete, one for the history row"
+    assert await store.find_jobs() == []
+    [row] = await store.get_executions("quick")
+    assert row.status.value == "success"

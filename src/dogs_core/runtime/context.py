@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, MutableMapping
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any
 
 import anyio.from_thread
@@ -136,6 +136,11 @@ class JobContext:
             )
 
 
-def set_current(context: JobContext | None) -> object:
+def set_current(context: JobContext | None) -> Token[JobContext | None]:
     """Bind the current job context (the runtime calls it around an execution)."""
     return _current.set(context)
+
+
+def reset_current(token: Token[JobContext | None]) -> None:
+    """Undo :func:`set_current` (a runner task goes on to run other executions)."""
+    _current.reset(token)

@@ -40,7 +40,7 @@ from dogs_core.domain.records import (
 from dogs_core.domain.renewal import StaleReason
 from dogs_core.domain.schedules import next_run_after
 from dogs_core.errors import DogsError, ExecutionCancelledError, TransientStoreError
-from dogs_core.runtime.context import JobContext, set_current
+from dogs_core.runtime.context import JobContext, reset_current, set_current
 from dogs_core.runtime.lock import LockKeeper
 from dogs_core.runtime.retry import retry_transient
 
@@ -144,7 +144,7 @@ class Execution:
                 self.job.job_id,
             )
         finally:
-            del token
+            reset_current(token)
             self.workers.release_capacity(self, stale=self._stale)
             self._task_ended()
 

@@ -57,6 +57,10 @@ class WorkerSettings:
         Claims kept in flight at once while capacity is free (Dogs awaits one at a time,
         which bounds a worker by one round trip per job). Per-name caps are reserved before
         each claim is sent, so they are never exceeded.
+    ``claim_batch_size``
+        Most jobs one claim call may take (default ``min(workers_count, 16)``; never more than
+        the free slots). A claim for several jobs is a store round trip or three instead of one
+        per job; ``1`` claims one job at a time, as Dogs does.
     ``probe_interval``, ``probe_enabled``
         The adaptive index-hint probe (every 30 minutes by default).
     ``reconcile_enabled``
@@ -70,6 +74,7 @@ class WorkerSettings:
     """
 
     __slots__ = (
+        "claim_batch_size",
         "claim_concurrency",
         "default_lock_time",
         "max_tries",
@@ -94,6 +99,7 @@ class WorkerSettings:
         max_tries_reached_retention: DurationLike | None = DEFAULT_RETENTION,
         on_max_tries_reached: MaxTriesHook | None = None,
         claim_concurrency: int | None = None,
+        claim_batch_size: int | None = None,
         probe_interval: DurationLike = timedelta(minutes=30),
         probe_enabled: bool = True,
         reconcile_enabled: bool = True,
@@ -127,6 +133,11 @@ class WorkerSettings:
             min(self.workers_count, 8)
             if claim_concurrency is None
             else _positive_int("claim_concurrency", claim_concurrency)
+        )
+        self.claim_batch_size = (
+            min(self.workers_count, 16)
+            if claim_batch_size is None
+            else _positive_int("claim_batch_size", claim_batch_size)
         )
         for flag, value in (
             ("probe_enabled", probe_enabled),

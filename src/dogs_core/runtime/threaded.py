@@ -77,6 +77,9 @@ class ThreadedJobStore:
     async def claim(self, request: ClaimRequest) -> ClaimedJob | None:
         return await self._run(partial(self._store.claim, request))
 
+    async def claim_many(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]:
+        return await self._run(partial(self._store.claim_many, requests))
+
     async def extend_lock(self, job_id: str, lock_id: str, locked_until: datetime) -> bool:
         return await self._run(partial(self._store.extend_lock, job_id, lock_id, locked_until))
 

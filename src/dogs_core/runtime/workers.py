@@ -18,6 +18,7 @@ Structure (all in one anyio task group, so nothing outlives :meth:`Workers.stop`
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import math
 import random
@@ -27,7 +28,7 @@ from typing import Any, Self
 import anyio
 import anyio.abc
 
-from dogs_core.domain.capacity import CapacityLedger
+from dogs_core.domain.capacity import CapacityLedger, Reservation
 from dogs_core.domain.definitions import EventJobDefinition, JobDefinition
 from dogs_core.domain.hints import DecisionReason, Hint, HintSelector, claim_hint
 from dogs_core.domain.partitions import PartitionRotation, assign_partition
@@ -42,6 +43,7 @@ from dogs_core.runtime.batching import GroupCommit
 from dogs_core.runtime.clock import SystemClock
 from dogs_core.runtime.deadlines import Deadlines
 from dogs_core.runtime.execution import Execution
+from dogs_core.runtime.isolation import run_in_context
 from dogs_core.runtime.retry import retry_transient
 from dogs_core.runtime.settings import DurationLike, WorkerSettings
 from dogs_core.runtime.signal import Signal
@@ -119,11 +121,15 @@ class Workers:
         self._active: dict[str, Execution] = {}
         self._zombies: dict[str, Execution] = {}
         self._finishing: set[str] = set()  # released their slot, still writing history
+        self._idle_runners: list[_Handoff] = []  # runner tasks waiting for their next execution
         self._forgotten = Signal()
         self._capacity = Signal()
         self._wake = Signal()
         self._idle_until: float | None = None
         self._hot = False  # the last claim found a job: every lane may claim
+        self._claims_in_flight = 0  # claim calls awaiting their reply (each maybe a batch)
+        self._wake_generation = 0  # bumped by wake(): older misses no longer count
+        self._batches_in_flight: set[int] = set()  # partitions with a batch claim in flight
         self._started = False
         self._running = False
         self._stop_requested = anyio.Event()
@@ -165,6 +171,8 @@ class Workers:
     def wake(self) -> None:
         """Cut an idle wait short: a job was scheduled that these workers may run now."""
         self._idle_until = None
+        self._wake_generation += 1
+        self._rotation.reset_misses()  # the next sweep must look at every partition again
         self._wake.notify()
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -298,6 +306,10 @@ class Workers:
                 for _ in range(self.settings.claim_concurrency):
                     lanes.start_soon(self._claim_lane)
             await self._drain()
+            # Executions that released their slot may still be writing their history row.
+            with anyio.move_on_after(_HISTORY_WRITE_TIMEOUT):
+                while self._finishing:
+                    await self._forgotten.wait()
             # Detached stale executions (cancel_stale=False) do not hold up the stop.
             executions.cancel_scope.cancel()
 
@@ -319,7 +331,6 @@ class Workers:
     # -- claiming -------------------------------------------------------------------------------
 
     async def _claim_lane(self) -> None:
-        settings = self.settings
         while not self._stop_requested.is_set():
             idle_until = self._idle_until
             if idle_until is not None:
@@ -328,52 +339,108 @@ class Workers:
                     await self._wake.wait(remaining)
                     continue
                 self._idle_until = None
-            if not self._hot and self._ledger.reserved >= self._sweep_remaining():
+            if not self._hot and self._claims_in_flight >= self._sweep_remaining():
                 # Nothing found lately: keep at most one claim in flight per partition not yet
                 # tried in this sweep, so that an idle scheduler sends one sweep per poll
                 # interval however many lanes it has. A hit lets every lane claim again.
                 await self._capacity.wait()
                 continue
-            reservation = self._ledger.reserve()
-            if reservation is None:
+            reservations = self._reserve_batch()
+            if not reservations:
                 # Full, or every name is at its cap: wait for an execution to release capacity.
                 await self._capacity.wait()
                 continue
-            hint = claim_hint(self._hints.current, reservation.names_filtered)
-            partition = self._rotation.next_partition()
-            now = self.clock.now()
-            requested_at = anyio.current_time()  # the lock runs from here, not from the reply
-            request = ClaimRequest(
-                job_names=reservation.names,
+            await self._claim(reservations)
+
+    def _reserve_batch(self) -> list[Reservation]:
+        """Capacity for one claim call: up to ``claim_batch_size`` slots offering the same
+        names (a name whose cap allows fewer claims ends the batch there)."""
+        first = self._ledger.reserve()
+        if first is None:
+            return []
+        reservations = [first]
+        while len(reservations) < self.settings.claim_batch_size:
+            more = self._ledger.reserve(first.names)
+            if more is None:
+                break
+            if more.names != first.names:
+                self._ledger.settle(more, None)
+                break
+            reservations.append(more)
+        return reservations
+
+    async def _claim(self, reservations: list[Reservation]) -> None:
+        first = reservations[0]
+        hint = str(claim_hint(self._hints.current, first.names_filtered))
+        partition = self._rotation.next_partition()
+        if len(reservations) > 1:
+            # Two batch claims of one partition read the same candidates and race for them:
+            # a batch claim takes a partition no other batch claim of this instance is reading.
+            for _ in range(self._rotation.n_partitions - 1):
+                if partition not in self._batches_in_flight:
+                    break
+                partition = self._rotation.next_partition()
+            if partition in self._batches_in_flight:
+                for reservation in reservations:
+                    self._ledger.settle(reservation, None)
+                await self._capacity.wait()  # the next claim reply frees a partition
+                return
+        batch = len(reservations) > 1
+        now = self.clock.now()
+        locked_until = now + self.settings.default_lock_time
+        requested_at = anyio.current_time()  # the lock runs from here, not from the reply
+        requests = [
+            ClaimRequest(
+                job_names=first.names,
                 partition=partition,
-                hint=str(hint),
+                hint=hint,
                 now=now,
-                locked_until=now + settings.default_lock_time,
+                locked_until=locked_until,
                 lock_id=new_execution_id(),
             )
-            self.claims_attempted += 1
-            try:
-                job = await self.store.claim(request)
-            except Exception:
+            for _ in reservations
+        ]
+        generation = self._wake_generation
+        self.claims_attempted += 1
+        self._claims_in_flight += 1
+        if batch:
+            self._batches_in_flight.add(partition)
+        try:
+            if not batch:
+                job = await self.store.claim(requests[0])
+                jobs = [] if job is None else [job]
+            else:
+                jobs = await self.store.claim_many(requests)
+        except Exception:
+            for reservation in reservations:
                 self._ledger.settle(reservation, None)
-                self._hot = False
-                self._capacity.notify()
-                logger.exception("claim failed; retrying after the poll interval")
-                self._rotation.reset_misses()
-                self._go_idle()
-                continue
-            if job is None:
-                self._ledger.settle(reservation, None)
-                self._hot = False
-                self._capacity.notify()
-                if self._rotation.record_miss(partition):
-                    self._go_idle()
-                continue
-            self._rotation.record_hit()
-            self._ledger.settle(reservation, job.job_name)
-            self._hot = True
+            self._hot = False
             self._capacity.notify()
-            self.claims_succeeded += 1
+            logger.exception("claim failed; retrying after the poll interval")
+            self._rotation.reset_misses()
+            self._go_idle()
+            return
+        finally:
+            self._claims_in_flight -= 1
+            if batch:
+                self._batches_in_flight.discard(partition)
+        for reservation in reservations[len(jobs) :]:
+            self._ledger.settle(reservation, None)
+        if not jobs:
+            self._hot = False
+            self._capacity.notify()
+            # A miss of a claim sent before the last wake() says nothing about the job that
+            # wake() announced: only misses sent since then may put the lanes to sleep.
+            if generation == self._wake_generation and self._rotation.record_miss(partition):
+                self._go_idle()
+            return
+        self._rotation.record_hit()
+        self._hot = True
+        for reservation, job in zip(reservations, jobs, strict=False):
+            self._ledger.settle(reservation, job.job_name)
+        self._capacity.notify()
+        self.claims_succeeded += len(jobs)
+        for job in jobs:
             self._start_execution(job, requested_at)
 
     def _sweep_remaining(self) -> int:
@@ -392,8 +459,27 @@ class Workers:
             )
         execution = Execution(self, job, definition, lock_from=requested_at)
         self._active[job.execution_id] = execution
+        if self._idle_runners:
+            self._idle_runners.pop().hand_over(execution)
+            return
         assert self._executions_group is not None
-        self._executions_group.start_soon(execution.run, name=f"dogs job {job.job_name}")
+        self._executions_group.start_soon(self._runner, execution, name="dogs job runner")
+
+    async def _runner(self, execution: Execution) -> None:
+        """Run executions one after another: a finished runner waits for the next job instead
+        of ending, so starting a job costs a wake-up, not a task spawn. Runners beyond
+        ``workers_count`` idle ones end (a stale execution left running holds its runner).
+
+        Each execution gets its own copy of the runner's starting context, as a task of its own
+        would: context variables a handler sets do not leak into the next job."""
+        fresh = contextvars.copy_context()
+        while True:
+            await run_in_context(execution.run(), fresh.copy())
+            if len(self._idle_runners) >= self.settings.workers_count:
+                return
+            handoff = _Handoff()
+            self._idle_runners.append(handoff)
+            execution = await handoff.wait()
 
     # -- callbacks from executions ------------------------------------------------------------
 
@@ -523,6 +609,25 @@ class Workers:
             logger.info("acquisition hint %s selected (%s)", decision.hint, _medians(decision))
         else:
             logger.debug("keeping acquisition hint %s (%s)", decision.hint, _medians(decision))
+
+
+class _Handoff:
+    """An idle runner's mailbox: the lanes put one execution in it and wake the runner."""
+
+    __slots__ = ("_event", "_execution")
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+        self._execution: Execution | None = None
+
+    def hand_over(self, execution: Execution) -> None:
+        self._execution = execution
+        self._event.set()
+
+    async def wait(self) -> Execution:
+        await self._event.wait()
+        assert self._execution is not None
+        return self._execution
 
 
 def _medians(decision: Any) -> str:

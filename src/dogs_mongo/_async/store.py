@@ -72,6 +72,9 @@ _CODEC_OPTIONS: CodecOptions[dict[str, Any]] = CodecOptions(
 Document = dict[str, Any]
 
 
+_CLAIM_MANY_ROUNDS = 4  # finds of claim_many while other claimers take every candidate first
+
+
 class AsyncMongoJobStore:
     """:class:`~dogs_core.ports.AsyncJobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 
@@ -472,6 +475,99 @@ class AsyncMongoJobStore:
             return None
         return q.claim_from_before_image(request, before)
 
+    async def claim_many(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]:
+        """Up to ``len(requests)`` claims in three round trips, whatever the claim path (pipeline
+        updates: MongoDB 4.2+): a ``find`` of the ids of the best eligible records (claim sort,
+        the request's hint, limited to the number of requests; a miss ends here), one unordered
+        ``bulkWrite`` of one ``updateOne`` per candidate (its ``_id`` plus the eligibility
+        selector again, so a candidate another claimer took in between is not matched; locked
+        for the request of the same rank), and one read-back of the claimed records by their
+        lock ids. When other claimers took every candidate between the find and the write, it
+        looks again (up to four finds), so that an empty result means an empty partition, not
+        lost races. A modified record the read-back misses is logged and dropped (it is recovered
+        as stale when its lock expires). When the ``bulkWrite`` fails in a way that may have
+        applied, the read-back is tried once anyway: the records it finds are locked under this
+        call's lock ids and are returned rather than left to wait out their lock; when it fails
+        too, the write's ``TransientStoreError`` is raised. Requests that disagree on anything
+        but their lock id, or repeat a lock id, raise ``ValueError`` before anything is sent."""
+        checked = q.checked_claim_requests(requests)
+        if not checked or not checked[0].job_names:
+            return []
+        query = q.claim_candidates_query(checked[0], len(checked))
+        for _ in range(_CLAIM_MANY_ROUNDS):
+            with translate_errors("claim_many (candidates)", write=False):
+                cursor = (
+                    self._primary.find(query.filter, query.projection)
+                    .sort(query.sort)
+                    .hint(query.hint)
+                    .limit(query.limit)
+                )
+                candidates = await cursor.to_list(None)
+            if not candidates:
+                return []
+            used = checked[: len(candidates)]
+            updates = [
+                UpdateOne(filter_, update, hint=dict(q.CLAIM_MANY_UPDATE_HINT))
+                for filter_, update in q.claim_many_updates(
+                    [document["_id"] for document in candidates], used
+                )
+            ]
+            try:
+                with translate_errors("claim_many", write=True):
+                    result = await self._fenced.bulk_write(updates, ordered=False)
+                modified = int(result.modified_count)
+            except BulkWriteError as error:
+                modified = _claim_many_write_error(error, len(updates))
+            except TransientStoreError as error:
+                if not error.write_may_have_applied:
+                    raise
+                salvaged: list[ClaimedJob] | None = None
+                try:
+                    salvaged = await self._claim_many_read_back(used)
+                except TransientStoreError as read_back_error:
+                    log.debug(
+                        "dogs: claim_many read-back after a failed write failed too: %s",
+                        read_back_error,
+                    )
+                if salvaged is None:
+                    raise
+                log.warning(
+                    "dogs: claim_many failed after it may have applied (%s); the read-back found "
+                    "%d claimed records, returned",
+                    error,
+                    len(salvaged),
+                )
+                return salvaged
+            if modified > 0:
+                break
+            # Every candidate was taken by another claimer between the find and the write:
+            # that is no miss (a miss would put the workers to sleep), so look again.
+        else:
+            return []
+        try:
+            claimed = await self._claim_many_read_back(used)
+        except TransientStoreError as error:
+            raise TransientStoreError(
+                f"claim_many: {modified} records were claimed but could not be read back "
+                f"(they are recovered as stale when their locks expire): {error}",
+                write_may_have_applied=True,
+            ) from error
+        if len(claimed) < modified:
+            log.warning(
+                "dogs: claim_many modified %d records but the read-back by lockId found %d; "
+                "dropping the others (they are recovered as stale when their locks expire)",
+                modified,
+                len(claimed),
+            )
+        return claimed
+
+    async def _claim_many_read_back(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]:
+        lock_ids = [request.lock_id for request in requests]
+        with translate_errors("claim_many read-back", write=False):
+            cursor = self._primary.find(q.lock_ids_filter(lock_ids))
+            documents = await cursor.to_list(None)
+        return q.claims_from_read_back(requests, documents)
+
     # ------------------------------------------------------------------------------------------
     # Fenced writes
     # ------------------------------------------------------------------------------------------
@@ -785,6 +881,34 @@ def choose_claim_path(max_wire_version: int, has_lock_id_index: bool, option: st
     if max_wire_version >= SORTED_UPDATE_MIN_WIRE_VERSION and has_lock_id_index:
         return CLAIM_PATH_SORTED_UPDATE_ONE
     return CLAIM_PATH_FIND_ONE_AND_UPDATE
+
+
+def _claim_many_write_error(error: BulkWriteError, sent: int) -> int:
+    """How many records a ``claim_many`` bulk write that reported errors modified. A write
+    concern error alone means the updates applied on the primary: they are read back. Per-item
+    write errors (a record the pipeline cannot update, say a non-numeric ``tries``) are logged
+    when other items were claimed, and raised when none was."""
+    details = error.details
+    modified = int(details.get("nModified", 0))
+    write_errors = details.get("writeErrors") or []
+    if write_errors and modified == 0:
+        raise error
+    if write_errors:
+        log.error(
+            "dogs: claim_many: %d of %d updates failed (first: %s); returning the %d claimed",
+            len(write_errors),
+            sent,
+            write_errors[0].get("errmsg"),
+            modified,
+        )
+    else:
+        log.warning(
+            "dogs: claim_many: write concern error (%s); returning the %d records claimed on "
+            "the primary",
+            details.get("writeConcernErrors"),
+            modified,
+        )
+    return modified
 
 
 async def _resolve(value: Any) -> Any:
