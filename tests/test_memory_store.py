@@ -515,3 +515,40 @@ def test_claim_many_hands_out_copies_of_params() -> None:
     claimed.params["list"].append(2)
     [record] = store.find_jobs()
     assert record.params == {"list": [1]}
+
+
+def test_hand_built_copies_keep_every_field() -> None:
+    """The store builds claimed records and history rows field by field (for speed): a field
+    added to JobRecord or HistoryRecord must be added there too, or this fails."""
+    from dogs_testing import memory
+
+    assert {f.name for f in dataclasses.fields(JobRecord)} == {
+        "id", "job_name", "type", "priority", "next_run_at", "partition", "params",
+        "unique_identifier", "last_run_at", "locked_until", "lock_id", "claim_was_stale",
+        "tries", "status", "max_tries_reached_at", "expires_at",
+    }  # fmt: skip
+    row = HistoryRecord(
+        execution_id="e",
+        job_id="j",
+        job_name="n",
+        type=JobType.EVENT,
+        priority=3,
+        tries=2,
+        started_at=datetime(2030, 1, 1, 0, 0, 0, 123456, tzinfo=UTC),
+        ended_at=datetime(2030, 1, 1, 0, 0, 1, tzinfo=UTC),
+        status=HistoryStatus.ERROR,
+        expires_at=datetime(2030, 1, 2, tzinfo=UTC),
+        params={"nested": {"a": [1, 2]}, "plain": 1},
+        result={"list": [1]},
+        error_message="boom",
+        unique_identifier="u",
+    )
+    stored = memory._history_row(row)
+    expected = dataclasses.replace(
+        row,
+        started_at=datetime(2030, 1, 1, 0, 0, 0, 123000, tzinfo=UTC),
+    )
+    assert stored == expected
+    assert stored.params is not row.params
+    assert stored.params["nested"] is not row.params["nested"]  # type: ignore[index]
+    assert stored.result is not row.result

@@ -147,13 +147,14 @@ class LockKeeper:
 
     def _perform(self, commands: tuple[Command, ...]) -> None:
         for command in commands:
-            if isinstance(command, StartWrite):
-                self._spawn(self._write, command)
-            elif isinstance(command, ArmWatchdog):
+            # Most frequent first: every execution arms its watchdog and cancels it at the end.
+            if isinstance(command, ArmWatchdog):
                 self._arm(command)
             elif isinstance(command, CancelWatchdog):
                 if self._watchdog_generation == command.generation:
                     self._disarm()
+            elif isinstance(command, StartWrite):
+                self._spawn(self._write, command)
             elif isinstance(command, ReportStale):
                 self._on_stale(command.reason)
             elif isinstance(command, ResolveWaiters):
