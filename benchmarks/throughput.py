@@ -532,8 +532,9 @@ def markdown_report(
     if ceiling is not None:
         lines += [
             f"Write ceiling of this server from one process: {ceiling:,.0f} single-document "
-            "`update_one`/s at concurrency 32. A job costs at least three writes (claim, "
-            "delete, history row), two without history.",
+            "`update_one`/s at concurrency 32. Claimed one at a time, a job costs three writes "
+            "(claim, delete, history row); batch claims and batched completions and history "
+            "rows share each write among the jobs of a batch.",
             "",
         ]
     lines += [markdown_table(HEADERS, table_rows(results)), ""]
