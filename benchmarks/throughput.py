@@ -208,6 +208,7 @@ class Options:
     history: bool
     profile_dir: Path | None
     write_concern: str = "default"
+    instances: int = 1
 
     def client_options(self) -> dict[str, Any]:
         """MongoClient options: ``w`` for every write (claims, fenced writes and history)."""
@@ -226,6 +227,8 @@ class ScenarioResult:
     claim_concurrency: int
     poll_interval: float
     claim_batch_size: int = 1
+    instances: int = 1
+    instance_jobs: list[int] = field(default_factory=list)
     status: str = "ok"
     schedule_seconds: float | None = None
     seconds: float | None = None
@@ -321,6 +324,7 @@ async def run_scenario(
         claim_concurrency=settings.claim_concurrency,
         poll_interval=options.poll_interval,
         claim_batch_size=settings.claim_batch_size,
+        instances=options.instances,
     )
     database = f"dogs_bench_throughput_{uuid.uuid4().hex[:12]}"
     task = progress.add_task(f"{store_kind:<10} {handler:<5}", total=jobs_count)
@@ -355,7 +359,13 @@ async def run_scenario(
                 began = time.perf_counter()
                 cpu_began = time.process_time()
                 server_cpu_began = server_cpu() if server_cpu else None
-                async with Workers(timed, jobs, **worker_options) as workers:
+                async with contextlib.AsyncExitStack() as instances:
+                    # Several instances share the store (and, on MongoDB, one client), as
+                    # several processes would share the database.
+                    every = [
+                        await instances.enter_async_context(Workers(timed, jobs, **worker_options))
+                        for _ in range(options.instances)
+                    ]
                     await timed.done.wait()
                     result.seconds = time.perf_counter() - began
                     result.cpu_seconds = time.process_time() - cpu_began
@@ -369,6 +379,7 @@ async def run_scenario(
                     result.jobs_per_second = jobs_count / result.seconds
                     result.claim_calls = len(timed.claim_seconds)
                     result.claim_hits = timed.claim_hits
+                    result.instance_jobs = [w.claims_succeeded for w in every]
                     result.claim_p50_ms = median(timed.claim_seconds) * 1000
                     result.claim_p99_ms = percentile(timed.claim_seconds, 0.99) * 1000
                     left = await inner.find_jobs(job_name=JOB_NAME, limit=1)
@@ -385,7 +396,8 @@ async def run_scenario(
                             await client.schedule(definition, {"lag": key})
                             scheduled_at = time.perf_counter()
                             if woken:
-                                workers.wake()
+                                for instance in every:
+                                    instance.wake()
                             with anyio.move_on_after(timeout):
                                 await started.wait()
                             if not started.is_set():
@@ -393,7 +405,8 @@ async def run_scenario(
                                 break
                             lag = (log.lag_started[key] - scheduled_at) * 1000
                             (result.wake_lag_ms if woken else result.lag_ms).append(lag)
-                    await workers.stop()
+                    for instance in every:
+                        await instance.stop()
                 reporter.cancel_scope.cancel()
             if log.runs != jobs_count:
                 result.failures.append(f"{log.runs} handler runs for {jobs_count} jobs")
@@ -458,6 +471,7 @@ HEADERS: Final = (
     "Pickup lag p50 / max (ms)",
     "Lag with wake() p50 (ms)",
     "Jobs/s spread",
+    "Jobs per instance",
     "Result",
 )
 
@@ -480,6 +494,11 @@ def table_rows(results: Sequence[ScenarioResult]) -> list[list[str]]:
                 lag,
                 f"{median(r.wake_lag_ms):.1f}" if r.wake_lag_ms else "–",
                 r.spread,
+                (
+                    f"{min(r.instance_jobs):,}–{max(r.instance_jobs):,} of {r.instances}"
+                    if len(r.instance_jobs) > 1
+                    else "–"
+                ),
                 r.status if not r.failures else f"FAILED: {'; '.join(r.failures)}",
             ]
         )
@@ -519,7 +538,12 @@ def markdown_report(
     ]
     if settings is not None:
         lines += [
-            f"One `Workers` instance: workers_count={settings.workers_count}, "
+            (
+                "One `Workers` instance"
+                if options.instances == 1
+                else f"{options.instances} `Workers` instances sharing the store, each"
+            )
+            + f": workers_count={settings.workers_count}, "
             f"n_partitions={settings.n_partitions}, "
             f"claim_concurrency={settings.claim_concurrency}, "
             f"claim_batch_size={settings.claim_batch_size}, "
@@ -550,7 +574,7 @@ def markdown_report(
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.throughput",
-        description="End-to-end jobs/s of one Workers instance with no-op handlers.",
+        description="End-to-end jobs/s of Workers instances with no-op handlers.",
     )
     parser.add_argument(
         "--store", action="append", choices=STORES, help="a store to run (repeatable; default all)"
@@ -564,6 +588,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--claim-concurrency", type=int, default=None, help="default: the runtime's"
     )
     parser.add_argument("--claim-batch-size", type=int, default=None, help="default: the runtime's")
+    parser.add_argument(
+        "--instances",
+        type=int,
+        default=1,
+        help="Workers instances sharing the store, as processes share a database (1)",
+    )
     parser.add_argument("--poll-interval", type=float, default=None, help="seconds (1.0)")
     parser.add_argument("--lag-samples", type=int, default=None, help="pickup-lag samples (5)")
     parser.add_argument(
@@ -597,6 +627,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         args.lag_samples = 1 if args.quick else 5
     if min(args.memory_jobs, args.mongo_jobs, args.workers_count, args.n_partitions) < 1:
         parser.error("job counts, --workers-count and --n-partitions must be at least 1")
+    if args.instances < 1:
+        parser.error("--instances must be at least 1")
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     if args.poll_interval <= 0 or args.lag_samples < 0:
@@ -643,6 +675,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         n_partitions=args.n_partitions,
         claim_concurrency=args.claim_concurrency,
         claim_batch_size=args.claim_batch_size,
+        instances=args.instances,
         poll_interval=args.poll_interval,
         lag_samples=args.lag_samples,
         history=not args.no_history,
@@ -663,7 +696,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     title = "Throughput"
     if first is not None:
         title += (
-            f": workers_count={first.workers_count}, n_partitions={first.n_partitions}, "
+            f": instances={first.instances}, "
+            f"workers_count={first.workers_count}, n_partitions={first.n_partitions}, "
             f"claim_concurrency={first.claim_concurrency}, "
             f"claim_batch_size={first.claim_batch_size}, poll_interval={first.poll_interval:g} s"
         )

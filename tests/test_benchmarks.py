@@ -41,6 +41,39 @@ def test_throughput_quick(
     assert report.count("| ok |") == len(throughput.STORES) * len(throughput.HANDLERS)
 
 
+def test_throughput_quick_with_several_instances(
+    mongodb_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = throughput.main(
+        [
+            "--quick",
+            "--uri",
+            mongodb_uri,
+            "--store",
+            "mongo",
+            "--store",
+            "memory",
+            "--handler",
+            "async",
+            "--instances",
+            "3",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    output = capsys.readouterr().out
+    assert status == 0, output
+    report = (tmp_path / "throughput.md").read_text()
+    assert "3 `Workers` instances sharing the store" in report
+    assert report.count("| ok |") == 2
+    assert report.count(" of 3 |") == 2, "each row shows how the jobs split between instances"
+
+
+def test_throughput_rejects_zero_instances() -> None:
+    with pytest.raises(SystemExit):
+        throughput.main(["--instances", "0"])
+
+
 def test_claims_rejects_a_bad_size() -> None:
     with pytest.raises(SystemExit):
         claims.main(["--jobs", "0"])
