@@ -56,8 +56,6 @@ __all__ = [
     "backfill_retention_filter",
     "backfill_retention_update",
     "batches",
-    "checked_claim_requests",
-    "checked_claims",
     "claim_candidates_query",
     "claim_from_before_image",
     "claim_from_read_back",
@@ -392,41 +390,12 @@ def claim_from_before_image(request: ClaimRequest, before: Mapping[str, Any]) ->
 # Batch claims (``claim_many``)
 # --------------------------------------------------------------------------------------------
 
-_CLAIM_BATCH_FIELDS: Final = ("job_names", "partition", "hint", "now", "locked_until")
-
 #: The projection of the candidate scan of ``claim_many``: ids only.
 CLAIM_CANDIDATE_PROJECTION: Final[Mapping[str, int]] = {"_id": 1}
 
 #: The index of each per-candidate update of ``claim_many``: its filter names one ``_id``, so
 #: the ``_id`` index finds the one document at once (never a scan of the partition's index).
 CLAIM_MANY_UPDATE_HINT: Final[Mapping[str, int]] = {"_id": 1}
-
-
-def checked_claim_requests(requests: Sequence[ClaimRequest]) -> list[ClaimRequest]:
-    """The requests of ``claim_many`` as a list. They must agree on everything but ``lock_id``
-    (``job_names``, ``partition``, ``hint``, ``now``, ``locked_until``) and carry distinct lock
-    ids: otherwise ``ValueError``, naming the field (before anything is sent)."""
-    checked = list(requests)
-    if not checked:
-        return checked
-    first = checked[0]
-    for index, request in enumerate(checked[1:], start=1):
-        for name in _CLAIM_BATCH_FIELDS:
-            if getattr(request, name) != getattr(first, name):
-                raise ValueError(
-                    f"requests: request {index} has {name}={getattr(request, name)!r} but "
-                    f"request 0 has {getattr(first, name)!r}; the requests of one claim_many "
-                    "must differ only in lock_id"
-                )
-    seen: set[str] = set()
-    for request in checked:
-        if request.lock_id in seen:
-            raise ValueError(
-                f"requests: lock_id {request.lock_id!r} is repeated; each request needs its "
-                "own lock id"
-            )
-        seen.add(request.lock_id)
-    return checked
 
 
 @dataclass(frozen=True, slots=True)
@@ -508,18 +477,6 @@ def fenced_filter(job_id: str, lock_id: str) -> dict[str, Any]:
 def complete_filter(job_id: str, lock_id: str) -> dict[str, Any]:
     """The fenced delete of a finished event job (recurrent records are never deleted)."""
     return {"_id": job_id, "type": "event", "lockId": lock_id}
-
-
-def checked_claims(claims: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The ``(job_id, lock_id)`` pairs of ``complete_many`` as a list; a job id given twice is
-    refused with ``ValueError`` (before anything is sent)."""
-    pairs = [(job_id, lock_id) for job_id, lock_id in claims]
-    seen: set[str] = set()
-    for job_id, _ in pairs:
-        if job_id in seen:
-            raise ValueError(f"claims: job id {job_id!r} is repeated; give each record once")
-        seen.add(job_id)
-    return pairs
 
 
 def complete_many_filter(claims: Sequence[tuple[str, str]]) -> dict[str, Any]:

@@ -52,6 +52,7 @@ from typing import Any
 
 import anyio.lowlevel
 
+from dogs_core.domain.batches import check_claim_requests, check_completions
 from dogs_core.domain.records import (
     BulkScheduleResult,
     ClaimedJob,
@@ -140,48 +141,6 @@ def _history_row(record: HistoryRecord) -> HistoryRecord:
         error_message=record.error_message,
         unique_identifier=record.unique_identifier,
     )
-
-
-def _checked_claims(claims: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The ``(job_id, lock_id)`` pairs of ``complete_many``; a repeated job id is refused
-    (``ValueError``) before anything is written, as the MongoDB adapter does."""
-    pairs = [(job_id, lock_id) for job_id, lock_id in claims]
-    seen: set[str] = set()
-    for job_id, _ in pairs:
-        if job_id in seen:
-            raise ValueError(f"claims: job id {job_id!r} is repeated; give each record once")
-        seen.add(job_id)
-    return pairs
-
-
-_CLAIM_BATCH_FIELDS = ("job_names", "partition", "hint", "now", "locked_until")
-
-
-def _checked_claim_requests(requests: Sequence[ClaimRequest]) -> list[ClaimRequest]:
-    """The requests of ``claim_many`` as a list; requests that differ in anything but their lock
-    id, or repeat a lock id, are refused (``ValueError``) before anything is written, as the
-    MongoDB adapter does."""
-    checked = list(requests)
-    if not checked:
-        return checked
-    first = checked[0]
-    for index, request in enumerate(checked[1:], start=1):
-        for name in _CLAIM_BATCH_FIELDS:
-            if getattr(request, name) != getattr(first, name):
-                raise ValueError(
-                    f"requests: request {index} has {name}={getattr(request, name)!r} but "
-                    f"request 0 has {getattr(first, name)!r}; the requests of one claim_many "
-                    "must differ only in lock_id"
-                )
-    seen: set[str] = set()
-    for request in checked:
-        if request.lock_id in seen:
-            raise ValueError(
-                f"requests: lock_id {request.lock_id!r} is repeated; each request needs its "
-                "own lock id"
-            )
-        seen.add(request.lock_id)
-    return checked
 
 
 class SyncInMemoryJobStore:
@@ -507,7 +466,7 @@ class SyncInMemoryJobStore:
     def claim_many(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]:
         """Exactly ``len(requests)`` claims in a row, under one lock: the best eligible records,
         the i-th locked for the i-th request."""
-        checked = _checked_claim_requests(requests)
+        checked = check_claim_requests(requests)
         if not checked or not checked[0].job_names:
             return []
         first = checked[0]
@@ -539,7 +498,7 @@ class SyncInMemoryJobStore:
     def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
         """Each pair as :meth:`complete`, under one lock: exact verdicts (whether this call
         deleted the record), without the leeway the port allows batch-deleting stores."""
-        pairs = _checked_claims(claims)
+        pairs = check_completions(claims)
         with self._state():
             verdicts: list[bool] = []
             for job_id, lock_id in pairs:

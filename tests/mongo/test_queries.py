@@ -15,6 +15,7 @@ from typing import Any
 import bson
 import pytest
 
+from dogs_core.domain.batches import check_claim_requests
 from dogs_core.domain.records import (
     ClaimRequest,
     HistoryRecord,
@@ -328,15 +329,15 @@ def test_checked_claim_requests_refuses_requests_that_disagree(field: str, value
     requests = _batch(3)
     requests[2] = dataclasses.replace(requests[2], **{field: value})
     with pytest.raises(ValueError, match=f"request 2 has {field}="):
-        q.checked_claim_requests(requests)
+        check_claim_requests(requests)
 
 
 def test_checked_claim_requests_refuses_a_repeated_lock_id() -> None:
     requests = _batch(3)
-    assert q.checked_claim_requests(requests) == requests
-    assert q.checked_claim_requests([]) == []
+    assert check_claim_requests(requests) == requests
+    assert check_claim_requests([]) == []
     with pytest.raises(ValueError, match="lock_id 'L0' is repeated"):
-        q.checked_claim_requests([*requests, requests[0]])
+        check_claim_requests([*requests, requests[0]])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure, 
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
+from dogs_core.domain.batches import check_claim_requests, check_completions
 from dogs_core.domain.records import (
     BulkScheduleResult,
     ClaimedJob,
@@ -490,7 +491,7 @@ class AsyncMongoJobStore:
         call's lock ids and are returned rather than left to wait out their lock; when it fails
         too, the write's ``TransientStoreError`` is raised. Requests that disagree on anything
         but their lock id, or repeat a lock id, raise ``ValueError`` before anything is sent."""
-        checked = q.checked_claim_requests(requests)
+        checked = check_claim_requests(requests)
         if not checked or not checked[0].job_names:
             return []
         query = q.claim_candidates_query(checked[0], len(checked))
@@ -596,7 +597,7 @@ class AsyncMongoJobStore:
         ``ValueError`` before anything is sent. A transient failure after an earlier batch was
         deleted reports ``write_may_have_applied``; a retry then reports ``False`` for what the
         lost attempt deleted (the runtime checks those records are gone)."""
-        pairs = q.checked_claims(claims)
+        pairs = check_completions(claims)
         verdicts: list[bool] = []
         for batch in q.batches(pairs):
             try:
