@@ -70,6 +70,7 @@ JOB_NAMES: Final = tuple(f"stress-job-{i}" for i in range(32))
 LOCK_TIME: Final = timedelta(minutes=30)
 HINT: Final = "globalPriority"
 SEED_BATCH: Final = 1_000
+CLAIM_BATCH: Final = 16  # jobs per claim_many call in the batch scenarios
 
 Adapter = Literal["async", "sync"]
 
@@ -79,12 +80,15 @@ class Scenario:
     name: str
     path: str
     partitions: int
+    batch: int = 1  # jobs per claim call: 1 calls claim(), more calls claim_many()
 
     @property
     def label(self) -> str:
         kind = (
             "sorted updateOne" if self.path == CLAIM_PATH_SORTED_UPDATE_ONE else "findOneAndUpdate"
         )
+        if self.batch > 1:
+            kind = f"claim_many ×{self.batch}"
         plural = "partition" if self.partitions == 1 else "partitions"
         return f"{kind}, {self.partitions} {plural}"
 
@@ -98,6 +102,11 @@ def _scenarios() -> dict[str, Scenario]:
     for partitions in (1, 8, 32, 64, 128):
         found[f"sorted{partitions}"] = Scenario(
             f"sorted{partitions}", CLAIM_PATH_SORTED_UPDATE_ONE, partitions
+        )
+    for partitions in (1, 8, 32, 64, 128):
+        # Batch claims (what Workers sends while it has free slots) work on every server.
+        found[f"batch{partitions}"] = Scenario(
+            f"batch{partitions}", CLAIM_PATH_FIND_ONE_AND_UPDATE, partitions, CLAIM_BATCH
         )
     return found
 
@@ -116,8 +125,13 @@ DEFAULT_ORDER: Final = (
     "fam32",
     "fam64",
     "fam128",
+    "batch1",
+    "batch8",
+    "batch32",
+    "batch64",
+    "batch128",
 )
-QUICK_ORDER: Final = ("fam1", "sorted1", "sorted8", "fam8")
+QUICK_ORDER: Final = ("fam1", "sorted1", "sorted8", "fam8", "batch8")
 
 
 @dataclass(slots=True)
@@ -140,6 +154,7 @@ class ScenarioResult:
     server_cpu_seconds: float | None = None
     failures: list[str] = field(default_factory=list)
     run: int = 1
+    batch: int = 1
     #: Filled by :func:`summarize`: claims/s of every ok run of this scenario and adapter.
     all_claims_per_second: list[float] = field(default_factory=list)
 
@@ -190,15 +205,23 @@ class _Run:
 
 
 def _request(partition: int) -> ClaimRequest:
+    return _requests(partition, 1)[0]
+
+
+def _requests(partition: int, count: int) -> list[ClaimRequest]:
+    """One claim call's requests: the same partition and times, a lock id each."""
     now = datetime.now(UTC)
-    return ClaimRequest(
-        job_names=JOB_NAMES,
-        partition=partition,
-        hint=HINT,
-        now=now,
-        locked_until=now + LOCK_TIME,
-        lock_id=new_execution_id(),
-    )
+    return [
+        ClaimRequest(
+            job_names=JOB_NAMES,
+            partition=partition,
+            hint=HINT,
+            now=now,
+            locked_until=now + LOCK_TIME,
+            lock_id=new_execution_id(),
+        )
+        for _ in range(count)
+    ]
 
 
 def _seed(
@@ -265,16 +288,20 @@ async def _run_async(
         async def claimer(seed: int) -> None:
             rotation = PartitionRotation(scenario.partitions, random.Random(seed))
             while True:
-                request = _request(rotation.next_partition())
+                requests = _requests(rotation.next_partition(), scenario.batch)
                 began = time.perf_counter()
-                job = await store.claim(request)
+                if scenario.batch == 1:
+                    job = await store.claim(requests[0])
+                    jobs = [] if job is None else [job]
+                else:
+                    jobs = await store.claim_many(requests)
                 latencies.append(time.perf_counter() - began)
-                if job is None:
+                if not jobs:
                     if rotation.record_miss():
                         return
                 else:
                     rotation.record_hit()
-                    claimed.append(job)
+                    claimed.extend(jobs)
 
         async def report() -> None:
             while True:
@@ -334,16 +361,20 @@ def _run_sync(
             try:
                 barrier.wait()
                 while True:
-                    request = _request(rotation.next_partition())
+                    requests = _requests(rotation.next_partition(), scenario.batch)
                     began = time.perf_counter()
-                    job = store.claim(request)
+                    if scenario.batch == 1:
+                        job = store.claim(requests[0])
+                        jobs = [] if job is None else [job]
+                    else:
+                        jobs = store.claim_many(requests)
                     latencies.append(time.perf_counter() - began)
-                    if job is None:
+                    if not jobs:
                         if rotation.record_miss():
                             return
                     else:
                         rotation.record_hit()
-                        claimed.append(job)
+                        claimed.extend(jobs)
             except BaseException as error:  # reported after the run
                 errors.append(error)
 
@@ -448,6 +479,7 @@ def run_scenario(
         jobs=jobs,
         claimers=claimers,
         status="ok",
+        batch=scenario.batch,
     )
     if scenario.path == CLAIM_PATH_SORTED_UPDATE_ONE and not server.supports_sorted_update:
         result.status = "skipped: needs MongoDB 8"
@@ -550,7 +582,7 @@ def table_rows(results: Sequence[ScenarioResult]) -> list[list[str]]:
 def targets(results: Sequence[ScenarioResult]) -> list[str]:
     """The 32-vs-1-partition targets (findOneAndUpdate, per adapter): met or not, never asserted."""
     lines = []
-    by_key = {(r.adapter, r.path, r.partitions): r for r in results if r.ok}
+    by_key = {(r.adapter, r.path, r.partitions): r for r in results if r.ok and r.batch == 1}
     for adapter in ("async", "sync"):
         for path in (CLAIM_PATH_FIND_ONE_AND_UPDATE, CLAIM_PATH_SORTED_UPDATE_ONE):
             one, many = by_key.get((adapter, path, 1)), by_key.get((adapter, path, 32))
@@ -579,18 +611,21 @@ def write_chart(results: Sequence[ScenarioResult], path: Path, server: MongoServ
     import matplotlib.pyplot as plt
 
     fig, (ax_rate, ax_conflicts) = plt.subplots(1, 2, figsize=(11, 4.2))
-    series: dict[tuple[str, str], list[ScenarioResult]] = {}
+    series: dict[tuple[str, str, int], list[ScenarioResult]] = {}
     for r in results:
         if r.ok:
-            series.setdefault((r.adapter, r.path), []).append(r)
+            series.setdefault((r.adapter, r.path, r.batch), []).append(r)
     markers = {"async": "o", "sync": "s"}
     styles = {CLAIM_PATH_FIND_ONE_AND_UPDATE: "-", CLAIM_PATH_SORTED_UPDATE_ONE: "--"}
-    for (adapter, claim_path), points in sorted(series.items()):
+    for (adapter, claim_path, batch), points in sorted(series.items()):
         points.sort(key=lambda r: r.partitions)
         xs = [r.partitions for r in points]
         name = "findOneAndUpdate" if claim_path == CLAIM_PATH_FIND_ONE_AND_UPDATE else "sorted"
+        if batch > 1:
+            name = f"claim_many ×{batch}"
         label = f"{name}, {adapter}"
-        style = dict(marker=markers.get(adapter, "o"), linestyle=styles.get(claim_path, "-"))
+        linestyle = ":" if batch > 1 else styles.get(claim_path, "-")
+        style = dict(marker=markers.get(adapter, "o"), linestyle=linestyle)
         ax_rate.plot(xs, [r.claims_per_second or 0 for r in points], label=label, **style)
         ax_conflicts.plot(
             xs, [max(r.write_conflicts or 0, 1) for r in points], label=label, **style

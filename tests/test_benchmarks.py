@@ -20,6 +20,7 @@ def test_claims_quick(mongodb_uri: str, tmp_path: Path, capsys: pytest.CaptureFi
     assert status == 0, output
     assert "findOneAndUpdate, 1 partition" in output
     assert "findOneAndUpdate, 8 partitions" in output
+    assert "claim_many ×16, 8 partitions" in output
     assert "FAILED" not in output
     report = (tmp_path / "claims.md").read_text()
     assert "| Scenario | Adapter |" in report
