@@ -3,16 +3,21 @@
 Structure (all in one anyio task group, so nothing outlives :meth:`Workers.stop`):
 
 - ``claim_concurrency`` claim lanes share one capacity ledger, one partition rotation and one
-  selected hint. Each lane reserves capacity, claims in the next partition, and starts an
-  execution on a hit. Dogs awaits one claim at a time; several lanes keep a worker from being
-  bound by one database round trip per job. Lanes only claim side by side while claims find
-  jobs; after a miss (and at startup) at most one claim per partition not yet tried in the
-  current sweep is in flight. A full sweep of every partition that found nothing puts all
-  lanes to sleep for ``poll_interval``, so an idle scheduler sends one sweep (``n_partitions``
-  claims) per interval whatever its ``workers_count``.
-- The hint probe (every ``probe_interval``) and the partition reconciler run beside them.
-- Executions run in their own task group so that ``stop`` can drain them, then cancel what is
-  left after the grace period and release those locks for other workers.
+  selected hint. Each lane reserves capacity (up to ``claim_batch_size`` slots offering the same
+  names), claims in the next partition (one job with ``claim``, several with ``claim_many``; a
+  batch claim takes a partition no other batch claim of this instance is reading), and starts
+  an execution per job claimed. Dogs awaits one claim of one job at a time; several lanes and
+  batches keep a worker from being bound by one database round trip per job. Lanes only claim
+  side by side while claims find jobs; after a miss (and at startup) at most one claim per
+  partition not yet tried in the current sweep is in flight. A full sweep of every partition
+  that found nothing puts all lanes to sleep for ``poll_interval``, so an idle scheduler sends
+  one sweep (``n_partitions`` claims) per interval whatever its ``workers_count``.
+- The hint probe (every ``probe_interval``) and the partition reconciler run beside them, and
+  so do three services shared by every execution: one timer task for all lock watchdogs, and
+  the batch writers of completions and history rows.
+- Executions run on runner tasks in their own task group, so that ``stop`` can drain them, then
+  cancel what is left after the grace period and release those locks for other workers. A
+  runner that finishes an execution waits for the next one instead of ending.
 """
 
 from __future__ import annotations
