@@ -374,6 +374,39 @@ def check_index(store: SyncInMemoryJobStore) -> None:
     assert sorted(index_entries(store)) == expected
 
 
+def records_from_specs(
+    specs: list[tuple[str, JobType, int, int, int | None, bool, int | None]],
+    *,
+    with_params: bool = False,
+) -> list[JobRecord]:
+    """The records of the property tests (one recurrent record per name at most, as stores
+    keep it): a locked spec carries a lock id and, ``with_params``, params and ``tries``."""
+    records = []
+    recurrent_names: set[str] = set()
+    for name, job_type, priority, offset, partition, terminal, lock_offset in specs:
+        if job_type is JobType.RECURRENT:
+            if name in recurrent_names:
+                job_type = JobType.EVENT
+            recurrent_names.add(name)
+        locked = lock_offset is not None
+        records.append(
+            JobRecord(
+                id=new_record_id(),
+                job_name=name,
+                type=job_type,
+                priority=priority,
+                next_run_at=T0 + offset * S,
+                partition=partition,
+                params={"n": offset} if with_params else None,
+                status=JobStatus.MAX_TRIES_REACHED if terminal else None,
+                locked_until=T0 + lock_offset * S if lock_offset is not None else None,
+                lock_id=new_execution_id() if locked else None,
+                tries=2 if locked and with_params else None,
+            )
+        )
+    return records
+
+
 @settings(max_examples=250, deadline=None)
 @given(specs=st.lists(record_specs, max_size=25), ops=operations)
 def test_claims_match_a_brute_force_selector(
@@ -382,23 +415,7 @@ def test_claims_match_a_brute_force_selector(
 ) -> None:
     store = SyncInMemoryJobStore()
     order: dict[str, int] = {}
-    recurrent_names: set[str] = set()
-    for name, job_type, priority, offset, partition, terminal, lock_offset in specs:
-        if job_type is JobType.RECURRENT:
-            if name in recurrent_names:
-                job_type = JobType.EVENT
-            recurrent_names.add(name)
-        record = JobRecord(
-            id=new_record_id(),
-            job_name=name,
-            type=job_type,
-            priority=priority,
-            next_run_at=T0 + offset * S,
-            partition=partition,
-            status=JobStatus.MAX_TRIES_REACHED if terminal else None,
-            locked_until=None if lock_offset is None else T0 + lock_offset * S,
-            lock_id=None if lock_offset is None else new_execution_id(),
-        )
+    for record in records_from_specs(specs):
         store.insert_record(record)
         order[record.id] = len(order)
     check_index(store)
@@ -476,25 +493,7 @@ def test_claim_many_is_claims_in_a_row(
 ) -> None:
     """One ``claim_many`` returns, and leaves, exactly what ``count`` claims in a row do."""
     batch, one_by_one = SyncInMemoryJobStore(), SyncInMemoryJobStore()
-    recurrent_names: set[str] = set()
-    for name, job_type, priority, offset, record_partition, terminal, lock_offset in specs:
-        if job_type is JobType.RECURRENT:
-            if name in recurrent_names:
-                job_type = JobType.EVENT
-            recurrent_names.add(name)
-        record = JobRecord(
-            id=new_record_id(),
-            job_name=name,
-            type=job_type,
-            priority=priority,
-            next_run_at=T0 + offset * S,
-            partition=record_partition,
-            params={"n": offset},
-            status=JobStatus.MAX_TRIES_REACHED if terminal else None,
-            locked_until=None if lock_offset is None else T0 + lock_offset * S,
-            lock_id=None if lock_offset is None else new_execution_id(),
-            tries=None if lock_offset is None else 2,
-        )
+    for record in records_from_specs(specs, with_params=True):
         batch.insert_record(record)
         one_by_one.insert_record(record)
     req = request(*sorted(names), partition=partition, now=T0 + now_offset * S)

@@ -96,6 +96,16 @@ def _scheduled_id(outcome: object) -> str:
     return outcome.id
 
 
+def _as_stored(row: HistoryRecord) -> HistoryRecord:
+    """A history row as a store returns it: its times truncated to milliseconds (BSON dates)."""
+    return dataclasses.replace(
+        row,
+        started_at=to_millis(row.started_at),
+        ended_at=to_millis(row.ended_at),
+        expires_at=to_millis(row.expires_at),
+    )
+
+
 def _history(
     execution_id: str,
     *,
@@ -1136,15 +1146,7 @@ class JobStoreContract:
         ]
         other = _history("other", name="b", started_at=T0 + _H)
         await store.write_history_many([rows[0], other, rows[1], rows[2]])
-        stored = [
-            dataclasses.replace(
-                row,
-                started_at=to_millis(row.started_at),
-                ended_at=to_millis(row.ended_at),
-                expires_at=to_millis(row.expires_at),
-            )
-            for row in reversed(rows)
-        ]
+        stored = [_as_stored(row) for row in reversed(rows)]
         assert await store.get_executions("a") == stored
         assert await store.get_executions("b") == [other]
 
@@ -1186,15 +1188,7 @@ class JobStoreContract:
         for row in rows:
             await store.write_history(row)
         await store.write_history(_history("other", name="b", started_at=T0 + _H))
-        stored = [
-            dataclasses.replace(
-                row,
-                started_at=to_millis(row.started_at),
-                ended_at=to_millis(row.ended_at),
-                expires_at=to_millis(row.expires_at),
-            )
-            for row in reversed(rows)
-        ]
+        stored = [_as_stored(row) for row in reversed(rows)]
         assert await store.get_executions("a") == stored
         assert await store.get_executions("a", limit=2) == stored[:2]
         assert await store.get_executions("a", limit=2, skip=1) == stored[1:3]
