@@ -378,7 +378,8 @@ class Workers:
         first = reservations[0]
         hint = str(claim_hint(self._hints.current, first.names_filtered))
         partition = self._rotation.next_partition()
-        if len(reservations) > 1:
+        batch = len(reservations) > 1
+        if batch:
             # Two batch claims of one partition read the same candidates and race for them:
             # a batch claim takes a partition no other batch claim of this instance is reading.
             for _ in range(self._rotation.n_partitions - 1):
@@ -390,7 +391,6 @@ class Workers:
                     self._ledger.settle(reservation, None)
                 await self._capacity.wait()  # the next claim reply frees a partition
                 return
-        batch = len(reservations) > 1
         now = self.clock.now()
         locked_until = now + self.settings.default_lock_time
         requested_at = anyio.current_time()  # the lock runs from here, not from the reply
