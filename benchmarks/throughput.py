@@ -123,11 +123,6 @@ class TimedStore(JobStoreWrapper):
         self.claim_hits += len(jobs)
         return jobs
 
-    async def complete(self, job_id: str, lock_id: str) -> bool:
-        deleted = await self.inner.complete(job_id, lock_id)
-        self._count(int(deleted))
-        return deleted
-
     async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
         verdicts = await self.inner.complete_many(claims)
         self._count(sum(verdicts))

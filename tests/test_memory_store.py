@@ -107,7 +107,7 @@ async def test_async_face_reads_what_the_sync_face_wrote(anyio_backend: str) -> 
     claimed = await store.claim(request())
     assert claimed is not None
     assert claimed.job_id == job_id
-    assert store.sync.complete(job_id, claimed.lock_id)
+    assert store.sync.complete_many([(job_id, claimed.lock_id)]) == [True]
     assert await store.get_job(job_id) is None
 
 
@@ -221,11 +221,11 @@ def test_ttl_purges_expired_records_and_history_lazily() -> None:
         status=HistoryStatus.SUCCESS,
         expires_at=T0 + 4 * DAY,
     )
-    store.write_history(row)
+    store.write_history_many([row])
     assert len(store.get_executions("a")) == 1
     clock.current = T0 + 4 * DAY
     assert store.get_executions("a") == []
-    store.write_history(row)  # the execution id is free again: a fresh insert
+    store.write_history_many([row])  # the execution id is free again: a fresh insert
     assert store.get_executions("a") == []  # ... already expired
 
 
@@ -252,8 +252,8 @@ def test_history_upsert_can_move_a_row_to_another_job_name() -> None:
         status=HistoryStatus.ERROR,
         expires_at=T0 + DAY,
     )
-    store.write_history(row)
-    store.write_history(dataclasses.replace(row, job_name="b", status=HistoryStatus.SUCCESS))
+    store.write_history_many([row])
+    store.write_history_many([dataclasses.replace(row, job_name="b", status=HistoryStatus.SUCCESS)])
     assert store.get_executions("a") == []
     assert [r.status for r in store.get_executions("b")] == [HistoryStatus.ERROR]
 
@@ -454,7 +454,7 @@ def test_claims_match_a_brute_force_selector(
         elif kind == "demote" and target is not None:
             store.demote_stale(target.id, lock_id)
         elif kind == "complete" and target is not None:
-            store.complete(target.id, lock_id)
+            store.complete_many([(target.id, lock_id)])
         elif kind == "mark" and target is not None:
             store.mark_max_tries_reached(target.id, lock_id, now=T0, expires_at=None)
         elif kind == "release" and target is not None:

@@ -17,6 +17,10 @@ Errors
     Adapters raise :class:`~dogs_core.errors.TransientStoreError` for conditions worth retrying
     (network, primary step-down, write conflict, timeout) and let anything else propagate.
 
+The port holds what the runtime and the clients call, nothing more: a single completion or
+history row is a one-item :meth:`AsyncJobStore.complete_many` or
+:meth:`AsyncJobStore.write_history_many`.
+
 Times are timezone-aware UTC ``datetime`` values; stores may truncate them to milliseconds.
 The sync :class:`JobStore` is the same contract without ``async``; the runtime adapts it with
 :class:`dogs_core.runtime.threaded.ThreadedJobStore`.
@@ -118,18 +122,13 @@ class AsyncJobStore(Protocol):
         """Fenced: set ``locked_until``."""
         ...
 
-    async def complete(self, job_id: str, lock_id: str) -> bool:
-        """Fenced: delete an event record (success, or a discarded failure). ``True`` only when
-        this call deleted it."""
-        ...
-
     async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
-        """Fenced delete of many finished event records, given as ``(job_id, lock_id)`` pairs,
-        in one round trip where the store can. Returns one verdict per pair, in order, with the
-        meaning of :meth:`complete`: ``True`` when this call deleted the record, ``False`` when
-        it did not (a record with that id is locked by another claim, unlocked, or recurrent,
-        or no such record exists). Empty input returns ``[]``. A job id repeated in ``claims``
-        raises ``ValueError`` and nothing is written.
+        """Fenced delete of finished event records (success, or a discarded failure), given as
+        ``(job_id, lock_id)`` pairs, in one round trip where the store can; a single completion
+        is a one-pair call. Returns one verdict per pair, in order: ``True`` when this call
+        deleted the record, ``False`` when it did not (a record with that id is locked by
+        another claim, unlocked, or recurrent, or no such record exists). Empty input returns
+        ``[]``. A job id repeated in ``claims`` raises ``ValueError`` and nothing is written.
 
         One leeway, for stores that delete a batch with one command and only learn a count:
         when some pairs of one call were deleted and some records were already gone, the store
@@ -198,14 +197,10 @@ class AsyncJobStore(Protocol):
         """Administrative: release every lock. Returns the modified count."""
         ...
 
-    async def write_history(self, record: HistoryRecord) -> None:
-        """Upsert by ``execution_id``; the status first written for an execution wins."""
-        ...
-
     async def write_history_many(self, records: Sequence[HistoryRecord]) -> None:
-        """:meth:`write_history` for each record, in order, in one round trip where the store
-        can: same semantics per record (upsert by ``execution_id``, the first status written
-        wins, also between two records of one call). Empty input writes nothing."""
+        """Upsert each record by ``execution_id``, in order, in one round trip where the store
+        can (a single row is a one-record call): the status first written for an execution
+        wins, also between two records of one call. Empty input writes nothing."""
         ...
 
     async def get_executions(
@@ -255,8 +250,6 @@ class JobStore(Protocol):
 
     def extend_lock(self, job_id: str, lock_id: str, locked_until: datetime) -> bool: ...
 
-    def complete(self, job_id: str, lock_id: str) -> bool: ...
-
     def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]: ...
 
     def reschedule(
@@ -294,8 +287,6 @@ class JobStore(Protocol):
     def backfill_retention(self, *, retention: timedelta | None, now: datetime) -> int: ...
 
     def unlock_all(self) -> int: ...
-
-    def write_history(self, record: HistoryRecord) -> None: ...
 
     def write_history_many(self, records: Sequence[HistoryRecord]) -> None: ...
 

@@ -197,6 +197,14 @@ class JobStoreContract:
         assert claimed is not None, "expected an eligible record"
         return claimed
 
+    async def complete(self, store: AsyncJobStore, job_id: str, lock_id: str) -> bool:
+        """One completion as the runtime makes it: a one-pair ``complete_many``, whose verdict is
+        exact (the port's leeway needs pairs deleted and pairs gone in one call)."""
+        verdicts = await store.complete_many([(job_id, lock_id)])
+        assert len(verdicts) == 1, verdicts
+        assert isinstance(verdicts[0], bool), verdicts
+        return verdicts[0]
+
     async def record(self, store: AsyncJobStore, job_id: str) -> JobRecord:
         record = await store.get_job(job_id)
         assert record is not None, f"record {job_id} is missing"
@@ -268,7 +276,7 @@ class JobStoreContract:
     ) -> None:
         _scheduled_id(await store.schedule(_job(uid="once")))
         claimed = await self.claim(store)
-        assert await store.complete(claimed.job_id, claimed.lock_id)
+        assert await self.complete(store, claimed.job_id, claimed.lock_id)
         _scheduled_id(await store.schedule(_job(uid="once")))
 
     async def test_schedule_many_counts(self, store: AsyncJobStore) -> None:
@@ -415,14 +423,14 @@ class JobStoreContract:
         assert (second.job_id, second.was_stale, second.tries) == (job_id, True, 2)
         assert second.lock_id != first.lock_id
         assert not await store.extend_lock(job_id, first.lock_id, T0 + _H)
-        assert not await store.complete(job_id, first.lock_id)
+        assert not await self.complete(store, job_id, first.lock_id)
         record = await self.record(store, job_id)
         assert (record.lock_id, record.tries, record.last_run_at) == (
             second.lock_id,
             2,
             T0 + 10 * _S,
         )
-        assert await store.complete(job_id, second.lock_id)
+        assert await self.complete(store, job_id, second.lock_id)
 
     async def test_claim_ignores_terminal_event_jobs(self, store: AsyncJobStore) -> None:
         job_id = _scheduled_id(await store.schedule(_job()))
@@ -722,7 +730,7 @@ class JobStoreContract:
         for lock_id, target in ((new_execution_id(), job_id), (before.lock_id, new_record_id())):
             assert lock_id is not None
             assert not await store.extend_lock(target, lock_id, T0 + _H)
-            assert not await store.complete(target, lock_id)
+            assert not await self.complete(store, target, lock_id)
             assert not await store.reschedule(
                 target, lock_id, next_run_at=T0 + _H, priority=1, reset_tries=True
             )
@@ -745,14 +753,14 @@ class JobStoreContract:
     async def test_complete_deletes_the_event_record(self, store: AsyncJobStore) -> None:
         job_id = _scheduled_id(await store.schedule(_job()))
         claimed = await self.claim(store)
-        assert await store.complete(job_id, claimed.lock_id)
+        assert await self.complete(store, job_id, claimed.lock_id)
         assert await store.get_job(job_id) is None
-        assert not await store.complete(job_id, claimed.lock_id)
+        assert not await self.complete(store, job_id, claimed.lock_id)
 
     async def test_complete_refuses_a_recurrent_record(self, store: AsyncJobStore) -> None:
         await store.ensure_recurrent("tick", priority=100, partition=0, now=T0)
         claimed = await self.claim(store, "tick")
-        assert not await store.complete(claimed.job_id, claimed.lock_id)
+        assert not await self.complete(store, claimed.job_id, claimed.lock_id)
         assert (await self.record(store, claimed.job_id)).lock_id == claimed.lock_id
 
     async def test_complete_many_deletes_every_owned_record(self, store: AsyncJobStore) -> None:
@@ -788,8 +796,8 @@ class JobStoreContract:
         assert await store.complete_many(claims) == [False, False, False, False]
         # No such record (another worker finished the job after this lock was lost).
         assert await store.complete_many([(new_record_id(), new_execution_id())]) == [False]
-        # ``complete`` keeps its meaning: True only when this call deleted the record.
-        assert not await store.complete(owned.job_id, owned.lock_id)
+        # A one-pair call is exact: True only when this call deleted the record.
+        assert not await self.complete(store, owned.job_id, owned.lock_id)
 
     async def test_complete_many_of_nothing(self, store: AsyncJobStore) -> None:
         assert await store.complete_many([]) == []
@@ -872,7 +880,7 @@ class JobStoreContract:
         )
         assert (record.lock_id, record.locked_until) == (None, None)
         assert await store.schedule(_job(uid="dead")) == Duplicate(job_id, "dead")
-        assert not await store.complete(job_id, claimed.lock_id)
+        assert not await self.complete(store, job_id, claimed.lock_id)
 
     async def test_mark_max_tries_reached_without_expiry(self, store: AsyncJobStore) -> None:
         job_id = _scheduled_id(await store.schedule(_job()))
@@ -1121,14 +1129,14 @@ class JobStoreContract:
 
     async def test_history_first_status_wins(self, store: AsyncJobStore) -> None:
         first = _history("e1", status=HistoryStatus.STALE)
-        await store.write_history(first)
+        await store.write_history_many([first])
         late = dataclasses.replace(
             first,
             status=HistoryStatus.SUCCESS,
             ended_at=first.ended_at + _S,
             result={"late": True},
         )
-        await store.write_history(late)
+        await store.write_history_many([late])
         assert await store.get_executions("a") == [
             dataclasses.replace(late, status=HistoryStatus.STALE)
         ]
@@ -1152,7 +1160,7 @@ class JobStoreContract:
 
     async def test_write_history_many_first_status_wins(self, store: AsyncJobStore) -> None:
         first = _history("e1", status=HistoryStatus.STALE)
-        await store.write_history(first)
+        await store.write_history_many([first])
         late = dataclasses.replace(
             first, status=HistoryStatus.SUCCESS, ended_at=first.ended_at + _S, result={"x": 1}
         )
@@ -1186,8 +1194,8 @@ class JobStoreContract:
             for i in range(5)
         ]
         for row in rows:
-            await store.write_history(row)
-        await store.write_history(_history("other", name="b", started_at=T0 + _H))
+            await store.write_history_many([row])
+        await store.write_history_many([_history("other", name="b", started_at=T0 + _H)])
         stored = [_as_stored(row) for row in reversed(rows)]
         assert await store.get_executions("a") == stored
         assert await store.get_executions("a", limit=2) == stored[:2]

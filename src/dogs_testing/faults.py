@@ -25,7 +25,7 @@ share one ``stats`` object so that a test can print one closing report::
     stats = FaultStats()
     plan = FaultPlan.random(error_rate=0.05, ambiguous_rate=0.05, delay_rate=0.1, max_delay=2.0)
     store = FaultyJobStore(InMemoryJobStore(), plan, rng=random.Random(7), stats=stats)
-    store.fail_next("complete", FaultKind.ERROR_AFTER)       # a chosen call, once
+    store.fail_next("complete_many", FaultKind.ERROR_AFTER)  # a chosen call, once
     ...
     print(stats.report())
 
@@ -72,7 +72,6 @@ WRITE_METHODS: Final = frozenset(
         "claim",
         "claim_many",
         "extend_lock",
-        "complete",
         "complete_many",
         "reschedule",
         "mark_max_tries_reached",
@@ -81,7 +80,6 @@ WRITE_METHODS: Final = frozenset(
         "reconcile_partitions",
         "backfill_retention",
         "unlock_all",
-        "write_history",
         "write_history_many",
     }
 )
@@ -103,7 +101,6 @@ PORT_METHODS: Final = WRITE_METHODS | READ_METHODS
 FENCED_METHODS: Final = frozenset(
     {
         "extend_lock",
-        "complete",
         "complete_many",
         "reschedule",
         "mark_max_tries_reached",

@@ -72,6 +72,7 @@ from dogs_core.domain.records import (
 from dogs_core.errors import StoreError
 from dogs_core.ids import new_record_id
 from dogs_core.ports import Clock, StoreCapabilities
+from dogs_core.runtime.forwarding import ForwardingJobStore
 
 __all__ = ["InMemoryJobStore", "SyncInMemoryJobStore"]
 
@@ -487,17 +488,9 @@ class SyncInMemoryJobStore:
             self._put(old, dataclasses.replace(old, locked_until=to_millis(locked_until)))
             return True
 
-    def complete(self, job_id: str, lock_id: str) -> bool:
-        with self._state():
-            old = self._fenced(job_id, lock_id)
-            if old is None or old.type is not JobType.EVENT:
-                return False
-            self._put(old, None)
-            return True
-
     def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
-        """Each pair as :meth:`complete`, under one lock: exact verdicts (whether this call
-        deleted the record), without the leeway the port allows batch-deleting stores."""
+        """Each pair's fenced delete, under one lock: exact verdicts (whether this call deleted
+        the record), without the leeway the port allows batch-deleting stores."""
         pairs = check_completions(claims)
         with self._state():
             verdicts: list[bool] = []
@@ -633,14 +626,9 @@ class SyncInMemoryJobStore:
                 modified += 1
             return modified
 
-    def write_history(self, record: HistoryRecord) -> None:
-        row = _history_row(record)
-        with self._state():
-            self._upsert_history(row)
-
     def write_history_many(self, records: Sequence[HistoryRecord]) -> None:
-        """Each record as :meth:`write_history`, in order, under one lock. Every row is copied
-        before the first is stored: a record that cannot be copied writes nothing."""
+        """Each record upserted in order, under one lock. Every row is copied before the first
+        is stored: a record that cannot be copied writes nothing."""
         rows = [_history_row(record) for record in records]
         if not rows:
             return
@@ -737,7 +725,7 @@ class SyncInMemoryJobStore:
         """Nothing to release; the state stays readable."""
 
 
-class InMemoryJobStore:
+class InMemoryJobStore(ForwardingJobStore):
     """The in-memory store, async face (:class:`~dogs_core.ports.AsyncJobStore`).
 
     Every call runs inline after one scheduling checkpoint (a cancelled caller has written
@@ -756,139 +744,8 @@ class InMemoryJobStore:
 
     async def insert_record(self, record: JobRecord) -> None:
         """See :meth:`SyncInMemoryJobStore.insert_record`."""
-        await anyio.lowlevel.checkpoint()
-        self.sync.insert_record(record)
+        await self._forward("insert_record", record)
 
-    async def setup(self) -> None:
+    async def _forward(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
         await anyio.lowlevel.checkpoint()
-        self.sync.setup()
-
-    async def capabilities(self) -> StoreCapabilities:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.capabilities()
-
-    async def schedule(self, job: NewJob) -> ScheduleOutcome:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.schedule(job)
-
-    async def schedule_many(self, jobs: Sequence[NewJob]) -> BulkScheduleResult:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.schedule_many(jobs)
-
-    async def ensure_recurrent(
-        self, job_name: str, *, priority: int, partition: int, now: datetime
-    ) -> None:
-        await anyio.lowlevel.checkpoint()
-        self.sync.ensure_recurrent(job_name, priority=priority, partition=partition, now=now)
-
-    async def claim(self, request: ClaimRequest) -> ClaimedJob | None:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.claim(request)
-
-    async def claim_many(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.claim_many(requests)
-
-    async def extend_lock(self, job_id: str, lock_id: str, locked_until: datetime) -> bool:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.extend_lock(job_id, lock_id, locked_until)
-
-    async def complete(self, job_id: str, lock_id: str) -> bool:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.complete(job_id, lock_id)
-
-    async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.complete_many(claims)
-
-    async def reschedule(
-        self,
-        job_id: str,
-        lock_id: str,
-        *,
-        next_run_at: datetime,
-        priority: int | None,
-        reset_tries: bool,
-    ) -> bool:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.reschedule(
-            job_id, lock_id, next_run_at=next_run_at, priority=priority, reset_tries=reset_tries
-        )
-
-    async def mark_max_tries_reached(
-        self, job_id: str, lock_id: str, *, now: datetime, expires_at: datetime | None
-    ) -> bool:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.mark_max_tries_reached(job_id, lock_id, now=now, expires_at=expires_at)
-
-    async def demote_stale(self, job_id: str, lock_id: str) -> bool:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.demote_stale(job_id, lock_id)
-
-    async def release_lock(self, job_id: str, lock_id: str, *, now: datetime) -> bool:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.release_lock(job_id, lock_id, now=now)
-
-    async def probe(
-        self, *, hint: str, job_names: Sequence[str], partition: int, now: datetime
-    ) -> float:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.probe(hint=hint, job_names=job_names, partition=partition, now=now)
-
-    async def reconcile_partitions(
-        self,
-        *,
-        job_names: Sequence[str],
-        n_partitions: int,
-        now: datetime,
-        limit: int,
-        choose_partition: Callable[[], int],
-    ) -> int:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.reconcile_partitions(
-            job_names=job_names,
-            n_partitions=n_partitions,
-            now=now,
-            limit=limit,
-            choose_partition=choose_partition,
-        )
-
-    async def backfill_retention(self, *, retention: timedelta | None, now: datetime) -> int:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.backfill_retention(retention=retention, now=now)
-
-    async def unlock_all(self) -> int:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.unlock_all()
-
-    async def write_history(self, record: HistoryRecord) -> None:
-        await anyio.lowlevel.checkpoint()
-        self.sync.write_history(record)
-
-    async def write_history_many(self, records: Sequence[HistoryRecord]) -> None:
-        await anyio.lowlevel.checkpoint()
-        self.sync.write_history_many(records)
-
-    async def get_executions(
-        self, job_name: str, *, limit: int = 20, skip: int = 0
-    ) -> list[HistoryRecord]:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.get_executions(job_name, limit=limit, skip=skip)
-
-    async def get_job(self, job_id: str) -> JobRecord | None:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.get_job(job_id)
-
-    async def find_jobs(
-        self, *, job_name: str | None = None, limit: int | None = None
-    ) -> list[JobRecord]:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.find_jobs(job_name=job_name, limit=limit)
-
-    async def status_counts(self, *, now: datetime) -> list[NameStatus]:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.status_counts(now=now)
-
-    async def close(self) -> None:
-        await anyio.lowlevel.checkpoint()
-        self.sync.close()
+        return getattr(self.sync, method)(*args, **kwargs)

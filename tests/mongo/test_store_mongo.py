@@ -387,7 +387,7 @@ async def test_stored_bson_types_match_dogs(async_store: AsyncMongoJobStore) -> 
         result={"echoed": {"x": 2}},
         unique_identifier="dump-echo-2",
     )
-    await async_store.write_history(execution)
+    await async_store.write_history_many([execution])
     history = async_store.history_collection
     [row] = await history.find({}).to_list(None)
     assert await _types(history, row["_id"]) == {  # examples.historySuccessEvent
@@ -576,7 +576,7 @@ async def test_claims_and_fenced_writes_use_the_configured_write_concern(
     claimed = await store.claim(_request())
     assert claimed is not None
     assert await store.extend_lock(job.id, claimed.lock_id, T0 + timedelta(hours=1))
-    assert await store.complete(job.id, claimed.lock_id)
+    assert await store.complete_many([(job.id, claimed.lock_id)]) == [True]
     concerns = {
         name: body.get("writeConcern")
         for name, body in recorder.commands

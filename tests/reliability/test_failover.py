@@ -2,7 +2,7 @@
 stepped down (``replSetStepDown``) and, in a second run, killed (SIGKILL).
 
 What must hold with the default majority write concern: after recovery every job has run (none
-lost), and no job was *completed* twice: at most one execution's fenced ``complete`` (the delete
+lost), and no job was *completed* twice: at most one execution's fenced completion (the delete
 matching its ``lockId``) succeeded per job. Re-executions are allowed (at-least-once: a claim
 whose reply was lost in the election is dropped and the job runs again after its lock expires)
 and are counted. Each execution records itself in a side collection with ``w: "majority"``.
@@ -70,28 +70,25 @@ def anyio_backend() -> str:
 
 
 class AuditedStore(AsyncMongoJobStore):
-    """Records every ``complete`` that deleted the record (the fenced success of a job)."""
+    """Records every completion that deleted the record (the fenced success of a job)."""
 
     def __init__(self, *args: Any, completions: list[tuple[str, str]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.completions = completions
 
-    async def complete(self, job_id: str, lock_id: str) -> bool:
-        deleted = await super().complete(job_id, lock_id)
-        if deleted:
-            self.completions.append((job_id, lock_id))
-        return deleted
-
     async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
-        """Pair by pair through the audited :meth:`complete`: one ``deleteMany`` cannot say
-        which records this call deleted (a True verdict also means "already gone"), and a
-        look before it could be overtaken, during a failover, by another worker completing
-        the record. The verdict is the port's: the record is gone after the call."""
+        """Pair by pair, each a one-pair call, exact (True only when it deleted the record):
+        one ``deleteMany`` of several pairs cannot say which records this call deleted (a True
+        verdict also means "already gone"), and a look before it could be overtaken, during a
+        failover, by another worker completing the record. The verdict is the port's: the
+        record is gone after the call."""
         if len({job_id for job_id, _ in claims}) != len(claims):
             return await super().complete_many(claims)  # raises ValueError, writes nothing
         verdicts: list[bool] = []
         for job_id, lock_id in claims:
-            deleted = await self.complete(job_id, lock_id)
+            [deleted] = await super().complete_many([(job_id, lock_id)])
+            if deleted:
+                self.completions.append((job_id, lock_id))
             verdicts.append(deleted or await self.get_job(job_id) is None)
         return verdicts
 

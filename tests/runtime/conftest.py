@@ -183,10 +183,6 @@ class RecordingStore(InMemoryJobStore):
             job_id, lock_id, next_run_at=next_run_at, priority=priority, reset_tries=reset_tries
         )
 
-    async def complete(self, job_id: str, lock_id: str) -> bool:
-        self.calls.append("complete")
-        return await super().complete(job_id, lock_id)
-
     async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
         self.calls.append("complete_many")
         return await super().complete_many(claims)

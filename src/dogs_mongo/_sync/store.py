@@ -585,11 +585,6 @@ class MongoJobStore:
             "extend_lock", q.fenced_filter(job_id, lock_id), q.extend_lock_update(locked_until)
         )
 
-    def complete(self, job_id: str, lock_id: str) -> bool:
-        with translate_errors("complete", write=True):
-            result = self._fenced.delete_one(q.complete_filter(job_id, lock_id))
-        return result.deleted_count == 1
-
     def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
         """One ``deleteMany`` per :data:`~dogs_mongo.queries.MAX_BATCH_SIZE` pairs (see
         :func:`~dogs_mongo.queries.complete_many_filter`); when it deleted fewer records than
@@ -759,18 +754,13 @@ class MongoJobStore:
     # History
     # ------------------------------------------------------------------------------------------
 
-    def write_history(self, record: HistoryRecord) -> None:
-        update = q.history_update(record, new_record_id())
-        with translate_errors("write_history", write=True):
-            self._history.update_one(q.history_filter(record.execution_id), update, upsert=True)
-
     def write_history_many(self, records: Sequence[HistoryRecord]) -> None:
         """One unordered ``bulkWrite`` of upserts per :data:`~dogs_mongo.queries.MAX_BATCH_SIZE`
         executions (records of one execution id are merged into one upsert, see
         :func:`~dogs_mongo.queries.history_many_updates`); nothing is sent for no record.
         Every update is built before the first is sent, so an invalid record writes nothing.
-        Like :meth:`write_history`, there is no duplicate-key case to handle (``executionId``
-        is not a unique index and each upsert inserts a fresh ``_id``): a write error propagates.
+        There is no duplicate-key case to handle (``executionId`` is not a unique index and each
+        upsert inserts a fresh ``_id``): a write error propagates.
         A write concern error is a ``TransientStoreError`` (the writes may have applied);
         retrying is safe, the first status written still wins."""
         requests = [

@@ -1,0 +1,172 @@
+"""A base for async stores that forward every port call somewhere else, through one hook.
+
+:class:`ForwardingJobStore` writes each method of :class:`~dogs_core.ports.AsyncJobStore` once,
+with its full signature, as a call of :meth:`ForwardingJobStore._forward` with the method's name
+and its arguments exactly as received. A subclass implements only that hook: run the call in a
+thread (:class:`~dogs_core.runtime.threaded.ThreadedJobStore`), wrap it
+(:class:`dogs_testing.wrapper.JobStoreWrapper`), add a checkpoint before it
+(:class:`dogs_testing.memory.InMemoryJobStore`), ... so a forwarding store cannot forget a
+method when the port grows.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, cast
+
+from dogs_core.domain.records import (
+    BulkScheduleResult,
+    ClaimedJob,
+    ClaimRequest,
+    HistoryRecord,
+    JobRecord,
+    NameStatus,
+    NewJob,
+    ScheduleOutcome,
+)
+from dogs_core.ports import AsyncJobStore, StoreCapabilities
+
+__all__ = ["ForwardingJobStore"]
+
+
+class ForwardingJobStore(ABC):
+    """An :class:`~dogs_core.ports.AsyncJobStore` whose every method (``close`` included) awaits
+    ``self._forward(name, *args, **kwargs)``: the port method's name, then its arguments as the
+    caller passed them (positional ones positionally, keyword-only ones by keyword; a defaulted
+    parameter is always passed, with its value). The hook returns the method's result."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    async def _forward(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
+        """Perform the port call ``method(*args, **kwargs)`` and return its result."""
+
+    async def setup(self) -> None:
+        await self._forward("setup")
+
+    async def capabilities(self) -> StoreCapabilities:
+        return cast(StoreCapabilities, await self._forward("capabilities"))
+
+    async def schedule(self, job: NewJob) -> ScheduleOutcome:
+        return cast(ScheduleOutcome, await self._forward("schedule", job))
+
+    async def schedule_many(self, jobs: Sequence[NewJob]) -> BulkScheduleResult:
+        return cast(BulkScheduleResult, await self._forward("schedule_many", jobs))
+
+    async def ensure_recurrent(
+        self, job_name: str, *, priority: int, partition: int, now: datetime
+    ) -> None:
+        await self._forward(
+            "ensure_recurrent", job_name, priority=priority, partition=partition, now=now
+        )
+
+    async def claim(self, request: ClaimRequest) -> ClaimedJob | None:
+        return cast("ClaimedJob | None", await self._forward("claim", request))
+
+    async def claim_many(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]:
+        return cast("list[ClaimedJob]", await self._forward("claim_many", requests))
+
+    async def extend_lock(self, job_id: str, lock_id: str, locked_until: datetime) -> bool:
+        return cast(bool, await self._forward("extend_lock", job_id, lock_id, locked_until))
+
+    async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
+        return cast("list[bool]", await self._forward("complete_many", claims))
+
+    async def reschedule(
+        self,
+        job_id: str,
+        lock_id: str,
+        *,
+        next_run_at: datetime,
+        priority: int | None,
+        reset_tries: bool,
+    ) -> bool:
+        result = await self._forward(
+            "reschedule",
+            job_id,
+            lock_id,
+            next_run_at=next_run_at,
+            priority=priority,
+            reset_tries=reset_tries,
+        )
+        return cast(bool, result)
+
+    async def mark_max_tries_reached(
+        self, job_id: str, lock_id: str, *, now: datetime, expires_at: datetime | None
+    ) -> bool:
+        result = await self._forward(
+            "mark_max_tries_reached", job_id, lock_id, now=now, expires_at=expires_at
+        )
+        return cast(bool, result)
+
+    async def demote_stale(self, job_id: str, lock_id: str) -> bool:
+        return cast(bool, await self._forward("demote_stale", job_id, lock_id))
+
+    async def release_lock(self, job_id: str, lock_id: str, *, now: datetime) -> bool:
+        return cast(bool, await self._forward("release_lock", job_id, lock_id, now=now))
+
+    async def probe(
+        self, *, hint: str, job_names: Sequence[str], partition: int, now: datetime
+    ) -> float:
+        result = await self._forward(
+            "probe", hint=hint, job_names=job_names, partition=partition, now=now
+        )
+        return cast(float, result)
+
+    async def reconcile_partitions(
+        self,
+        *,
+        job_names: Sequence[str],
+        n_partitions: int,
+        now: datetime,
+        limit: int,
+        choose_partition: Callable[[], int],
+    ) -> int:
+        result = await self._forward(
+            "reconcile_partitions",
+            job_names=job_names,
+            n_partitions=n_partitions,
+            now=now,
+            limit=limit,
+            choose_partition=choose_partition,
+        )
+        return cast(int, result)
+
+    async def backfill_retention(self, *, retention: timedelta | None, now: datetime) -> int:
+        return cast(int, await self._forward("backfill_retention", retention=retention, now=now))
+
+    async def unlock_all(self) -> int:
+        return cast(int, await self._forward("unlock_all"))
+
+    async def write_history_many(self, records: Sequence[HistoryRecord]) -> None:
+        await self._forward("write_history_many", records)
+
+    async def get_executions(
+        self, job_name: str, *, limit: int = 20, skip: int = 0
+    ) -> list[HistoryRecord]:
+        result = await self._forward("get_executions", job_name, limit=limit, skip=skip)
+        return cast("list[HistoryRecord]", result)
+
+    async def get_job(self, job_id: str) -> JobRecord | None:
+        return cast("JobRecord | None", await self._forward("get_job", job_id))
+
+    async def find_jobs(
+        self, *, job_name: str | None = None, limit: int | None = None
+    ) -> list[JobRecord]:
+        result = await self._forward("find_jobs", job_name=job_name, limit=limit)
+        return cast("list[JobRecord]", result)
+
+    async def status_counts(self, *, now: datetime) -> list[NameStatus]:
+        return cast("list[NameStatus]", await self._forward("status_counts", now=now))
+
+    async def close(self) -> None:
+        await self._forward("close")
+
+
+if TYPE_CHECKING:
+
+    def _conforms(store: ForwardingJobStore) -> AsyncJobStore:
+        """Static check (mypy): a forwarding store is an async job store."""
+        return store
