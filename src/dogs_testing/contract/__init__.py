@@ -1,0 +1,52 @@
+"""The job-store contract: one pytest suite every store must pass (ours and a user's).
+
+Subclass :class:`JobStoreContract` in a test module (the subclass name must start with ``Test``)
+and provide a ``store`` fixture (``anyio_backend`` has a default):
+
+``store``
+    A fresh, empty, set-up :class:`~dogs_core.ports.AsyncJobStore` for each test (a sync
+    :class:`~dogs_core.ports.JobStore` wrapped in
+    :class:`~dogs_core.runtime.threaded.ThreadedJobStore`). May be an async (generator) fixture.
+``anyio_backend``
+    ``"asyncio"`` unless overridden (PyMongo's async client needs asyncio); override it with
+    ``"trio"`` or a parametrized fixture to run the suite on other backends.
+
+Optionally override :meth:`JobStoreContract.seed_record` to insert a raw record: a few tests need
+shapes the port never writes (a missing partition, a recurrent record with a legacy
+``maxTriesReached`` status, a terminal record without its retention anchor); they are skipped
+when the store cannot seed. ``probe_hints`` lists the hint names the store must accept.
+
+Example::
+
+    class TestMyStore(JobStoreContract):
+        @pytest.fixture
+        async def store(self) -> AsyncIterator[AsyncJobStore]:
+            store = MyStore(...)
+            await store.setup()
+            yield store
+            await store.close()
+
+Every test uses explicit times around :data:`T0` (far in the future, so a real TTL monitor never
+deletes a row during a test) and never sleeps.
+"""
+
+from __future__ import annotations
+
+from dogs_testing.contract.admin import AdminContract
+from dogs_testing.contract.base import T0
+from dogs_testing.contract.claims import ClaimContract
+from dogs_testing.contract.fenced_writes import FencedWriteContract
+from dogs_testing.contract.history import HistoryContract
+from dogs_testing.contract.scheduling import SchedulingContract
+
+__all__ = ["T0", "JobStoreContract"]
+
+
+class JobStoreContract(
+    SchedulingContract, ClaimContract, FencedWriteContract, HistoryContract, AdminContract
+):
+    """The adapter contract suite. See the module documentation for how to run it.
+
+    Its tests come by area from :mod:`dogs_testing.contract.scheduling`, ``.claims``,
+    ``.fenced_writes``, ``.history`` and ``.admin``; the fixtures, hooks and helpers from
+    :class:`dogs_testing.contract.base.ContractBase`."""

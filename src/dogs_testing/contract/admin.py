@@ -1,0 +1,217 @@
+"""The contract suite, part 5: maintenance and views (partition reconciler, retention
+backfill, ``unlock_all``, status counts, ``find_jobs`` and probes)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+
+import pytest
+
+from dogs_core.domain.records import JobRecord, JobStatus, JobType, NameStatus
+from dogs_core.ids import new_record_id
+from dogs_core.ports import AsyncJobStore
+from dogs_testing.contract.base import _DAY, _H, _MIN, _S, T0, ContractBase, _job, _scheduled_id
+
+__all__ = ["AdminContract"]
+
+
+class AdminContract(ContractBase):
+    """Maintenance and views: partition reconciler, retention backfill, ``unlock_all``, status
+    counts, ``find_jobs`` and probes."""
+
+    # ---------------------------------------------------------------- reconciler
+
+    async def test_reconcile_fixes_invalid_partitions_only(self, store: AsyncJobStore) -> None:
+        ids = {
+            key: _scheduled_id(await store.schedule(job))
+            for key, job in {
+                "negative": _job(partition=-1),
+                "too_high": _job(partition=4),
+                "way_too_high": _job(partition=99),
+                "valid": _job(partition=3),
+                "other_name": _job("b", partition=-1),
+                "locked": _job(partition=7),
+                "lock_expired": _job(partition=8, at=T0 - 2 * _MIN),
+                "terminal": _job(partition=9),
+            }.items()
+        }
+        await self.claim(store, partition=7, now=T0)
+        await self.claim(store, partition=8, now=T0 - _MIN, lock_for=30 * _S)
+        terminal = await self.claim(store, partition=9, now=T0)
+        assert await store.mark_max_tries_reached(
+            ids["terminal"], terminal.lock_id, now=T0, expires_at=None
+        )
+        choices = itertools.cycle([1, 2])
+        modified = await store.reconcile_partitions(
+            job_names=["a"],
+            n_partitions=4,
+            now=T0 + _S,
+            limit=500,
+            choose_partition=lambda: next(choices),
+        )
+        assert modified == 4
+        partitions = {key: (await self.record(store, i)).partition for key, i in ids.items()}
+        for key in ("negative", "too_high", "way_too_high", "lock_expired"):
+            assert partitions[key] in (1, 2), key
+        assert (partitions["valid"], partitions["other_name"]) == (3, -1)
+        assert (partitions["locked"], partitions["terminal"]) == (7, 9)
+
+    async def test_reconcile_respects_the_limit(self, store: AsyncJobStore) -> None:
+        await store.schedule_many([_job(partition=-1) for _ in range(5)])
+        counts = [
+            await store.reconcile_partitions(
+                job_names=["a"], n_partitions=2, now=T0, limit=2, choose_partition=lambda: 0
+            )
+            for _ in range(4)
+        ]
+        assert counts == [2, 2, 1, 0]
+        assert {r.partition for r in await store.find_jobs()} == {0}
+
+    async def test_reconcile_gives_a_partition_to_a_record_without_one(
+        self, store: AsyncJobStore
+    ) -> None:
+        record = JobRecord(
+            id=new_record_id(), job_name="a", type=JobType.EVENT, priority=1, next_run_at=T0
+        )
+        await self.seed_record(store, record)
+        modified = await store.reconcile_partitions(
+            job_names=["a"], n_partitions=3, now=T0, limit=10, choose_partition=lambda: 2
+        )
+        assert modified == 1
+        assert (await self.record(store, record.id)).partition == 2
+        assert (await self.claim(store, partition=2)).job_id == record.id
+
+    # ---------------------------------------------------------------- retention
+
+    async def test_backfill_retention_recomputes_expiry_from_the_anchor(
+        self, store: AsyncJobStore
+    ) -> None:
+        job_id = _scheduled_id(await store.schedule(_job()))
+        pending = _scheduled_id(await store.schedule(_job(partition=1)))
+        claimed = await self.claim(store)
+        assert await store.mark_max_tries_reached(
+            job_id, claimed.lock_id, now=T0 + _S, expires_at=T0 + _S + 7 * _DAY
+        )
+        pending_before = await self.record(store, pending)
+        assert await store.backfill_retention(retention=_DAY, now=T0 + _H) == 1
+        record = await self.record(store, job_id)
+        assert (record.max_tries_reached_at, record.expires_at) == (T0 + _S, T0 + _S + _DAY)
+        assert await self.record(store, pending) == pending_before
+
+    async def test_backfill_retention_none_unsets_expiry(self, store: AsyncJobStore) -> None:
+        ids = [_scheduled_id(await store.schedule(_job(partition=p))) for p in range(2)]
+        for partition, expires_at in ((0, T0 + _DAY), (1, None)):
+            claimed = await self.claim(store, partition=partition)
+            assert await store.mark_max_tries_reached(
+                claimed.job_id, claimed.lock_id, now=T0, expires_at=expires_at
+            )
+        assert await store.backfill_retention(retention=None, now=T0) == 1
+        for job_id in ids:
+            record = await self.record(store, job_id)
+            assert (record.expires_at, record.max_tries_reached_at) == (None, T0)
+
+    async def test_backfill_retention_without_an_anchor_uses_last_run_at_then_now(
+        self, store: AsyncJobStore
+    ) -> None:
+        base = JobRecord(
+            id="",
+            job_name="a",
+            type=JobType.EVENT,
+            priority=100,
+            next_run_at=T0 - _DAY,
+            partition=0,
+            status=JobStatus.MAX_TRIES_REACHED,
+            tries=3,
+        )
+        ran = dataclasses.replace(base, id=new_record_id(), last_run_at=T0 - _H)
+        never_ran = dataclasses.replace(base, id=new_record_id())
+        legacy_recurrent = dataclasses.replace(
+            base, id=new_record_id(), job_name="tick", type=JobType.RECURRENT
+        )
+        for record in (ran, never_ran, legacy_recurrent):
+            await self.seed_record(store, record)
+        assert await store.backfill_retention(retention=_DAY, now=T0) == 2
+        ran_after = await self.record(store, ran.id)
+        assert (ran_after.max_tries_reached_at, ran_after.expires_at) == (T0 - _H, T0 + _DAY - _H)
+        never_after = await self.record(store, never_ran.id)
+        assert (never_after.max_tries_reached_at, never_after.expires_at) == (T0, T0 + _DAY)
+        legacy_after = await self.record(store, legacy_recurrent.id)
+        assert (legacy_after.max_tries_reached_at, legacy_after.expires_at) == (None, None)
+
+    # ---------------------------------------------------------------- administration
+
+    async def test_unlock_all_releases_every_lock(self, store: AsyncJobStore) -> None:
+        await store.schedule_many([_job(partition=p) for p in range(3)])
+        for partition in range(2):
+            await self.claim(store, partition=partition)
+        assert await store.unlock_all() == 2
+        for record in await store.find_jobs():
+            assert (record.lock_id, record.locked_until, record.claim_was_stale) == (
+                None,
+                None,
+                None,
+            )
+        assert await store.unlock_all() == 0
+        again = await self.claim(store, partition=0)
+        assert (again.was_stale, again.tries) == (False, 2)
+
+    # ---------------------------------------------------------------- views
+
+    async def test_status_counts(self, store: AsyncJobStore) -> None:
+        await store.schedule_many(
+            [
+                _job(partition=0, at=T0 - 2 * _S),  # due
+                _job(partition=1, at=T0 - _S),  # due
+                _job(partition=2, at=T0 + _H),  # scheduled later
+                _job(partition=3, at=T0 - _S),  # running
+                _job(partition=4, at=T0 - 20 * _S),  # stale
+                _job(partition=5, at=T0 - 20 * _S),  # terminal
+                _job("b", partition=0, at=T0),  # due
+            ]
+        )
+        await self.claim(store, partition=3, now=T0)
+        await self.claim(store, partition=4, now=T0 - 10 * _S, lock_for=5 * _S)
+        terminal = await self.claim(store, partition=5, now=T0 - 10 * _S)
+        assert await store.mark_max_tries_reached(
+            terminal.job_id, terminal.lock_id, now=T0 - 10 * _S, expires_at=None
+        )
+        counts = sorted(await store.status_counts(now=T0), key=lambda s: s.job_name)
+        assert counts == [
+            NameStatus(
+                job_name="a",
+                due=2,
+                scheduled_later=1,
+                running=1,
+                stale=1,
+                terminal=1,
+                oldest_due_at=T0 - 2 * _S,
+            ),
+            NameStatus(job_name="b", due=1, oldest_due_at=T0),
+        ]
+
+    async def test_find_jobs_in_claim_order(self, store: AsyncJobStore) -> None:
+        ids = [
+            _scheduled_id(await store.schedule(job))
+            for job in (
+                _job("a", priority=10, at=T0, partition=0),
+                _job("b", priority=50, at=T0 + _H, partition=1),
+                _job("a", priority=50, at=T0 - _H, partition=2),
+                _job("b", priority=0, at=T0 - _DAY, partition=3),
+            )
+        ]
+        assert [r.id for r in await store.find_jobs()] == [ids[2], ids[1], ids[0], ids[3]]
+        assert [r.id for r in await store.find_jobs(job_name="b")] == [ids[1], ids[3]]
+        assert [r.id for r in await store.find_jobs(limit=2)] == [ids[2], ids[1]]
+        assert await store.find_jobs(job_name="nobody") == []
+
+    async def test_probe_measures_every_hint(self, store: AsyncJobStore) -> None:
+        if not (await store.capabilities()).supports_probe:
+            pytest.skip("the store does not support probes")
+        await store.schedule_many([_job(partition=p % 2, priority=p) for p in range(6)])
+        for hint in self.probe_hints:
+            cost = await store.probe(hint=hint, job_names=["a", "b"], partition=0, now=T0)
+            assert isinstance(cost, float | int)
+            assert math.isfinite(cost)
+            assert cost >= 0

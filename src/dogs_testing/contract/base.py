@@ -1,0 +1,177 @@
+"""The shared part of the contract suite: reference times, record builders, and the base class
+with the fixtures, hooks and helpers every area of the suite uses."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar
+
+import pytest
+
+from dogs_core.domain.records import (
+    ClaimedJob,
+    ClaimRequest,
+    HistoryRecord,
+    HistoryStatus,
+    JobRecord,
+    JobType,
+    NewJob,
+    Scheduled,
+    to_millis,
+)
+from dogs_core.ids import new_execution_id, new_record_id
+from dogs_core.ports import AsyncJobStore
+
+__all__ = ["T0", "ContractBase"]
+
+T0 = datetime(2100, 1, 1, tzinfo=UTC)
+"""The reference time of the suite."""
+
+_MS = timedelta(milliseconds=1)
+_S = timedelta(seconds=1)
+_MIN = timedelta(minutes=1)
+_H = timedelta(hours=1)
+_DAY = timedelta(days=1)
+
+
+def _job(
+    name: str = "a",
+    *,
+    at: datetime = T0 - _S,
+    priority: int = 100,
+    partition: int = 0,
+    uid: str | None = None,
+    params: Mapping[str, Any] | None = None,
+) -> NewJob:
+    return NewJob(
+        id=new_record_id(),
+        job_name=name,
+        params=params,
+        next_run_at=at,
+        priority=priority,
+        partition=partition,
+        unique_identifier=uid,
+    )
+
+
+def _scheduled_id(outcome: object) -> str:
+    assert isinstance(outcome, Scheduled), outcome
+    return outcome.id
+
+
+def _as_stored(row: HistoryRecord) -> HistoryRecord:
+    """A history row as a store returns it: its times truncated to milliseconds (BSON dates)."""
+    return dataclasses.replace(
+        row,
+        started_at=to_millis(row.started_at),
+        ended_at=to_millis(row.ended_at),
+        expires_at=to_millis(row.expires_at),
+    )
+
+
+def _history(
+    execution_id: str,
+    *,
+    name: str = "a",
+    started_at: datetime = T0,
+    status: HistoryStatus = HistoryStatus.SUCCESS,
+    error_message: str | None = None,
+    result: Any = None,
+) -> HistoryRecord:
+    return HistoryRecord(
+        execution_id=execution_id,
+        job_id=new_record_id(),
+        job_name=name,
+        type=JobType.EVENT,
+        priority=100,
+        tries=1,
+        started_at=started_at,
+        ended_at=started_at + 50 * _MS,
+        status=status,
+        expires_at=started_at + 7 * _DAY,
+        params={"n": 1},
+        result=result,
+        error_message=error_message,
+    )
+
+
+class ContractBase:
+    """The fixtures, hooks and helpers of :class:`~dogs_testing.contract.JobStoreContract`; each
+    area of the suite is a subclass holding its tests."""
+
+    pytestmark: ClassVar[Any] = pytest.mark.anyio
+
+    hint: ClassVar[str] = "byJobName"
+    """The hint passed in claim requests."""
+    probe_hints: ClassVar[Sequence[str]] = ("byJobName", "globalPriority")
+    """Every hint the store must be able to probe."""
+
+    @pytest.fixture
+    def anyio_backend(self) -> str:
+        """asyncio by default (PyMongo's async client runs on asyncio only); override it to run
+        the suite on trio, or on several backends with a parametrized fixture."""
+        return "asyncio"
+
+    async def seed_record(self, store: AsyncJobStore, record: JobRecord) -> None:
+        """Insert ``record`` exactly as given. Override it to run the tests that need it."""
+        pytest.skip("this store offers no raw seeding (override seed_record to enable)")
+
+    # ---------------------------------------------------------------- helpers
+
+    def request(
+        self,
+        *names: str,
+        partition: int = 0,
+        now: datetime = T0,
+        lock_for: timedelta = _MIN,
+        lock_id: str | None = None,
+    ) -> ClaimRequest:
+        return ClaimRequest(
+            job_names=names or ("a",),
+            partition=partition,
+            hint=self.hint,
+            now=now,
+            locked_until=now + lock_for,
+            lock_id=lock_id or new_execution_id(),
+        )
+
+    def requests(
+        self,
+        count: int,
+        *names: str,
+        partition: int = 0,
+        now: datetime = T0,
+        lock_for: timedelta = _MIN,
+    ) -> list[ClaimRequest]:
+        """``count`` requests of one ``claim_many``: the same but for their lock ids."""
+        template = self.request(*names, partition=partition, now=now, lock_for=lock_for)
+        return [dataclasses.replace(template, lock_id=new_execution_id()) for _ in range(count)]
+
+    async def claim(
+        self,
+        store: AsyncJobStore,
+        *names: str,
+        partition: int = 0,
+        now: datetime = T0,
+        lock_for: timedelta = _MIN,
+    ) -> ClaimedJob:
+        claimed = await store.claim(
+            self.request(*names, partition=partition, now=now, lock_for=lock_for)
+        )
+        assert claimed is not None, "expected an eligible record"
+        return claimed
+
+    async def complete(self, store: AsyncJobStore, job_id: str, lock_id: str) -> bool:
+        """One completion as the runtime makes it: a one-pair ``complete_many``, whose verdict is
+        exact (the port's leeway needs pairs deleted and pairs gone in one call)."""
+        verdicts = await store.complete_many([(job_id, lock_id)])
+        assert len(verdicts) == 1, verdicts
+        assert isinstance(verdicts[0], bool), verdicts
+        return verdicts[0]
+
+    async def record(self, store: AsyncJobStore, job_id: str) -> JobRecord:
+        record = await store.get_job(job_id)
+        assert record is not None, f"record {job_id} is missing"
+        return record

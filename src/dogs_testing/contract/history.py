@@ -1,0 +1,93 @@
+"""The contract suite, part 4: execution history (upserts by execution id, the first status
+wins, newest-first reads)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+from dogs_core.domain.records import HistoryStatus
+from dogs_core.ports import AsyncJobStore
+from dogs_testing.contract.base import _H, _S, T0, ContractBase, _as_stored, _history
+
+__all__ = ["HistoryContract"]
+
+
+class HistoryContract(ContractBase):
+    """Execution history: upserts by execution id, the first status wins, newest-first reads."""
+
+    async def test_history_first_status_wins(self, store: AsyncJobStore) -> None:
+        first = _history("e1", status=HistoryStatus.STALE)
+        await store.write_history_many([first])
+        late = dataclasses.replace(
+            first,
+            status=HistoryStatus.SUCCESS,
+            ended_at=first.ended_at + _S,
+            result={"late": True},
+        )
+        await store.write_history_many([late])
+        assert await store.get_executions("a") == [
+            dataclasses.replace(late, status=HistoryStatus.STALE)
+        ]
+
+    async def test_write_history_many(self, store: AsyncJobStore) -> None:
+        rows = [
+            _history(
+                f"m{i}",
+                started_at=T0 + i * _S + timedelta(microseconds=1_999),
+                status=HistoryStatus.ERROR if i % 2 else HistoryStatus.SUCCESS,
+                error_message="boom" if i % 2 else None,
+                result=None if i % 2 else {"i": i},
+            )
+            for i in range(3)
+        ]
+        other = _history("other", name="b", started_at=T0 + _H)
+        await store.write_history_many([rows[0], other, rows[1], rows[2]])
+        stored = [_as_stored(row) for row in reversed(rows)]
+        assert await store.get_executions("a") == stored
+        assert await store.get_executions("b") == [other]
+
+    async def test_write_history_many_first_status_wins(self, store: AsyncJobStore) -> None:
+        first = _history("e1", status=HistoryStatus.STALE)
+        await store.write_history_many([first])
+        late = dataclasses.replace(
+            first, status=HistoryStatus.SUCCESS, ended_at=first.ended_at + _S, result={"x": 1}
+        )
+        # Within one call too: the first record of an execution id sets its status, the later
+        # ones its other fields, as writing them one by one would.
+        fresh = _history("e2", started_at=T0 + _S, status=HistoryStatus.ERROR, error_message="a")
+        fresh_late = dataclasses.replace(
+            fresh, status=HistoryStatus.SUCCESS, error_message=None, result={"ok": True}
+        )
+        await store.write_history_many([late, fresh, fresh_late])
+        assert await store.get_executions("a") == [
+            dataclasses.replace(fresh_late, status=HistoryStatus.ERROR),
+            dataclasses.replace(late, status=HistoryStatus.STALE),
+        ]
+
+    async def test_write_history_many_of_nothing(self, store: AsyncJobStore) -> None:
+        await store.write_history_many([])
+        assert await store.get_executions("a") == []
+
+    async def test_get_executions_newest_first_with_limit_and_skip(
+        self, store: AsyncJobStore
+    ) -> None:
+        rows = [
+            _history(
+                f"e{i}",
+                started_at=T0 + i * _S + timedelta(microseconds=1_999),
+                status=HistoryStatus.ERROR if i % 2 else HistoryStatus.SUCCESS,
+                error_message="boom" if i % 2 else None,
+                result=None if i % 2 else {"i": i},
+            )
+            for i in range(5)
+        ]
+        for row in rows:
+            await store.write_history_many([row])
+        await store.write_history_many([_history("other", name="b", started_at=T0 + _H)])
+        stored = [_as_stored(row) for row in reversed(rows)]
+        assert await store.get_executions("a") == stored
+        assert await store.get_executions("a", limit=2) == stored[:2]
+        assert await store.get_executions("a", limit=2, skip=1) == stored[1:3]
+        assert await store.get_executions("a", skip=4) == stored[4:]
+        assert await store.get_executions("nobody") == []
