@@ -3,10 +3,13 @@
 :class:`AsyncMongoJobStore` (PyMongo ``AsyncMongoClient``) and :class:`MongoJobStore` (PyMongo
 ``MongoClient``, generated from the async one) implement the job-store ports of
 :mod:`dogs_core.ports` on the collections ``orionjs.jobs_dogs_records`` and
-``orionjs.jobs_dogs_history`` with Dogs' field names and indexes.
+``orionjs.jobs_dogs_history`` with Dogs' field names and indexes. :class:`DogsContainer` (the
+composition root, also importable from :mod:`dogs_mongo.container`) wires them with the clients
+and the workers.
 """
 
 from dogs_mongo._async.store import AsyncMongoJobStore
 from dogs_mongo._sync.store import MongoJobStore
+from dogs_mongo.container import DogsContainer
 
-__all__ = ["AsyncMongoJobStore", "MongoJobStore"]
+__all__ = ["AsyncMongoJobStore", "DogsContainer", "MongoJobStore"]

@@ -91,40 +91,29 @@ returns a ``DynamicContainer`` holding copies of the providers (not an instance 
 
 from __future__ import annotations
 
-import inspect
 import logging
-import math
 import random
 import re
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from dependency_injector import containers, providers
 from pymongo import AsyncMongoClient, MongoClient
 from pymongo.errors import ConfigurationError, InvalidURI, PyMongoError
-from pymongo.write_concern import WriteConcern
 
-from dogs_core.domain.partitions import validate_n_partitions
-from dogs_core.domain.schedules import parse_duration
-from dogs_core.errors import InvalidOptionError, ValidationError
+from dogs_core.errors import InvalidOptionError
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock
 from dogs_core.runtime.blocking import BlockingDogsClient, BlockingWorkers
 from dogs_core.runtime.client import DogsClient
 from dogs_core.runtime.clock import SystemClock
-from dogs_core.runtime.settings import WorkerSettings
 from dogs_core.runtime.threaded import ThreadedJobStore
 from dogs_core.runtime.workers import Workers
-from dogs_mongo import queries as q
 from dogs_mongo._async.store import AsyncMongoJobStore
 from dogs_mongo._sync.store import MongoJobStore
+from dogs_mongo.settings import CONFIG_KEYS, CONNECTION_DEFAULTS, DogsSettings
 
 __all__ = [
-    "CONFIG_DEFAULTS",
-    "WORKER_OPTIONS",
     "DogsContainer",
     "DogsSettings",
     "MongoClients",
@@ -133,29 +122,6 @@ __all__ = [
 
 logger = logging.getLogger("dogs.container")
 
-Driver = Literal["async", "sync"]
-
-#: The worker options a container accepts (the keyword arguments of ``WorkerSettings``).
-WORKER_OPTIONS: Final[frozenset[str]] = frozenset(
-    name for name in inspect.signature(WorkerSettings.__init__).parameters if name != "self"
-)
-
-#: The configuration defaults (worker options default to ``WorkerSettings``'s own).
-CONFIG_DEFAULTS: Final[Mapping[str, Any]] = {
-    "uri": None,
-    "database": None,
-    "records_collection": q.DEFAULT_RECORDS_COLLECTION,
-    "history_collection": q.DEFAULT_HISTORY_COLLECTION,
-    "driver": "async",
-    "n_partitions": 1,
-    "write_concern": None,
-    "server_selection_timeout": None,
-    "client_options": {},
-    "claim_path": "auto",
-    "blocking_backend": "asyncio",
-}
-
-_CONFIG_KEYS: Final = frozenset(CONFIG_DEFAULTS) | WORKER_OPTIONS
 #: Providers that ``DogsContainer(...)`` overrides when given by name (others: ``.override``).
 _OVERRIDABLE: Final = frozenset(
     {
@@ -168,212 +134,6 @@ _OVERRIDABLE: Final = frozenset(
         "sync_store",
     }
 )
-_CLAIM_PATHS: Final = ("auto", "sorted_update_one", "find_one_and_update")
-_BAD_DATABASE_CHARS: Final = frozenset('/\\. "$\x00')
-
-
-# ----------------------------------------------------------------------------------------------
-# Validated settings
-# ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class DogsSettings:
-    """The container's configuration, validated (see the module docstring for each option)."""
-
-    uri: str | None = None
-    database: str | None = None
-    records_collection: str = q.DEFAULT_RECORDS_COLLECTION
-    history_collection: str = q.DEFAULT_HISTORY_COLLECTION
-    driver: Driver = "async"
-    n_partitions: int = 1
-    write_concern: WriteConcern | None = None
-    server_selection_timeout: timedelta | None = None
-    client_options: Mapping[str, Any] = field(default_factory=dict)
-    claim_path: str = "auto"
-    blocking_backend: str = "asyncio"
-    worker_options: Mapping[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any] | None) -> DogsSettings:
-        """Validate a configuration mapping; raises :class:`InvalidOptionError` naming the
-        first bad option."""
-        if config is None:
-            config = {}
-        if not isinstance(config, Mapping):
-            raise InvalidOptionError("config", config, "must be a mapping of options")
-        unknown = sorted(str(key) for key in config if key not in _CONFIG_KEYS)
-        if unknown:
-            raise InvalidOptionError(
-                unknown[0],
-                config[unknown[0]],
-                f"unknown DogsContainer option; expected one of {', '.join(sorted(_CONFIG_KEYS))}",
-            )
-        values = {**CONFIG_DEFAULTS, **config}
-        worker_options = {
-            key: config[key] for key in WORKER_OPTIONS - {"n_partitions"} if key in config
-        }
-        n_partitions = validate_n_partitions(values["n_partitions"])
-        # Validate the worker options now, so a bad one fails at configuration time.
-        _worker_settings({**worker_options, "n_partitions": n_partitions})
-        return cls(
-            uri=_optional_text("uri", values["uri"]),
-            database=_database_name(values["database"]),
-            records_collection=_collection_name("records_collection", values["records_collection"]),
-            history_collection=_collection_name("history_collection", values["history_collection"]),
-            driver=_driver(values["driver"]),
-            n_partitions=n_partitions,
-            write_concern=_write_concern(values["write_concern"]),
-            server_selection_timeout=_timeout(values["server_selection_timeout"]),
-            client_options=_client_options(values["client_options"]),
-            claim_path=_choice("claim_path", values["claim_path"], _CLAIM_PATHS),
-            blocking_backend=_choice(
-                "blocking_backend", values["blocking_backend"], ("asyncio", "trio")
-            ),
-            worker_options=worker_options,
-        )
-
-    def worker_settings(self, **overrides: Any) -> WorkerSettings:
-        """The :class:`WorkerSettings` of these defaults with ``overrides`` applied."""
-        unknown = sorted(set(overrides) - WORKER_OPTIONS)
-        if unknown:
-            raise InvalidOptionError(
-                unknown[0],
-                overrides[unknown[0]],
-                f"unknown worker option; expected one of {', '.join(sorted(WORKER_OPTIONS))}",
-            )
-        options = {"n_partitions": self.n_partitions, **self.worker_options, **overrides}
-        if options["n_partitions"] != self.n_partitions:
-            logger.warning(
-                "workers use n_partitions=%r but the container's client uses %r: set "
-                "n_partitions in the container configuration so that both agree",
-                options["n_partitions"],
-                self.n_partitions,
-            )
-        return _worker_settings(options)
-
-    def client_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of the PyMongo client."""
-        kwargs: dict[str, Any] = dict(self.client_options)
-        kwargs["tz_aware"] = True
-        if self.server_selection_timeout is not None:
-            kwargs["serverSelectionTimeoutMS"] = max(
-                1, math.ceil(self.server_selection_timeout.total_seconds() * 1000)
-            )
-        return kwargs
-
-    def store_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of the Mongo stores (besides the client and database)."""
-        return {
-            "records_collection": self.records_collection,
-            "history_collection": self.history_collection,
-            "write_concern": self.write_concern,
-            "claim_path": self.claim_path,
-        }
-
-    def required_uri(self) -> str:
-        if self.uri is None:
-            raise InvalidOptionError(
-                "uri",
-                None,
-                "a MongoDB URI is required: DogsContainer(uri=...) or "
-                "container.config.uri.from_env('DOGS_MONGODB_URI')",
-            )
-        return self.uri
-
-
-def _worker_settings(options: Mapping[str, Any]) -> WorkerSettings:
-    """``WorkerSettings(**options)``, every validation error as an :class:`InvalidOptionError`."""
-    try:
-        return WorkerSettings(**options)
-    except InvalidOptionError:
-        raise
-    except ValidationError as error:  # a duration: InvalidScheduleError
-        raise InvalidOptionError(error.field, error.value, error.reason) from None
-
-
-def _optional_text(name: str, value: object) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidOptionError(name, value, "must be a non-empty string")
-    return value
-
-
-def _database_name(value: object) -> str | None:
-    name = _optional_text("database", value)
-    if name is not None and _BAD_DATABASE_CHARS & set(name):
-        raise InvalidOptionError(
-            "database", value, 'a MongoDB database name cannot contain / \\ . space " $ or NUL'
-        )
-    return name
-
-
-def _collection_name(option: str, value: object) -> str:
-    if not isinstance(value, str) or not value or "$" in value or "\x00" in value:
-        raise InvalidOptionError(option, value, "must be a non-empty collection name without $")
-    if value.startswith("system."):
-        raise InvalidOptionError(option, value, "the system. prefix is reserved by MongoDB")
-    return value
-
-
-def _driver(value: object) -> Driver:
-    if value == "async":
-        return "async"
-    if value == "sync":
-        return "sync"
-    raise InvalidOptionError("driver", value, "must be 'async' or 'sync'")
-
-
-def _choice(option: str, value: object, choices: tuple[str, ...]) -> str:
-    if not isinstance(value, str) or value not in choices:
-        raise InvalidOptionError(option, value, f"must be one of {', '.join(choices)}")
-    return value
-
-
-def _write_concern(value: object) -> WriteConcern | None:
-    if value is None:
-        return None
-    if isinstance(value, WriteConcern):
-        if not value.acknowledged:
-            raise InvalidOptionError(
-                "write_concern", value, "claims and fenced writes need an acknowledged concern"
-            )
-        return value
-    if value == "majority":
-        return WriteConcern(w="majority")
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value < 1:
-            raise InvalidOptionError(
-                "write_concern", value, "must be at least 1: fencing needs acknowledged writes"
-            )
-        return WriteConcern(w=value)
-    raise InvalidOptionError(
-        "write_concern", value, "must be None (the client's), 'majority' or a number of nodes >= 1"
-    )
-
-
-def _timeout(value: object) -> timedelta | None:
-    if value is None:
-        return None
-    if not isinstance(value, timedelta | int | float | str):
-        raise InvalidOptionError(
-            "server_selection_timeout", value, "must be a duration (seconds, '5s' or timedelta)"
-        )
-    duration = parse_duration(value, field="server_selection_timeout", error=InvalidOptionError)
-    if duration <= timedelta(0):
-        raise InvalidOptionError("server_selection_timeout", value, "must be greater than zero")
-    return duration
-
-
-def _client_options(value: object) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
-        raise InvalidOptionError(
-            "client_options", value, "must be a mapping of PyMongo client keyword arguments"
-        )
-    return dict(value)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -569,7 +329,7 @@ class DogsContainer(containers.DeclarativeContainer):
 
     __self__ = providers.Self()
 
-    config = providers.Configuration(default=dict(CONFIG_DEFAULTS))
+    config = providers.Configuration(default=dict(CONNECTION_DEFAULTS))
     settings = providers.Callable(DogsSettings.from_config, config)
 
     _clients = providers.Singleton(MongoClients, settings)
@@ -605,7 +365,7 @@ class DogsContainer(containers.DeclarativeContainer):
         now) and overrides of the store, clock and client providers (``store=InMemoryJobStore()``,
         ``clock=LoopClock(...)``)."""
         overrides = {name: options.pop(name) for name in list(options) if name in _OVERRIDABLE}
-        unknown = sorted(name for name in options if name not in _CONFIG_KEYS)
+        unknown = sorted(name for name in options if name not in CONFIG_KEYS)
         if unknown:
             name = unknown[0]
             reason = (
@@ -613,7 +373,7 @@ class DogsContainer(containers.DeclarativeContainer):
                 f"container.{name}.override(...)"
                 if name in cls.providers
                 else "unknown DogsContainer option; expected a configuration option "
-                f"({', '.join(sorted(_CONFIG_KEYS))}) or one of {', '.join(sorted(_OVERRIDABLE))}"
+                f"({', '.join(sorted(CONFIG_KEYS))}) or one of {', '.join(sorted(_OVERRIDABLE))}"
             )
             raise InvalidOptionError(name, options[name], reason)
         DogsSettings.from_config(options)  # raises before anything is built

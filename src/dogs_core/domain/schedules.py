@@ -58,9 +58,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Final, Literal, TypeAlias
 from zoneinfo import ZoneInfo
 
-import pytimeparse2
 from cronsim import CronSim, CronSimError
 
+from dogs_core.domain import validation
+from dogs_core.domain.validation import DurationLike
 from dogs_core.errors import InvalidOptionError, InvalidScheduleError, ValidationError
 
 __all__ = [
@@ -81,9 +82,6 @@ __all__ = [
     "parse_positive_duration",
     "schedule_rule",
 ]
-
-DurationLike: TypeAlias = timedelta | int | float | str
-"""A duration as accepted at the API edge: a timedelta, a number of seconds, or a string."""
 
 DEFAULT_MAX_TRIES: Final = 20
 """Default attempt limit of event jobs (a worker-level option overrides it; None = unlimited)."""
@@ -112,49 +110,17 @@ def parse_duration(
 
     ``int``/``float`` are seconds; strings are parsed by ``pytimeparse2`` ("1m", "1h30m", "1d").
     Raises ``error`` (default :class:`InvalidScheduleError`) naming ``field`` and the value for
-    bools, negative, NaN or infinite numbers, unparseable strings and any other type.
+    bools, negative, NaN or infinite numbers, unparseable strings and any other type (the rule is
+    :func:`dogs_core.domain.validation.duration`).
     """
-    seconds: float
-    if isinstance(value, bool):
-        raise error(field, value, "expected a duration (timedelta, seconds or '1m'), not a bool")
-    if isinstance(value, timedelta):
-        if value < timedelta(0):
-            raise error(field, value, "a duration cannot be negative")
-        return value
-    if isinstance(value, int | float):
-        seconds = value
-    elif isinstance(value, str):
-        parsed = pytimeparse2.parse(value.strip()) if value.strip() else None
-        if not isinstance(parsed, int | float):
-            raise error(
-                field, value, "cannot parse the duration; use e.g. '90s', '1m', '1h30m', '1d'"
-            )
-        seconds = parsed
-    else:
-        raise error(
-            field,
-            value,
-            f"expected a timedelta, a number of seconds or a duration string, "
-            f"not {type(value).__name__}",
-        )
-    if math.isnan(seconds) or math.isinf(seconds):
-        raise error(field, value, "a duration must be a finite number of seconds")
-    if seconds < 0:
-        raise error(field, value, "a duration cannot be negative")
-    try:
-        return timedelta(seconds=seconds)
-    except OverflowError:
-        raise error(field, value, "the duration is too large") from None
+    return validation.duration(field, value, error=error)
 
 
 def parse_positive_duration(
     value: DurationLike, *, field: str, error: _ErrorType = InvalidScheduleError
 ) -> timedelta:
     """Like :func:`parse_duration`, and the result must be strictly positive."""
-    result = parse_duration(value, field=field, error=error)
-    if result <= timedelta(0):
-        raise error(field, value, "must be greater than zero")
-    return result
+    return validation.positive_duration(field, value, error=error)
 
 
 def parse_optional_duration(

@@ -1,40 +1,91 @@
-"""Worker options: one plain, validated settings object (in the style of arq)."""
+"""Worker options: one plain, frozen, validated settings object (in the style of arq).
+
+:class:`WorkerSettings` is the single description of the worker options: each field is declared
+once, with its type, default, check (from :mod:`dogs_core.domain.validation`), a one-line help
+and, when the ``dogs worker`` command exposes it, its flag. :data:`WORKER_OPTIONS` lists them as
+:class:`WorkerOption` rows; the container's worker defaults and the command's flags are derived
+from it.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Final, TypedDict, Unpack
 
-from dogs_core.domain.partitions import validate_n_partitions
+from dogs_core.domain import validation as v
 from dogs_core.domain.records import DEFAULT_RETENTION
-from dogs_core.domain.schedules import DEFAULT_MAX_TRIES, parse_duration
+from dogs_core.domain.schedules import DEFAULT_MAX_TRIES
+from dogs_core.domain.validation import DurationLike
 from dogs_core.errors import InvalidOptionError
 
-__all__ = ["DurationLike", "WorkerSettings"]
-
-DurationLike = timedelta | int | float | str
+__all__ = [
+    "ACCEPTED_NAMES",
+    "WORKER_OPTIONS",
+    "DurationLike",
+    "MaxTriesHook",
+    "WorkerOption",
+    "WorkerOptions",
+    "WorkerSettings",
+    "check_names",
+    "worker_option",
+]
 
 #: Called with the claimed job when an event job is marked maxTriesReached.
 MaxTriesHook = Callable[[Any], Awaitable[None] | None]
 
 
-def _positive_int(field: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidOptionError(field, value, "must be an integer")
-    if value < 1:
-        raise InvalidOptionError(field, value, "must be at least 1")
-    return value
+@dataclass(frozen=True, slots=True)
+class WorkerOption:
+    """One worker option as the table describes it.
+
+    ``name`` is the keyword argument and attribute, ``default`` what applies when it is not given
+    (``None`` with ``derive``: computed from the other options), ``check`` validates and
+    normalizes a given value (``check(name, value)``), ``help`` is a one-line description, and
+    ``flag`` / ``short`` its ``dogs worker`` flags (``None`` when the command has none);
+    ``from_text`` turns the flag's text into the value ``check`` is given.
+    """
+
+    name: str
+    default: Any
+    check: v.Check
+    help: str
+    flag: str | None = None
+    short: str | None = None
+    from_text: Callable[[str], object] = str
+    derive: Callable[[Mapping[str, Any]], Any] | None = None
 
 
-def _duration(field: str, value: DurationLike, *, allow_zero: bool = False) -> timedelta:
-    duration = parse_duration(value, field=field, error=InvalidOptionError)
-    if not allow_zero and duration <= timedelta(0):
-        raise InvalidOptionError(field, value, "must be greater than zero")
-    return duration
+def _int_text(text: str) -> object:
+    """A flag's integer (the text itself when it is none, for the check to name)."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
 
 
+def _tries_text(text: str) -> object:
+    """``--max-tries``: an integer, or 'unlimited' (``None``)."""
+    if text.strip().lower() in ("unlimited", "none"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise InvalidOptionError(
+            "max_tries", text, "expected an integer >= 1 or 'unlimited'"
+        ) from None
+
+
+def _option(default: Any, check: v.Check, help: str, **cli: Any) -> dict[str, Any]:
+    """The metadata of a field of :class:`WorkerSettings`: its row of the table (see
+    :class:`WorkerOption`)."""
+    return {"option": (default, check, help, cli)}
+
+
+@dataclass(frozen=True, slots=True, init=False, eq=False, repr=False)
 class WorkerSettings:
     """Options of one workers instance (one scheduler loop).
 
@@ -54,9 +105,9 @@ class WorkerSettings:
     ``max_tries_reached_retention``
         How long terminal event records are kept; ``None`` keeps them forever.
     ``claim_concurrency``
-        Claims kept in flight at once while capacity is free (Dogs awaits one at a time,
-        which bounds a worker by one round trip per job). Per-name caps are reserved before
-        each claim is sent, so they are never exceeded.
+        Claims kept in flight at once while capacity is free (default ``min(workers_count, 8)``;
+        Dogs awaits one at a time, which bounds a worker by one round trip per job). Per-name
+        caps are reserved before each claim is sent, so they are never exceeded.
     ``claim_batch_size``
         Most jobs one claim call may take (default ``min(workers_count, 16)``; never more than
         the free slots). A claim for several jobs is a store round trip or three instead of one
@@ -71,83 +122,162 @@ class WorkerSettings:
     ``cooldown_period``
         Accepted for parity with Dogs and ignored (deprecated there since 4.6.0): a
         ``DeprecationWarning`` says so.
+
+    A bad value raises :class:`~dogs_core.errors.InvalidOptionError` naming the option; so does
+    an unknown option. The settings are frozen.
     """
 
-    __slots__ = (
-        "claim_batch_size",
-        "claim_concurrency",
-        "default_lock_time",
-        "max_tries",
-        "max_tries_reached_retention",
-        "n_partitions",
-        "on_max_tries_reached",
-        "poll_interval",
-        "probe_enabled",
-        "probe_interval",
-        "reconcile_enabled",
-        "workers_count",
+    workers_count: int = field(
+        metadata=_option(
+            4,
+            v.positive_int,
+            "Most jobs running at once.",
+            flag="--workers-count",
+            short="-c",
+            from_text=_int_text,
+        )
+    )
+    poll_interval: timedelta = field(
+        metadata=_option(
+            timedelta(seconds=3),
+            v.positive_duration,
+            "Idle wait between sweeps, e.g. 3s.",
+            flag="--poll-interval",
+        )
+    )
+    default_lock_time: timedelta = field(
+        metadata=_option(
+            timedelta(seconds=30),
+            v.positive_duration,
+            "Lock written at claim, e.g. 30s.",
+            flag="--lock-time",
+        )
+    )
+    n_partitions: int = field(
+        metadata=_option(
+            1,
+            v.positive_int,
+            "Acquisition partitions: the same for every worker and scheduler of the database.",
+            flag="--n-partitions",
+            from_text=_int_text,
+        )
+    )
+    max_tries: int | None = field(
+        metadata=_option(
+            DEFAULT_MAX_TRIES,
+            v.optional(v.positive_int),
+            "Attempt limit of event jobs that set none, or 'unlimited'.",
+            flag="--max-tries",
+            from_text=_tries_text,
+        )
+    )
+    max_tries_reached_retention: timedelta | None = field(
+        metadata=_option(
+            DEFAULT_RETENTION, v.optional(v.duration), "How long terminal event records are kept."
+        )
+    )
+    on_max_tries_reached: MaxTriesHook | None = field(
+        metadata=_option(
+            None, v.optional(v.callable_value), "Called with the job when it reaches max_tries."
+        )
+    )
+    claim_concurrency: int = field(
+        metadata=_option(
+            None,
+            v.optional(v.positive_int),
+            "Claims kept in flight while capacity is free.",
+            derive=lambda values: min(values["workers_count"], 8),
+        )
+    )
+    claim_batch_size: int = field(
+        metadata=_option(
+            None,
+            v.optional(v.positive_int),
+            "Most jobs one claim call may take.",
+            derive=lambda values: min(values["workers_count"], 16),
+        )
+    )
+    probe_interval: timedelta = field(
+        metadata=_option(
+            timedelta(minutes=30), v.positive_duration, "Wait between index-hint probes."
+        )
+    )
+    probe_enabled: bool = field(
+        metadata=_option(True, v.boolean, "Run the adaptive index-hint probe.")
+    )
+    reconcile_enabled: bool = field(
+        metadata=_option(True, v.boolean, "Run the partition reconciler.")
     )
 
-    def __init__(
-        self,
-        *,
-        workers_count: int = 4,
-        poll_interval: DurationLike = timedelta(seconds=3),
-        default_lock_time: DurationLike = timedelta(seconds=30),
-        n_partitions: int = 1,
-        max_tries: int | None = DEFAULT_MAX_TRIES,
-        max_tries_reached_retention: DurationLike | None = DEFAULT_RETENTION,
-        on_max_tries_reached: MaxTriesHook | None = None,
-        claim_concurrency: int | None = None,
-        claim_batch_size: int | None = None,
-        probe_interval: DurationLike = timedelta(minutes=30),
-        probe_enabled: bool = True,
-        reconcile_enabled: bool = True,
-        cooldown_period: object = None,
-    ) -> None:
-        if cooldown_period is not None:
+    def __init__(self, **options: Unpack[WorkerOptions]) -> None:
+        given: dict[str, Any] = dict(options)
+        if given.pop("cooldown_period", None) is not None:
             warnings.warn(
                 "cooldown_period is ignored: one scheduler loop per Workers claims back to back",
                 DeprecationWarning,
                 stacklevel=2,
             )
-        self.workers_count = _positive_int("workers_count", workers_count)
-        self.n_partitions = validate_n_partitions(n_partitions)
-        self.poll_interval = _duration("poll_interval", poll_interval)
-        self.default_lock_time = _duration("default_lock_time", default_lock_time)
-        self.probe_interval = _duration("probe_interval", probe_interval)
-        self.max_tries = None if max_tries is None else _positive_int("max_tries", max_tries)
-        self.max_tries_reached_retention = (
-            None
-            if max_tries_reached_retention is None
-            else _duration(
-                "max_tries_reached_retention", max_tries_reached_retention, allow_zero=True
-            )
-        )
-        if on_max_tries_reached is not None and not callable(on_max_tries_reached):
-            raise InvalidOptionError(
-                "on_max_tries_reached", on_max_tries_reached, "must be callable"
-            )
-        self.on_max_tries_reached = on_max_tries_reached
-        self.claim_concurrency = (
-            min(self.workers_count, 8)
-            if claim_concurrency is None
-            else _positive_int("claim_concurrency", claim_concurrency)
-        )
-        self.claim_batch_size = (
-            min(self.workers_count, 16)
-            if claim_batch_size is None
-            else _positive_int("claim_batch_size", claim_batch_size)
-        )
-        for flag, value in (
-            ("probe_enabled", probe_enabled),
-            ("reconcile_enabled", reconcile_enabled),
-        ):
-            if not isinstance(value, bool):
-                raise InvalidOptionError(flag, value, "must be True or False")
-        self.probe_enabled = probe_enabled
-        self.reconcile_enabled = reconcile_enabled
+        check_names(given, "unknown worker option")
+        values: dict[str, Any] = {}
+        for option in WORKER_OPTIONS:
+            values[option.name] = option.check(option.name, given.get(option.name, option.default))
+        for option in WORKER_OPTIONS:
+            if option.derive is not None and values[option.name] is None:
+                values[option.name] = option.derive(values)
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in sorted(self.__slots__))
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in sorted(_BY_NAME))
         return f"WorkerSettings({fields})"
+
+
+class WorkerOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`WorkerSettings` (what each accepts)."""
+
+    workers_count: int
+    poll_interval: DurationLike
+    default_lock_time: DurationLike
+    n_partitions: int
+    max_tries: int | None
+    max_tries_reached_retention: DurationLike | None
+    on_max_tries_reached: MaxTriesHook | None
+    claim_concurrency: int | None
+    claim_batch_size: int | None
+    probe_interval: DurationLike
+    probe_enabled: bool
+    reconcile_enabled: bool
+    cooldown_period: object
+
+
+def _table() -> tuple[WorkerOption, ...]:
+    rows = []
+    for spec in dataclasses.fields(WorkerSettings):
+        default, check, help, cli = spec.metadata["option"]
+        rows.append(WorkerOption(spec.name, default, check, help, **cli))
+    return tuple(rows)
+
+
+#: Every worker option, in declaration order (the one table; see :class:`WorkerOption`).
+WORKER_OPTIONS: Final[tuple[WorkerOption, ...]] = _table()
+_BY_NAME: Final = {option.name: option for option in WORKER_OPTIONS}
+#: The keyword arguments ``WorkerSettings`` accepts (the options and the ignored
+#: ``cooldown_period``).
+ACCEPTED_NAMES: Final = frozenset(_BY_NAME) | {"cooldown_period"}
+
+
+def check_names(options: Mapping[str, object], reason: str) -> None:
+    """Raise :class:`InvalidOptionError` naming the first of ``options`` that is not a worker
+    option."""
+    unknown = sorted((name for name in options if name not in ACCEPTED_NAMES), key=str)
+    if unknown:
+        raise InvalidOptionError(
+            str(unknown[0]),
+            options[unknown[0]],
+            f"{reason}; expected one of {', '.join(sorted(ACCEPTED_NAMES))}",
+        )
+
+
+def worker_option(name: str) -> WorkerOption:
+    """The row of the worker option ``name``."""
+    return _BY_NAME[name]
