@@ -1,0 +1,263 @@
+"""Claims: hints, the eligibility selector, single claims and ``claim_many``'s commands."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from dogs_core.domain.records import ClaimedJob, ClaimRequest, to_millis
+from dogs_mongo.queries.common import (
+    CLAIM_SORT,
+    _int,
+    _job_type,
+    _optional_int,
+    _optional_str,
+    _params,
+)
+from dogs_mongo.queries.indexes import RECORD_INDEXES
+
+# --------------------------------------------------------------------------------------------
+# Hints
+# --------------------------------------------------------------------------------------------
+
+HINT_BY_JOB_NAME: Final = "byJobName"
+HINT_GLOBAL_PRIORITY: Final = "globalPriority"
+
+#: The two acquisition hints of Dogs (§3.11), as the key documents Dogs sends.
+HINTS: Final[Mapping[str, Mapping[str, int]]] = {
+    HINT_BY_JOB_NAME: RECORD_INDEXES[1].key_document,
+    HINT_GLOBAL_PRIORITY: RECORD_INDEXES[0].key_document,
+}
+_HINT_ALIASES: Final[Mapping[str, str]] = {
+    RECORD_INDEXES[1].name: HINT_BY_JOB_NAME,
+    RECORD_INDEXES[0].name: HINT_GLOBAL_PRIORITY,
+    "by_job_name": HINT_BY_JOB_NAME,
+    "global_priority": HINT_GLOBAL_PRIORITY,
+}
+
+
+def hint_spec(hint: str) -> dict[str, int]:
+    """The index key document for a hint name (``"byJobName"`` or ``"globalPriority"``; the
+    index names and snake_case spellings are accepted too)."""
+    name = _HINT_ALIASES.get(hint, hint)
+    try:
+        return dict(HINTS[name])
+    except KeyError:
+        known = ", ".join(sorted([*HINTS, *_HINT_ALIASES]))
+        raise ValueError(f"unknown acquisition hint {hint!r}; expected one of: {known}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Eligibility (§3.1)
+# --------------------------------------------------------------------------------------------
+
+
+def _lock_free(now: datetime) -> dict[str, Any]:
+    now = to_millis(now)
+    return {"$or": [{"lockedUntil": {"$exists": False}}, {"lockedUntil": {"$lte": now}}]}
+
+
+def _not_terminal() -> dict[str, Any]:
+    return {"$or": [{"type": {"$ne": "event"}}, {"status": {"$ne": "maxTriesReached"}}]}
+
+
+def eligible_filter(job_names: Sequence[str], partition: int, now: datetime) -> dict[str, Any]:
+    """The selector of every claim and probe, key for key what Dogs sends. ``now`` is truncated
+    to the millisecond as BSON stores it (stored dates are whole milliseconds, so eligibility is
+    the same)."""
+    return {
+        "partition": partition,
+        "jobName": {"$in": list(job_names)},
+        "nextRunAt": {"$lte": to_millis(now)},
+        "$and": [_lock_free(now), _not_terminal()],
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Claims (§3.2)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimCommand:
+    """The arguments of one claim write (either path)."""
+
+    filter: dict[str, Any]
+    update: dict[str, Any] | list[dict[str, Any]]
+    sort: dict[str, int]
+    hint: dict[str, int]
+
+
+def claim_update_pipeline(request: ClaimRequest) -> list[dict[str, Any]]:
+    """The pipeline update of the MongoDB 8 sorted ``updateOne`` claim.
+
+    One ``$set`` stage: its expressions all read the document as it was before the stage, so
+    ``claimWasStale`` sees the previous ``lockedUntil``.
+    """
+    return [
+        {
+            "$set": {
+                "lockId": {"$literal": request.lock_id},
+                "lockedUntil": to_millis(request.locked_until),
+                "lastRunAt": to_millis(request.now),
+                "tries": {"$add": [{"$ifNull": ["$tries", 0]}, 1]},
+                "claimWasStale": {"$eq": [{"$type": "$lockedUntil"}, "date"]},
+            }
+        }
+    ]
+
+
+def claim_update(request: ClaimRequest) -> dict[str, Any]:
+    """The classic update of the ``findOneAndUpdate`` claim (returnDocument: before)."""
+    return {
+        "$set": {
+            "lockId": request.lock_id,
+            "lockedUntil": to_millis(request.locked_until),
+            "lastRunAt": to_millis(request.now),
+        },
+        "$inc": {"tries": 1},
+    }
+
+
+def sorted_update_one_claim(request: ClaimRequest) -> ClaimCommand:
+    """``updateOne(filter, pipeline, {sort, hint})``: MongoDB 8 (wire version >= 25)."""
+    return ClaimCommand(
+        filter=eligible_filter(request.job_names, request.partition, request.now),
+        update=claim_update_pipeline(request),
+        sort=dict(CLAIM_SORT),
+        hint=hint_spec(request.hint),
+    )
+
+
+def find_one_and_update_claim(request: ClaimRequest) -> ClaimCommand:
+    """``findOneAndUpdate(filter, update, {sort, hint, returnDocument: before})``."""
+    return ClaimCommand(
+        filter=eligible_filter(request.job_names, request.partition, request.now),
+        update=claim_update(request),
+        sort=dict(CLAIM_SORT),
+        hint=hint_spec(request.hint),
+    )
+
+
+def lock_id_filter(lock_id: str) -> dict[str, Any]:
+    """The read-back of a sorted claim, served by the sparse ``lockId`` index."""
+    return {"lockId": lock_id}
+
+
+def claim_from_read_back(request: ClaimRequest, doc: Mapping[str, Any]) -> ClaimedJob:
+    """The claimed job from the document read back by ``lockId`` (sorted path)."""
+    return ClaimedJob(
+        job_id=str(doc["_id"]),
+        execution_id=request.lock_id,
+        job_name=str(doc["jobName"]),
+        type=_job_type(doc.get("type")),
+        params=_params(doc),
+        tries=_int(doc.get("tries"), 1),
+        priority=_int(doc.get("priority"), 0),
+        locked_until=to_millis(request.locked_until),
+        partition=_optional_int(doc.get("partition")),
+        unique_identifier=_optional_str(doc.get("uniqueIdentifier")),
+        was_stale=bool(doc.get("claimWasStale", False)),
+        last_run_at=to_millis(request.now),
+        next_run_at=doc.get("nextRunAt"),
+    )
+
+
+def claim_from_before_image(request: ClaimRequest, before: Mapping[str, Any]) -> ClaimedJob:
+    """The claimed job from the image ``findOneAndUpdate`` returned (before the update):
+    ``tries`` is the old value plus one, ``was_stale`` whether the record was locked before."""
+    return ClaimedJob(
+        job_id=str(before["_id"]),
+        execution_id=request.lock_id,
+        job_name=str(before["jobName"]),
+        type=_job_type(before.get("type")),
+        params=_params(before),
+        tries=_int(before.get("tries"), 0) + 1,
+        priority=_int(before.get("priority"), 0),
+        locked_until=to_millis(request.locked_until),
+        partition=_optional_int(before.get("partition")),
+        unique_identifier=_optional_str(before.get("uniqueIdentifier")),
+        was_stale=before.get("lockedUntil") is not None,
+        last_run_at=to_millis(request.now),
+        next_run_at=before.get("nextRunAt"),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Batch claims (``claim_many``)
+# --------------------------------------------------------------------------------------------
+
+#: The projection of the candidate scan of ``claim_many``: ids only.
+CLAIM_CANDIDATE_PROJECTION: Final[Mapping[str, int]] = {"_id": 1}
+
+#: The index of each per-candidate update of ``claim_many``: its filter names one ``_id``, so
+#: the ``_id`` index finds the one document at once (never a scan of the partition's index).
+CLAIM_MANY_UPDATE_HINT: Final[Mapping[str, int]] = {"_id": 1}
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateQuery:
+    """The candidate scan of ``claim_many``: ``find(filter, projection).sort(sort).hint(hint)
+    .limit(limit)``, on the primary."""
+
+    filter: dict[str, Any]
+    projection: dict[str, int]
+    sort: list[tuple[str, int]]
+    hint: dict[str, int]
+    limit: int
+
+
+def claim_candidates_query(request: ClaimRequest, limit: int) -> CandidateQuery:
+    """The ids of the ``limit`` best eligible records of ``request``'s partition, in claim
+    order, through the request's hint (the same filter, sort and hint as a single claim)."""
+    if limit < 1:
+        raise ValueError(f"limit={limit!r}: must be at least 1")
+    return CandidateQuery(
+        filter=eligible_filter(request.job_names, request.partition, request.now),
+        projection=dict(CLAIM_CANDIDATE_PROJECTION),
+        sort=list(CLAIM_SORT.items()),
+        hint=hint_spec(request.hint),
+        limit=limit,
+    )
+
+
+def claim_many_updates(
+    candidate_ids: Sequence[Any], requests: Sequence[ClaimRequest]
+) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """The ``(filter, pipeline update)`` of each candidate, candidate ``i`` locked for
+    ``requests[i]`` (``len(candidate_ids) <= len(requests)``; the requests agree on everything
+    but their lock id). Each filter repeats the eligibility selector next to the ``_id``, so a
+    candidate another claimer took since the scan is simply not matched; the update is the
+    pipeline of the sorted claim (``tries`` +1, ``claimWasStale`` from the previous lock), which
+    every server since MongoDB 4.2 accepts."""
+    if len(candidate_ids) > len(requests):
+        raise ValueError(f"{len(candidate_ids)} candidates for {len(requests)} requests")
+    if not candidate_ids:
+        return []
+    first = requests[0]
+    eligible = eligible_filter(first.job_names, first.partition, first.now)
+    return [
+        ({**eligible, "_id": candidate_id}, claim_update_pipeline(request))
+        for candidate_id, request in zip(candidate_ids, requests, strict=False)
+    ]
+
+
+def lock_ids_filter(lock_ids: Sequence[str]) -> dict[str, Any]:
+    """The read-back of a batch claim, served by the sparse ``lockId`` index."""
+    return {"lockId": {"$in": list(lock_ids)}}
+
+
+def claims_from_read_back(
+    requests: Sequence[ClaimRequest], documents: Sequence[Mapping[str, Any]]
+) -> list[ClaimedJob]:
+    """The claimed jobs of a batch claim, from the documents read back by their lock ids: one
+    per request whose lock id a document carries, in the order of ``requests`` (the candidate
+    order). A request whose lock id no document carries claimed nothing."""
+    by_lock_id = {str(doc["lockId"]): doc for doc in documents if doc.get("lockId") is not None}
+    return [
+        claim_from_read_back(request, by_lock_id[request.lock_id])
+        for request in requests
+        if request.lock_id in by_lock_id
+    ]

@@ -1,0 +1,37 @@
+"""The mapping of stored record documents back to :class:`~dogs_core.domain.records.JobRecord`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dogs_core.domain.records import JobRecord, JobStatus
+from dogs_mongo.queries.common import _int, _job_type, _optional_int, _optional_str, _params
+
+# --------------------------------------------------------------------------------------------
+# Records
+# --------------------------------------------------------------------------------------------
+
+
+def record_from_document(doc: Mapping[str, Any]) -> JobRecord:
+    """A stored record (from Dogs or from us) as a :class:`JobRecord`. Numbers stored as BSON
+    doubles by other writers are read as ``int``; a missing ``status`` is pending (``None``)."""
+    status = doc.get("status")
+    return JobRecord(
+        id=str(doc["_id"]),
+        job_name=str(doc["jobName"]),
+        type=_job_type(doc.get("type")),
+        priority=_int(doc.get("priority"), 0),
+        next_run_at=doc["nextRunAt"],
+        partition=_optional_int(doc.get("partition")),
+        params=_params(doc),
+        unique_identifier=_optional_str(doc.get("uniqueIdentifier")),
+        last_run_at=doc.get("lastRunAt"),
+        locked_until=doc.get("lockedUntil"),
+        lock_id=_optional_str(doc.get("lockId")),
+        claim_was_stale=None if doc.get("claimWasStale") is None else bool(doc["claimWasStale"]),
+        tries=_optional_int(doc.get("tries")),
+        status=None if status is None else JobStatus(status),
+        max_tries_reached_at=doc.get("maxTriesReachedAt"),
+        expires_at=doc.get("expiresAt"),
+    )

@@ -1,0 +1,101 @@
+"""Index specs of both collections, exactly as ``listIndexes`` shows them for Dogs 4.6.8."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from pymongo import IndexModel
+
+from dogs_mongo.queries.common import LOCK_ID_INDEX_NAME
+
+# --------------------------------------------------------------------------------------------
+# Index specs (exactly as `listIndexes` shows them for Dogs 4.6.8, in creation order)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class IndexSpec:
+    """One index: its name, its ordered key pattern and its options."""
+
+    name: str
+    keys: tuple[tuple[str, int], ...]
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def key_document(self) -> dict[str, int]:
+        return dict(self.keys)
+
+    def as_index_model(self) -> IndexModel:
+        """The ``IndexModel`` that ``create_indexes`` takes."""
+        return IndexModel(list(self.keys), name=self.name, **dict(self.options))
+
+    def create_options(self) -> dict[str, Any]:
+        """Keyword arguments of ``create_index`` besides the keys."""
+        return {"name": self.name, **dict(self.options)}
+
+    def as_list_indexes_entry(self) -> dict[str, Any]:
+        """What ``listIndexes`` returns for this index on MongoDB 6 to 8."""
+        return {"v": 2, "key": self.key_document, "name": self.name, **dict(self.options)}
+
+    def matches(self, info: Mapping[str, Any]) -> bool:
+        """Whether an ``index_information()`` entry (or a ``listIndexes`` entry) is this index
+        with the same key pattern and options."""
+        raw_keys = info.get("key")
+        if isinstance(raw_keys, Mapping):
+            keys = tuple((str(k), _normalize_direction(v)) for k, v in raw_keys.items())
+        elif raw_keys is None:
+            return False
+        else:
+            keys = tuple((str(k), _normalize_direction(v)) for k, v in raw_keys)
+        if keys != self.keys:
+            return False
+        ignored = {"v", "key", "name", "ns", "background"}
+        present = {k: v for k, v in info.items() if k not in ignored}
+        return _normalize_options(present) == _normalize_options(dict(self.options))
+
+
+def _normalize_direction(value: Any) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"unexpected index direction {value!r}")
+    if isinstance(value, int | float):
+        return int(value)
+    raise TypeError(f"unexpected index direction {value!r}")
+
+
+def _normalize_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in options.items():
+        if key in ("unique", "sparse") and not value:
+            continue  # `unique: false` is the same index as no `unique`
+        if key == "expireAfterSeconds":
+            value = int(value)
+        result[key] = value
+    return result
+
+
+RECORD_INDEXES: Final[tuple[IndexSpec, ...]] = (
+    IndexSpec(
+        "jobs_dogs_records_partition_priority_next_run",
+        (("partition", 1), ("priority", -1), ("nextRunAt", 1)),
+    ),
+    IndexSpec(
+        "jobs_dogs_records_partition_job_name_priority_next_run",
+        (("partition", 1), ("jobName", 1), ("priority", -1), ("nextRunAt", 1)),
+    ),
+    IndexSpec("uniqueIdentifier_1", (("uniqueIdentifier", 1),), {"unique": True, "sparse": True}),
+    IndexSpec("jobs_dogs_records_expires_at_ttl", (("expiresAt", 1),), {"expireAfterSeconds": 0}),
+    IndexSpec(LOCK_ID_INDEX_NAME, (("lockId", 1),), {"sparse": True}),
+    IndexSpec(
+        "jobName_1",
+        (("jobName", 1),),
+        {"unique": True, "partialFilterExpression": {"type": "recurrent"}},
+    ),
+)
+
+HISTORY_INDEXES: Final[tuple[IndexSpec, ...]] = (
+    IndexSpec("executionId_1", (("executionId", 1),)),
+    IndexSpec("jobName_1_startedAt_1", (("jobName", 1), ("startedAt", 1))),
+    IndexSpec("expiresAt_1", (("expiresAt", 1),), {"expireAfterSeconds": 0}),
+)

@@ -1,0 +1,255 @@
+"""Writes: fenced updates, inserted documents and upserts, the reconciler and retention."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Final, TypeVar
+
+from dogs_core.domain.records import JobRecord, JobStatus, JobType, NewJob, to_millis
+from dogs_mongo.queries.claims import _lock_free, _not_terminal
+from dogs_mongo.queries.common import _LOCK_FIELDS_UNSET, MAX_BATCH_SIZE, _require_int
+
+# --------------------------------------------------------------------------------------------
+# Fenced writes (§3.16) and their updates
+# --------------------------------------------------------------------------------------------
+
+
+def fenced_filter(job_id: str, lock_id: str) -> dict[str, Any]:
+    """Every write made on behalf of an execution matches the record id and its lock id."""
+    return {"_id": job_id, "lockId": lock_id}
+
+
+def complete_filter(job_id: str, lock_id: str) -> dict[str, Any]:
+    """The fenced delete of a finished event job (recurrent records are never deleted)."""
+    return {"_id": job_id, "type": "event", "lockId": lock_id}
+
+
+def complete_many_filter(claims: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """The fenced delete of many finished event jobs, as one ``deleteMany`` filter.
+
+    Matching ``_id`` and ``lockId`` with two ``$in`` lists is the same as the ``$or`` of one
+    :func:`complete_filter` per pair, because lock ids are unique per claim: a lock id is only
+    ever written to the one record it claimed, so no record can carry the lock id of another
+    pair. (Pairs that cross their ids and lock ids on purpose would break this; the runtime
+    only passes the pairs of its own claims.)
+    """
+    return {
+        "_id": {"$in": [job_id for job_id, _ in claims]},
+        "type": "event",
+        "lockId": {"$in": [lock_id for _, lock_id in claims]},
+    }
+
+
+def ids_filter(ids: Sequence[str]) -> dict[str, Any]:
+    """Records by id (with the projection ``{"_id": 1}``: which of them still exist)."""
+    return {"_id": {"$in": list(ids)}}
+
+
+_T = TypeVar("_T")
+
+
+def batches(items: Sequence[_T], size: int = MAX_BATCH_SIZE) -> list[Sequence[_T]]:
+    """``items`` cut into consecutive slices of at most ``size`` (none for no item)."""
+    if size < 1:
+        raise ValueError(f"size={size!r}: must be at least 1")
+    return [items[start : start + size] for start in range(0, len(items), size)]
+
+
+def extend_lock_update(locked_until: datetime) -> dict[str, Any]:
+    return {"$set": {"lockedUntil": to_millis(locked_until)}}
+
+
+def reschedule_update(
+    *, next_run_at: datetime, priority: int | None, reset_tries: bool
+) -> dict[str, Any]:
+    """Set the next run (and priority, and ``tries = 0``) and release the lock."""
+    to_set: dict[str, Any] = {"nextRunAt": to_millis(next_run_at)}
+    if priority is not None:
+        to_set["priority"] = _require_int("priority", priority)
+    if reset_tries:
+        to_set["tries"] = 0
+    return {"$set": to_set, "$unset": dict(_LOCK_FIELDS_UNSET)}
+
+
+def mark_max_tries_filter(job_id: str, lock_id: str) -> dict[str, Any]:
+    """Fenced, and only event records can become terminal."""
+    return {"_id": job_id, "lockId": lock_id, "type": "event"}
+
+
+def mark_max_tries_update(*, now: datetime, expires_at: datetime | None) -> dict[str, Any]:
+    to_set: dict[str, Any] = {
+        "status": JobStatus.MAX_TRIES_REACHED.value,
+        "maxTriesReachedAt": to_millis(now),
+    }
+    to_unset = dict(_LOCK_FIELDS_UNSET)
+    if expires_at is None:
+        to_unset["expiresAt"] = ""
+    else:
+        to_set["expiresAt"] = to_millis(expires_at)
+    return {"$set": to_set, "$unset": to_unset}
+
+
+def demote_stale_update() -> dict[str, Any]:
+    return {"$set": {"priority": 0}}
+
+
+def release_lock_update(now: datetime) -> dict[str, Any]:
+    """``lockedUntil = now``; ``lockId`` is kept so late writes still fail their fence."""
+    return {"$set": {"lockedUntil": to_millis(now)}}
+
+
+def unlock_all_filter() -> dict[str, Any]:
+    return {"$or": [{"lockedUntil": {"$exists": True}}, {"lockId": {"$exists": True}}]}
+
+
+def unlock_all_update() -> dict[str, Any]:
+    return {"$unset": dict(_LOCK_FIELDS_UNSET)}
+
+
+# --------------------------------------------------------------------------------------------
+# Scheduling (§1.4, §3.13) and recurrent bootstrap (§3.8)
+# --------------------------------------------------------------------------------------------
+
+
+def document_from_new_job(job: NewJob) -> dict[str, Any]:
+    """The record document Dogs inserts for ``schedule`` (same field order); ``_id`` is the id
+    the caller chose, so a retried insert is recognisable."""
+    doc: dict[str, Any] = {
+        "_id": job.id,
+        "jobName": job.job_name,
+        "type": JobType(job.type).value,
+        "priority": _require_int("priority", job.priority),
+    }
+    if job.unique_identifier is not None:
+        doc["uniqueIdentifier"] = job.unique_identifier
+    doc["nextRunAt"] = to_millis(job.next_run_at)
+    doc["partition"] = _require_int("partition", job.partition)
+    doc["params"] = dict(job.params) if job.params is not None else None
+    return doc
+
+
+def document_from_record(record: JobRecord) -> dict[str, Any]:
+    """The stored document of a whole record (tests and migrations seed raw records with it):
+    Dogs' field names, fields that are ``None`` left out (``params`` is stored as ``null``)."""
+    doc: dict[str, Any] = {
+        "_id": record.id,
+        "jobName": record.job_name,
+        "type": JobType(record.type).value,
+        "priority": _require_int("priority", record.priority),
+    }
+    optional: list[tuple[str, Any]] = [
+        ("uniqueIdentifier", record.unique_identifier),
+        ("nextRunAt", to_millis(record.next_run_at)),
+        ("partition", None if record.partition is None else _require_int("p", record.partition)),
+        ("params", dict(record.params) if record.params is not None else None),
+        ("lastRunAt", _optional_millis(record.last_run_at)),
+        ("lockedUntil", _optional_millis(record.locked_until)),
+        ("lockId", record.lock_id),
+        ("claimWasStale", record.claim_was_stale),
+        ("tries", None if record.tries is None else _require_int("tries", record.tries)),
+        ("status", None if record.status is None else JobStatus(record.status).value),
+        ("maxTriesReachedAt", _optional_millis(record.max_tries_reached_at)),
+        ("expiresAt", _optional_millis(record.expires_at)),
+    ]
+    for name, value in optional:
+        if value is not None or name == "params":
+            doc[name] = value
+    return doc
+
+
+def _optional_millis(moment: datetime | None) -> datetime | None:
+    return None if moment is None else to_millis(moment)
+
+
+def unique_identifier_filter(unique_identifier: str) -> dict[str, Any]:
+    return {"uniqueIdentifier": unique_identifier}
+
+
+def upsert_unique_update(document: Mapping[str, Any]) -> dict[str, Any]:
+    """Bulk scheduling of an item with an identifier: every field in ``$setOnInsert``, so an
+    existing record is never modified."""
+    return {"$setOnInsert": dict(document)}
+
+
+def ensure_recurrent_filter(job_name: str) -> dict[str, Any]:
+    """The one record of a recurrent job (the partial unique index on ``jobName``)."""
+    return {"jobName": job_name, "type": JobType.RECURRENT.value}
+
+
+def ensure_recurrent_update(
+    *, record_id: str, priority: int, partition: int, now: datetime
+) -> dict[str, Any]:
+    return {
+        "$set": {"type": JobType.RECURRENT.value, "priority": _require_int("priority", priority)},
+        "$unset": {"status": ""},
+        "$setOnInsert": {
+            "_id": record_id,
+            "nextRunAt": to_millis(now),
+            "partition": _require_int("partition", partition),
+        },
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Partition reconciler (§3.5)
+# --------------------------------------------------------------------------------------------
+
+
+def partition_needs_repair(n_partitions: int) -> dict[str, Any]:
+    return {
+        "$or": [
+            {"partition": {"$exists": False}},
+            {"partition": {"$lt": 0}},
+            {"partition": {"$gte": n_partitions}},
+        ]
+    }
+
+
+def reconcile_select_filter(
+    *, job_names: Sequence[str], n_partitions: int, now: datetime
+) -> dict[str, Any]:
+    """Records of these names with a missing or out-of-range partition, unlocked, not terminal."""
+    return {
+        "jobName": {"$in": list(job_names)},
+        "$and": [partition_needs_repair(n_partitions), _lock_free(now), _not_terminal()],
+    }
+
+
+def reconcile_cas_filter(record_id: Any, *, n_partitions: int, now: datetime) -> dict[str, Any]:
+    """The per-record compare-and-set: repeats every condition of the scan, so a record claimed
+    (or repaired) since the scan is left alone."""
+    return {
+        "_id": record_id,
+        "$and": [partition_needs_repair(n_partitions), _lock_free(now), _not_terminal()],
+    }
+
+
+def reconcile_update(partition: int) -> dict[str, Any]:
+    return {"$set": {"partition": _require_int("partition", partition)}}
+
+
+RECONCILE_PROJECTION: Final[Mapping[str, int]] = {"_id": 1}
+
+# --------------------------------------------------------------------------------------------
+# Retention of terminal event jobs (§3.15)
+# --------------------------------------------------------------------------------------------
+
+
+def backfill_retention_filter() -> dict[str, Any]:
+    return {"type": JobType.EVENT.value, "status": JobStatus.MAX_TRIES_REACHED.value}
+
+
+def backfill_retention_update(
+    *, retention: timedelta | None, now: datetime
+) -> dict[str, Any] | list[dict[str, Any]]:
+    """With a retention: the pipeline update Dogs sends (``maxTriesReachedAt`` backfilled from
+    ``lastRunAt`` or ``now``; ``expiresAt = maxTriesReachedAt + retention``). Without one: unset
+    ``expiresAt`` (kept forever)."""
+    if retention is None:
+        return {"$unset": {"expiresAt": ""}}
+    retention_ms = retention // timedelta(milliseconds=1)
+    if retention_ms < 0:
+        raise ValueError(f"retention must not be negative, got {retention!r}")
+    anchor = {"$ifNull": ["$maxTriesReachedAt", {"$ifNull": ["$lastRunAt", to_millis(now)]}]}
+    return [{"$set": {"maxTriesReachedAt": anchor, "expiresAt": {"$add": [anchor, retention_ms]}}}]
