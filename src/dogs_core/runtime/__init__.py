@@ -1,6 +1,6 @@
 """The anyio runtime: workers, executions, the scheduling client and the blocking facade."""
 
-from dogs_core.runtime.client import DogsClient, ScheduleItem
+from dogs_core.runtime.client import DogsClient, ScheduleItem, SyncDogsClient
 from dogs_core.runtime.clock import LoopClock, SystemClock
 from dogs_core.runtime.context import JobContext, current_job
 from dogs_core.runtime.execution import JobTimeoutError
@@ -13,6 +13,7 @@ __all__ = [
     "JobTimeoutError",
     "LoopClock",
     "ScheduleItem",
+    "SyncDogsClient",
     "SystemClock",
     "WorkerSettings",
     "Workers",

@@ -1,10 +1,14 @@
 """A thin blocking facade for sync applications, over the one async runtime.
 
-Like APScheduler 4, it runs the async core in an anyio ``BlockingPortal`` (an event loop in a
-background thread) instead of maintaining a second, threaded runtime. A sync store
-(:class:`~dogs_core.ports.JobStore`) is adapted with
+:class:`BlockingWorkers`, like APScheduler 4, runs the async core in an anyio ``BlockingPortal``
+(an event loop in a background thread) instead of maintaining a second, threaded runtime. A
+sync store (:class:`~dogs_core.ports.JobStore`) is adapted with
 :class:`~dogs_core.runtime.threaded.ThreadedJobStore`; an async store is used as is, inside the
 portal's loop.
+
+:class:`BlockingDogsClient` needs no event loop over a sync store: it is the generated
+:class:`~dogs_core.runtime.client.SyncDogsClient`, which calls the store in the caller's thread.
+Only an async store sends its calls through a portal.
 """
 
 from __future__ import annotations
@@ -13,32 +17,22 @@ import contextlib
 import inspect
 import random
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime, timedelta
+from collections.abc import Callable
+from functools import partial
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Self, cast
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from dogs_core.domain.definitions import EventJobDefinition, JobDefinition
-from dogs_core.domain.records import (
-    BulkScheduleResult,
-    HistoryRecord,
-    JobRecord,
-    NameStatus,
-    ScheduleOutcome,
-)
 from dogs_core.errors import WorkersStateError
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock, JobStore
-from dogs_core.runtime.client import DogsClient, ScheduleItem
+from dogs_core.runtime.client import SyncDogsClient
 from dogs_core.runtime.settings import DurationLike, WorkerSettings
 from dogs_core.runtime.threaded import ThreadedJobStore
 from dogs_core.runtime.workers import Workers
 
 __all__ = ["BlockingDogsClient", "BlockingWorkers", "as_async_store"]
-
-T = TypeVar("T")
 
 
 def as_async_store(store: AsyncJobStore | JobStore) -> AsyncJobStore:
@@ -172,11 +166,15 @@ class BlockingWorkers:
         self.stop(grace=0 if exc_type is not None else None)
 
 
-class BlockingDogsClient:
+class BlockingDogsClient(SyncDogsClient):
     """The scheduling client for sync code (a Django view, a script, a CLI).
 
-    Each call runs the async :class:`~dogs_core.runtime.client.DogsClient` in a private event
-    loop thread, started on first use; :meth:`close` stops it.
+    Over a sync store (:class:`~dogs_core.ports.JobStore`, such as ``MongoJobStore``) it is the
+    :class:`~dogs_core.runtime.client.SyncDogsClient`: every call runs in the caller's thread
+    (a ``schedule()`` is one store call), with no event loop and no other thread. An async
+    store is adapted instead: each of its calls runs in a private event loop thread (an anyio
+    ``BlockingPortal``, ``backend``), started on first use. :meth:`close` (or leaving the
+    ``with`` block) stops that thread; the store itself is the caller's to close.
     """
 
     def __init__(
@@ -189,84 +187,20 @@ class BlockingDogsClient:
         rng: random.Random | None = None,
         backend: str = "asyncio",
     ) -> None:
-        self._client = DogsClient(
-            as_async_store(store), jobs, n_partitions=n_partitions, clock=clock, rng=rng
-        )
         self._owner = _PortalOwner(backend)
+        super().__init__(
+            self._sync_face(store), jobs, n_partitions=n_partitions, clock=clock, rng=rng
+        )
 
-    @property
-    def client(self) -> DogsClient:
-        """The async client underneath."""
-        return self._client
-
-    def _call(self, func: Callable[..., Any], *args: Any) -> Any:
-        return self._owner.portal().call(func, *args)
-
-    def schedule(
-        self,
-        job: EventJobDefinition | str,
-        params: object = None,
-        *,
-        run_in: timedelta | int | float | str | None = None,
-        run_at: datetime | None = None,
-        priority: int | None = None,
-        unique_key: str | None = None,
-    ) -> ScheduleOutcome:
-        """See :meth:`DogsClient.schedule`."""
-
-        async def call() -> ScheduleOutcome:
-            return await self._client.schedule(
-                job,
-                params,
-                run_in=run_in,
-                run_at=run_at,
-                priority=priority,
-                unique_key=unique_key,
-            )
-
-        result: ScheduleOutcome = self._call(call)
-        return result
-
-    def schedule_many(
-        self,
-        job: EventJobDefinition | str,
-        items: Iterable[ScheduleItem | Mapping[str, Any]],
-    ) -> BulkScheduleResult:
-        """See :meth:`DogsClient.schedule_many`."""
-        result: BulkScheduleResult = self._call(self._client.schedule_many, job, list(items))
-        return result
-
-    def get_executions(
-        self, job: JobDefinition | str, *, limit: int = 20, skip: int = 0
-    ) -> list[HistoryRecord]:
-        async def call() -> list[HistoryRecord]:
-            return await self._client.get_executions(job, limit=limit, skip=skip)
-
-        result: list[HistoryRecord] = self._call(call)
-        return result
-
-    def get_job(self, job_id: str) -> JobRecord | None:
-        result: JobRecord | None = self._call(self._client.get_job, job_id)
-        return result
-
-    def find_jobs(
-        self, job: JobDefinition | str | None = None, *, limit: int | None = None
-    ) -> list[JobRecord]:
-        async def call() -> list[JobRecord]:
-            return await self._client.find_jobs(job, limit=limit)
-
-        result: list[JobRecord] = self._call(call)
-        return result
-
-    def status(self) -> list[NameStatus]:
-        result: list[NameStatus] = self._call(self._client.status)
-        return result
-
-    def unlock_all(self) -> int:
-        result: int = self._call(self._client.unlock_all)
-        return result
+    def _sync_face(self, store: AsyncJobStore | JobStore) -> JobStore:
+        if _is_async_store(store):
+            return cast(JobStore, _PortalJobStore(cast(AsyncJobStore, store), self._owner))
+        if isinstance(store, JobStore):
+            return store
+        raise TypeError(f"{store!r} implements neither AsyncJobStore nor JobStore")
 
     def close(self) -> None:
+        """Stop the event loop thread of an async store, if one was started."""
         self._owner.close()
 
     def __enter__(self) -> Self:
@@ -279,3 +213,22 @@ class BlockingDogsClient:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class _PortalJobStore:
+    """The sync face of an async store: each method call runs in the portal's event loop thread,
+    and the caller's thread waits for its result."""
+
+    def __init__(self, store: AsyncJobStore, owner: _PortalOwner) -> None:
+        self._store = store
+        self._owner = owner
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self._store, name)
+        if not inspect.iscoroutinefunction(method):
+            raise AttributeError(name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._owner.portal().call(partial(method, *args, **kwargs))
+
+        return call

@@ -1,0 +1,236 @@
+"""What the async and the sync scheduling clients share: validation and record building.
+
+Nothing here does I/O. :class:`ClientBase` turns the arguments of ``schedule`` and
+``schedule_many`` into :class:`~dogs_core.domain.records.NewJob` values (validated, each with its
+id and partition); :class:`~dogs_core.runtime.client.DogsClient` (``_async/client.py``) and the
+generated :class:`~dogs_core.runtime.client.SyncDogsClient` (``_sync/client.py``) write them.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from dogs_core.domain.definitions import (
+    EventJobDefinition,
+    JobDefinition,
+    RecurrentJobDefinition,
+    validate_params,
+)
+from dogs_core.domain.partitions import assign_partition, validate_n_partitions
+from dogs_core.domain.records import (
+    BulkScheduleResult,
+    Duplicate,
+    ItemError,
+    NewJob,
+    Scheduled,
+    ScheduleOutcome,
+)
+from dogs_core.domain.schedules import event_run_at, parse_duration
+from dogs_core.errors import (
+    DogsError,
+    InvalidOptionError,
+    InvalidScheduleError,
+    JobNotRegisteredError,
+)
+from dogs_core.ids import new_record_id
+from dogs_core.jobs import Jobs
+from dogs_core.ports import Clock
+from dogs_core.runtime.clock import SystemClock
+
+__all__ = [
+    "HISTORY_LOOKBACK",
+    "AmbiguousBulkInsert",
+    "ClientBase",
+    "PreparedBatch",
+    "ScheduleItem",
+    "bulk_result",
+    "job_name",
+    "validate_job_id",
+    "validate_page",
+]
+
+_MAX_UNIQUE_KEY_LENGTH = 1024
+#: How many recent executions of a job name are searched for a record whose insert reply was
+#: lost and that may already have run.
+HISTORY_LOOKBACK = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleItem:
+    """One job of a ``schedule_many`` call; the same options as ``schedule``."""
+
+    params: object = None
+    run_in: timedelta | int | float | str | None = None
+    run_at: datetime | None = None
+    priority: int | None = None
+    unique_key: str | None = None
+
+
+class AmbiguousBulkInsert(Exception):
+    """A bulk insert failed after it may have been applied: settle its items one by one."""
+
+
+@dataclass(slots=True)
+class PreparedBatch:
+    """The items of a ``schedule_many`` call: the valid ones as records, the others as errors."""
+
+    items: list[ScheduleItem | Mapping[str, Any]]
+    jobs: list[NewJob] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
+    errors: list[ItemError] = field(default_factory=list)
+
+    def result(self, written: BulkScheduleResult | None = None) -> BulkScheduleResult:
+        """The caller's result: the store's ``written`` result (of :attr:`jobs`, ``None`` when
+        nothing was valid) mapped back to the positions of :attr:`items`."""
+        errors = list(self.errors)
+        outcomes: list[ScheduleOutcome | None] = [None] * len(self.items)
+        if written is None:
+            return BulkScheduleResult(0, 0, tuple(errors), tuple(outcomes))
+        for failed in written.errors:
+            original = self.positions[failed.index]
+            errors.append(ItemError(index=original, error=failed.error, job=self.items[original]))
+        for local_index, outcome in enumerate(written.outcomes):
+            if local_index < len(self.positions):
+                outcomes[self.positions[local_index]] = outcome
+        errors.sort(key=lambda item_error: item_error.index)
+        return BulkScheduleResult(
+            scheduled_count=written.scheduled_count,
+            skipped_count=written.skipped_count,
+            errors=tuple(errors),
+            outcomes=tuple(outcomes),
+        )
+
+
+def bulk_result(
+    outcomes: Sequence[ScheduleOutcome | None], errors: Sequence[ItemError]
+) -> BulkScheduleResult:
+    """The result of a bulk insert settled one job at a time."""
+    return BulkScheduleResult(
+        scheduled_count=sum(isinstance(o, Scheduled) for o in outcomes),
+        skipped_count=sum(isinstance(o, Duplicate) for o in outcomes),
+        errors=tuple(errors),
+        outcomes=tuple(outcomes),
+    )
+
+
+class ClientBase:
+    """The I/O-free half of a scheduling client: its registry, partitions, clock and the
+    validation that happens before anything is written."""
+
+    def __init__(
+        self,
+        jobs: Jobs | None = None,
+        *,
+        n_partitions: int = 1,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.jobs = jobs
+        self.n_partitions = validate_n_partitions(n_partitions)
+        self.clock: Clock = clock or SystemClock()
+        self._rng = rng or random.Random()
+
+    def _event_definition(self, job: EventJobDefinition | str) -> EventJobDefinition:
+        if isinstance(job, str):
+            if self.jobs is None:
+                raise InvalidOptionError(
+                    "job", job, "a job name needs a client created with a Jobs registry"
+                )
+            definition: JobDefinition = self.jobs.get(job)
+        elif isinstance(job, EventJobDefinition | RecurrentJobDefinition):
+            definition = job
+            if self.jobs is not None and (
+                definition.name not in self.jobs or self.jobs.get(definition.name) is not definition
+            ):
+                raise JobNotRegisteredError(definition.name)
+        else:
+            raise InvalidOptionError(
+                "job", job, "must be a job definition (from @jobs.event) or a job name"
+            )
+        if not isinstance(definition, EventJobDefinition):
+            raise InvalidOptionError(
+                "job",
+                getattr(definition, "name", definition),
+                "only event jobs can be scheduled; recurrent jobs schedule themselves",
+            )
+        return definition
+
+    def _new_job(self, definition: EventJobDefinition, item: ScheduleItem) -> NewJob:
+        now = self.clock.now()
+        run_in = None if item.run_in is None else parse_duration(item.run_in, field="run_in")
+        if item.run_at is not None and not isinstance(item.run_at, datetime):
+            raise InvalidScheduleError("run_at", item.run_at, "must be a datetime")
+        next_run_at = event_run_at(now, run_in, item.run_at)
+        priority = definition.priority if item.priority is None else item.priority
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise InvalidOptionError("priority", item.priority, "must be an integer")
+        if not -(2**63) <= priority < 2**63:
+            raise InvalidOptionError("priority", item.priority, "must fit in a 64-bit integer")
+        return NewJob(
+            id=new_record_id(),
+            job_name=definition.name,
+            params=validate_params(definition, item.params),
+            next_run_at=next_run_at,
+            priority=priority,
+            partition=assign_partition(self.n_partitions, self._rng),
+            unique_identifier=_unique_identifier(definition, item.unique_key),
+        )
+
+    def _prepare_many(
+        self, definition: EventJobDefinition, items: Iterable[ScheduleItem | Mapping[str, Any]]
+    ) -> PreparedBatch:
+        """Validate each item; an invalid one becomes an error and the others are kept."""
+        batch = PreparedBatch(list(items))
+        for index, raw in enumerate(batch.items):
+            try:
+                batch.jobs.append(self._new_job(definition, _as_item(raw, index)))
+                batch.positions.append(index)
+            except DogsError as error:
+                batch.errors.append(ItemError(index=index, error=error, job=raw))
+        return batch
+
+
+def job_name(job: JobDefinition | str) -> str:
+    return job if isinstance(job, str) else job.name
+
+
+def validate_page(limit: object, skip: object) -> None:
+    for name, value in (("limit", limit), ("skip", skip)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidOptionError(name, value, "must be a non-negative integer")
+
+
+def validate_job_id(job_id: object) -> None:
+    if not isinstance(job_id, str) or not job_id:
+        raise InvalidOptionError("job_id", job_id, "must be a non-empty string")
+
+
+def _unique_identifier(definition: EventJobDefinition, key: str | None) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key:
+        raise InvalidOptionError("unique_key", key, "must be a non-empty string")
+    if len(key) > _MAX_UNIQUE_KEY_LENGTH:
+        raise InvalidOptionError(
+            "unique_key", key, f"must be at most {_MAX_UNIQUE_KEY_LENGTH} characters"
+        )
+    if definition.unique_scope == "job":
+        return f"{definition.name}:{key}"
+    return key
+
+
+def _as_item(raw: ScheduleItem | Mapping[str, Any], index: int) -> ScheduleItem:
+    if isinstance(raw, ScheduleItem):
+        return raw
+    if isinstance(raw, Mapping):
+        unknown = set(raw) - {"params", "run_in", "run_at", "priority", "unique_key"}
+        if unknown:
+            raise InvalidOptionError(f"items[{index}]", sorted(unknown), "unknown schedule options")
+        return ScheduleItem(**raw)
+    raise InvalidOptionError(
+        f"items[{index}]", raw, "must be a ScheduleItem or a mapping of schedule options"
+    )
