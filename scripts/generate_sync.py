@@ -4,10 +4,12 @@
     python scripts/generate_sync.py           write every generated module
     python scripts/generate_sync.py --check   exit 1 when a committed one is stale
 
-Each module of :data:`SOURCES` (an ``_async/<name>.py``: the MongoDB adapter, the scheduling
-client and its retry helper) is the source of truth of ``_sync/<name>.py`` next to it. unasync
-removes ``async``/``await`` and renames the async names below; the result gets a "GENERATED"
-header and is formatted with ruff so that regenerating an unchanged source gives the same bytes.
+Each module of :data:`SOURCES` (every ``_async/<name>.py`` of :data:`ASYNC_PACKAGES`: the
+MongoDB adapter's store, claims and indexes, the scheduling client and its retry helper) is the
+source of truth of ``_sync/<name>.py`` next to it; ``--check`` also fails on a ``_sync``
+module left without its source. unasync removes ``async``/``await`` and renames the async names
+below; the result gets a "GENERATED" header and is formatted with ruff so that regenerating an
+unchanged source gives the same bytes.
 """
 
 from __future__ import annotations
@@ -30,12 +32,28 @@ except ImportError:  # pragma: no cover - depends on the interpreter used
     ) from None
 
 ROOT = Path(__file__).resolve().parent.parent
-#: The async sources of truth; each generates the module of the same name in ``../_sync/``.
-SOURCES = [
-    ROOT / "src" / "dogs_mongo" / "_async" / "store.py",
-    ROOT / "src" / "dogs_core" / "runtime" / "_async" / "retry.py",
-    ROOT / "src" / "dogs_core" / "runtime" / "_async" / "client.py",
+#: The async packages. Every module of each (but ``__init__.py``, written by hand) is a source
+#: of truth: it generates the module of the same name in the sibling ``_sync/`` package.
+ASYNC_PACKAGES = [
+    ROOT / "src" / "dogs_mongo" / "_async",
+    ROOT / "src" / "dogs_core" / "runtime" / "_async",
 ]
+SOURCES = sorted(
+    path
+    for package in ASYNC_PACKAGES
+    for path in package.glob("*.py")
+    if path.name != "__init__.py"
+)
+
+
+def orphans() -> list[Path]:
+    """Generated-looking modules of a ``_sync/`` package whose ``_async/`` source is gone."""
+    return sorted(
+        path
+        for package in ASYNC_PACKAGES
+        for path in (package.parent / "_sync").glob("*.py")
+        if path.name != "__init__.py" and not (package / path.name).exists()
+    )
 
 
 def target_of(source: Path) -> Path:
@@ -183,6 +201,13 @@ def main(argv: list[str] | None = None) -> int:
             fresh = _check(source, expected, current) and fresh
         else:
             _write(source, expected, current)
+    for orphan in orphans():
+        print(
+            f"error: {orphan.relative_to(ROOT)} has no async source: delete it "
+            "(or restore its _async module)",
+            file=sys.stderr,
+        )
+        fresh = False
     return 0 if fresh else 1
 
 

@@ -19,18 +19,16 @@ import anyio
 import bson
 from bson.codec_options import CodecOptions
 from bson.errors import InvalidDocument
-from pymongo import AsyncMongoClient, InsertOne, ReadPreference, ReturnDocument, UpdateOne
+from pymongo import AsyncMongoClient, InsertOne, ReadPreference, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure, PyMongoError
+from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
-from dogs_core.domain.batches import check_claim_requests, check_completions
+from dogs_core.domain.batches import check_completions
 from dogs_core.domain.records import (
     BulkScheduleResult,
-    ClaimedJob,
-    ClaimRequest,
     Duplicate,
     HistoryRecord,
     ItemError,
@@ -44,6 +42,14 @@ from dogs_core.errors import InvalidParamsError, StoreError, TransientStoreError
 from dogs_core.ids import new_record_id
 from dogs_core.ports import StoreCapabilities
 from dogs_mongo import queries as q
+from dogs_mongo._async.claims import (
+    CLAIM_PATH_FIND_ONE_AND_UPDATE,
+    CLAIM_PATH_SORTED_UPDATE_ONE,
+    SORTED_UPDATE_MIN_WIRE_VERSION,
+    MongoClaims,
+    choose_claim_path,
+)
+from dogs_mongo._async.indexes import ensure_indexes
 from dogs_mongo.errors import is_transient, translate_errors
 
 __all__ = [
@@ -55,15 +61,8 @@ __all__ = [
 
 log = logging.getLogger("dogs.mongo.store")
 
-CLAIM_PATH_SORTED_UPDATE_ONE: Final = "sorted_update_one"
-CLAIM_PATH_FIND_ONE_AND_UPDATE: Final = "find_one_and_update"
 _CLAIM_PATHS: Final = ("auto", CLAIM_PATH_SORTED_UPDATE_ONE, CLAIM_PATH_FIND_ONE_AND_UPDATE)
 
-#: MongoDB 8.0: ``updateOne`` accepts ``sort``.
-SORTED_UPDATE_MIN_WIRE_VERSION: Final = 25
-
-_INDEX_OPTIONS_CONFLICT: Final = 85
-_INDEX_KEY_SPECS_CONFLICT: Final = 86
 _DUPLICATE_KEY: Final = 11000
 
 _CODEC_OPTIONS: CodecOptions[dict[str, Any]] = CodecOptions(
@@ -73,10 +72,7 @@ _CODEC_OPTIONS: CodecOptions[dict[str, Any]] = CodecOptions(
 Document = dict[str, Any]
 
 
-_CLAIM_MANY_ROUNDS = 4  # finds of claim_many while other claimers take every candidate first
-
-
-class AsyncMongoJobStore:
+class AsyncMongoJobStore(MongoClaims):
     """:class:`~dogs_core.ports.AsyncJobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 
     ``client`` is a PyMongo ``AsyncMongoClient``. (The async store also accepts a Motor client:
@@ -174,76 +170,9 @@ class AsyncMongoJobStore:
         async with self._setup_lock:
             if self._setup_done:
                 return
-            records_ok = await self._ensure_indexes(self._records, q.RECORD_INDEXES)
-            history_ok = await self._ensure_indexes(self._history, q.HISTORY_INDEXES)
+            records_ok = await ensure_indexes(self._records, q.RECORD_INDEXES)
+            history_ok = await ensure_indexes(self._history, q.HISTORY_INDEXES)
             self._setup_done = records_ok and history_ok
-
-    async def _ensure_indexes(
-        self, collection: AsyncCollection[Document], specs: Sequence[q.IndexSpec]
-    ) -> bool:
-        """Returns false when a transient error means the work should be retried later."""
-        try:
-            existing: Mapping[str, Any] = await collection.index_information()
-        except PyMongoError as error:
-            log.warning("dogs: cannot list the indexes of %s: %s", collection.name, error)
-            return not is_transient(error)
-        complete = True
-        missing = [
-            spec
-            for spec in specs
-            if spec.name not in existing or not spec.matches(existing[spec.name])
-        ]
-        if len(missing) > 1 and not set(existing) - {"_id_"}:
-            # A new collection: one createIndexes for all (falls back to one by one).
-            try:
-                await collection.create_indexes([spec.as_index_model() for spec in missing])
-                missing = []
-            except PyMongoError as error:
-                log.debug("dogs: batched index creation on %s failed: %s", collection.name, error)
-        for spec in missing:
-            try:
-                await self._create_index(collection, spec, existing)
-            except PyMongoError as error:
-                log.error(
-                    "dogs: index %s on %s could not be created: %s",
-                    spec.name,
-                    collection.name,
-                    error,
-                )
-                complete = complete and not is_transient(error)
-        declared = {spec.name for spec in specs} | {"_id_"}
-        undeclared = sorted(set(existing) - declared)
-        if undeclared:
-            log.warning(
-                "dogs: %s has indexes Dogs does not declare: %s",
-                collection.name,
-                ", ".join(undeclared),
-            )
-        return complete
-
-    async def _create_index(
-        self,
-        collection: AsyncCollection[Document],
-        spec: q.IndexSpec,
-        existing: Mapping[str, Any],
-    ) -> None:
-        try:
-            await collection.create_index(list(spec.keys), **spec.create_options())
-            return
-        except OperationFailure as error:
-            if error.code not in (_INDEX_OPTIONS_CONFLICT, _INDEX_KEY_SPECS_CONFLICT):
-                raise
-            conflicting = _conflicting_index(spec, existing)
-            log.warning(
-                "dogs: index %s on %s conflicts with the existing index %s (%s); recreating it",
-                spec.name,
-                collection.name,
-                conflicting,
-                error,
-            )
-        if conflicting is not None:
-            await collection.drop_index(conflicting)
-        await collection.create_index(list(spec.keys), **spec.create_options())
 
     async def capabilities(self) -> StoreCapabilities:
         """Once per store, after :meth:`setup`: which claim path this server supports."""
@@ -319,33 +248,29 @@ class AsyncMongoJobStore:
         scheduled; other items whose identifier is taken count as skipped."""
         outcomes: list[ScheduleOutcome | None] = [None] * len(jobs)
         errors: list[ItemError] = []
-        requests: list[InsertOne[Document] | UpdateOne] = []
-        request_items: list[int] = []  # request index -> item index
-        for index, job in enumerate(jobs):
-            try:
-                document = _checked_document(job)
-            except (InvalidParamsError, TypeError, ValueError) as error:
-                errors.append(ItemError(index=index, error=error, job=job))
-                continue
-            request_items.append(index)
-            if job.unique_identifier is None:
-                requests.append(InsertOne(document))
-            else:
-                requests.append(
-                    UpdateOne(
-                        q.unique_identifier_filter(job.unique_identifier),
-                        q.upsert_unique_update(document),
-                        upsert=True,
-                    )
-                )
+        requests, request_items = _schedule_requests(jobs, errors)
         if not requests:
             return BulkScheduleResult(0, 0, errors=tuple(errors), outcomes=tuple(outcomes))
+        write_errors, upserted = await self._bulk_schedule(requests)
+        taken = _sort_outcomes(jobs, request_items, write_errors, upserted, outcomes, errors)
+        if taken:
+            await self._resolve_taken(jobs, taken, outcomes)
+        errors.sort(key=lambda item: item.index)
+        return BulkScheduleResult(
+            scheduled_count=sum(isinstance(o, Scheduled) for o in outcomes),
+            skipped_count=sum(isinstance(o, Duplicate) for o in outcomes),
+            errors=tuple(errors),
+            outcomes=tuple(outcomes),
+        )
 
-        write_errors: dict[int, Mapping[str, Any]] = {}
+    async def _bulk_schedule(
+        self, requests: list[InsertOne[Document] | UpdateOne]
+    ) -> tuple[dict[int, Mapping[str, Any]], Mapping[int, Any]]:
+        """The unordered ``bulkWrite`` of ``schedule_many``: its per-request write errors and
+        upserted ids, by request index. A write concern error is transient (may have applied)."""
         try:
             with translate_errors("schedule_many", write=True):
                 result = await self._records.bulk_write(requests, ordered=False)
-            upserted: Mapping[int, Any] = result.upserted_ids or {}
         except BulkWriteError as error:
             details = error.details
             if details.get("writeConcernErrors"):
@@ -354,44 +279,27 @@ class AsyncMongoJobStore:
                     write_may_have_applied=True,
                 ) from error
             write_errors = {int(e["index"]): e for e in details.get("writeErrors", [])}
-            upserted = {int(u["index"]): u["_id"] for u in details.get("upserted", [])}
+            return write_errors, {int(u["index"]): u["_id"] for u in details.get("upserted", [])}
+        return {}, result.upserted_ids or {}
 
-        taken: dict[str, list[int]] = {}  # identifier -> items that found it taken
-        for request_index, item_index in enumerate(request_items):
-            job = jobs[item_index]
-            identifier = job.unique_identifier
-            failure = write_errors.get(request_index)
-            if failure is None:
-                if identifier is None or request_index in upserted:
-                    outcomes[item_index] = Scheduled(id=job.id)
+    async def _resolve_taken(
+        self,
+        jobs: Sequence[NewJob],
+        taken: Mapping[str, list[int]],
+        outcomes: list[ScheduleOutcome | None],
+    ) -> None:
+        """The outcomes of the items whose identifier was taken: ``Scheduled`` when the holder
+        is the item's own record (a retried batch), ``Duplicate`` of the holder otherwise."""
+        holders = await self._holders(list(taken))
+        for identifier, item_indexes in taken.items():
+            holder = holders.get(identifier)
+            for item_index in item_indexes:
+                if holder is not None and holder == jobs[item_index].id:
+                    outcomes[item_index] = Scheduled(id=holder)
                 else:
-                    taken.setdefault(identifier, []).append(item_index)
-            elif failure.get("code") == _DUPLICATE_KEY and _duplicate_key_field(failure) == "_id":
-                outcomes[item_index] = Scheduled(id=job.id)  # retried, had landed
-            elif failure.get("code") == _DUPLICATE_KEY and identifier is not None:
-                taken.setdefault(identifier, []).append(item_index)  # lost an upsert race
-            else:
-                message = f"write error {failure.get('code')}: {failure.get('errmsg')}"
-                errors.append(ItemError(index=item_index, error=StoreError(message), job=job))
-
-        if taken:
-            holders = await self._holders(list(taken))
-            for identifier, item_indexes in taken.items():
-                holder = holders.get(identifier)
-                for item_index in item_indexes:
-                    if holder is not None and holder == jobs[item_index].id:
-                        outcomes[item_index] = Scheduled(id=holder)
-                    else:
-                        outcomes[item_index] = Duplicate(
-                            existing_id=holder, unique_identifier=identifier
-                        )
-        errors.sort(key=lambda item: item.index)
-        return BulkScheduleResult(
-            scheduled_count=sum(isinstance(o, Scheduled) for o in outcomes),
-            skipped_count=sum(isinstance(o, Duplicate) for o in outcomes),
-            errors=tuple(errors),
-            outcomes=tuple(outcomes),
-        )
+                    outcomes[item_index] = Duplicate(
+                        existing_id=holder, unique_identifier=identifier
+                    )
 
     async def _holders(self, identifiers: list[str]) -> dict[str, str]:
         """The ids of the records holding these identifiers. The batch has been written already,
@@ -430,144 +338,6 @@ class AsyncMongoJobStore:
                 if attempt == 2:
                     raise
                 log.info("dogs: recurrent record %r was created concurrently; retrying", job_name)
-
-    # ------------------------------------------------------------------------------------------
-    # Claims
-    # ------------------------------------------------------------------------------------------
-
-    async def claim(self, request: ClaimRequest) -> ClaimedJob | None:
-        if not request.job_names:
-            return None
-        capabilities = await self.capabilities()
-        if capabilities.claim_path == CLAIM_PATH_SORTED_UPDATE_ONE:
-            return await self._claim_sorted_update_one(request)
-        return await self._claim_find_one_and_update(request)
-
-    async def _claim_sorted_update_one(self, request: ClaimRequest) -> ClaimedJob | None:
-        command = q.sorted_update_one_claim(request)
-        with translate_errors("claim", write=True):
-            result = await self._fenced.update_one(
-                command.filter, command.update, sort=command.sort, hint=command.hint
-            )
-        if result.matched_count == 0:
-            return None
-        with translate_errors("claim read-back", write=False):
-            document = await self._primary.find_one(q.lock_id_filter(request.lock_id))
-        if document is None:
-            log.warning(
-                "dogs: claim %s matched a record but the read-back by lockId found nothing; "
-                "dropping it (the record is recovered as stale when its lock expires)",
-                request.lock_id,
-            )
-            return None
-        return q.claim_from_read_back(request, document)
-
-    async def _claim_find_one_and_update(self, request: ClaimRequest) -> ClaimedJob | None:
-        command = q.find_one_and_update_claim(request)
-        with translate_errors("claim", write=True):
-            before = await self._fenced.find_one_and_update(
-                command.filter,
-                command.update,
-                sort=list(command.sort.items()),
-                hint=command.hint,
-                return_document=ReturnDocument.BEFORE,
-            )
-        if before is None:
-            return None
-        return q.claim_from_before_image(request, before)
-
-    async def claim_many(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]:
-        """Up to ``len(requests)`` claims in three round trips, whatever the claim path (pipeline
-        updates: MongoDB 4.2+): a ``find`` of the ids of the best eligible records (claim sort,
-        the request's hint, limited to the number of requests; a miss ends here), one unordered
-        ``bulkWrite`` of one ``updateOne`` per candidate (its ``_id`` plus the eligibility
-        selector again, so a candidate another claimer took in between is not matched; locked
-        for the request of the same rank), and one read-back of the claimed records by their
-        lock ids. When other claimers took every candidate between the find and the write, it
-        looks again (up to four finds), so that an empty result means an empty partition, not
-        lost races. A modified record the read-back misses is logged and dropped (it is recovered
-        as stale when its lock expires). When the ``bulkWrite`` fails in a way that may have
-        applied, the read-back is tried once anyway: the records it finds are locked under this
-        call's lock ids and are returned rather than left to wait out their lock; when it fails
-        too, the write's ``TransientStoreError`` is raised. Requests that disagree on anything
-        but their lock id, or repeat a lock id, raise ``ValueError`` before anything is sent."""
-        checked = check_claim_requests(requests)
-        if not checked or not checked[0].job_names:
-            return []
-        query = q.claim_candidates_query(checked[0], len(checked))
-        for _ in range(_CLAIM_MANY_ROUNDS):
-            with translate_errors("claim_many (candidates)", write=False):
-                cursor = (
-                    self._primary.find(query.filter, query.projection)
-                    .sort(query.sort)
-                    .hint(query.hint)
-                    .limit(query.limit)
-                )
-                candidates = await cursor.to_list(None)
-            if not candidates:
-                return []
-            used = checked[: len(candidates)]
-            updates = [
-                UpdateOne(filter_, update, hint=dict(q.CLAIM_MANY_UPDATE_HINT))
-                for filter_, update in q.claim_many_updates(
-                    [document["_id"] for document in candidates], used
-                )
-            ]
-            try:
-                with translate_errors("claim_many", write=True):
-                    result = await self._fenced.bulk_write(updates, ordered=False)
-                modified = int(result.modified_count)
-            except BulkWriteError as error:
-                modified = _claim_many_write_error(error, len(updates))
-            except TransientStoreError as error:
-                if not error.write_may_have_applied:
-                    raise
-                salvaged: list[ClaimedJob] | None = None
-                try:
-                    salvaged = await self._claim_many_read_back(used)
-                except TransientStoreError as read_back_error:
-                    log.debug(
-                        "dogs: claim_many read-back after a failed write failed too: %s",
-                        read_back_error,
-                    )
-                if salvaged is None:
-                    raise
-                log.warning(
-                    "dogs: claim_many failed after it may have applied (%s); the read-back found "
-                    "%d claimed records, returned",
-                    error,
-                    len(salvaged),
-                )
-                return salvaged
-            if modified > 0:
-                break
-            # Every candidate was taken by another claimer between the find and the write:
-            # that is no miss (a miss would put the workers to sleep), so look again.
-        else:
-            return []
-        try:
-            claimed = await self._claim_many_read_back(used)
-        except TransientStoreError as error:
-            raise TransientStoreError(
-                f"claim_many: {modified} records were claimed but could not be read back "
-                f"(they are recovered as stale when their locks expire): {error}",
-                write_may_have_applied=True,
-            ) from error
-        if len(claimed) < modified:
-            log.warning(
-                "dogs: claim_many modified %d records but the read-back by lockId found %d; "
-                "dropping the others (they are recovered as stale when their locks expire)",
-                modified,
-                len(claimed),
-            )
-        return claimed
-
-    async def _claim_many_read_back(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]:
-        lock_ids = [request.lock_id for request in requests]
-        with translate_errors("claim_many read-back", write=False):
-            cursor = self._primary.find(q.lock_ids_filter(lock_ids))
-            documents = await cursor.to_list(None)
-        return q.claims_from_read_back(requests, documents)
 
     # ------------------------------------------------------------------------------------------
     # Fenced writes
@@ -862,49 +632,69 @@ class AsyncMongoJobStore:
 # ----------------------------------------------------------------------------------------------
 
 
-def choose_claim_path(max_wire_version: int, has_lock_id_index: bool, option: str = "auto") -> str:
-    """The claim implementation: the sorted ``updateOne`` needs MongoDB 8 (wire version 25) and
-    the sparse ``lockId`` index its read-back uses; anything else uses ``findOneAndUpdate``."""
-    if option != "auto":
-        return option
-    if max_wire_version >= SORTED_UPDATE_MIN_WIRE_VERSION and has_lock_id_index:
-        return CLAIM_PATH_SORTED_UPDATE_ONE
-    return CLAIM_PATH_FIND_ONE_AND_UPDATE
-
-
-def _claim_many_write_error(error: BulkWriteError, sent: int) -> int:
-    """How many records a ``claim_many`` bulk write that reported errors modified. A write
-    concern error alone means the updates applied on the primary: they are read back. Per-item
-    write errors (a record the pipeline cannot update, say a non-numeric ``tries``) are logged
-    when other items were claimed, and raised when none was."""
-    details = error.details
-    modified = int(details.get("nModified", 0))
-    write_errors = details.get("writeErrors") or []
-    if write_errors and modified == 0:
-        raise error
-    if write_errors:
-        log.error(
-            "dogs: claim_many: %d of %d updates failed (first: %s); returning the %d claimed",
-            len(write_errors),
-            sent,
-            write_errors[0].get("errmsg"),
-            modified,
-        )
-    else:
-        log.warning(
-            "dogs: claim_many: write concern error (%s); returning the %d records claimed on "
-            "the primary",
-            details.get("writeConcernErrors"),
-            modified,
-        )
-    return modified
-
-
 async def _resolve(value: Any) -> Any:
     """PyMongo's async API returns some cursors from a coroutine, Motor returns them directly."""
     if inspect.isawaitable(value):
         return await value
     return value
+
+
+def _schedule_requests(
+    jobs: Sequence[NewJob], errors: list[ItemError]
+) -> tuple[list[InsertOne[Document] | UpdateOne], list[int]]:
+    """The requests of ``schedule_many`` and, per request, the index of its item: an insert per
+    item without an identifier, an upsert by ``uniqueIdentifier`` per item with one. An item
+    that cannot be stored is appended to ``errors`` and gets no request."""
+    requests: list[InsertOne[Document] | UpdateOne] = []
+    request_items: list[int] = []  # request index -> item index
+    for index, job in enumerate(jobs):
+        try:
+            document = _checked_document(job)
+        except (InvalidParamsError, TypeError, ValueError) as error:
+            errors.append(ItemError(index=index, error=error, job=job))
+            continue
+        request_items.append(index)
+        if job.unique_identifier is None:
+            requests.append(InsertOne(document))
+        else:
+            requests.append(
+                UpdateOne(
+                    q.unique_identifier_filter(job.unique_identifier),
+                    q.upsert_unique_update(document),
+                    upsert=True,
+                )
+            )
+    return requests, request_items
+
+
+def _sort_outcomes(
+    jobs: Sequence[NewJob],
+    request_items: Sequence[int],
+    write_errors: Mapping[int, Mapping[str, Any]],
+    upserted: Mapping[int, Any],
+    outcomes: list[ScheduleOutcome | None],
+    errors: list[ItemError],
+) -> dict[str, list[int]]:
+    """Fill ``outcomes`` (and ``errors``) of the items the bulk write settled; returns, per
+    identifier, the items that found it taken (their outcome needs the holder's id)."""
+    taken: dict[str, list[int]] = {}  # identifier -> items that found it taken
+    for request_index, item_index in enumerate(request_items):
+        job = jobs[item_index]
+        identifier = job.unique_identifier
+        failure = write_errors.get(request_index)
+        if failure is None:
+            if identifier is None or request_index in upserted:
+                outcomes[item_index] = Scheduled(id=job.id)
+            else:
+                taken.setdefault(identifier, []).append(item_index)
+        elif failure.get("code") == _DUPLICATE_KEY and _duplicate_key_field(failure) == "_id":
+            outcomes[item_index] = Scheduled(id=job.id)  # retried, had landed
+        elif failure.get("code") == _DUPLICATE_KEY and identifier is not None:
+            taken.setdefault(identifier, []).append(item_index)  # lost an upsert race
+        else:
+            message = f"write error {failure.get('code')}: {failure.get('errmsg')}"
+            errors.append(ItemError(index=item_index, error=StoreError(message), job=job))
+    return taken
 
 
 def _checked_document(job: NewJob) -> Document:
@@ -939,15 +729,4 @@ def _duplicate_key_field(details: Mapping[str, Any] | None) -> str | None:
     for name in ("_id_", "uniqueIdentifier_1", "jobName_1"):
         if f"index: {name} " in message:
             return name.rsplit("_", 1)[0] if name != "_id_" else "_id"
-    return None
-
-
-def _conflicting_index(spec: q.IndexSpec, existing: Mapping[str, Any]) -> str | None:
-    """The existing index that blocks ``spec``: same name, else same key pattern."""
-    if spec.name in existing:
-        return spec.name
-    for name, info in existing.items():
-        keys = info.get("key")
-        if keys is not None and [(str(k), int(v)) for k, v in keys] == list(spec.keys):
-            return str(name)
     return None

@@ -1,0 +1,251 @@
+"""The claim machinery of the MongoDB job store: single claims on either claim path, and
+``claim_many``'s three round trips.
+
+Part of the async adapter (the source of truth): ``scripts/generate_sync.py`` generates
+``_sync/claims.py`` from this module. :class:`MongoClaims` is a base of the store class; it
+uses the store's collections (``_fenced`` for the claim writes, ``_primary`` for reads of its
+own writes) and its :meth:`capabilities`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from pymongo import ReturnDocument, UpdateOne
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.errors import BulkWriteError
+
+from dogs_core.domain.batches import check_claim_requests
+from dogs_core.domain.records import ClaimedJob, ClaimRequest
+from dogs_core.errors import TransientStoreError
+from dogs_core.ports import StoreCapabilities
+from dogs_mongo import queries as q
+from dogs_mongo.errors import translate_errors
+
+__all__ = [
+    "CLAIM_PATH_FIND_ONE_AND_UPDATE",
+    "CLAIM_PATH_SORTED_UPDATE_ONE",
+    "SORTED_UPDATE_MIN_WIRE_VERSION",
+    "MongoClaims",
+    "choose_claim_path",
+]
+
+log = logging.getLogger("dogs.mongo.store")
+
+CLAIM_PATH_SORTED_UPDATE_ONE: Final = "sorted_update_one"
+CLAIM_PATH_FIND_ONE_AND_UPDATE: Final = "find_one_and_update"
+
+#: MongoDB 8.0: ``updateOne`` accepts ``sort``.
+SORTED_UPDATE_MIN_WIRE_VERSION: Final = 25
+
+_CLAIM_MANY_ROUNDS = 4  # finds of claim_many while other claimers take every candidate first
+
+Document = dict[str, Any]
+
+
+class MongoClaims:
+    """The claim methods of the store (``claim``, ``claim_many``) and their round trips."""
+
+    _fenced: AsyncCollection[Document]
+    _primary: AsyncCollection[Document]
+
+    if TYPE_CHECKING:
+
+        async def capabilities(self) -> StoreCapabilities: ...
+
+    async def claim(self, request: ClaimRequest) -> ClaimedJob | None:
+        if not request.job_names:
+            return None
+        capabilities = await self.capabilities()
+        if capabilities.claim_path == CLAIM_PATH_SORTED_UPDATE_ONE:
+            return await self._claim_sorted_update_one(request)
+        return await self._claim_find_one_and_update(request)
+
+    async def _claim_sorted_update_one(self, request: ClaimRequest) -> ClaimedJob | None:
+        command = q.sorted_update_one_claim(request)
+        with translate_errors("claim", write=True):
+            result = await self._fenced.update_one(
+                command.filter, command.update, sort=command.sort, hint=command.hint
+            )
+        if result.matched_count == 0:
+            return None
+        with translate_errors("claim read-back", write=False):
+            document = await self._primary.find_one(q.lock_id_filter(request.lock_id))
+        if document is None:
+            log.warning(
+                "dogs: claim %s matched a record but the read-back by lockId found nothing; "
+                "dropping it (the record is recovered as stale when its lock expires)",
+                request.lock_id,
+            )
+            return None
+        return q.claim_from_read_back(request, document)
+
+    async def _claim_find_one_and_update(self, request: ClaimRequest) -> ClaimedJob | None:
+        command = q.find_one_and_update_claim(request)
+        with translate_errors("claim", write=True):
+            before = await self._fenced.find_one_and_update(
+                command.filter,
+                command.update,
+                sort=list(command.sort.items()),
+                hint=command.hint,
+                return_document=ReturnDocument.BEFORE,
+            )
+        if before is None:
+            return None
+        return q.claim_from_before_image(request, before)
+
+    async def claim_many(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]:
+        """Up to ``len(requests)`` claims in three round trips, whatever the claim path (pipeline
+        updates: MongoDB 4.2+): a ``find`` of the ids of the best eligible records (claim sort,
+        the request's hint, limited to the number of requests; a miss ends here), one unordered
+        ``bulkWrite`` of one ``updateOne`` per candidate (its ``_id`` plus the eligibility
+        selector again, so a candidate another claimer took in between is not matched; locked
+        for the request of the same rank), and one read-back of the claimed records by their
+        lock ids. When other claimers took every candidate between the find and the write, it
+        looks again (up to four finds), so that an empty result means an empty partition, not
+        lost races. A modified record the read-back misses is logged and dropped (it is recovered
+        as stale when its lock expires). When the ``bulkWrite`` fails in a way that may have
+        applied, the read-back is tried once anyway: the records it finds are locked under this
+        call's lock ids and are returned rather than left to wait out their lock; when it fails
+        too, the write's ``TransientStoreError`` is raised. Requests that disagree on anything
+        but their lock id, or repeat a lock id, raise ``ValueError`` before anything is sent."""
+        checked = check_claim_requests(requests)
+        if not checked or not checked[0].job_names:
+            return []
+        query = q.claim_candidates_query(checked[0], len(checked))
+        for _ in range(_CLAIM_MANY_ROUNDS):
+            candidates = await self._claim_many_candidates(query)
+            if not candidates:
+                return []
+            used = checked[: len(candidates)]
+            modified, salvaged = await self._claim_many_write(candidates, used)
+            if salvaged is not None:
+                return salvaged
+            if modified > 0:
+                return await self._claim_many_result(used, modified)
+            # Every candidate was taken by another claimer between the find and the write:
+            # that is no miss (a miss would put the workers to sleep), so look again.
+        return []
+
+    async def _claim_many_candidates(self, query: q.CandidateQuery) -> list[Document]:
+        """The ids of the best eligible records (the first round trip of ``claim_many``)."""
+        with translate_errors("claim_many (candidates)", write=False):
+            cursor = (
+                self._primary.find(query.filter, query.projection)
+                .sort(query.sort)
+                .hint(query.hint)
+                .limit(query.limit)
+            )
+            candidates: list[Document] = await cursor.to_list(None)
+        return candidates
+
+    async def _claim_many_write(
+        self, candidates: Sequence[Document], used: Sequence[ClaimRequest]
+    ) -> tuple[int, list[ClaimedJob] | None]:
+        """Lock the candidates, the i-th for ``used[i]``: ``(modified, None)``, or
+        ``(0, claimed)`` when the write failed after it may have applied and a read-back found
+        what it claimed (when the read-back fails too, the write's error is raised)."""
+        updates = [
+            UpdateOne(filter_, update, hint=dict(q.CLAIM_MANY_UPDATE_HINT))
+            for filter_, update in q.claim_many_updates(
+                [document["_id"] for document in candidates], used
+            )
+        ]
+        try:
+            with translate_errors("claim_many", write=True):
+                result = await self._fenced.bulk_write(updates, ordered=False)
+            return int(result.modified_count), None
+        except BulkWriteError as error:
+            return _claim_many_write_error(error, len(updates)), None
+        except TransientStoreError as error:
+            if not error.write_may_have_applied:
+                raise
+            salvaged = await self._claim_many_salvage(used)
+            if salvaged is None:
+                raise
+            log.warning(
+                "dogs: claim_many failed after it may have applied (%s); the read-back found "
+                "%d claimed records, returned",
+                error,
+                len(salvaged),
+            )
+            return 0, salvaged
+
+    async def _claim_many_salvage(self, used: Sequence[ClaimRequest]) -> list[ClaimedJob] | None:
+        """The read-back after a write that may have applied; ``None`` when it fails too."""
+        try:
+            return await self._claim_many_read_back(used)
+        except TransientStoreError as read_back_error:
+            log.debug(
+                "dogs: claim_many read-back after a failed write failed too: %s",
+                read_back_error,
+            )
+            return None
+
+    async def _claim_many_result(
+        self, used: Sequence[ClaimRequest], modified: int
+    ) -> list[ClaimedJob]:
+        """The read-back of ``modified`` claimed records (the last round trip)."""
+        try:
+            claimed = await self._claim_many_read_back(used)
+        except TransientStoreError as error:
+            raise TransientStoreError(
+                f"claim_many: {modified} records were claimed but could not be read back "
+                f"(they are recovered as stale when their locks expire): {error}",
+                write_may_have_applied=True,
+            ) from error
+        if len(claimed) < modified:
+            log.warning(
+                "dogs: claim_many modified %d records but the read-back by lockId found %d; "
+                "dropping the others (they are recovered as stale when their locks expire)",
+                modified,
+                len(claimed),
+            )
+        return claimed
+
+    async def _claim_many_read_back(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]:
+        lock_ids = [request.lock_id for request in requests]
+        with translate_errors("claim_many read-back", write=False):
+            cursor = self._primary.find(q.lock_ids_filter(lock_ids))
+            documents = await cursor.to_list(None)
+        return q.claims_from_read_back(requests, documents)
+
+
+def choose_claim_path(max_wire_version: int, has_lock_id_index: bool, option: str = "auto") -> str:
+    """The claim implementation: the sorted ``updateOne`` needs MongoDB 8 (wire version 25) and
+    the sparse ``lockId`` index its read-back uses; anything else uses ``findOneAndUpdate``."""
+    if option != "auto":
+        return option
+    if max_wire_version >= SORTED_UPDATE_MIN_WIRE_VERSION and has_lock_id_index:
+        return CLAIM_PATH_SORTED_UPDATE_ONE
+    return CLAIM_PATH_FIND_ONE_AND_UPDATE
+
+
+def _claim_many_write_error(error: BulkWriteError, sent: int) -> int:
+    """How many records a ``claim_many`` bulk write that reported errors modified. A write
+    concern error alone means the updates applied on the primary: they are read back. Per-item
+    write errors (a record the pipeline cannot update, say a non-numeric ``tries``) are logged
+    when other items were claimed, and raised when none was."""
+    details = error.details
+    modified = int(details.get("nModified", 0))
+    write_errors = details.get("writeErrors") or []
+    if write_errors and modified == 0:
+        raise error
+    if write_errors:
+        log.error(
+            "dogs: claim_many: %d of %d updates failed (first: %s); returning the %d claimed",
+            len(write_errors),
+            sent,
+            write_errors[0].get("errmsg"),
+            modified,
+        )
+    else:
+        log.warning(
+            "dogs: claim_many: write concern error (%s); returning the %d records claimed on "
+            "the primary",
+            details.get("writeConcernErrors"),
+            modified,
+        )
+    return modified
