@@ -21,6 +21,7 @@ from pymongo import MongoClient
 from typer.testing import CliRunner
 
 from dogs_core import HistoryStatus, Jobs, Scheduled
+from dogs_core.runtime.settings import WORKER_OPTIONS
 from dogs_mongo import MongoJobStore
 from dogs_mongo.cli import app, format_age, load_registry
 from dogs_mongo.container import DogsContainer
@@ -100,18 +101,46 @@ def test_schedule_input_errors(runner: CliRunner, args: list[str], fragments: li
     [
         (["tests.no_such_module:jobs"], ["cannot import"]),
         (["tests.cli_jobs:empty"], ["has no jobs"]),
-        ([REGISTRY, "--workers-count", "0"], ["workers_count=0"]),
+        ([REGISTRY, "--workers-count", "0"], ["--workers-count 0: must be at least 1"]),
+        ([REGISTRY, "-c", "many"], ["--workers-count many: must be an integer"]),
         ([REGISTRY, "--poll-interval", "often"], ["--poll-interval"]),
-        ([REGISTRY, "--lock-time", "-3"], ["--lock-time"]),
+        ([REGISTRY, "--lock-time", "-3"], ["--lock-time -3: a duration cannot be negative"]),
+        ([REGISTRY, "--lock-time", "0"], ["--lock-time 0: must be greater than zero"]),
         ([REGISTRY, "--max-tries", "many"], ["--max-tries"]),
-        ([REGISTRY, "--max-tries", "0"], ["max_tries=0"]),
+        ([REGISTRY, "--max-tries", "0"], ["--max-tries 0: must be at least 1"]),
         ([REGISTRY, "--grace", "forever"], ["--grace"]),
-        ([REGISTRY, "--n-partitions", "0"], ["n_partitions=0"]),
+        ([REGISTRY, "--n-partitions", "0"], ["--n-partitions 0: must be at least 1"]),
+        ([REGISTRY, "--uri", UNREACHABLE, "--timeout", "0"], ["--timeout 0.0: must be greater"]),
         ([REGISTRY], ["no MongoDB URI"]),
     ],
 )
 def test_worker_input_errors(runner: CliRunner, args: list[str], fragments: list[str]) -> None:
-    assert_clean_error(invoke(runner, "worker", *args, "--database", "app"), *fragments)
+    result = invoke(runner, "worker", *args, "--database", "app")
+    assert_clean_error(result, *fragments)
+    for field in ("default_lock_time=", "workers_count=", "max_tries=", "n_partitions="):
+        assert field not in result.stderr, "a CLI error names the flag, not the option"
+
+
+def test_schedule_names_the_partition_flag(runner: CliRunner) -> None:
+    result = invoke(
+        runner, "schedule", REGISTRY, "nap", "--n-partitions", "0", "--uri", UNREACHABLE
+    )
+    assert_clean_error(result, "--n-partitions 0: must be at least 1")
+
+
+def test_the_worker_flags_come_from_the_worker_settings_table(runner: CliRunner) -> None:
+    result = invoke(runner, "worker", "--help")
+    assert result.exit_code == 0, result.output
+    flagged = [option for option in WORKER_OPTIONS if option.flag is not None]
+    assert {option.name for option in flagged} >= {
+        "workers_count",
+        "poll_interval",
+        "default_lock_time",
+        "max_tries",
+        "n_partitions",
+    }
+    for option in flagged:
+        assert option.flag in result.stdout, option
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 import trio.testing
-from pymongo import AsyncMongoClient, MongoClient
+from pymongo import AsyncMongoClient, MongoClient, monitoring
 from pymongo.write_concern import WriteConcern
 
 from dogs_core import (
@@ -31,10 +31,11 @@ from dogs_core import (
     SystemClock,
     Workers,
 )
+from dogs_core.runtime.settings import WorkerSettings
 from dogs_core.runtime.threaded import ThreadedJobStore
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_mongo.container import DogsContainer, DogsSettings, redact_uri
-from dogs_testing.memory import InMemoryJobStore
+from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 SKETCH_URI = "mongodb://localhost:27017/?replicaSet=rs0"
@@ -49,6 +50,22 @@ def anyio_backend() -> tuple[str, dict[str, Any]]:
 @dataclass
 class Welcome:
     user_id: int
+
+
+class CommandThreads(monitoring.CommandListener):
+    """Records the name and the thread of every command PyMongo starts."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, int]] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.seen.append((event.command_name, threading.get_ident()))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        return None
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        return None
 
 
 def welcome_jobs(seen: list[tuple[int, datetime]], clock: LoopClock | None = None) -> Jobs:
@@ -285,18 +302,45 @@ def test_sync_driver_wiring() -> None:
         assert client.codec_options.tz_aware
         assert client.options.server_selection_timeout == 2
         assert isinstance(container.clock(), SystemClock)
+        assert container.blocking_client().store is sync_store, "the sync store, unwrapped"
     finally:
         container.close()
     assert container.store() is not store, "close() resets the singletons"
     container.close()
 
 
-def test_blocking_providers_refuse_the_async_mongo_store() -> None:
+@pytest.mark.parametrize("driver", ["async", "sync"])
+def test_the_blocking_client_calls_the_sync_store_with_either_driver(
+    driver: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    container = DogsContainer(uri="mongodb://127.0.0.1:1/app", driver=driver)
+    try:
+        with container.blocking_client() as client:
+            assert isinstance(client, BlockingDogsClient)
+            assert client.store is container.sync_store(), "no ThreadedJobStore, no portal"
+            assert isinstance(client.store, MongoJobStore)
+    finally:
+        with caplog.at_level(logging.WARNING, logger="dogs.container"):
+            container.close()
+    assert "AsyncMongoClient" not in caplog.text, "the blocking client made no async client"
+
+
+def test_the_blocking_client_follows_an_overridden_store() -> None:
+    sync_memory = SyncInMemoryJobStore()
+    container = DogsContainer(uri="mongodb://127.0.0.1:1/app", driver="sync")
+    container.store.override(ThreadedJobStore(sync_memory))
+    with container.blocking_client() as client:
+        assert client.store is sync_memory
+    container = DogsContainer(uri="mongodb://127.0.0.1:1/app")  # driver "async"
+    container.async_store.override(InMemoryJobStore(sync=sync_memory))
+    with container.blocking_client(welcome_jobs([])) as client:
+        assert isinstance(client.schedule("send_welcome", {"user_id": 1}), Scheduled)
+    assert [r.job_name for r in sync_memory.find_jobs()] == ["send_welcome"]
+
+
+def test_blocking_workers_refuse_the_async_mongo_store() -> None:
     container = DogsContainer(uri="mongodb://127.0.0.1:1/app")  # driver "async"
     try:
-        with pytest.raises(InvalidOptionError) as raised:
-            container.blocking_client()
-        assert raised.value.field == "driver"
         with pytest.raises(InvalidOptionError) as raised:
             container.blocking_workers(welcome_jobs([]))
         assert raised.value.field == "driver"
@@ -372,6 +416,30 @@ class TestWithMongod:
         assert container.store() is not store, "aclose() resets the singletons"
         await container.aclose()
 
+    @pytest.mark.parametrize("driver", ["async", "sync"])
+    def test_a_blocking_schedule_is_one_insert_in_the_callers_thread(
+        self, driver: str, mongodb_uri: str, mongo_database_name: str
+    ) -> None:
+        commands = CommandThreads()
+        container = DogsContainer(
+            uri=mongodb_uri,
+            database=mongo_database_name,
+            driver=driver,
+            client_options={"event_listeners": [commands]},
+        )
+        try:
+            with container.blocking_client(welcome_jobs([])) as client:
+                client.schedule("send_welcome", {"user_id": 1})  # the first call sets up indexes
+                commands.seen.clear()
+                outcome = client.schedule("send_welcome", {"user_id": 2}, unique_key="w:2")
+                assert isinstance(outcome, Scheduled)
+                assert commands.seen == [("insert", threading.get_ident())]
+                record = client.get_job(outcome.id)
+                assert record is not None
+                assert record.params == {"user_id": 2}
+        finally:
+            container.close()
+
     def test_sync_app_with_the_blocking_facade_on_mongod(
         self, mongodb_uri: str, mongo_database_name: str
     ) -> None:
@@ -394,3 +462,34 @@ class TestWithMongod:
             assert [row.status for row in history] == [HistoryStatus.SUCCESS]
         finally:
             container.close()
+
+
+def test_bad_partitions_for_workers_fail_before_any_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    container = DogsContainer(store=InMemoryJobStore(), n_partitions=4)
+    with (
+        caplog.at_level(logging.WARNING, logger="dogs.container"),
+        pytest.raises(InvalidOptionError) as raised,
+    ):
+        container.workers(welcome_jobs([]), n_partitions=0)
+    assert raised.value.field == "n_partitions"
+    assert caplog.records == [], "validate first, then warn"
+
+
+def test_the_container_is_exported_from_dogs_mongo_too() -> None:
+    import dogs_mongo
+    import dogs_mongo.container
+
+    assert dogs_mongo.DogsContainer is dogs_mongo.container.DogsContainer
+
+
+def test_the_settings_hold_one_worker_settings_built_from_the_configuration() -> None:
+    container = DogsContainer(store=InMemoryJobStore(), n_partitions=4, workers_count=32)
+    settings = container.settings()
+    assert isinstance(settings.workers, WorkerSettings)
+    assert (settings.workers.workers_count, settings.workers.n_partitions) == (32, 4)
+    assert settings.n_partitions == 4
+    assert settings.worker_settings() is settings.workers
+    derived = settings.worker_settings(workers_count=2)
+    assert (derived.workers_count, derived.claim_concurrency, derived.n_partitions) == (2, 2, 4)

@@ -22,15 +22,17 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import importlib
+import inspect
 import json
 import logging
-import math
 import os
+import shlex
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
@@ -43,11 +45,12 @@ from pymongo.errors import ConfigurationError, OperationFailure, PyMongoError
 from rich.console import Console
 from rich.table import Table
 
+from dogs_core.domain import validation
 from dogs_core.domain.definitions import EventJobDefinition, validate_params
 from dogs_core.domain.records import Duplicate, NameStatus, Scheduled
-from dogs_core.domain.schedules import parse_duration
 from dogs_core.errors import DogsError, JobNotRegisteredError, UnknownJobError, ValidationError
 from dogs_core.jobs import Jobs
+from dogs_core.runtime.settings import WORKER_OPTIONS, WorkerOption, WorkerSettings, worker_option
 from dogs_core.runtime.workers import Workers
 from dogs_mongo import queries as q
 from dogs_mongo.container import DogsContainer, redact_uri
@@ -136,10 +139,10 @@ HistoryOption = Annotated[
 NPartitionsOption = Annotated[
     int,
     typer.Option(
-        "--n-partitions",
+        str(worker_option("n_partitions").flag),
         envvar=ENV_N_PARTITIONS,
         show_envvar=True,
-        help="Acquisition partitions: the same for every worker and scheduler of the database.",
+        help=worker_option("n_partitions").help,
     ),
 ]
 LogLevelOption = Annotated[
@@ -206,6 +209,19 @@ def _user_errors() -> Iterator[None]:
         fail(str(error), code=1)
 
 
+@contextlib.contextmanager
+def _flags_named(flags: Mapping[str, tuple[str, object]]) -> Iterator[None]:
+    """Report a validation error of an option the user gave as a flag as ``--flag VALUE:
+    reason``: ``flags`` maps the option's field name to the flag and the text typed."""
+    try:
+        yield
+    except ValidationError as error:
+        if error.field not in flags:
+            raise
+        flag, typed = flags[error.field]
+        fail(f"{flag} {shlex.quote(str(typed))}: {error.reason}")
+
+
 def _run(func: Callable[[], Awaitable[T]]) -> T:
     """Run an async command body on asyncio (PyMongo's async client needs it)."""
     with _user_errors():
@@ -265,11 +281,13 @@ def _container(
     timeout: float,
     records_collection: str,
     history_collection: str,
+    flags: Mapping[str, tuple[str, object]] | None = None,
     **options: Any,
 ) -> DogsContainer:
-    if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
-        fail(f"--timeout={timeout!r}: must be a positive number of seconds")
-    with _user_errors():
+    """The container of these options; a bad one fails naming its flag (``flags`` maps the
+    worker options given as flags to them)."""
+    named = {"server_selection_timeout": ("--timeout", timeout), **(flags or {})}
+    with _user_errors(), _flags_named(named):
         container = DogsContainer(
             uri=uri or None,
             database=database,
@@ -317,49 +335,75 @@ def _setup_logging(level: LogLevel) -> None:
     )
 
 
-def _duration(option: str, value: str) -> timedelta:
-    with _user_errors():
-        return parse_duration(value, field=option)
+def _duration(flag: str, value: str) -> timedelta:
+    with _flags_named({flag: (flag, value)}):
+        return validation.duration(flag, value)
 
 
-def _max_tries(value: str) -> int | None:
-    """``--max-tries``: an integer, or 'unlimited' (``None``)."""
-    if value.strip().lower() in ("unlimited", "none"):
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        fail(f"--max-tries={value!r}: expected an integer >= 1 or 'unlimited'")
+def _shown_default(option: WorkerOption) -> str:
+    default = option.default
+    if isinstance(default, timedelta):
+        return f"{default.total_seconds():g}s"
+    return "unlimited" if default is None else str(default)
+
+
+def _flag_parameter(option: WorkerOption) -> inspect.Parameter:
+    names = [str(option.flag), *([option.short] if option.short else [])]
+    info = typer.Option(*names, help=f"{option.help} (default: {_shown_default(option)})")
+    return inspect.Parameter(
+        option.name,
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[str | None, info],
+    )
+
+
+def _with_worker_flags(command: Callable[..., None]) -> Callable[..., None]:
+    """Give ``command`` the flag of every worker option of the table
+    (:data:`~dogs_core.runtime.settings.WORKER_OPTIONS`) that has one and that the command does
+    not declare itself; the command receives the flags given as ``worker_flags`` (option name
+    -> text typed)."""
+    signature = inspect.signature(command, eval_str=True)
+    added = [o for o in WORKER_OPTIONS if o.flag and o.name not in signature.parameters]
+    params = [p for p in signature.parameters.values() if p.name != "worker_flags"]
+    params += [_flag_parameter(option) for option in added]
+
+    @functools.wraps(command)
+    def with_flags(**kwargs: Any) -> None:
+        typed = {option.name: kwargs.pop(option.name) for option in added}
+        command(**kwargs, worker_flags={k: text for k, text in typed.items() if text is not None})
+
+    setattr(with_flags, "__signature__", signature.replace(parameters=params))  # noqa: B010
+    with_flags.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+    return with_flags
+
+
+def _worker_options(flags: Mapping[str, str], n_partitions: int) -> dict[str, Any]:
+    """The worker options of the flags given, validated now: a bad one fails naming its flag."""
+    with _user_errors(), _flags_named(_flag_names(flags, n_partitions)):
+        options: dict[str, Any] = {
+            name: worker_option(name).from_text(text) for name, text in flags.items()
+        }
+        options["n_partitions"] = n_partitions
+        WorkerSettings(**options)
+    return options
+
+
+def _flag_names(flags: Mapping[str, str], n_partitions: int) -> dict[str, tuple[str, object]]:
+    typed: dict[str, object] = {**flags, "n_partitions": n_partitions}
+    return {name: (str(worker_option(name).flag), text) for name, text in typed.items()}
 
 
 # -- dogs worker -------------------------------------------------------------------------------
 
 
 @app.command()
+@_with_worker_flags
 def worker(
     registry: RegistryArgument,
     uri: UriOption = None,
     database: DatabaseOption = None,
-    workers_count: Annotated[
-        int | None,
-        typer.Option("--workers-count", "-c", help="Most jobs running at once (default: 4)."),
-    ] = None,
-    poll_interval: Annotated[
-        str | None,
-        typer.Option("--poll-interval", help="Idle wait between sweeps, e.g. 3s (default: 3s)."),
-    ] = None,
-    lock_time: Annotated[
-        str | None,
-        typer.Option("--lock-time", help="Lock written at claim, e.g. 30s (default: 30s)."),
-    ] = None,
     n_partitions: NPartitionsOption = 1,
-    max_tries: Annotated[
-        str | None,
-        typer.Option(
-            "--max-tries",
-            help="Attempt limit of event jobs that set none, or 'unlimited' (default: 20).",
-        ),
-    ] = None,
     grace: Annotated[
         str,
         typer.Option("--grace", help="On SIGTERM/SIGINT, how long running jobs may finish."),
@@ -370,24 +414,25 @@ def worker(
     history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
     log_level: LogLevelOption = LogLevel.INFO,
     app_dir: AppDirOption = Path("."),
+    *,
+    worker_flags: Mapping[str, str],
 ) -> None:
     """Run workers for the jobs of a registry until SIGTERM or SIGINT (then drain and exit 0)."""
     _setup_logging(log_level)
     jobs = load_registry(registry, app_dir)
     if len(jobs) == 0:
         fail(f"the registry {registry} has no jobs")
-    options: dict[str, Any] = {"n_partitions": n_partitions}
-    if workers_count is not None:
-        options["workers_count"] = workers_count
-    if poll_interval is not None:
-        options["poll_interval"] = _duration("--poll-interval", poll_interval)
-    if lock_time is not None:
-        options["default_lock_time"] = _duration("--lock-time", lock_time)
-    if max_tries is not None:
-        options["max_tries"] = _max_tries(max_tries)
+    options = _worker_options(worker_flags, n_partitions)
     grace_seconds = _duration("--grace", grace).total_seconds()
     container = _container(
-        uri, database, driver, timeout, records_collection, history_collection, **options
+        uri,
+        database,
+        driver,
+        timeout,
+        records_collection,
+        history_collection,
+        flags=_flag_names(worker_flags, n_partitions),
+        **options,
     )
 
     async def serve() -> None:
@@ -462,27 +507,33 @@ async def _watch_signals(
 # -- dogs schedule -----------------------------------------------------------------------------
 
 
+ParamsOption = Annotated[
+    str | None, typer.Option("--params", "-p", help="Params as a JSON object.")
+]
+RunInOption = Annotated[
+    str | None, typer.Option("--run-in", help="Delay, e.g. 90s, 5m, 1h30m (default: now).")
+]
+RunAtOption = Annotated[
+    str | None,
+    typer.Option("--run-at", help="ISO 8601 time with a timezone, e.g. 2026-01-01T09:00Z."),
+]
+PriorityOption = Annotated[
+    int | None, typer.Option("--priority", help="Priority (default: the job's).")
+]
+UniqueKeyOption = Annotated[
+    str | None, typer.Option("--unique-key", help="Schedule only if no record holds this key.")
+]
+
+
 @app.command()
 def schedule(
     registry: RegistryArgument,
     job: Annotated[str, typer.Argument(help="Name of the event job.", show_default=False)],
-    params: Annotated[
-        str | None, typer.Option("--params", "-p", help="Params as a JSON object.")
-    ] = None,
-    run_in: Annotated[
-        str | None, typer.Option("--run-in", help="Delay, e.g. 90s, 5m, 1h30m (default: now).")
-    ] = None,
-    run_at: Annotated[
-        str | None,
-        typer.Option("--run-at", help="ISO 8601 time with a timezone, e.g. 2026-01-01T09:00Z."),
-    ] = None,
-    priority: Annotated[
-        int | None, typer.Option("--priority", help="Priority (default: the job's).")
-    ] = None,
-    unique_key: Annotated[
-        str | None,
-        typer.Option("--unique-key", help="Schedule only if no record holds this key."),
-    ] = None,
+    params: ParamsOption = None,
+    run_in: RunInOption = None,
+    run_at: RunAtOption = None,
+    priority: PriorityOption = None,
+    unique_key: UniqueKeyOption = None,
     uri: UriOption = None,
     database: DatabaseOption = None,
     n_partitions: NPartitionsOption = 1,
@@ -496,22 +547,10 @@ def schedule(
     """Schedule one run of an event job; prints 'Scheduled <id>' or 'Duplicate <id>'."""
     _setup_logging(log_level)
     jobs = load_registry(registry, app_dir)
-    with _user_errors():
-        definition = jobs.get(job)
-    if not isinstance(definition, EventJobDefinition):
-        fail(f"job {job!r} is a recurrent job: only event jobs can be scheduled")
-    parsed_params: object = None
-    if params is not None:
-        try:
-            parsed_params = json.loads(params)
-        except json.JSONDecodeError as error:
-            fail(f"--params is not valid JSON: {error}")
-    if run_in is not None and run_at is not None:
-        fail("pass either --run-in or --run-at, not both")
-    delay = None if run_in is None else _duration("--run-in", run_in)
-    moment = None if run_at is None else _parse_run_at(run_at)
-    with _user_errors():  # fail on bad params before connecting
-        validate_params(definition, parsed_params)
+    definition = _event_job(jobs, job)
+    parsed_params = _parse_params(definition, params)
+    when = _when(run_in, run_at)
+    flags = _flag_names({}, n_partitions)
     container = _container(
         uri,
         database,
@@ -519,6 +558,7 @@ def schedule(
         timeout,
         records_collection,
         history_collection,
+        flags,
         n_partitions=n_partitions,
     )
 
@@ -528,18 +568,46 @@ def schedule(
             await _connect(container)
             with _user_errors():
                 return await client.schedule(
-                    definition,
-                    parsed_params,
-                    run_in=delay,
-                    run_at=moment,
-                    priority=priority,
-                    unique_key=unique_key,
+                    definition, parsed_params, priority=priority, unique_key=unique_key, **when
                 )
         finally:
             with anyio.CancelScope(shield=True):
                 await container.aclose()
 
-    outcome = _run(go)
+    _print_outcome(_run(go))
+
+
+def _event_job(jobs: Jobs, name: str) -> EventJobDefinition:
+    with _user_errors():
+        definition = jobs.get(name)
+    if not isinstance(definition, EventJobDefinition):
+        fail(f"job {name!r} is a recurrent job: only event jobs can be scheduled")
+    return definition
+
+
+def _parse_params(definition: EventJobDefinition, params: str | None) -> object:
+    """``--params`` as JSON, checked against the job before connecting."""
+    parsed: object = None
+    if params is not None:
+        try:
+            parsed = json.loads(params)
+        except json.JSONDecodeError as error:
+            fail(f"--params is not valid JSON: {error}")
+    with _user_errors():
+        validate_params(definition, parsed)
+    return parsed
+
+
+def _when(run_in: str | None, run_at: str | None) -> dict[str, Any]:
+    """``run_in`` / ``run_at`` of ``--run-in`` / ``--run-at`` (at most one of them)."""
+    if run_in is not None and run_at is not None:
+        fail("pass either --run-in or --run-at, not both")
+    if run_in is not None:
+        return {"run_in": _duration("--run-in", run_in)}
+    return {} if run_at is None else {"run_at": _parse_run_at(run_at)}
+
+
+def _print_outcome(outcome: Scheduled | Duplicate) -> None:
     if isinstance(outcome, Scheduled):
         typer.echo(f"Scheduled {outcome.id}")
     else:

@@ -749,3 +749,42 @@ def test_load_params_rejects_stored_params_that_no_longer_fit() -> None:
     _assert_names(error, "params")
     with pytest.raises(InvalidParamsError, match="stored params do not match Invoice"):
         load_params(EventJobDefinition("invoice", invoice_handler), {"other": 1})
+
+
+# ----------------------------------------------------------------------------------------------
+# The messages of params keys MongoDB cannot store
+
+
+def _params_error(params: object) -> InvalidParamsError:
+    with pytest.raises(InvalidParamsError) as raised:
+        to_bson_storable(params, path="params", job="send")
+    return raised.value
+
+
+def test_a_key_that_is_not_a_string_is_named_as_a_key() -> None:
+    error = _params_error({1: "a"})
+    assert str(error) == "params key 1: job 'send': keys must be strings, not int"
+    assert (error.field, error.value) == ("params", 1)
+
+
+def test_a_dollar_key_says_why_it_is_refused_once() -> None:
+    error = _params_error({"$where": "1 == 1"})
+    assert str(error) == (
+        "params['$where']: job 'send': key not allowed: it starts with '$' (MongoDB operators do)"
+    )
+    assert (error.field, error.value) == ("params['$where']", "$where")
+    assert str(error).count("$where") == 1
+
+
+def test_a_nested_bad_key_names_its_path() -> None:
+    assert str(_params_error({"a": {2: "x"}})).startswith("params.a key 2: ")
+    error = _params_error({"a": [{"b\x00": 1}]})
+    assert str(error).startswith("params.a[0]['b\\x00']: job 'send': key not allowed: ")
+    assert "NUL" in str(error)
+
+
+def test_params_functions_are_reexported_from_definitions() -> None:
+    from dogs_core.domain import definitions, params
+
+    for name in params.__all__:
+        assert getattr(definitions, name) is getattr(params, name)

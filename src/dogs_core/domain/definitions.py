@@ -27,21 +27,30 @@ Params
     handler's first parameter if that is such a class. :func:`validate_params` turns what the
     caller passes into the plain dict that is stored; :func:`load_params` turns the stored dict
     back into what the handler receives. Without a model, params are ``None`` or a mapping with
-    ``str`` keys whose values MongoDB can store (checked by :func:`check_bson_storable`).
+    ``str`` keys whose values MongoDB can store (checked by :func:`check_bson_storable`). These
+    functions live in :mod:`dogs_core.domain.params` and are re-exported here.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import math
-import typing
-import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Literal, TypeAlias, TypedDict, TypeGuard
+from typing import Any, ClassVar, Literal, TypeAlias, TypedDict
 
+from dogs_core.domain import validation
+from dogs_core.domain.params import (
+    MAX_PARAMS_BSON_SIZE,
+    bson_document_size,
+    check_bson_storable,
+    derive_params_model,
+    is_params_model,
+    load_params,
+    to_bson_storable,
+    validate_params,
+)
 from dogs_core.domain.records import DEFAULT_PRIORITY, DEFAULT_RETENTION, JobType
 from dogs_core.domain.schedules import (
     CronSchedule,
@@ -57,11 +66,12 @@ from dogs_core.domain.schedules import (
     parse_optional_duration,
     schedule_rule,
 )
-from dogs_core.errors import InvalidOptionError, InvalidParamsError, InvalidScheduleError
+from dogs_core.errors import InvalidOptionError, InvalidScheduleError
 
 __all__ = [
     "DEFAULT_HEARTBEAT_FRACTION",
     "MAX_NAME_LENGTH",
+    "MAX_PARAMS_BSON_SIZE",
     "Discard",
     "EventJobDefinition",
     "EventJobOptions",
@@ -72,6 +82,7 @@ __all__ = [
     "RecurrentJobOptions",
     "Retry",
     "UniqueScope",
+    "bson_document_size",
     "check_bson_storable",
     "is_async_callable",
     "is_params_model",
@@ -90,7 +101,6 @@ DEFAULT_HEARTBEAT_FRACTION = 1 / 3
 
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
-_MAX_BSON_DEPTH = 100
 
 UniqueScope: TypeAlias = Literal["global", "job"]
 _AnyType: TypeAlias = type[Any]
@@ -294,7 +304,7 @@ class EventJobDefinition:
             raise InvalidOptionError("unique_scope", unique_scope, "must be 'global' or 'job'")
         set_(self, "unique_scope", unique_scope)
         if params_model is None:
-            params_model = _derive_params_model(self.handler)
+            params_model = derive_params_model(self.handler)
         elif not is_params_model(params_model):
             raise InvalidOptionError(
                 "params_model",
@@ -386,33 +396,7 @@ class RecurrentJobDefinition:
             heartbeat=heartbeat,
             timeout=timeout,
         )
-        if schedule is not None:
-            others = [
-                option
-                for option, value in (
-                    ("run_every", run_every),
-                    ("cron", cron),
-                    ("timezone", timezone),
-                    ("next_run", next_run),
-                )
-                if value is not None
-            ]
-            if others:
-                raise InvalidScheduleError(
-                    others[0],
-                    {"run_every": run_every, "cron": cron, "timezone": timezone}.get(
-                        others[0], next_run
-                    ),
-                    f"conflicting options schedule and {others[0]}: give one schedule only",
-                )
-            if not isinstance(schedule, RunEvery | CronSchedule | CustomSchedule):
-                raise InvalidScheduleError(
-                    "schedule", schedule, "must be a RunEvery, CronSchedule or CustomSchedule"
-                )
-        else:
-            schedule = schedule_rule(
-                run_every=run_every, cron=cron, timezone=timezone, next_run=next_run
-            )
+        schedule = _resolve_schedule(schedule, run_every, cron, timezone, next_run)
         object.__setattr__(self, "schedule", schedule)
 
     @property
@@ -428,6 +412,32 @@ class RecurrentJobDefinition:
     def effective_lock_time(self, default: timedelta) -> timedelta:
         """This job's lock time, or the workers' ``default``."""
         return self.lock_time if self.lock_time is not None else default
+
+
+def _resolve_schedule(
+    schedule: ScheduleRule | None,
+    run_every: DurationLike | None,
+    cron: str | None,
+    timezone: str | None,
+    next_run: Callable[[datetime], datetime] | None,
+) -> ScheduleRule:
+    """The one schedule of a recurrent job: a ready-made rule, or one built from exactly one of
+    the other options."""
+    if schedule is None:
+        return schedule_rule(run_every=run_every, cron=cron, timezone=timezone, next_run=next_run)
+    given = {"run_every": run_every, "cron": cron, "timezone": timezone, "next_run": next_run}
+    others = [option for option, value in given.items() if value is not None]
+    if others:
+        raise InvalidScheduleError(
+            others[0],
+            given[others[0]],
+            f"conflicting options schedule and {others[0]}: give one schedule only",
+        )
+    if not isinstance(schedule, RunEvery | CronSchedule | CustomSchedule):
+        raise InvalidScheduleError(
+            "schedule", schedule, "must be a RunEvery, CronSchedule or CustomSchedule"
+        )
+    return schedule
 
 
 JobDefinition: TypeAlias = EventJobDefinition | RecurrentJobDefinition
@@ -511,13 +521,7 @@ def _check_name(name: object) -> str:
 
 
 def _optional_int(value: object, field: str, *, minimum: int) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidOptionError(field, value, f"must be an int >= {minimum} or None")
-    if value < minimum:
-        raise InvalidOptionError(field, value, f"must be at least {minimum}")
-    return value
+    return None if value is None else validation.integer(field, value, minimum=minimum)
 
 
 def _heartbeat_fraction(value: object) -> float | None:
@@ -574,219 +578,6 @@ def _check_callable(func: object, field: str, args: tuple[str, ...]) -> None:
             f"is called as {field}({', '.join(args)}): it must accept exactly {n} positional "
             f"argument{'s' if n != 1 else ''}, but its signature is {signature}",
         )
-
-
-# --------------------------------------------------------------------------------------------
-# Params
-
-
-def is_params_model(obj: object) -> TypeGuard[type[Any]]:
-    """True for a pydantic-like model class (``model_validate`` and ``model_dump``) or a
-    dataclass class."""
-    if not isinstance(obj, type):
-        return False
-    return _is_pydantic_like(obj) or dataclasses.is_dataclass(obj)
-
-
-def _is_pydantic_like(model: type[Any]) -> bool:
-    return callable(getattr(model, "model_validate", None)) and callable(
-        getattr(model, "model_dump", None)
-    )
-
-
-def _derive_params_model(handler: _AnyCallable) -> _AnyType | None:
-    try:
-        signature = inspect.signature(handler)
-    except (TypeError, ValueError):
-        return None
-    first = next(iter(signature.parameters.values()), None)
-    if first is None or first.kind is inspect.Parameter.VAR_POSITIONAL:
-        return None
-    annotation: object = first.annotation
-    if isinstance(annotation, str):
-        try:
-            annotation = typing.get_type_hints(handler).get(first.name)
-        except Exception:  # unresolvable forward references: no model
-            return None
-    return annotation if is_params_model(annotation) else None
-
-
-def validate_params(definition: EventJobDefinition, params: object) -> dict[str, Any] | None:
-    """Validate ``params`` for an event job and return the plain dict to store (or None).
-
-    With a ``params_model``, ``params`` may be a model instance or a mapping (None counts as an
-    empty mapping); a mapping is validated (pydantic coerces, e.g. ``"10"`` becomes ``10``; a
-    dataclass is just constructed) and the result dumped with ``model_dump(mode="python")`` or
-    :func:`dataclasses.asdict`. Without one, params must be None or a mapping with str keys.
-    Either way the stored value must be BSON-storable. Raises :class:`InvalidParamsError`.
-    """
-    model = definition.params_model
-    job = definition.name
-    data: object
-    if model is not None:
-        data = _dump_model(_build_model(model, params, job, stored=False), model, job)
-    elif params is None:
-        return None
-    elif isinstance(params, Mapping):
-        data = params
-    else:
-        raise InvalidParamsError(
-            "params",
-            params,
-            f"job {job!r}: params must be a mapping with str keys, or None "
-            f"(give the job a params_model to pass a {type(params).__name__})",
-        )
-    result = to_bson_storable(data, path="params", job=job)
-    if not isinstance(result, dict):  # a model whose dump is not a document
-        raise InvalidParamsError(
-            "params", data, f"job {job!r}: params must serialize to a mapping, not {type(data)}"
-        )
-    size = bson_document_size(result)
-    if size > MAX_PARAMS_BSON_SIZE:
-        raise InvalidParamsError(
-            "params",
-            f"<{size} bytes as BSON>",
-            f"job {job!r}: params exceed {MAX_PARAMS_BSON_SIZE} bytes; a MongoDB document holds "
-            "at most 16 MiB with the record's own fields: store large data elsewhere and pass "
-            "a reference",
-        )
-    return result
-
-
-#: The largest params document: MongoDB's 16 MiB limit less room for the record's own fields.
-MAX_PARAMS_BSON_SIZE = 16 * 1024 * 1024 - 16 * 1024
-
-
-def bson_document_size(document: Mapping[str, Any]) -> int:
-    """The size in bytes of ``document`` encoded as BSON (for values that pass
-    :func:`check_bson_storable`), computed without encoding it."""
-    return 5 + sum(_bson_element_size(str(key), value) for key, value in document.items())
-
-
-def _bson_element_size(key: str, value: object) -> int:
-    return 2 + len(key.encode("utf-8")) + _bson_value_size(value)
-
-
-def _bson_value_size(value: object) -> int:
-    if value is None or isinstance(value, bool):
-        return 0 if value is None else 1
-    if isinstance(value, int):
-        return 4 if -(2**31) <= value < 2**31 else 8
-    if isinstance(value, float | datetime):
-        return 8
-    if isinstance(value, str):
-        return 5 + len(value.encode("utf-8"))
-    if isinstance(value, bytes | bytearray):
-        return 5 + len(value)
-    if isinstance(value, uuid.UUID):
-        return 5 + 16
-    if isinstance(value, Mapping):
-        return bson_document_size(value)
-    if isinstance(value, list | tuple):
-        return 5 + sum(_bson_element_size(str(i), item) for i, item in enumerate(value))
-    return 16  # other BSON types (ObjectId 12, Decimal128 16...): an upper bound is enough
-
-
-def load_params(definition: JobDefinition, stored: Mapping[str, Any] | None) -> object:
-    """What the handler receives for the ``stored`` params: a model instance when the job has a
-    ``params_model`` (None counts as an empty mapping), else ``stored`` unchanged.
-
-    Raises :class:`InvalidParamsError` when the stored params no longer fit the model.
-    """
-    if not isinstance(definition, EventJobDefinition) or definition.params_model is None:
-        return stored
-    return _build_model(definition.params_model, stored, definition.name, stored=True)
-
-
-def _build_model(model: _AnyType, params: object, job: str, *, stored: bool) -> object:
-    if isinstance(params, model):
-        return params
-    what = "stored params" if stored else "params"
-    if params is None:
-        params = {}
-    if not isinstance(params, Mapping):
-        raise InvalidParamsError(
-            "params",
-            params,
-            f"job {job!r}: expected a {model.__name__} or a mapping, not {type(params).__name__}",
-        )
-    source = dict(params)
-    try:
-        if _is_pydantic_like(model):
-            return model.model_validate(source)
-        return model(**source)
-    except Exception as exc:
-        raise InvalidParamsError(
-            "params",
-            params,
-            f"job {job!r}: {what} do not match {model.__name__}: {exc}",
-        ) from exc
-
-
-def _dump_model(instance: object, model: _AnyType, job: str) -> object:
-    if _is_pydantic_like(model):
-        return typing.cast(Any, instance).model_dump(mode="python")
-    return dataclasses.asdict(typing.cast(Any, instance))
-
-
-def check_bson_storable(value: object, path: str = "params", *, job: str | None = None) -> None:
-    """Raise :class:`InvalidParamsError` naming the path (``params.items[2].at``) of the first
-    value that MongoDB cannot store.
-
-    Accepted: None, bool, int (64-bit), float, str, bytes, aware datetime, uuid.UUID, values of
-    ``bson`` types (ObjectId, Decimal128, ...), lists and tuples, and mappings whose keys are
-    ``str`` without NUL characters and not starting with ``$``. Nesting is limited to 100 levels.
-    Anything else (sets, dates without time, Decimal, arbitrary objects, naive datetimes) is
-    rejected.
-    """
-    to_bson_storable(value, path=path, job=job)
-
-
-def to_bson_storable(value: object, *, path: str = "params", job: str | None = None) -> Any:
-    """Like :func:`check_bson_storable`, and return a plain copy (mappings become dicts,
-    tuples become lists)."""
-    return _storable(value, path, job, 0)
-
-
-def _storable(value: object, path: str, job: str | None, depth: int) -> Any:
-    if depth > _MAX_BSON_DEPTH:
-        _not_storable(path, value, job, f"nested more than {_MAX_BSON_DEPTH} levels deep")
-    if value is None or isinstance(value, bool | str | bytes | float | uuid.UUID):
-        return value
-    if isinstance(value, int):
-        if not _INT64_MIN <= value <= _INT64_MAX:
-            _not_storable(path, value, job, "integers must fit in 64 bits")
-        return value
-    if isinstance(value, datetime):
-        if value.utcoffset() is None:
-            _not_storable(path, value, job, "naive datetimes are ambiguous; make it timezone-aware")
-        return value
-    if isinstance(value, Mapping):
-        result: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                _not_storable(path, key, job, f"mapping keys must be str, not {type(key).__name__}")
-            child = _child_path(path, key)
-            if "\x00" in key:
-                _not_storable(child, key, job, "keys cannot contain a NUL character")
-            if key.startswith("$"):
-                _not_storable(child, key, job, "keys cannot start with '$'")
-            result[key] = _storable(item, child, job, depth + 1)
-        return result
-    if isinstance(value, list | tuple):
-        return [_storable(item, f"{path}[{i}]", job, depth + 1) for i, item in enumerate(value)]
-    if type(value).__module__.split(".")[0] == "bson":
-        return value
-    _not_storable(path, value, job, f"a {type(value).__name__} cannot be stored in MongoDB")
-
-
-def _child_path(path: str, key: str) -> str:
-    return f"{path}.{key}" if key.isidentifier() else f"{path}[{key!r}]"
-
-
-def _not_storable(path: str, value: object, job: str | None, reason: str) -> typing.NoReturn:
-    prefix = f"job {job!r}: " if job is not None else ""
-    raise InvalidParamsError(path, value, prefix + reason)
 
 
 # --------------------------------------------------------------------------------------------
