@@ -519,7 +519,7 @@ def test_claim_many_hands_out_copies_of_params() -> None:
 def test_hand_built_copies_keep_every_field() -> None:
     """The store builds claimed records and history rows field by field (for speed): a field
     added to JobRecord or HistoryRecord must be added there too, or this fails."""
-    from dogs_testing import memory
+    from dogs_testing import _memory_state as memory
 
     assert {f.name for f in dataclasses.fields(JobRecord)} == {
         "id", "job_name", "type", "priority", "next_run_at", "partition", "params",

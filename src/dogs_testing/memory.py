@@ -35,19 +35,17 @@ are never examined. Each write that moves a record in the order costs a ``bisect
 insert or delete (``O(n)`` memmove, fast in practice). ``probe`` returns the number of entries such
 a claim examines. ``find_jobs``, ``status_counts``, ``unlock_all`` and ``reconcile_partitions``
 (over the given names) scan records; they are not on the hot path.
+
+The state and its indexes (and their upkeep) are in ``dogs_testing._memory_state``; this module
+holds the two faces of the port over them.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import heapq
-import itertools
-import threading
-from bisect import bisect_left, insort
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 import anyio.lowlevel
@@ -73,327 +71,26 @@ from dogs_core.errors import StoreError
 from dogs_core.ids import new_record_id
 from dogs_core.ports import Clock, StoreCapabilities
 from dogs_core.runtime.forwarding import ForwardingJobStore
+from dogs_testing._memory_state import (
+    _CAPABILITIES,
+    MemoryState,
+    _copy_params,
+    _history_row,
+    _is_terminal,
+    _ms,
+    _out,
+    _stored,
+)
 
 __all__ = ["InMemoryJobStore", "SyncInMemoryJobStore"]
 
-# (-priority, next_run_at, insertion seq, id): the claim order, unique thanks to seq.
-_Key = tuple[int, datetime, int, str]
-_Bucket = tuple[int, str]  # (partition, job_name)
 
-_MIN_DT = datetime.min.replace(tzinfo=UTC)
-_CAPABILITIES = StoreCapabilities(claim_path="memory", supports_probe=True)
-
-
-def _is_terminal(record: JobRecord) -> bool:
-    return record.type is JobType.EVENT and record.status is JobStatus.MAX_TRIES_REACHED
-
-
-# Values a shallow copy shares safely (immutable); anything else is deep-copied.
-_IMMUTABLE = frozenset({str, int, float, bool, type(None), bytes, datetime})
-
-
-def _copy_params(params: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    if params is None:
-        return None
-    copied = dict(params)
-    for value in copied.values():
-        if type(value) not in _IMMUTABLE:
-            return copy.deepcopy(copied)
-    return copied
-
-
-def _ms(moment: datetime | None) -> datetime | None:
-    return None if moment is None else to_millis(moment)
-
-
-def _stored(record: JobRecord) -> JobRecord:
-    """``record`` as the store keeps it: datetimes in milliseconds, params copied."""
-    return dataclasses.replace(
-        record,
-        next_run_at=to_millis(record.next_run_at),
-        last_run_at=_ms(record.last_run_at),
-        locked_until=_ms(record.locked_until),
-        max_tries_reached_at=_ms(record.max_tries_reached_at),
-        expires_at=_ms(record.expires_at),
-        params=_copy_params(record.params),
-    )
-
-
-def _out(record: JobRecord) -> JobRecord:
-    return dataclasses.replace(record, params=_copy_params(record.params))
-
-
-def _history_row(record: HistoryRecord) -> HistoryRecord:
-    """``record`` as the store keeps it: datetimes in milliseconds, params and result copied."""
-    result = record.result
-    return HistoryRecord(
-        execution_id=record.execution_id,
-        job_id=record.job_id,
-        job_name=record.job_name,
-        type=record.type,
-        priority=record.priority,
-        tries=record.tries,
-        started_at=to_millis(record.started_at),
-        ended_at=to_millis(record.ended_at),
-        status=record.status,
-        expires_at=to_millis(record.expires_at),
-        params=_copy_params(record.params),
-        result=result if type(result) in _IMMUTABLE else copy.deepcopy(result),
-        error_message=record.error_message,
-        unique_identifier=record.unique_identifier,
-    )
-
-
-class SyncInMemoryJobStore:
+class SyncInMemoryJobStore(MemoryState):
     """The in-memory store, sync face (:class:`~dogs_core.ports.JobStore`). Thread-safe.
 
     ``clock`` enables TTL emulation: records and history rows whose ``expires_at`` is not after
     ``clock.now()`` disappear at the next call. Without a clock nothing expires.
     """
-
-    def __init__(self, *, clock: Clock | None = None) -> None:
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._next_seq = 0
-        self._records: dict[str, JobRecord] = {}
-        self._seq: dict[str, int] = {}
-        self._index: dict[_Bucket, list[_Key]] = {}
-        self._unique: dict[str, str] = {}  # unique_identifier -> id
-        self._recurrent: dict[str, str] = {}  # job_name -> id of its recurrent record
-        self._by_name: dict[str, dict[str, None]] = {}  # job_name -> ids, insertion order
-        self._terminal: dict[str, None] = {}  # ids of terminal event records
-        self._expiry: list[tuple[datetime, int, str]] = []  # heap, lazily invalidated
-        self._history: dict[str, HistoryRecord] = {}  # execution_id -> row
-        self._history_seq: dict[str, int] = {}
-        self._history_by_name: dict[str, dict[str, None]] = {}
-        self._history_expiry: list[tuple[datetime, int, str]] = []
-
-    # ------------------------------------------------------------------ internal state upkeep
-
-    @contextmanager
-    def _state(self) -> Iterator[None]:
-        with self._lock:
-            self._purge_expired()
-            yield
-
-    def _purge_expired(self) -> None:
-        if self._clock is None:
-            return
-        now = to_millis(self._clock.now())
-        while self._expiry and self._expiry[0][0] <= now:
-            expires_at, _, record_id = heapq.heappop(self._expiry)
-            record = self._records.get(record_id)
-            if record is not None and record.expires_at == expires_at:
-                self._put(record, None)
-        while self._history_expiry and self._history_expiry[0][0] <= now:
-            expires_at, _, execution_id = heapq.heappop(self._history_expiry)
-            row = self._history.get(execution_id)
-            if row is not None and row.expires_at == expires_at:
-                del self._history[execution_id]
-                del self._history_seq[execution_id]
-                names = self._history_by_name[row.job_name]
-                del names[execution_id]
-                if not names:
-                    del self._history_by_name[row.job_name]
-
-    def _slot(self, record: JobRecord | None) -> tuple[_Bucket, _Key] | None:
-        if record is None or record.partition is None or _is_terminal(record):
-            return None
-        seq = self._seq[record.id]
-        return (record.partition, record.job_name), (
-            -record.priority,
-            record.next_run_at,
-            seq,
-            record.id,
-        )
-
-    def _put(self, old: JobRecord | None, new: JobRecord | None) -> None:
-        """Replace ``old`` by ``new`` (insert when ``old`` is None, delete when ``new`` is None),
-        keeping every index in step. Callers have checked the unique constraints."""
-        current = new if new is not None else old
-        assert current is not None
-        record_id = current.id
-        if old is None:
-            self._seq[record_id] = self._next_seq
-            self._next_seq += 1
-            self._by_name.setdefault(current.job_name, {})[record_id] = None
-        old_slot, new_slot = self._slot(old), self._slot(new)
-        if old_slot != new_slot:
-            if old_slot is not None:
-                entries = self._index[old_slot[0]]
-                del entries[bisect_left(entries, old_slot[1])]
-                if not entries:
-                    del self._index[old_slot[0]]
-            if new_slot is not None:
-                insort(self._index.setdefault(new_slot[0], []), new_slot[1])
-        old_uid = old.unique_identifier if old is not None else None
-        new_uid = new.unique_identifier if new is not None else None
-        if old_uid != new_uid:
-            if old_uid is not None:
-                del self._unique[old_uid]
-            if new_uid is not None:
-                self._unique[new_uid] = record_id
-        was_recurrent = old is not None and old.type is JobType.RECURRENT
-        is_recurrent = new is not None and new.type is JobType.RECURRENT
-        if was_recurrent and not is_recurrent:
-            del self._recurrent[current.job_name]
-        elif is_recurrent and not was_recurrent:
-            self._recurrent[current.job_name] = record_id
-        if new is not None and _is_terminal(new):
-            self._terminal[record_id] = None
-        else:
-            self._terminal.pop(record_id, None)
-        if new is not None:
-            if new.expires_at is not None and (old is None or old.expires_at != new.expires_at):
-                heapq.heappush(self._expiry, (new.expires_at, self._seq[record_id], record_id))
-            self._records[record_id] = new
-        else:
-            del self._records[record_id]
-            del self._seq[record_id]
-            ids = self._by_name[current.job_name]
-            del ids[record_id]
-            if not ids:
-                del self._by_name[current.job_name]
-
-    def _fenced(self, job_id: str, lock_id: str) -> JobRecord | None:
-        record = self._records.get(job_id)
-        return record if record is not None and record.lock_id == lock_id else None
-
-    def _conflict(self, record: JobRecord) -> str | None:
-        """Why inserting ``record`` would break a unique index, or None."""
-        if record.id in self._records:
-            return f"duplicate id {record.id!r}"
-        if record.unique_identifier is not None and record.unique_identifier in self._unique:
-            return f"duplicate unique_identifier {record.unique_identifier!r}"
-        if record.type is JobType.RECURRENT and record.job_name in self._recurrent:
-            return f"a recurrent record for job {record.job_name!r} already exists"
-        return None
-
-    def _insert(self, job: NewJob) -> ScheduleOutcome:
-        if job.id in self._records:  # a retried insert that had landed: idempotent
-            return Scheduled(id=job.id)
-        uid = job.unique_identifier
-        if uid is not None and uid in self._unique:
-            return Duplicate(existing_id=self._unique[uid], unique_identifier=uid)
-        record = _stored(
-            JobRecord(
-                id=job.id,
-                job_name=job.job_name,
-                type=job.type,
-                priority=job.priority,
-                next_run_at=job.next_run_at,
-                partition=job.partition,
-                params=job.params,
-                unique_identifier=uid,
-            )
-        )
-        problem = self._conflict(record)
-        if problem is not None:
-            raise StoreError(f"cannot schedule {job.job_name!r}: {problem}")
-        self._put(None, record)
-        return Scheduled(id=record.id)
-
-    def _walk(
-        self, partition: int, job_names: Sequence[str], now: datetime
-    ) -> tuple[str | None, int]:
-        """The record a claim would take, and how many index entries the search examined."""
-        best: _Key | None = None
-        examined = 0
-        for name in dict.fromkeys(job_names):
-            entries = self._index.get((partition, name))
-            if not entries:
-                continue
-            i, size = 0, len(entries)
-            while i < size:
-                key = entries[i]
-                examined += 1
-                if best is not None and key >= best:
-                    break
-                if key[1] > now:  # the rest of this priority level is in the future
-                    i = bisect_left(entries, (key[0] + 1, _MIN_DT, -1, ""), i + 1)
-                    continue
-                locked_until = self._records[key[3]].locked_until
-                if locked_until is None or locked_until <= now:
-                    best = key
-                    break
-                i += 1
-        return (None if best is None else best[3]), examined
-
-    def _walk_many(
-        self, partition: int, job_names: Sequence[str], now: datetime, limit: int
-    ) -> list[str]:
-        """The records ``limit`` claims in a row would take, best first. A claim changes no
-        key of the order and only makes its record ineligible, so these are the ``limit``
-        smallest eligible keys: at most ``limit`` per name, found as :meth:`_walk` finds one,
-        then merged."""
-        per_name: list[list[_Key]] = []
-        for name in dict.fromkeys(job_names):
-            entries = self._index.get((partition, name))
-            if not entries:
-                continue
-            found: list[_Key] = []
-            i, size = 0, len(entries)
-            while i < size:
-                key = entries[i]
-                if key[1] > now:  # the rest of this priority level is in the future
-                    i = bisect_left(entries, (key[0] + 1, _MIN_DT, -1, ""), i + 1)
-                    continue
-                locked_until = self._records[key[3]].locked_until
-                if locked_until is None or locked_until <= now:
-                    found.append(key)
-                    if len(found) == limit:
-                        break
-                i += 1
-            if found:
-                per_name.append(found)
-        if len(per_name) == 1:
-            return [key[3] for key in per_name[0]]
-        return [key[3] for key in itertools.islice(heapq.merge(*per_name), limit)]
-
-    def _take(
-        self, record_id: str, lock_id: str, now: datetime, locked_until: datetime
-    ) -> ClaimedJob:
-        """Lock an eligible record for ``lock_id`` (``now`` and ``locked_until`` in ms)."""
-        old = self._records[record_id]
-        was_stale = old.locked_until is not None
-        tries = (old.tries or 0) + 1
-        # Built field by field: dataclasses.replace costs several times more, per claimed job.
-        new = JobRecord(
-            id=old.id,
-            job_name=old.job_name,
-            type=old.type,
-            priority=old.priority,
-            next_run_at=old.next_run_at,
-            partition=old.partition,
-            params=old.params,
-            unique_identifier=old.unique_identifier,
-            last_run_at=now,
-            locked_until=locked_until,
-            lock_id=lock_id,
-            claim_was_stale=was_stale,
-            tries=tries,
-            status=old.status,
-            max_tries_reached_at=old.max_tries_reached_at,
-            expires_at=old.expires_at,
-        )
-        # A claim changes no field any index depends on (partition, name, priority, next run,
-        # type, status, identifier, expiry): replacing the record is all `_put` would do.
-        self._records[record_id] = new
-        return ClaimedJob(
-            job_id=record_id,
-            execution_id=lock_id,
-            job_name=new.job_name,
-            type=new.type,
-            params=_copy_params(new.params),
-            tries=tries,
-            priority=new.priority,
-            locked_until=locked_until,
-            partition=new.partition,
-            unique_identifier=new.unique_identifier,
-            was_stale=was_stale,
-            last_run_at=now,
-            next_run_at=new.next_run_at,
-        )
 
     # ------------------------------------------------------------------ testing helpers
 
@@ -635,23 +332,6 @@ class SyncInMemoryJobStore:
         with self._state():
             for row in rows:
                 self._upsert_history(row)
-
-    def _upsert_history(self, row: HistoryRecord) -> None:
-        key = row.execution_id
-        existing = self._history.get(key)
-        if existing is not None:
-            row = dataclasses.replace(row, status=existing.status)  # first status wins
-            if existing.job_name != row.job_name:
-                del self._history_by_name[existing.job_name][key]
-                if not self._history_by_name[existing.job_name]:
-                    del self._history_by_name[existing.job_name]
-        else:
-            self._history_seq[key] = self._next_seq
-            self._next_seq += 1
-        self._history_by_name.setdefault(row.job_name, {})[key] = None
-        if existing is None or existing.expires_at != row.expires_at:
-            heapq.heappush(self._history_expiry, (row.expires_at, self._history_seq[key], key))
-        self._history[key] = row
 
     def get_executions(
         self, job_name: str, *, limit: int = 20, skip: int = 0
