@@ -5,7 +5,8 @@
 
 No ``async`` anywhere in the application: :class:`~dogs_core.BlockingWorkers` runs the runtime
 in a background event-loop thread, ``def`` handlers run in worker threads, and a view schedules
-jobs through :class:`~dogs_core.BlockingDogsClient`. The store is a sync one
+jobs through :class:`~dogs_core.BlockingDogsClient`, which calls the store in the view's own
+thread (no event loop: one ``schedule()`` is one insert). The store is a sync one
 (:class:`~dogs_testing.SyncInMemoryJobStore`, or :class:`~dogs_mongo.MongoJobStore` with
 PyMongo's ``MongoClient``).
 """

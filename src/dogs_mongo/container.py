@@ -45,8 +45,10 @@ Configuration
         by default, so Python and Node workers can share a database.
     ``driver``
         ``"async"`` (PyMongo ``AsyncMongoClient``, the default) or ``"sync"`` (``MongoClient``,
-        the store's calls run in worker threads). ``blocking_client`` and ``blocking_workers``
-        need ``"sync"``: an ``AsyncMongoClient`` belongs to the one event loop that used it first.
+        the store's calls run in worker threads). ``blocking_workers`` needs ``"sync"``: an
+        ``AsyncMongoClient`` belongs to the one event loop that used it first.
+        ``blocking_client`` calls the sync store in the caller's thread with either driver
+        (with ``"async"``, on a ``MongoClient`` of its own).
     ``n_partitions``
         Acquisition partitions, used by the scheduling client (partition at insert) and the
         workers; set it here so both agree (default 1).
@@ -103,7 +105,7 @@ from pymongo.errors import ConfigurationError, InvalidURI, PyMongoError
 
 from dogs_core.errors import InvalidOptionError
 from dogs_core.jobs import Jobs
-from dogs_core.ports import AsyncJobStore, Clock
+from dogs_core.ports import AsyncJobStore, Clock, JobStore
 from dogs_core.runtime.blocking import BlockingDogsClient, BlockingWorkers
 from dogs_core.runtime.client import DogsClient
 from dogs_core.runtime.clock import SystemClock
@@ -244,17 +246,43 @@ def _refuse_async_mongo_store(store: object, what: str) -> None:
         )
 
 
+def _blocking_store(
+    store: providers.Provider[Any],
+    async_store: providers.Provider[Any],
+    sync_store: providers.Provider[Any],
+    driver: str,
+) -> AsyncJobStore | JobStore:
+    """The store of a blocking client: a sync one, called in the caller's thread, wherever the
+    container has one. With either driver that is the sync Mongo store (with ``"async"``, on a
+    ``MongoClient`` of its own: an ``AsyncMongoClient`` cannot serve another thread); an
+    override of ``store`` (or of ``async_store``) is used instead, unwrapped when it is a
+    :class:`ThreadedJobStore` (an async one, such as ``InMemoryJobStore``, is then called
+    through the blocking client's event loop thread)."""
+    mongo: JobStore
+    if driver == "async" and not store.overridden and not async_store.overridden:
+        mongo = sync_store()
+        return mongo
+    chosen: AsyncJobStore | JobStore = store()
+    if isinstance(chosen, ThreadedJobStore):
+        return chosen.sync_store
+    if isinstance(chosen, AsyncMongoJobStore):
+        mongo = sync_store()
+        return mongo
+    return chosen
+
+
 def _make_blocking_client(
     jobs: Jobs | None = None,
     *,
-    store: AsyncJobStore,
+    store: providers.Provider[Any],
+    async_store: providers.Provider[Any],
+    sync_store: providers.Provider[Any],
     clock: Clock,
     dogs_settings: DogsSettings,
     rng: random.Random | None = None,
 ) -> BlockingDogsClient:
-    _refuse_async_mongo_store(store, "blocking_client")
     return BlockingDogsClient(
-        store,
+        _blocking_store(store, async_store, sync_store, dogs_settings.driver),
         jobs,
         n_partitions=dogs_settings.n_partitions,
         clock=clock,
@@ -350,7 +378,12 @@ class DogsContainer(containers.DeclarativeContainer):
 
     client = providers.Factory(_make_client, store=store, clock=clock, dogs_settings=settings)
     blocking_client = providers.Factory(
-        _make_blocking_client, store=store, clock=clock, dogs_settings=settings
+        _make_blocking_client,
+        store=store.provider,
+        async_store=async_store.provider,
+        sync_store=sync_store.provider,
+        clock=clock,
+        dogs_settings=settings,
     )
     workers = providers.Factory(_make_workers, store=store, clock=clock, dogs_settings=settings)
     blocking_workers = providers.Factory(
