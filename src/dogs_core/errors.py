@@ -16,7 +16,8 @@ __all__ = [
     "InvalidParamsError",
     "InvalidScheduleError",
     "JobNotRegisteredError",
-    "LockLostError",
+    "JobTimeoutError",
+    "RenewalProtocolError",
     "ScheduleOutcomeUnknownError",
     "StoreError",
     "TransientStoreError",
@@ -124,8 +125,14 @@ class ScheduleOutcomeUnknownError(StoreError):
         )
 
 
-class LockLostError(DogsError):
-    """The execution no longer owns its job record (its lock expired and was taken, or released)."""
+class JobTimeoutError(DogsError, TimeoutError):
+    """The handler ran past the job's ``timeout`` and was cancelled (a failed attempt)."""
+
+
+class RenewalProtocolError(DogsError, RuntimeError):
+    """The runtime fed the lock-renewal machine an impossible event (a bug in the runtime,
+    never user input): a result for a write that is not in flight, an event before
+    ``RenewalMachine.start`` or a second ``start``, a non-finite time."""
 
 
 def _short_repr(value: Any, limit: int = 80) -> str:

@@ -97,7 +97,7 @@ import math
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from dogs_core.errors import DogsError, InvalidOptionError
+from dogs_core.errors import InvalidOptionError, RenewalProtocolError
 
 __all__ = [
     "Accepted",
@@ -269,12 +269,6 @@ class Watchdog:
 
     generation: int
     deadline: float
-
-
-class RenewalProtocolError(DogsError, RuntimeError):
-    """The runtime fed the machine an impossible event (a bug in the runtime, never user input):
-    a result for a write that is not in flight, an event before :meth:`RenewalMachine.start` or
-    a second ``start``, a non-finite time."""
 
 
 def _validate_duration(field: str, value: float) -> float:
