@@ -56,32 +56,17 @@ autojump threshold, or with a real clock.
 from __future__ import annotations
 
 import contextlib
-import contextvars
-import functools
-import logging
-import math
 import random
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterable
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Final, Self
 
 import anyio
 import anyio.lowlevel
 
-from dogs_core.domain.definitions import (
-    Discard,
-    EventJobDefinition,
-    JobDefinition,
-    Retry,
-    is_async_callable,
-    load_params,
-    normalize_on_error_result,
-    validate_params,
-)
+from dogs_core.domain.definitions import EventJobDefinition, JobDefinition, validate_params
 from dogs_core.domain.records import (
-    DEFAULT_PRIORITY,
     ClaimedJob,
     HistoryRecord,
     HistoryStatus,
@@ -91,22 +76,16 @@ from dogs_core.domain.records import (
     ScheduleOutcome,
 )
 from dogs_core.domain.schedules import parse_duration
-from dogs_core.errors import (
-    ExecutionCancelledError,
-    InvalidOptionError,
-    InvalidParamsError,
-    WorkersStateError,
-)
-from dogs_core.ids import new_execution_id, new_record_id
+from dogs_core.errors import InvalidOptionError, WorkersStateError
 from dogs_core.jobs import Jobs
 from dogs_core.ports import Clock
 from dogs_core.runtime.client import DogsClient
-from dogs_core.runtime.clock import LoopClock, SystemClock
-from dogs_core.runtime.context import JobContext, set_current
-from dogs_core.runtime.execution import Execution, JobTimeoutError
+from dogs_core.runtime.clock import LoopClock
 from dogs_core.runtime.settings import DurationLike, WorkerSettings
 from dogs_core.runtime.signal import Signal
 from dogs_core.runtime.workers import Workers
+from dogs_testing.fakes import DEFAULT_START, FakeJobContext, LockExtension, ManualClock, _aware
+from dogs_testing.inline import InlineRun, run_job_inline, run_job_inline_sync
 from dogs_testing.memory import InMemoryJobStore
 
 __all__ = [
@@ -121,10 +100,6 @@ __all__ = [
     "run_job_inline_sync",
 ]
 
-DEFAULT_START: Final = datetime(2030, 1, 1, tzinfo=UTC)
-"""Where a :class:`ManualClock` and a :class:`JobsHarness` start when not told otherwise."""
-
-_DEFAULT_LOCK_TIME: Final = timedelta(seconds=30)
 _HISTORY_LIMIT: Final = 1_000_000
 _DEFAULT_POLL_INTERVAL: Final = timedelta(hours=1)
 _RECHECK_SECONDS: Final = 600.0
@@ -140,474 +115,7 @@ _ANY_PARAMS: Final[Any] = _Any()
 
 
 # --------------------------------------------------------------------------------------------
-# Clocks
-
-
-class ManualClock:
-    """A clock that moves only when told to (a :class:`~dogs_core.ports.Clock`).
-
-    >>> clock = ManualClock(datetime(2030, 1, 1, tzinfo=UTC))
-    >>> clock.advance("90s")
-    datetime.datetime(2030, 1, 1, 0, 1, 30, tzinfo=datetime.timezone.utc)
-    >>> clock.set(datetime(2030, 6, 1, tzinfo=UTC)); clock.now().month
-    6
-    """
-
-    def __init__(self, start: datetime = DEFAULT_START) -> None:
-        self._now = _aware("start", start)
-
-    def now(self) -> datetime:
-        return self._now
-
-    def advance(self, duration: DurationLike) -> datetime:
-        """Move forward by ``duration`` (a ``timedelta``, seconds, or ``"5m"``); returns now."""
-        self._now += parse_duration(duration, field="duration")
-        return self._now
-
-    def set(self, moment: datetime) -> None:
-        """Jump to ``moment`` (any timezone-aware time, also one in the past: clock skew)."""
-        self._now = _aware("moment", moment)
-
-
-def _aware(field: str, value: object) -> datetime:
-    if not isinstance(value, datetime) or value.utcoffset() is None:
-        raise InvalidOptionError(field, value, "must be a timezone-aware datetime")
-    return value.astimezone(UTC)
-
-
-# --------------------------------------------------------------------------------------------
-# The fake context
-
-
-@dataclass(frozen=True, slots=True)
-class LockExtension:
-    """One lock extension asked of a :class:`FakeJobContext`.
-
-    ``granted`` is what the call returned; ``automatic`` marks the renewals made by the
-    simulated heartbeat of :func:`run_job_inline` (``heartbeat=True`` jobs).
-    """
-
-    duration: timedelta
-    at: datetime
-    granted: bool
-    automatic: bool = False
-
-
-class FakeJobContext(JobContext):
-    """A :class:`~dogs_core.runtime.context.JobContext` for tests: same surface, no execution.
-
-    Give a ``definition`` (its name, type, priority and lock time are used) or a ``job_name``;
-    ``params`` are the params *as stored* (what ``ctx.params`` returns). Extensions are granted
-    and recorded in :attr:`lock_extensions` until the lock is lost (:meth:`lose_lock`), the
-    stale timeout was cleared, or the run finished, as the real context refuses them then.
-    ``clock`` dates the extensions (the wall clock by default).
-
-    It is a real ``JobContext`` subclass, so ``isinstance`` checks pass and, during
-    :func:`run_job_inline`, :func:`~dogs_core.runtime.context.current_job` returns it.
-    """
-
-    def __init__(
-        self,
-        *,
-        definition: JobDefinition | None = None,
-        job_name: str | None = None,
-        params: Mapping[str, Any] | None = None,
-        tries: int = 1,
-        was_stale: bool = False,
-        job_id: str | None = None,
-        execution_id: str | None = None,
-        lock_time: DurationLike | None = None,
-        clock: Clock | None = None,
-    ) -> None:
-        # JobContext.__init__ needs an Execution; every member it provides is overridden here.
-        if isinstance(tries, bool) or not isinstance(tries, int) or tries < 1:
-            raise InvalidOptionError("tries", tries, "must be an int >= 1 (1 = the first run)")
-        name = job_name if job_name is not None else (definition.name if definition else "job")
-        if lock_time is not None:
-            lock = parse_duration(lock_time, field="lock_time")
-        elif definition is not None:
-            lock = definition.effective_lock_time(_DEFAULT_LOCK_TIME)
-        else:
-            lock = _DEFAULT_LOCK_TIME
-        self._definition = definition
-        self._clock: Clock = clock or SystemClock()
-        self._lock_time = lock
-        self._locked_until = self._clock.now() + lock
-        self._record = ClaimedJob(
-            job_id=job_id or new_record_id(),
-            execution_id=execution_id or new_execution_id(),
-            job_name=name,
-            type=definition.type if definition is not None else JobType.EVENT,
-            params=params,
-            tries=tries,
-            priority=definition.priority if definition is not None else DEFAULT_PRIORITY,
-            locked_until=self._locked_until,
-            was_stale=was_stale,
-        )
-        self._cancelled = False
-        self._lock_lost = False
-        self._finished = False
-        self.lock_extensions: list[LockExtension] = []
-        """Every extension asked for, in order (granted or not)."""
-        self.stale_timeout_cleared = False
-        """Whether :meth:`clear_stale_timeout` was called."""
-        self.logger: logging.LoggerAdapter[logging.Logger] = logging.LoggerAdapter(
-            logging.getLogger(f"dogs.job.{name}"),
-            {"job_name": name, "job_id": self._record.job_id, "execution_id": self.execution_id},
-        )
-
-    # -- the JobContext surface ------------------------------------------------------------------
-
-    @property
-    def record(self) -> ClaimedJob:
-        return self._record
-
-    @property
-    def definition(self) -> JobDefinition:
-        if self._definition is None:
-            raise AttributeError("this FakeJobContext was built without definition=...")
-        return self._definition
-
-    @property
-    def job_id(self) -> str:
-        return self._record.job_id
-
-    @property
-    def execution_id(self) -> str:
-        return self._record.execution_id
-
-    @property
-    def job_name(self) -> str:
-        return self._record.job_name
-
-    @property
-    def tries(self) -> int:
-        return self._record.tries
-
-    @property
-    def was_stale(self) -> bool:
-        return self._record.was_stale
-
-    @property
-    def params(self) -> Mapping[str, Any] | None:
-        return self._record.params
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled
-
-    async def extend_lock_time(self, duration: DurationLike) -> bool:
-        seconds = parse_duration(duration, field="duration")
-        await anyio.lowlevel.checkpoint()
-        return self._extend(seconds, automatic=False)
-
-    def extend_lock_time_blocking(self, duration: DurationLike) -> bool:
-        return self._extend(parse_duration(duration, field="duration"), automatic=False)
-
-    def clear_stale_timeout(self) -> None:
-        self.stale_timeout_cleared = True
-
-    def raise_if_cancelled(self) -> None:
-        if self._cancelled:
-            raise ExecutionCancelledError(
-                f"execution {self.execution_id} of {self.job_name} was cancelled"
-            )
-
-    # -- test controls ---------------------------------------------------------------------------
-
-    @property
-    def locked_until(self) -> datetime:
-        """The lock deadline: claim time + lock time, moved by each granted extension."""
-        return self._locked_until
-
-    @property
-    def granted_extensions(self) -> list[LockExtension]:
-        """The extensions that were granted."""
-        return [extension for extension in self.lock_extensions if extension.granted]
-
-    def cancel(self) -> None:
-        """Request cancellation, as the workers do at shutdown: :attr:`cancelled` turns true."""
-        self._cancelled = True
-
-    def lose_lock(self) -> None:
-        """Simulate a lost lock (another worker took the job): later extensions are refused and
-        the execution is cancelled, as for a job with ``cancel_on_stale=True``."""
-        self._lock_lost = True
-        self._cancelled = True
-
-    def _extend(self, duration: timedelta, *, automatic: bool) -> bool:
-        now = self._clock.now()
-        granted = not (self._lock_lost or self._finished or self.stale_timeout_cleared)
-        if granted:
-            self._locked_until = now + duration
-        self.lock_extensions.append(LockExtension(duration, now, granted, automatic))
-        return granted
-
-    def _finish(self) -> None:
-        self._finished = True
-
-
-# --------------------------------------------------------------------------------------------
-# Inline runs
-
-
-@dataclass(frozen=True, slots=True)
-class InlineRun:
-    """What one inline run of a handler did.
-
-    ``params`` is what the handler received (a model instance for a job with a params model);
-    ``error`` what it raised (an :class:`~dogs_core.errors.ExecutionCancelledError` means the
-    handler stopped on ``ctx.raise_if_cancelled()``, which the workers do not count as a
-    failure); ``on_error_decision`` what the job's ``on_error`` returned for that error
-    (``None`` when it succeeded, was cancelled, or has no ``on_error``).
-    """
-
-    definition: JobDefinition
-    context: FakeJobContext
-    params: object
-    result: Any = None
-    error: Exception | None = None
-    on_error_decision: Retry | Discard | None = None
-
-    @property
-    def ok(self) -> bool:
-        """The handler returned normally."""
-        return self.error is None
-
-    @property
-    def cancelled(self) -> bool:
-        """The handler stopped cooperatively (``ctx.raise_if_cancelled()``)."""
-        return isinstance(self.error, ExecutionCancelledError)
-
-    def unwrap(self) -> Any:
-        """The handler's result; re-raises its error instead when it failed."""
-        if self.error is not None:
-            raise self.error
-        return self.result
-
-
-def _prepare(
-    definition: JobDefinition,
-    params: object,
-    tries: int,
-    context: FakeJobContext | None,
-    clock: Clock | None,
-) -> tuple[object, FakeJobContext]:
-    """Validate like ``schedule`` does, then load like the workers do."""
-    if not isinstance(definition, EventJobDefinition) and params is not None:
-        raise InvalidParamsError(
-            "params", params, f"recurrent job {definition.name!r} takes no params"
-        )
-    stored = None
-    if isinstance(definition, EventJobDefinition):
-        stored = validate_params(definition, params)
-    if context is None:
-        context = FakeJobContext(definition=definition, params=stored, tries=tries, clock=clock)
-    return load_params(definition, stored), context
-
-
-def _arguments(
-    definition: JobDefinition, loaded: object, context: FakeJobContext
-) -> tuple[Any, ...]:
-    if isinstance(definition, EventJobDefinition):
-        return (loaded, context)
-    return (context,)
-
-
-def _on_error_arguments(
-    definition: JobDefinition, error: Exception, loaded: object, context: FakeJobContext
-) -> tuple[Any, ...]:
-    return (error, loaded if isinstance(definition, EventJobDefinition) else None, context)
-
-
-def _call_with_current(context: FakeJobContext, func: Callable[..., Any], *args: Any) -> Any:
-    """Call ``func`` with ``current_job()`` bound to ``context``, without leaking the binding."""
-
-    def call() -> Any:
-        set_current(context)
-        return func(*args)
-
-    return contextvars.copy_context().run(call)
-
-
-async def run_job_inline(
-    definition: JobDefinition,
-    params: object = None,
-    *,
-    tries: int = 1,
-    context: FakeJobContext | None = None,
-    clock: Clock | None = None,
-) -> InlineRun:
-    """Run ``definition``'s handler once, here, with a :class:`FakeJobContext`.
-
-    ``params`` are validated as ``schedule`` validates them (an invalid value raises
-    :class:`~dogs_core.errors.InvalidParamsError`, as scheduling would) and loaded as the
-    workers load them. An ``async def`` handler is awaited (under the job's ``timeout``, like
-    the workers: overrunning fails with :class:`~dogs_core.runtime.JobTimeoutError`) with the
-    job's automatic heartbeat simulated; a ``def`` handler is called directly (not in a thread).
-    When the handler fails and the job has an ``on_error``, it is called and its decision
-    returned; an ``on_error`` that raises or returns something invalid raises here (the workers
-    would log it and retry), so that the test sees the bug.
-
-    ``tries`` is the attempt number the context reports; ``context`` replaces the fake built
-    from ``params`` and ``tries`` (to run with a cancelled one, say); ``clock`` dates the lock
-    extensions (by default a :class:`~dogs_core.runtime.clock.LoopClock`, so that under a
-    virtual clock the dates follow virtual time).
-
-    >>> run = await run_job_inline(resize, {"width": 640})      # doctest: +SKIP
-    >>> run.ok, run.result                                        # doctest: +SKIP
-    (True, 'resized')
-    """
-    loaded, ctx = _prepare(
-        definition, params, tries, context, clock or LoopClock(datetime.now(UTC))
-    )
-    args = _arguments(definition, loaded, ctx)
-    result: Any = None
-    error: Exception | None = None
-    try:
-        if definition.is_async:
-            result = await _await_with_heartbeat(definition, ctx, args)
-        else:
-            result = _call_with_current(ctx, definition.handler, *args)
-    except Exception as raised:
-        error = raised
-    finally:
-        ctx._finish()
-    decision = None
-    if error is not None and not isinstance(error, ExecutionCancelledError):
-        on_error = definition.on_error
-        if on_error is not None:
-            on_error_args = _on_error_arguments(definition, error, loaded, ctx)
-            if is_async_callable(on_error):
-                returned = await _in_task(ctx, on_error, *on_error_args)
-            else:
-                returned = _call_with_current(ctx, on_error, *on_error_args)
-            decision = normalize_on_error_result(returned, job_name=definition.name)
-    return InlineRun(definition, ctx, loaded, result, error, decision)
-
-
-async def _in_task(context: FakeJobContext, func: Callable[..., Any], *args: Any) -> Any:
-    """Await ``func(*args)`` in a child task whose ``current_job()`` is ``context``."""
-    outcome: list[Any] = []
-    failure: list[Exception] = []
-
-    async def child() -> None:
-        set_current(context)  # the child task's own copy of the context variables
-        try:
-            outcome.append(await func(*args))
-        except Exception as error:
-            failure.append(error)
-
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(child)
-    if failure:
-        raise failure[0]
-    return outcome[0]
-
-
-async def _await_with_heartbeat(
-    definition: JobDefinition, ctx: FakeJobContext, args: tuple[Any, ...]
-) -> Any:
-    interval = definition.heartbeat_interval(ctx._lock_time)
-    timeout = definition.timeout
-    outcome: list[Any] = []
-    failure: list[Exception] = []
-
-    async def heartbeat(seconds: float) -> None:
-        while True:
-            await anyio.sleep(seconds)
-            if not ctx._extend(ctx._lock_time, automatic=True):
-                return
-
-    async def handler(scope: anyio.CancelScope) -> None:
-        set_current(ctx)  # this task's own copy of the context
-        try:
-            limit = math.inf if timeout is None else timeout.total_seconds()
-            try:
-                with anyio.fail_after(limit):
-                    outcome.append(await definition.handler(*args))
-            except TimeoutError as error:
-                if timeout is None or isinstance(error, JobTimeoutError):
-                    raise
-                raise JobTimeoutError(
-                    f"{definition.name} ran longer than its timeout {timeout}"
-                ) from error
-        except Exception as error:
-            failure.append(error)
-        finally:
-            scope.cancel()
-
-    async with anyio.create_task_group() as tasks:
-        if interval is not None:
-            tasks.start_soon(heartbeat, interval.total_seconds())
-        tasks.start_soon(handler, tasks.cancel_scope)
-    if failure:
-        raise failure[0]
-    return outcome[0]
-
-
-def run_job_inline_sync(
-    definition: JobDefinition,
-    params: object = None,
-    *,
-    tries: int = 1,
-    context: FakeJobContext | None = None,
-    clock: Clock | None = None,
-    backend: str = "asyncio",
-) -> InlineRun:
-    """:func:`run_job_inline` for sync tests: a ``def`` handler (and ``def`` ``on_error``) runs
-    right here, without an event loop; anything async runs in ``anyio.run(backend=...)``
-    (so do not call it from inside a running event loop)."""
-    if definition.is_async or (
-        definition.on_error is not None and is_async_callable(definition.on_error)
-    ):
-        call = functools.partial(
-            run_job_inline,
-            definition,
-            params,
-            tries=tries,
-            context=context,
-            clock=clock or SystemClock(),
-        )
-        run: InlineRun = anyio.run(call, backend=backend)
-        return run
-    loaded, ctx = _prepare(definition, params, tries, context, clock)
-    result: Any = None
-    error: Exception | None = None
-    try:
-        result = _call_with_current(ctx, definition.handler, *_arguments(definition, loaded, ctx))
-    except Exception as raised:
-        error = raised
-    finally:
-        ctx._finish()
-    decision = None
-    on_error = definition.on_error
-    if (
-        error is not None
-        and on_error is not None
-        and not isinstance(error, ExecutionCancelledError)
-    ):
-        returned = _call_with_current(
-            ctx, on_error, *_on_error_arguments(definition, error, loaded, ctx)
-        )
-        decision = normalize_on_error_result(returned, job_name=definition.name)
-    return InlineRun(definition, ctx, loaded, result, error, decision)
-
-
-# --------------------------------------------------------------------------------------------
 # The harness
-
-
-class _ObservedWorkers(Workers):
-    """Workers that report each execution's end (after its history row was written)."""
-
-    def __init__(self, *args: Any, on_finished: Callable[[], None], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._on_finished = on_finished
-
-    def forget(self, execution: Execution) -> None:
-        super().forget(execution)
-        self._on_finished()
 
 
 class JobsHarness:
@@ -671,7 +179,7 @@ class JobsHarness:
         self._exit_grace = (
             None if exit_grace is None else parse_duration(exit_grace, field="exit_grace")
         )
-        self._workers: _ObservedWorkers | None = None
+        self._workers: Workers | None = None
         self._stack: contextlib.AsyncExitStack | None = None
         self._entered = False
         self._finished_executions = 0
@@ -720,13 +228,13 @@ class JobsHarness:
             return
         if self._stack is None:
             raise WorkersStateError("use the harness as 'async with JobsHarness(...) as harness'")
-        workers = _ObservedWorkers(
+        workers = Workers(
             self.store,
             self.jobs,
             self.settings,
             clock=self.clock,
             rng=random.Random(self._seed),
-            on_finished=self._on_execution_finished,
+            on_execution_ended=self._on_execution_finished,
         )
         await self._stack.enter_async_context(workers)
         self._workers = workers
@@ -741,7 +249,7 @@ class JobsHarness:
             await anyio.lowlevel.checkpoint()
         raise WorkersStateError("the workers did not finish starting")
 
-    def _on_execution_finished(self) -> None:
+    def _on_execution_finished(self, job: ClaimedJob) -> None:
         self._finished_executions += 1
         self._finished.notify()
 

@@ -48,6 +48,7 @@ from dogs_core.domain.records import (
 )
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import DogsClient, JobContext, LoopClock, Workers
+from dogs_core.runtime.execution import Execution
 from dogs_testing.memory import SyncInMemoryJobStore
 from tests.runtime.conftest import START, RecordingStore, assert_nothing_locked
 
@@ -155,7 +156,9 @@ class Tracker:
 def _stale(ctx: JobContext) -> bool:
     # "Declared stale by the runtime": the execution's own flag (set synchronously when the
     # watchdog fires, a renewal loses the lock, or a fenced write matches nothing).
-    return ctx._execution.stale
+    execution = ctx._execution
+    assert isinstance(execution, Execution)
+    return execution.stale
 
 
 class TrackingStore(RecordingStore):

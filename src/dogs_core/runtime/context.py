@@ -5,20 +5,35 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, MutableMapping
 from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio.from_thread
 
+from dogs_core.domain.definitions import JobDefinition
 from dogs_core.domain.records import ClaimedJob
 from dogs_core.domain.schedules import parse_duration
 from dogs_core.errors import ExecutionCancelledError
 from dogs_core.runtime.settings import DurationLike
 
-if TYPE_CHECKING:
-    from dogs_core.domain.definitions import JobDefinition
-    from dogs_core.runtime.execution import Execution
+__all__ = ["ExecutionControls", "JobContext", "current_job"]
 
-__all__ = ["JobContext", "current_job"]
+
+class ExecutionControls(Protocol):
+    """What a context needs of the execution it belongs to (the runtime's ``Execution``)."""
+
+    @property
+    def job(self) -> ClaimedJob: ...
+
+    @property
+    def definition(self) -> JobDefinition: ...
+
+    @property
+    def cancel_requested(self) -> bool: ...
+
+    async def extend_lock(self, seconds: float) -> bool: ...
+
+    def clear_watchdog(self) -> None: ...
+
 
 _current: ContextVar[JobContext | None] = ContextVar("dogs_current_job", default=None)
 
@@ -54,7 +69,7 @@ class JobContext:
     handlers are simply cancelled).
     """
 
-    def __init__(self, execution: Execution) -> None:
+    def __init__(self, execution: ExecutionControls) -> None:
         self._execution = execution
         job = execution.job
         self.logger: logging.LoggerAdapter[logging.Logger] = _JobLogger(

@@ -1,0 +1,231 @@
+"""What becomes of a claimed job: from what happened to the one write that follows.
+
+A pure decision table (no I/O, no clock of its own), the way h11 keeps protocol decisions out of
+the code that moves bytes. The runtime reports what happened to an execution, then performs the
+:data:`Command` returned here as one fenced store write and writes the history row it names.
+
+Before the handler runs, :func:`decide_before_run` may refuse to run the job at all: a record
+whose type differs from the definition (another deployment owns the name) is deferred by one
+lock time, and an event record past its attempt limit (a crash used its last try) is marked
+terminal.
+
+After the handler, :func:`decide` maps the :data:`Happened` value:
+
+============================  ======================================  ==================
+what happened                 event job                               recurrent job
+============================  ======================================  ==================
+succeeded                     delete                                  next regular run,
+                                                                      tries reset
+failed, on_error -> Discard   delete                                  next regular run,
+                                                                      tries reset
+failed, Retry(run_in/run_at)  retry then, tries kept                  retry then,
+                                                                      tries kept
+failed, Retry()               retry after backoff, or terminal once   next regular run,
+                              tries reach the limit                   tries reset
+cancelled (shutdown)          release the lock at once                same
+went stale                    demote (priority 0), lock left to       same
+                              expire
+============================  ======================================  ==================
+
+A timed-out handler is a failure (with :class:`~dogs_core.errors.JobTimeoutError`). An
+explicit retry time ignores the attempt limit: the caller asked for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TypeAlias
+
+from dogs_core.domain.definitions import (
+    Discard,
+    EventJobDefinition,
+    JobDefinition,
+    RecurrentJobDefinition,
+    Retry,
+    retry_run_at,
+)
+from dogs_core.domain.records import ClaimedJob, HistoryStatus, JobType
+from dogs_core.domain.schedules import next_run_after
+
+__all__ = [
+    "Cancelled",
+    "Command",
+    "Defer",
+    "Delete",
+    "DemoteStale",
+    "Failed",
+    "Happened",
+    "MarkTerminal",
+    "OutcomePolicy",
+    "Release",
+    "Reschedule",
+    "Stale",
+    "Succeeded",
+    "decide",
+    "decide_before_run",
+]
+
+
+# -- what happened ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Succeeded:
+    """The handler returned normally."""
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """The handler raised (or ran past its timeout); ``verdict`` is what ``on_error`` said
+    (``Retry()`` when there is no callback or it misbehaved)."""
+
+    verdict: Retry | Discard
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """The handler was cancelled because the workers are stopping."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stale:
+    """The execution lost its lock (watchdog, lost fence, failed renewal)."""
+
+
+Happened: TypeAlias = Succeeded | Failed | Cancelled | Stale
+
+
+# -- the writes that follow -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """Delete the event record (fenced)."""
+
+    history: HistoryStatus
+
+
+@dataclass(frozen=True, slots=True)
+class Reschedule:
+    """Release the record for ``next_run_at`` (fenced), setting ``priority`` when given and
+    ``tries = 0`` when ``reset_tries``."""
+
+    next_run_at: datetime
+    priority: int | None
+    reset_tries: bool
+    history: HistoryStatus
+
+
+@dataclass(frozen=True, slots=True)
+class MarkTerminal:
+    """Event record: status ``maxTriesReached`` at ``now``, kept until ``expires_at`` (``None``:
+    forever), lock released (fenced). ``history`` is ``None`` when no attempt ran."""
+
+    now: datetime
+    expires_at: datetime | None
+    history: HistoryStatus | None
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """Set ``locked_until = now`` so another worker takes the job at once (fenced; the lock id
+    stays so late writes of this execution still fail their fence)."""
+
+    now: datetime
+    history: None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Defer:
+    """Push the record back to ``next_run_at`` without touching priority or tries (fenced)."""
+
+    next_run_at: datetime
+    history: None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DemoteStale:
+    """Priority 0 (fenced) so the retry of a stale job queues behind other due work; the lock
+    is left to expire."""
+
+    history: HistoryStatus = HistoryStatus.STALE
+
+
+Command: TypeAlias = Delete | Reschedule | MarkTerminal | Release | Defer | DemoteStale
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomePolicy:
+    """The worker-wide settings the decisions depend on."""
+
+    default_lock_time: timedelta
+    max_tries: int | None
+    max_tries_reached_retention: timedelta | None
+
+
+# -- the decisions ------------------------------------------------------------------------------
+
+
+def decide_before_run(
+    definition: JobDefinition, job: ClaimedJob, policy: OutcomePolicy, now: datetime
+) -> Defer | MarkTerminal | None:
+    """``None`` when the handler may run; otherwise the write that replaces the run."""
+    if job.type is not definition.type:
+        return Defer(now + policy.default_lock_time)
+    if isinstance(definition, EventJobDefinition):
+        limit = definition.effective_max_tries(policy.max_tries)
+        if limit is not None and job.tries > limit:
+            return _terminal(policy, now, history=None)
+    return None
+
+
+def decide(
+    definition: JobDefinition,
+    job: ClaimedJob,
+    happened: Happened,
+    policy: OutcomePolicy,
+    now: datetime,
+    rand: float,
+) -> Command:
+    """The one write that follows ``happened``; ``rand`` is uniform in [0, 1) (retry jitter)."""
+    if isinstance(happened, Cancelled):
+        return Release(now)
+    if isinstance(happened, Stale):
+        return DemoteStale()
+    status = HistoryStatus.SUCCESS if isinstance(happened, Succeeded) else HistoryStatus.ERROR
+    verdict = happened.verdict if isinstance(happened, Failed) else None
+    explicit = isinstance(verdict, Retry) and (
+        verdict.run_in is not None or verdict.run_at is not None
+    )
+    if isinstance(verdict, Retry) and explicit:
+        priority = definition.priority if job.type is JobType.RECURRENT else None
+        return Reschedule(
+            retry_run_at(definition, verdict, now, job.tries, rand),
+            priority=priority,
+            reset_tries=False,
+            history=status,
+        )
+    if job.type is JobType.RECURRENT:
+        assert isinstance(definition, RecurrentJobDefinition)
+        next_run = next_run_after(definition.schedule, now, scheduled_at=job.next_run_at)
+        return Reschedule(next_run, priority=definition.priority, reset_tries=True, history=status)
+    if verdict is None or isinstance(verdict, Discard):
+        return Delete(status)
+    assert isinstance(definition, EventJobDefinition)
+    limit = definition.effective_max_tries(policy.max_tries)
+    if limit is not None and job.tries >= limit:
+        return _terminal(policy, now, history=status)
+    return Reschedule(
+        retry_run_at(definition, verdict, now, job.tries, rand),
+        priority=None,
+        reset_tries=False,
+        history=status,
+    )
+
+
+def _terminal(
+    policy: OutcomePolicy, now: datetime, *, history: HistoryStatus | None
+) -> MarkTerminal:
+    retention = policy.max_tries_reached_retention
+    return MarkTerminal(now, None if retention is None else now + retention, history=history)

@@ -1,0 +1,152 @@
+"""The work of an instance beside its claims: startup bootstrap and the background loops.
+
+- the records of recurrent jobs are made sure of at startup (:func:`ensure_recurrent_records`);
+- terminal records get their retention once (:func:`backfill_retention`);
+- the partition reconciler moves records without a valid partition (:func:`reconcile_loop`,
+  paced by :func:`dogs_core.domain.reconcile.next_reconcile_delay`);
+- the hint probe times the claim query under each index hint (:func:`probe_loop`, deciding with
+  :class:`dogs_core.domain.hints.HintSelector`).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Sequence
+
+import anyio
+
+from dogs_core.domain.definitions import JobDefinition
+from dogs_core.domain.hints import DecisionReason, Hint, HintDecision, HintSelector
+from dogs_core.domain.partitions import assign_partition
+from dogs_core.domain.reconcile import BATCH_SIZE, next_reconcile_delay
+from dogs_core.domain.records import JobType
+from dogs_core.ports import AsyncJobStore, Clock
+from dogs_core.runtime.retry import retry_transient
+from dogs_core.runtime.settings import WorkerSettings
+
+__all__ = ["backfill_retention", "ensure_recurrent_records", "probe_loop", "reconcile_loop"]
+
+logger = logging.getLogger("dogs.workers")
+
+
+async def ensure_recurrent_records(
+    store: AsyncJobStore,
+    definitions: Sequence[JobDefinition],
+    *,
+    n_partitions: int,
+    clock: Clock,
+    rng: random.Random,
+) -> None:
+    """Create the one record of every recurrent job that has none (waiting out outages)."""
+    now = clock.now()
+    for definition in definitions:
+        if definition.type is not JobType.RECURRENT:
+            continue
+        partition = assign_partition(n_partitions, rng)
+
+        async def ensure(
+            definition: JobDefinition = definition, partition: int = partition
+        ) -> None:
+            await store.ensure_recurrent(
+                definition.name, priority=definition.priority, partition=partition, now=now
+            )
+
+        await retry_transient(
+            ensure, what=f"ensure recurrent record {definition.name}", attempts=None
+        )
+
+
+async def backfill_retention(store: AsyncJobStore, settings: WorkerSettings, clock: Clock) -> None:
+    """Give terminal records written by older versions their retention (logged, never fatal)."""
+    try:
+        modified = await retry_transient(
+            lambda: store.backfill_retention(
+                retention=settings.max_tries_reached_retention, now=clock.now()
+            ),
+            what="retention backfill",
+        )
+        logger.debug("retention backfill updated %d terminal record(s)", modified)
+    except Exception:
+        logger.exception("retention backfill failed")
+
+
+async def reconcile_loop(
+    store: AsyncJobStore,
+    names: Sequence[str],
+    *,
+    n_partitions: int,
+    clock: Clock,
+    rng: random.Random,
+) -> None:
+    """Forever: move one batch of records without a valid partition, then pause."""
+    while True:
+        try:
+            modified: int | None = await store.reconcile_partitions(
+                job_names=names,
+                n_partitions=n_partitions,
+                now=clock.now(),
+                limit=BATCH_SIZE,
+                choose_partition=lambda: assign_partition(n_partitions, rng),
+            )
+            if modified:
+                logger.info("partition reconciler moved %d record(s)", modified)
+        except Exception:
+            logger.warning("partition reconciler batch failed", exc_info=True)
+            modified = None
+        delay = next_reconcile_delay(modified, rng.random())
+        await anyio.sleep(delay.total_seconds())
+
+
+async def probe_loop(
+    store: AsyncJobStore,
+    names: Sequence[str],
+    hints: HintSelector,
+    *,
+    settings: WorkerSettings,
+    clock: Clock,
+    rng: random.Random,
+) -> None:
+    """Forever: probe the claim query's hints, then wait ``probe_interval``."""
+    while True:
+        await probe_once(
+            store, names, hints, n_partitions=settings.n_partitions, clock=clock, rng=rng
+        )
+        await anyio.sleep(settings.probe_interval.total_seconds())
+
+
+async def probe_once(
+    store: AsyncJobStore,
+    names: Sequence[str],
+    hints: HintSelector,
+    *,
+    n_partitions: int,
+    clock: Clock,
+    rng: random.Random,
+) -> None:
+    """Time the claim query under each hint as the selector's plan says, and feed it back."""
+    plan = hints.next_plan(rng, n_partitions)
+    samples: dict[Hint, list[float]] = {hint: [] for hint in Hint}
+    try:
+        for step in plan:
+            for hint in step.order:
+                elapsed = await store.probe(
+                    hint=str(hint), job_names=names, partition=step.partition, now=clock.now()
+                )
+                samples[hint].append(elapsed)
+    except Exception as error:
+        decision = hints.on_probe_failed()
+        logger.warning("hint probe failed, keeping %s: %s", decision.hint, error)
+        return
+    decision = hints.on_probe_result(samples)
+    if decision.reason is DecisionReason.FAILED:
+        logger.warning("hint probe gave unusable timings, keeping %s", decision.hint)
+    elif decision.reason is DecisionReason.INITIAL or decision.changed:
+        logger.info("acquisition hint %s selected (%s)", decision.hint, _medians(decision))
+    else:
+        logger.debug("keeping acquisition hint %s (%s)", decision.hint, _medians(decision))
+
+
+def _medians(decision: HintDecision) -> str:
+    medians = decision.medians or {}
+    return ", ".join(f"{hint}: {value:g} ms" for hint, value in medians.items())
