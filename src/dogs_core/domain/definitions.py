@@ -43,6 +43,8 @@ from typing import Any, ClassVar, Literal, TypeAlias, TypedDict
 from dogs_core.domain import validation
 from dogs_core.domain.params import (
     MAX_PARAMS_BSON_SIZE,
+    NamedJob,
+    ParamsModelJob,
     bson_document_size,
     check_bson_storable,
     derive_params_model,
@@ -77,7 +79,9 @@ __all__ = [
     "EventJobOptions",
     "JobDefinition",
     "JobType",
+    "NamedJob",
     "OnErrorResult",
+    "ParamsModelJob",
     "RecurrentJobDefinition",
     "RecurrentJobOptions",
     "Retry",

@@ -7,6 +7,10 @@ the plain dict that is stored; :func:`load_params` turns the stored dict back in
 handler receives. Without a model, params are ``None`` or a mapping with ``str`` keys whose values
 MongoDB can store (checked by :func:`check_bson_storable`). Everything here is re-exported by
 :mod:`dogs_core.domain.definitions`.
+
+This module does not import the definitions (they import it): :func:`validate_params` and
+:func:`load_params` take any object with the attributes they read, described by
+:class:`ParamsModelJob` and :class:`NamedJob`, which every job definition satisfies.
 """
 
 from __future__ import annotations
@@ -17,15 +21,14 @@ import typing
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import Any, Protocol, TypeGuard
 
 from dogs_core.errors import InvalidParamsError
 
-if TYPE_CHECKING:
-    from dogs_core.domain.definitions import EventJobDefinition, JobDefinition
-
 __all__ = [
     "MAX_PARAMS_BSON_SIZE",
+    "NamedJob",
+    "ParamsModelJob",
     "bson_document_size",
     "check_bson_storable",
     "derive_params_model",
@@ -40,6 +43,22 @@ _INT64_MAX = 2**63 - 1
 _MAX_BSON_DEPTH = 100
 _AnyType = type[Any]
 _AnyCallable = Callable[..., Any]
+
+
+class NamedJob(Protocol):
+    """What :func:`load_params` needs of a job definition: its name (and, read if present,
+    its ``params_model``; a recurrent job has none)."""
+
+    @property
+    def name(self) -> str: ...
+
+
+class ParamsModelJob(NamedJob, Protocol):
+    """What :func:`validate_params` needs of an event job definition: its name and its
+    ``params_model`` (None when params are a plain mapping)."""
+
+    @property
+    def params_model(self) -> type[Any] | None: ...
 
 
 def is_params_model(obj: object) -> TypeGuard[type[Any]]:
@@ -73,7 +92,7 @@ def derive_params_model(handler: _AnyCallable) -> _AnyType | None:
     return annotation if is_params_model(annotation) else None
 
 
-def validate_params(definition: EventJobDefinition, params: object) -> dict[str, Any] | None:
+def validate_params(definition: ParamsModelJob, params: object) -> dict[str, Any] | None:
     """Validate ``params`` for an event job and return the plain dict to store (or None).
 
     With a ``params_model``, ``params`` may be a model instance or a mapping (None counts as an
@@ -149,7 +168,7 @@ def _bson_value_size(value: object) -> int:
     return 16  # other BSON types (ObjectId 12, Decimal128 16...): an upper bound is enough
 
 
-def load_params(definition: JobDefinition, stored: Mapping[str, Any] | None) -> object:
+def load_params(definition: NamedJob, stored: Mapping[str, Any] | None) -> object:
     """What the handler receives for the ``stored`` params: a model instance when the job has a
     ``params_model`` (None counts as an empty mapping), else ``stored`` unchanged.
 
