@@ -34,14 +34,18 @@ class DogsError(Exception):
 class ValidationError(DogsError, ValueError):
     """Input was rejected before anything was written.
 
-    ``field`` names the option or argument, ``value`` is what was given.
+    ``field`` names the option or argument, ``value`` is what was given and ``reason`` says what
+    is wrong with it. The message is ``field=value: reason`` unless ``message`` is given, for the
+    callers whose field already shows the value (a params key: ``params['$x']: ...``).
     """
 
-    def __init__(self, field: str, value: Any, reason: str) -> None:
+    def __init__(self, field: str, value: Any, reason: str, *, message: str | None = None) -> None:
         self.field = field
         self.value = value
         self.reason = reason
-        super().__init__(f"{field}={_short_repr(value)}: {reason}")
+        if message is None:
+            message = f"{field}={_short_repr(value)}: {reason}"
+        super().__init__(message)
 
 
 class InvalidOptionError(ValidationError):

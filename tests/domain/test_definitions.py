@@ -765,6 +765,7 @@ def test_a_key_that_is_not_a_string_is_named_as_a_key() -> None:
     error = _params_error({1: "a"})
     assert str(error) == "params key 1: job 'send': keys must be strings, not int"
     assert (error.field, error.value) == ("params", 1)
+    assert error.reason == "job 'send': keys must be strings, not int"
 
 
 def test_a_dollar_key_says_why_it_is_refused_once() -> None:

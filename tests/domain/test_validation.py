@@ -83,6 +83,15 @@ def test_every_check_raises_a_dogs_validation_error_that_is_a_value_error() -> N
     assert isinstance(error, ValueError)
 
 
+def test_a_validation_error_formats_field_value_and_reason_unless_given_a_message() -> None:
+    error = ValidationError("limit", -1, "must be at least 0")
+    assert str(error) == "limit=-1: must be at least 0"
+    custom = ValidationError("params", 1, "keys must be strings", message="params key 1: no")
+    assert str(custom) == "params key 1: no"
+    assert custom.args == ("params key 1: no",)
+    assert (custom.field, custom.value, custom.reason) == ("params", 1, "keys must be strings")
+
+
 def test_the_other_checks() -> None:
     assert v.boolean("b", False) is False
     _refused(v.boolean, 1)

@@ -264,24 +264,24 @@ def _checked_key(path: str, key: object, job: str | None) -> str:
     """The path of the value under ``key``, once the key is one MongoDB can store."""
     prefix = f"job {job!r}: " if job is not None else ""
     if not isinstance(key, str):
-        message = f"{path} key {key!r}: {prefix}keys must be strings, not {type(key).__name__}"
-        raise _params_error(path, key, message)
+        reason = f"{prefix}keys must be strings, not {type(key).__name__}"
+        raise _key_error(path, key, reason, where=f"{path} key {key!r}")
     child = _child_path(path, key)
     if "\x00" in key:
-        message = f"{child}: {prefix}key not allowed: it contains a NUL character"
-        raise _params_error(child, key, message)
+        raise _key_error(child, key, f"{prefix}key not allowed: it contains a NUL character")
     if key.startswith("$"):
-        message = f"{child}: {prefix}key not allowed: it starts with '$' (MongoDB operators do)"
-        raise _params_error(child, key, message)
+        reason = f"{prefix}key not allowed: it starts with '$' (MongoDB operators do)"
+        raise _key_error(child, key, reason)
     return child
 
 
-def _params_error(field: str, value: object, message: str) -> InvalidParamsError:
-    """An :class:`InvalidParamsError` on ``field`` and ``value`` with ``message`` as written:
-    the usual ``field=value: reason`` would show a key twice (``params['$x']='$x'``)."""
-    error = InvalidParamsError(field, value, message)
-    error.args = (message,)
-    return error
+def _key_error(
+    field: str, key: object, reason: str, *, where: str | None = None
+) -> InvalidParamsError:
+    """An :class:`InvalidParamsError` on ``field`` and ``key`` whose message is
+    ``"{where}: {reason}"`` (``where`` defaults to ``field``): the usual ``field=value: reason``
+    would show a key twice (``params['$x']='$x'``)."""
+    return InvalidParamsError(field, key, reason, message=f"{where or field}: {reason}")
 
 
 def _not_storable(path: str, value: object, job: str | None, reason: str) -> typing.NoReturn:
