@@ -50,6 +50,13 @@ def test_validate_rejects_bad_counts(bad: object) -> None:
     assert info.value.field == "n_partitions"
     assert info.value.value is bad
     assert "n_partitions" in str(info.value)
+    reason = "must be at least 1" if isinstance(bad, int) and not isinstance(bad, bool) else ">="
+    assert reason in info.value.reason
+
+
+def test_validate_says_at_least_one_like_every_other_partition_check() -> None:
+    with pytest.raises(InvalidOptionError, match=r"^n_partitions=0: must be at least 1$"):
+        validate_n_partitions(0)
 
 
 # -- assign_partition ------------------------------------------------------------------------

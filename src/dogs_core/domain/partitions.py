@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 from typing import TypeGuard
 
+from dogs_core.domain import validation
 from dogs_core.errors import InvalidOptionError
 
 __all__ = [
@@ -33,14 +34,12 @@ def _is_int(value: object) -> TypeGuard[int]:
 def validate_n_partitions(n: object) -> int:
     """Return ``n`` if it is a usable partition count, else raise ``InvalidOptionError``.
 
-    The count must be a positive ``int`` (``bool`` rejected). Every instance sharing a database
-    must use the same value; that cannot be checked here, only the range can.
+    The count must be a positive ``int`` (``bool`` rejected): :func:`validation.positive_int
+    <dogs_core.domain.validation.positive_int>`, so the message is the one every other
+    ``n_partitions`` check gives (``must be at least 1``). Every instance sharing a database must
+    use the same value; that cannot be checked here, only the range can.
     """
-    if not _is_int(n):
-        raise InvalidOptionError("n_partitions", n, "must be an int")
-    if n < 1:
-        raise InvalidOptionError("n_partitions", n, "must be >= 1")
-    return n
+    return validation.positive_int("n_partitions", n)
 
 
 def assign_partition(n_partitions: int, rng: random.Random) -> int:
