@@ -30,7 +30,6 @@ Driver = Literal["async", "sync"]
 
 logger = logging.getLogger("dogs.container")
 
-_CLAIM_PATHS: Final = ("auto", "sorted_update_one", "find_one_and_update")
 _BLOCKING_BACKENDS: Final = ("asyncio", "trio")
 _BAD_DATABASE_CHARS: Final = frozenset('/\\. "$\x00')
 
@@ -52,7 +51,7 @@ class DogsSettings:
     write_concern: WriteConcern | None = None
     server_selection_timeout: timedelta | None = None
     client_options: Mapping[str, Any] = field(default_factory=dict)
-    claim_path: str = "auto"
+    claim_path: str = q.CLAIM_PATH_AUTO
     blocking_backend: str = "asyncio"
     worker_options: Mapping[str, Any] = field(default_factory=dict)
     workers: WorkerSettings = field(default_factory=WorkerSettings)
@@ -94,7 +93,7 @@ class DogsSettings:
             client_options=v.str_mapping(
                 "client_options", values["client_options"], what="PyMongo client keyword arguments"
             ),
-            claim_path=v.choice("claim_path", values["claim_path"], _CLAIM_PATHS),
+            claim_path=v.choice("claim_path", values["claim_path"], q.CLAIM_PATHS),
             blocking_backend=v.choice(
                 "blocking_backend", values["blocking_backend"], _BLOCKING_BACKENDS
             ),

@@ -99,6 +99,24 @@ def test_choose_claim_path() -> None:
     assert choose_claim_path(17, False, "sorted_update_one") == "sorted_update_one"
 
 
+def test_the_claim_path_names_are_defined_once() -> None:
+    from dogs_mongo import settings
+    from dogs_mongo._async import claims as async_claims
+    from dogs_mongo._async import store as async_store
+    from dogs_mongo._sync import store as sync_store
+
+    assert q.CLAIM_PATHS == ("auto", "sorted_update_one", "find_one_and_update")
+    for module in (async_claims, async_store, sync_store):
+        assert module.CLAIM_PATH_SORTED_UPDATE_ONE is q.CLAIM_PATH_SORTED_UPDATE_ONE
+        assert module.CLAIM_PATH_FIND_ONE_AND_UPDATE is q.CLAIM_PATH_FIND_ONE_AND_UPDATE
+    assert settings.DogsSettings().claim_path == q.CLAIM_PATH_AUTO
+    for path in q.CLAIM_PATHS:
+        assert settings.DogsSettings.from_config({"claim_path": path}).claim_path == path
+        client: MongoClient[Any] = MongoClient(connect=False)
+        MongoJobStore(client, "db", claim_path=path)
+        client.close()
+
+
 def test_stores_implement_the_ports() -> None:
     client: MongoClient[Any] = MongoClient(connect=False)
     assert isinstance(MongoJobStore(client, "db"), JobStore)

@@ -25,6 +25,11 @@ from dogs_core.errors import TransientStoreError
 from dogs_core.ports import StoreCapabilities
 from dogs_mongo import queries as q
 from dogs_mongo.errors import translate_errors
+from dogs_mongo.queries.claims import (
+    CLAIM_PATH_AUTO,
+    CLAIM_PATH_FIND_ONE_AND_UPDATE,
+    CLAIM_PATH_SORTED_UPDATE_ONE,
+)
 
 __all__ = [
     "CLAIM_PATH_FIND_ONE_AND_UPDATE",
@@ -35,9 +40,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("dogs.mongo.store")
-
-CLAIM_PATH_SORTED_UPDATE_ONE: Final = "sorted_update_one"
-CLAIM_PATH_FIND_ONE_AND_UPDATE: Final = "find_one_and_update"
 
 #: MongoDB 8.0: ``updateOne`` accepts ``sort``.
 SORTED_UPDATE_MIN_WIRE_VERSION: Final = 25
@@ -213,10 +215,12 @@ class MongoClaims:
         return q.claims_from_read_back(requests, documents)
 
 
-def choose_claim_path(max_wire_version: int, has_lock_id_index: bool, option: str = "auto") -> str:
+def choose_claim_path(
+    max_wire_version: int, has_lock_id_index: bool, option: str = CLAIM_PATH_AUTO
+) -> str:
     """The claim implementation: the sorted ``updateOne`` needs MongoDB 8 (wire version 25) and
     the sparse ``lockId`` index its read-back uses; anything else uses ``findOneAndUpdate``."""
-    if option != "auto":
+    if option != CLAIM_PATH_AUTO:
         return option
     if max_wire_version >= SORTED_UPDATE_MIN_WIRE_VERSION and has_lock_id_index:
         return CLAIM_PATH_SORTED_UPDATE_ONE

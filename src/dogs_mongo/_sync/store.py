@@ -63,8 +63,6 @@ __all__ = [
 
 log = logging.getLogger("dogs.mongo.store")
 
-_CLAIM_PATHS: Final = ("auto", CLAIM_PATH_SORTED_UPDATE_ONE, CLAIM_PATH_FIND_ONE_AND_UPDATE)
-
 _DUPLICATE_KEY: Final = 11000
 
 _CODEC_OPTIONS: CodecOptions[dict[str, Any]] = CodecOptions(
@@ -105,11 +103,11 @@ class MongoJobStore(MongoClaims):
         records_collection: str = q.DEFAULT_RECORDS_COLLECTION,
         history_collection: str = q.DEFAULT_HISTORY_COLLECTION,
         write_concern: WriteConcern | None = None,
-        claim_path: str = "auto",
+        claim_path: str = q.CLAIM_PATH_AUTO,
         owns_client: bool = False,
     ) -> None:
-        if claim_path not in _CLAIM_PATHS:
-            raise ValueError(f"claim_path={claim_path!r}: expected one of {_CLAIM_PATHS}")
+        if claim_path not in q.CLAIM_PATHS:
+            raise ValueError(f"claim_path={claim_path!r}: expected one of {q.CLAIM_PATHS}")
         if write_concern is not None and not write_concern.acknowledged:
             raise ValueError(
                 f"write_concern={write_concern!r}: claims and fenced writes need an "
@@ -190,7 +188,7 @@ class MongoJobStore(MongoClaims):
             has_lock_index = q.LOCK_ID_INDEX_NAME in indexes
             version = build_info.get("version")
             path = choose_claim_path(wire_version, has_lock_index, self._claim_path_option)
-            if self._claim_path_option != "auto":
+            if self._claim_path_option != q.CLAIM_PATH_AUTO:
                 log.info("dogs: claim path forced to %s (MongoDB %s)", path, version)
             elif path == CLAIM_PATH_SORTED_UPDATE_ONE:
                 log.info("dogs: claims use the sorted updateOne (MongoDB %s)", version)

@@ -21,6 +21,10 @@ from __future__ import annotations
 from dogs_mongo.queries.claims import (
     CLAIM_CANDIDATE_PROJECTION,
     CLAIM_MANY_UPDATE_HINT,
+    CLAIM_PATH_AUTO,
+    CLAIM_PATH_FIND_ONE_AND_UPDATE,
+    CLAIM_PATH_SORTED_UPDATE_ONE,
+    CLAIM_PATHS,
     HINT_BY_JOB_NAME,
     HINT_GLOBAL_PRIORITY,
     HINTS,
@@ -103,6 +107,10 @@ from dogs_mongo.queries.writes import (
 __all__ = [
     "CLAIM_CANDIDATE_PROJECTION",
     "CLAIM_MANY_UPDATE_HINT",
+    "CLAIM_PATHS",
+    "CLAIM_PATH_AUTO",
+    "CLAIM_PATH_FIND_ONE_AND_UPDATE",
+    "CLAIM_PATH_SORTED_UPDATE_ONE",
     "CLAIM_SORT",
     "DEFAULT_HISTORY_COLLECTION",
     "DEFAULT_RECORDS_COLLECTION",

@@ -19,6 +19,19 @@ from dogs_mongo.queries.common import (
 from dogs_mongo.queries.indexes import RECORD_INDEXES
 
 # --------------------------------------------------------------------------------------------
+# Claim paths
+# --------------------------------------------------------------------------------------------
+
+#: Let the store choose once: the sorted ``updateOne`` on MongoDB 8, ``findOneAndUpdate`` else.
+CLAIM_PATH_AUTO: Final = "auto"
+#: MongoDB 8's ``updateOne`` with ``sort``, then a read-back by lock id.
+CLAIM_PATH_SORTED_UPDATE_ONE: Final = "sorted_update_one"
+#: ``findOneAndUpdate`` returning the document before the update (every MongoDB version).
+CLAIM_PATH_FIND_ONE_AND_UPDATE: Final = "find_one_and_update"
+#: Every ``claim_path`` option of the Mongo stores and the container, ``"auto"`` first.
+CLAIM_PATHS: Final = (CLAIM_PATH_AUTO, CLAIM_PATH_SORTED_UPDATE_ONE, CLAIM_PATH_FIND_ONE_AND_UPDATE)
+
+# --------------------------------------------------------------------------------------------
 # Hints
 # --------------------------------------------------------------------------------------------
 
