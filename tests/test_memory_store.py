@@ -25,7 +25,7 @@ from dogs_core.domain.records import (
     NewJob,
     Scheduled,
 )
-from dogs_core.errors import StoreError
+from dogs_core.errors import InvalidOptionError, StoreError
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_core.ports import AsyncJobStore, JobStore, StoreCapabilities
 from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
@@ -95,8 +95,9 @@ def test_the_sync_face_shares_the_state_of_the_async_face() -> None:
     shared = SyncInMemoryJobStore()
     store = InMemoryJobStore(sync=shared)
     assert store.sync is shared
-    with pytest.raises(ValueError, match="not both"):
+    with pytest.raises(InvalidOptionError, match="not both") as refused:
         InMemoryJobStore(sync=shared, clock=ManualClock(T0))
+    assert (refused.value.field, refused.value.value) == ("sync", shared)
 
 
 @pytest.mark.anyio

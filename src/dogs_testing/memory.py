@@ -50,7 +50,9 @@ from typing import Any
 
 import anyio.lowlevel
 
+from dogs_core.domain import validation
 from dogs_core.domain.batches import check_claim_requests, check_completions
+from dogs_core.domain.partitions import check_chosen_partition
 from dogs_core.domain.records import (
     BulkScheduleResult,
     ClaimedJob,
@@ -67,7 +69,7 @@ from dogs_core.domain.records import (
     ScheduleOutcome,
     to_millis,
 )
-from dogs_core.errors import StoreError
+from dogs_core.errors import InvalidOptionError, StoreError
 from dogs_core.ids import new_record_id
 from dogs_core.ports import Clock, StoreCapabilities
 from dogs_core.runtime.forwarding import ForwardingJobStore
@@ -273,13 +275,15 @@ class SyncInMemoryJobStore(MemoryState):
         limit: int,
         choose_partition: Callable[[], int],
     ) -> int:
+        """Like the Mongo store: every chosen partition is checked before any is written."""
+        validation.positive_int("n_partitions", n_partitions)
         with self._state():
             now = to_millis(now)
-            modified = 0
+            moves: list[tuple[JobRecord, int]] = []
             for name in dict.fromkeys(job_names):
                 for record_id in list(self._by_name.get(name, ())):
-                    if modified >= limit:
-                        return modified
+                    if len(moves) >= limit:
+                        break
                     old = self._records[record_id]
                     if (
                         (old.partition is not None and 0 <= old.partition < n_partitions)
@@ -287,11 +291,12 @@ class SyncInMemoryJobStore(MemoryState):
                         or _is_terminal(old)
                     ):
                         continue
-                    partition = choose_partition()
+                    partition = check_chosen_partition(choose_partition(), n_partitions)
                     if partition != old.partition:
-                        self._put(old, dataclasses.replace(old, partition=partition))
-                        modified += 1
-            return modified
+                        moves.append((old, partition))
+            for old, partition in moves:
+                self._put(old, dataclasses.replace(old, partition=partition))
+            return len(moves)
 
     def backfill_retention(self, *, retention: timedelta | None, now: datetime) -> int:
         with self._state():
@@ -336,6 +341,8 @@ class SyncInMemoryJobStore(MemoryState):
     def get_executions(
         self, job_name: str, *, limit: int = 20, skip: int = 0
     ) -> list[HistoryRecord]:
+        validation.integer("limit", limit, minimum=0)
+        validation.integer("skip", skip, minimum=0)
         with self._state():
             rows = [self._history[key] for key in self._history_by_name.get(job_name, ())]
             rows.sort(
@@ -357,6 +364,8 @@ class SyncInMemoryJobStore(MemoryState):
     def find_jobs(
         self, *, job_name: str | None = None, limit: int | None = None
     ) -> list[JobRecord]:
+        if limit is not None:
+            validation.integer("limit", limit, minimum=0)
         with self._state():
             if job_name is None:
                 records = list(self._records.values())
@@ -417,7 +426,9 @@ class InMemoryJobStore(ForwardingJobStore):
         self, *, clock: Clock | None = None, sync: SyncInMemoryJobStore | None = None
     ) -> None:
         if sync is not None and clock is not None:
-            raise ValueError("pass either clock or sync (which has its own clock), not both")
+            raise InvalidOptionError(
+                "sync", sync, "pass either clock or sync (which has its own clock), not both"
+            )
         self.sync: SyncInMemoryJobStore = (
             sync if sync is not None else SyncInMemoryJobStore(clock=clock)
         )

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from dogs_core.domain.batches import CLAIM_BATCH_FIELDS, check_claim_requests, check_completions
 from dogs_core.domain.records import ClaimRequest
+from dogs_core.errors import InvalidOptionError
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -47,13 +48,24 @@ def test_requests_that_differ_only_in_lock_id_pass() -> None:
 def test_a_request_that_differs_elsewhere_is_refused(field: str, value: Any) -> None:
     assert field in CLAIM_BATCH_FIELDS
     odd = dataclasses.replace(_request("lock1"), **{field: value})
-    with pytest.raises(ValueError, match=f"request 1 has {field}="):
+    with pytest.raises(InvalidOptionError) as refused:
         check_claim_requests([_request("lock0"), odd])
+    assert str(refused.value) == (
+        f"requests: request 1 has {field}={value!r} but request 0 has "
+        f"{getattr(_request('lock0'), field)!r}; the requests of one claim_many must differ "
+        "only in lock_id"
+    )
+    assert (refused.value.field, refused.value.value) == (f"requests[1].{field}", value)
 
 
 def test_a_repeated_lock_id_is_refused() -> None:
-    with pytest.raises(ValueError, match="lock_id 'x' is repeated"):
+    with pytest.raises(InvalidOptionError) as refused:
         check_claim_requests([_request("x"), _request("y"), _request("x")])
+    assert (
+        str(refused.value)
+        == "requests: lock_id 'x' is repeated; each request needs its own lock id"
+    )
+    assert (refused.value.field, refused.value.value) == ("requests[2].lock_id", "x")
 
 
 @given(st.lists(st.tuples(st.text(max_size=3), st.text(max_size=3)), max_size=20))
@@ -64,5 +76,5 @@ def test_completions_pass_exactly_when_job_ids_are_distinct(
     if distinct:
         assert check_completions(claims) == claims
     else:
-        with pytest.raises(ValueError, match="is repeated"):
+        with pytest.raises(InvalidOptionError, match=r"^claims: job id .* is repeated; give each"):
             check_completions(claims)

@@ -25,6 +25,7 @@ from dogs_core.domain.records import (
     JobType,
     NewJob,
 )
+from dogs_core.errors import InvalidOptionError
 from dogs_mongo import queries as q
 
 NOW = datetime(2026, 11, 30, 1, 16, 42, 374_000, tzinfo=UTC)
@@ -328,16 +329,18 @@ def test_claims_from_read_back_follow_the_request_order() -> None:
 def test_checked_claim_requests_refuses_requests_that_disagree(field: str, value: Any) -> None:
     requests = _batch(3)
     requests[2] = dataclasses.replace(requests[2], **{field: value})
-    with pytest.raises(ValueError, match=f"request 2 has {field}="):
+    with pytest.raises(InvalidOptionError, match=f"^requests: request 2 has {field}=") as refused:
         check_claim_requests(requests)
+    assert (refused.value.field, refused.value.value) == (f"requests[2].{field}", value)
 
 
 def test_checked_claim_requests_refuses_a_repeated_lock_id() -> None:
     requests = _batch(3)
     assert check_claim_requests(requests) == requests
     assert check_claim_requests([]) == []
-    with pytest.raises(ValueError, match="lock_id 'L0' is repeated"):
+    with pytest.raises(InvalidOptionError, match="lock_id 'L0' is repeated") as refused:
         check_claim_requests([*requests, requests[0]])
+    assert (refused.value.field, refused.value.value) == ("requests[3].lock_id", "L0")
 
 
 # ---------------------------------------------------------------------------------------------

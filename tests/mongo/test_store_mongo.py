@@ -31,7 +31,7 @@ from dogs_core.domain.records import (
     NewJob,
     Scheduled,
 )
-from dogs_core.errors import InvalidParamsError, StoreError, TransientStoreError
+from dogs_core.errors import InvalidOptionError, InvalidParamsError, StoreError, TransientStoreError
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_mongo import queries as q
@@ -530,10 +530,11 @@ def test_reconciler_never_moves_a_job_claimed_after_its_scan(sync_store: MongoJo
 
 def test_reconciler_refuses_a_partition_out_of_range(sync_store: MongoJobStore) -> None:
     sync_store.schedule(_job(partition=-1))
-    with pytest.raises(ValueError, match="outside"):
+    with pytest.raises(InvalidOptionError, match=r"^choose_partition\(\) returned 2, outside") as e:
         sync_store.reconcile_partitions(
             job_names=["a"], n_partitions=2, now=T0, limit=10, choose_partition=lambda: 2
         )
+    assert (e.value.field, e.value.value) == ("choose_partition", 2)
 
 
 async def test_probe_explains_the_claim_query_with_each_hint(

@@ -14,7 +14,7 @@ from pymongo import AsyncMongoClient, MongoClient, ReturnDocument
 from pymongo.write_concern import WriteConcern
 
 from dogs_core.domain.records import ClaimRequest, NewJob
-from dogs_core.errors import InvalidParamsError, TransientStoreError
+from dogs_core.errors import InvalidOptionError, InvalidParamsError, TransientStoreError
 from dogs_core.ports import AsyncJobStore, JobStore, StoreCapabilities
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_mongo import queries as q
@@ -130,10 +130,14 @@ async def test_async_store_implements_the_port(unconnected_client: AsyncMongoCli
 
 @pytest.mark.anyio
 async def test_store_options_are_checked(unconnected_client: AsyncMongoClient[Any]) -> None:
-    with pytest.raises(ValueError, match="acknowledged"):
+    with pytest.raises(InvalidOptionError, match="acknowledged") as refused:
         AsyncMongoJobStore(unconnected_client, "db", write_concern=WriteConcern(w=0))
-    with pytest.raises(ValueError, match="claim_path"):
+    assert refused.value.field == "write_concern"
+    with pytest.raises(InvalidOptionError) as refused:
         AsyncMongoJobStore(unconnected_client, "db", claim_path="fastest")
+    assert str(refused.value) == (
+        "claim_path='fastest': must be one of auto, sorted_update_one, find_one_and_update"
+    )
     store = AsyncMongoJobStore(
         unconnected_client, "db", records_collection="r", history_collection="h"
     )

@@ -21,6 +21,7 @@ from dogs_core.errors import InvalidOptionError
 __all__ = [
     "PartitionRotation",
     "assign_partition",
+    "check_chosen_partition",
     "is_valid_partition",
     "validate_n_partitions",
 ]
@@ -50,6 +51,20 @@ def assign_partition(n_partitions: int, rng: random.Random) -> int:
     """
     n = validate_n_partitions(n_partitions)
     return rng.randrange(n)
+
+
+def check_chosen_partition(partition: object, n_partitions: int) -> int:
+    """``partition`` if it is one of ``[0, n_partitions)``: what a store checks of each value
+    its reconciler's ``choose_partition()`` returns, before it writes any of them. Otherwise
+    :class:`InvalidOptionError` on ``choose_partition``, saying what it returned."""
+    if not _is_int(partition) or not 0 <= partition < n_partitions:
+        raise InvalidOptionError(
+            "choose_partition",
+            partition,
+            f"returned a partition outside [0, {n_partitions})",
+            message=f"choose_partition() returned {partition!r}, outside [0, {n_partitions})",
+        )
+    return partition
 
 
 def is_valid_partition(p: object, n: int) -> bool:

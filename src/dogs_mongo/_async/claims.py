@@ -112,7 +112,8 @@ class MongoClaims:
         applied, the read-back is tried once anyway: the records it finds are locked under this
         call's lock ids and are returned rather than left to wait out their lock; when it fails
         too, the write's ``TransientStoreError`` is raised. Requests that disagree on anything
-        but their lock id, or repeat a lock id, raise ``ValueError`` before anything is sent."""
+        but their lock id, or repeat a lock id, raise ``InvalidOptionError`` before anything is
+        sent."""
         checked = check_claim_requests(requests)
         if not checked or not checked[0].job_names:
             return []

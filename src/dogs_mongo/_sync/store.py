@@ -28,7 +28,9 @@ from pymongo.synchronous.collection import Collection
 from pymongo.synchronous.database import Database
 from pymongo.write_concern import WriteConcern
 
+from dogs_core.domain import validation
 from dogs_core.domain.batches import check_completions
+from dogs_core.domain.partitions import check_chosen_partition
 from dogs_core.domain.records import (
     BulkScheduleResult,
     Duplicate,
@@ -40,7 +42,12 @@ from dogs_core.domain.records import (
     Scheduled,
     ScheduleOutcome,
 )
-from dogs_core.errors import InvalidParamsError, StoreError, TransientStoreError
+from dogs_core.errors import (
+    InvalidOptionError,
+    InvalidParamsError,
+    StoreError,
+    TransientStoreError,
+)
 from dogs_core.ids import new_record_id
 from dogs_core.ports import StoreCapabilities
 from dogs_mongo import queries as q
@@ -106,12 +113,12 @@ class MongoJobStore(MongoClaims):
         claim_path: str = q.CLAIM_PATH_AUTO,
         owns_client: bool = False,
     ) -> None:
-        if claim_path not in q.CLAIM_PATHS:
-            raise ValueError(f"claim_path={claim_path!r}: expected one of {q.CLAIM_PATHS}")
+        validation.choice("claim_path", claim_path, q.CLAIM_PATHS)
         if write_concern is not None and not write_concern.acknowledged:
-            raise ValueError(
-                f"write_concern={write_concern!r}: claims and fenced writes need an "
-                "acknowledged write concern (w >= 1)"
+            raise InvalidOptionError(
+                "write_concern",
+                write_concern,
+                "claims and fenced writes need an acknowledged write concern (w >= 1)",
             )
         self._client = client
         self._owns_client = owns_client
@@ -357,9 +364,9 @@ class MongoJobStore(MongoClaims):
         """One ``deleteMany`` per :data:`~dogs_mongo.queries.MAX_BATCH_SIZE` pairs (see
         :func:`~dogs_mongo.queries.complete_many_filter`); when it deleted fewer records than
         pairs, one ``find`` of the ids tells which still exist. A repeated job id raises
-        ``ValueError`` before anything is sent. A transient failure after an earlier batch was
-        deleted reports ``write_may_have_applied``; a retry then reports ``False`` for what the
-        lost attempt deleted (the runtime checks those records are gone)."""
+        ``InvalidOptionError`` before anything is sent. A transient failure after an earlier
+        batch was deleted reports ``write_may_have_applied``; a retry then reports ``False`` for
+        what the lost attempt deleted (the runtime checks those records are gone)."""
         pairs = check_completions(claims)
         verdicts: list[bool] = []
         for batch in q.batches(pairs):
@@ -470,8 +477,7 @@ class MongoJobStore(MongoClaims):
         limit: int,
         choose_partition: Callable[[], int],
     ) -> int:
-        if n_partitions < 1:
-            raise ValueError(f"n_partitions={n_partitions!r}: must be at least 1")
+        validation.positive_int("n_partitions", n_partitions)
         if limit <= 0 or not job_names:
             return 0
         select = q.reconcile_select_filter(job_names=job_names, n_partitions=n_partitions, now=now)
@@ -482,11 +488,7 @@ class MongoJobStore(MongoClaims):
             return 0
         updates: list[UpdateOne] = []
         for document in found:
-            partition = choose_partition()
-            if not 0 <= partition < n_partitions:
-                raise ValueError(
-                    f"choose_partition() returned {partition!r}, outside [0, {n_partitions})"
-                )
+            partition = check_chosen_partition(choose_partition(), n_partitions)
             updates.append(
                 UpdateOne(
                     q.reconcile_cas_filter(document["_id"], n_partitions=n_partitions, now=now),
@@ -561,8 +563,8 @@ class MongoJobStore(MongoClaims):
     def get_executions(
         self, job_name: str, *, limit: int = 20, skip: int = 0
     ) -> list[HistoryRecord]:
-        if limit < 0 or skip < 0:
-            raise ValueError(f"limit={limit!r}, skip={skip!r}: must not be negative")
+        validation.integer("limit", limit, minimum=0)
+        validation.integer("skip", skip, minimum=0)
         if limit == 0:
             return []
         with translate_errors("get_executions", write=False):
@@ -587,8 +589,8 @@ class MongoJobStore(MongoClaims):
     def find_jobs(
         self, *, job_name: str | None = None, limit: int | None = None
     ) -> list[JobRecord]:
-        if limit is not None and limit < 0:
-            raise ValueError(f"limit={limit!r}: must not be negative")
+        if limit is not None:
+            validation.integer("limit", limit, minimum=0)
         if limit == 0:
             return []
         with translate_errors("find_jobs", write=False):

@@ -10,6 +10,7 @@ import math
 import pytest
 
 from dogs_core.domain.records import JobRecord, JobStatus, JobType, NameStatus
+from dogs_core.errors import InvalidOptionError
 from dogs_core.ids import new_record_id
 from dogs_core.ports import AsyncJobStore
 from dogs_testing.contract.base import _DAY, _H, _MIN, _S, T0, ContractBase, _job, _scheduled_id
@@ -68,6 +69,27 @@ class AdminContract(ContractBase):
         ]
         assert counts == [2, 2, 1, 0]
         assert {r.partition for r in await store.find_jobs()} == {0}
+
+    async def test_reconcile_refuses_bad_arguments_before_writing(
+        self, store: AsyncJobStore
+    ) -> None:
+        await store.schedule_many([_job(partition=-1) for _ in range(3)])
+        before = await store.find_jobs()
+        with pytest.raises(InvalidOptionError, match=r"^n_partitions=0: must be at least 1$"):
+            await store.reconcile_partitions(
+                job_names=["a"], n_partitions=0, now=T0, limit=10, choose_partition=lambda: 0
+            )
+        choices = iter([0, 1, 2])
+        with pytest.raises(InvalidOptionError, match=r"returned 2, outside \[0, 2\)") as refused:
+            await store.reconcile_partitions(
+                job_names=["a"],
+                n_partitions=2,
+                now=T0,
+                limit=10,
+                choose_partition=lambda: next(choices),
+            )
+        assert (refused.value.field, refused.value.value) == ("choose_partition", 2)
+        assert await store.find_jobs() == before
 
     async def test_reconcile_gives_a_partition_to_a_record_without_one(
         self, store: AsyncJobStore
@@ -205,6 +227,8 @@ class AdminContract(ContractBase):
         assert [r.id for r in await store.find_jobs(job_name="b")] == [ids[1], ids[3]]
         assert [r.id for r in await store.find_jobs(limit=2)] == [ids[2], ids[1]]
         assert await store.find_jobs(job_name="nobody") == []
+        with pytest.raises(InvalidOptionError, match=r"^limit=-1: must be at least 0$"):
+            await store.find_jobs(limit=-1)
 
     async def test_probe_measures_every_hint(self, store: AsyncJobStore) -> None:
         if not (await store.capabilities()).supports_probe:

@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from dogs_core.domain.records import ClaimedJob, JobRecord, JobStatus, JobType
+from dogs_core.errors import InvalidOptionError
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_core.ports import AsyncJobStore
 from dogs_testing.contract.base import (
@@ -366,11 +367,16 @@ class ClaimContract(ContractBase):
                 dataclasses.replace(template, lock_id=new_execution_id()),
                 dataclasses.replace(template, lock_id=new_execution_id(), **{field: value}),
             ]
-            with pytest.raises(ValueError, match=field):
+            with pytest.raises(InvalidOptionError, match=field) as refused:
                 await store.claim_many(requests)
+            assert refused.value.field == f"requests[2].{field}"
         repeated = [template, dataclasses.replace(template, lock_id=new_execution_id()), template]
-        with pytest.raises(ValueError, match="lock_id"):
+        with pytest.raises(InvalidOptionError, match="lock_id") as refused:
             await store.claim_many(repeated)
+        assert (refused.value.field, refused.value.value) == (
+            "requests[2].lock_id",
+            template.lock_id,
+        )
         assert await store.find_jobs() == before
 
     async def test_claim_many_of_nothing(self, store: AsyncJobStore) -> None:

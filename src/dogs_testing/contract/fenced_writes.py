@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 
 from dogs_core.domain.records import Duplicate, JobStatus, to_millis
+from dogs_core.errors import InvalidOptionError
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_core.ports import AsyncJobStore
 from dogs_testing.contract.base import (
@@ -117,8 +118,9 @@ class FencedWriteContract(ContractBase):
             (second.job_id, second.lock_id),
             (first.job_id, new_execution_id()),
         ]
-        with pytest.raises(ValueError, match="repeated"):
+        with pytest.raises(InvalidOptionError, match="repeated") as refused:
             await store.complete_many(claims)
+        assert (refused.value.field, refused.value.value) == ("claims[2]", first.job_id)
         assert await store.find_jobs() == before
 
     async def test_complete_many_of_more_pairs_than_one_batch(self, store: AsyncJobStore) -> None:

@@ -6,7 +6,10 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
+import pytest
+
 from dogs_core.domain.records import HistoryStatus
+from dogs_core.errors import InvalidOptionError
 from dogs_core.ports import AsyncJobStore
 from dogs_testing.contract.base import _H, _S, T0, ContractBase, _as_stored, _history
 
@@ -91,3 +94,11 @@ class HistoryContract(ContractBase):
         assert await store.get_executions("a", limit=2, skip=1) == stored[1:3]
         assert await store.get_executions("a", skip=4) == stored[4:]
         assert await store.get_executions("nobody") == []
+
+    async def test_get_executions_refuses_a_negative_limit_or_skip(
+        self, store: AsyncJobStore
+    ) -> None:
+        assert await store.get_executions("a", limit=0) == []
+        for field, kwargs in (("limit", {"limit": -1}), ("skip", {"skip": -1})):
+            with pytest.raises(InvalidOptionError, match=f"^{field}=-1: must be at least 0$"):
+                await store.get_executions("a", **kwargs)
