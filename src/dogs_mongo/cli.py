@@ -16,6 +16,9 @@ job, bad JSON or durations, an unreachable server) ends with a one-line message 
 ``--grace`` (30 s), cancels what is left and releases those locks so other workers pick the jobs
 up at once, then exits 0. A second signal exits at once with a non-zero code (the locks of jobs
 still running then expire after their lock time, as after a crash).
+
+What the commands print (the outcome of ``dogs schedule``, the table and JSON of ``dogs status``)
+is formatted in :mod:`dogs_mongo.cli_output`.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -42,8 +45,6 @@ import anyio.abc
 import anyio.to_thread
 import typer
 from pymongo.errors import ConfigurationError, OperationFailure, PyMongoError
-from rich.console import Console
-from rich.table import Table
 
 from dogs_core.domain import validation
 from dogs_core.domain.definitions import EventJobDefinition, validate_params
@@ -53,10 +54,11 @@ from dogs_core.jobs import Jobs
 from dogs_core.runtime.settings import WORKER_OPTIONS, WorkerOption, WorkerSettings, worker_option
 from dogs_core.runtime.workers import Workers
 from dogs_mongo import queries as q
+from dogs_mongo.cli_output import format_age, print_schedule_outcome, print_status
 from dogs_mongo.container import DogsContainer, redact_uri
 from dogs_mongo.mongod import MongodError, start_local_mongod
 
-__all__ = ["app", "load_registry", "main"]
+__all__ = ["app", "format_age", "load_registry", "main"]
 
 T = TypeVar("T")
 
@@ -574,7 +576,7 @@ def schedule(
             with anyio.CancelScope(shield=True):
                 await container.aclose()
 
-    _print_outcome(_run(go))
+    print_schedule_outcome(_run(go))
 
 
 def _event_job(jobs: Jobs, name: str) -> EventJobDefinition:
@@ -605,16 +607,6 @@ def _when(run_in: str | None, run_at: str | None) -> dict[str, Any]:
     if run_in is not None:
         return {"run_in": _duration("--run-in", run_in)}
     return {} if run_at is None else {"run_at": _parse_run_at(run_at)}
-
-
-def _print_outcome(outcome: Scheduled | Duplicate) -> None:
-    if isinstance(outcome, Scheduled):
-        typer.echo(f"Scheduled {outcome.id}")
-    else:
-        typer.echo(
-            f"Duplicate {outcome.existing_id} (unique key {outcome.unique_identifier!r} "
-            "is taken; nothing was scheduled)"
-        )
 
 
 def _parse_run_at(value: str) -> datetime:
@@ -656,61 +648,7 @@ def status(
                 await container.aclose()
 
     statuses, now = _run(go)
-    if as_json:
-        typer.echo(json.dumps([_status_json(item, now) for item in statuses], indent=2))
-        return
-    console = Console()
-    if not statuses:
-        console.print(f"No job records in {records_collection}.", highlight=False)
-        return
-    table = Table(title=f"Dogs jobs ({records_collection})")
-    table.add_column("Job")
-    for column in ("Due", "Later", "Running", "Stale", "Terminal"):
-        table.add_column(column, justify="right")
-    table.add_column("Oldest due", justify="right")
-    for item in statuses:
-        age = None if item.oldest_due_at is None else now - item.oldest_due_at
-        table.add_row(
-            item.job_name,
-            str(item.due),
-            str(item.scheduled_later),
-            str(item.running),
-            str(item.stale),
-            str(item.terminal),
-            "-" if age is None else format_age(age),
-        )
-    console.print(table)
-
-
-def _status_json(item: NameStatus, now: datetime) -> dict[str, Any]:
-    oldest = item.oldest_due_at
-    return {
-        "job_name": item.job_name,
-        "due": item.due,
-        "scheduled_later": item.scheduled_later,
-        "running": item.running,
-        "stale": item.stale,
-        "terminal": item.terminal,
-        "oldest_due_at": None if oldest is None else oldest.astimezone(UTC).isoformat(),
-        "oldest_due_age_seconds": (
-            None if oldest is None else round(max(0.0, (now - oldest).total_seconds()), 3)
-        ),
-    }
-
-
-def format_age(age: timedelta) -> str:
-    """A short human duration: ``45s``, ``3m 12s``, ``2h 5m``, ``3d 4h``."""
-    seconds = max(0, int(age.total_seconds()))
-    days, seconds = divmod(seconds, 86400)
-    hours, seconds = divmod(seconds, 3600)
-    minutes, seconds = divmod(seconds, 60)
-    if days:
-        return f"{days}d {hours}h"
-    if hours:
-        return f"{hours}h {minutes}m"
-    if minutes:
-        return f"{minutes}m {seconds}s"
-    return f"{seconds}s"
+    print_status(statuses, now, records_collection=records_collection, as_json=as_json)
 
 
 # -- dogs unlock-all ---------------------------------------------------------------------------
