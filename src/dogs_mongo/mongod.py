@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -330,26 +331,14 @@ def start_local_mongod(
     raises :class:`MongodError`.
     """
     mongod = binary if binary is not None else find_mongod_binary()
-    if dbpath is None:
-        root = Path(tempfile.mkdtemp(prefix="dogs-mongod-")).resolve()
-        data = root / "db"
-        ephemeral = True
-    else:
-        data = Path(dbpath).expanduser().resolve()
-        data.mkdir(parents=True, exist_ok=True)
-        ephemeral = False
+    data, temp_root = _data_directory(dbpath)
+    ephemeral = temp_root is not None
     state_file = data / _STATE_FILE
     if port is None and not ephemeral:
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            remembered = int(json.loads(state_file.read_text())["port"])
-            if _port_is_free(remembered):
-                port = remembered
+        port = _remembered_port(state_file)
 
-    attempts = 1 if port is not None else 3
-    last_error: MongodError | None = None
-    for _ in range(attempts):
-        chosen = port if port is not None else _free_port()
-        instance = MongodProcess(
+    def instance_on(chosen: int) -> MongodProcess:
+        return MongodProcess(
             binary=mongod,
             dbpath=data,
             port=chosen,
@@ -358,29 +347,69 @@ def start_local_mongod(
             wired_tiger_cache_gb=wired_tiger_cache_gb,
             test_commands=test_commands,
         )
+
+    try:
+        instance = _start_primary(instance_on, port, startup_timeout)
+    except BaseException:
+        if temp_root is not None:
+            shutil.rmtree(temp_root, ignore_errors=True)
+        raise
+    if not ephemeral:
+        with contextlib.suppress(OSError):
+            state_file.write_text(json.dumps({"port": instance.port, "replicaSet": replica_set}))
+    return instance
+
+
+def _data_directory(dbpath: Path | None) -> tuple[Path, Path | None]:
+    """The data directory, and the temporary directory holding it when ``dbpath`` is None
+    (deleted with the instance) or None when the data is kept in ``dbpath``."""
+    if dbpath is None:
+        root = Path(tempfile.mkdtemp(prefix="dogs-mongod-")).resolve()
+        return root / "db", root
+    data = Path(dbpath).expanduser().resolve()
+    data.mkdir(parents=True, exist_ok=True)
+    return data, None
+
+
+def _remembered_port(state_file: Path) -> int | None:
+    """The port a kept data directory was last served on, if the state file has it and it is
+    still free."""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        remembered = int(json.loads(state_file.read_text())["port"])
+        if _port_is_free(remembered):
+            return remembered
+    return None
+
+
+def _start_primary(
+    instance_on: Callable[[int], MongodProcess], port: int | None, startup_timeout: float
+) -> MongodProcess:
+    """Spawn ``instance_on(port)`` and wait until it is a writable primary. Without a ``port``,
+    a free one is picked, and picked again (three tries in all) when another process took it
+    first. A failed instance is stopped before the error is raised."""
+    attempts = 1 if port is not None else 3
+    last_error: MongodError | None = None
+    for _ in range(attempts):
+        instance = instance_on(port if port is not None else _free_port())
         try:
             instance._spawn()
             instance._wait_until_primary(time.monotonic() + startup_timeout)
         except MongodError as exc:
-            last_error = exc
-            _stop_process(instance.process, graceful=False, timeout=15.0)
-            if instance._finalizer is not None:
-                instance._finalizer.detach()
+            _abandon(instance)
             if "Address already in use" not in str(exc):
-                break
+                raise
+            last_error = exc
             continue
         except BaseException:
-            _stop_process(instance.process, graceful=False, timeout=15.0)
-            if instance._finalizer is not None:
-                instance._finalizer.detach()
-            if ephemeral:
-                shutil.rmtree(root, ignore_errors=True)
+            _abandon(instance)
             raise
-        if not ephemeral:
-            with contextlib.suppress(OSError):
-                state_file.write_text(json.dumps({"port": chosen, "replicaSet": replica_set}))
         return instance
-    if ephemeral:
-        shutil.rmtree(root, ignore_errors=True)
     assert last_error is not None
     raise last_error
+
+
+def _abandon(instance: MongodProcess) -> None:
+    """Kill an instance that failed to start, and drop its exit-time safety net."""
+    _stop_process(instance.process, graceful=False, timeout=15.0)
+    if instance._finalizer is not None:
+        instance._finalizer.detach()
