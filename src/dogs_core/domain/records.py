@@ -180,14 +180,25 @@ class HistoryRecord:
 
 @dataclass(frozen=True, slots=True)
 class Scheduled:
-    """``schedule`` inserted a new record."""
+    """``schedule`` inserted a new record.
+
+    ``id``
+        the id of the record that was inserted.
+    """
 
     id: str
 
 
 @dataclass(frozen=True, slots=True)
 class Duplicate:
-    """``schedule`` found a record holding the same unique identifier; nothing was written."""
+    """``schedule`` found a record holding the same unique identifier; nothing was written.
+
+    ``unique_identifier``
+        the unique key as stored (with ``unique_scope="job"`` it includes the job name).
+    ``existing_id``
+        the id of the record that holds the key, or ``None`` when that record could not be read
+        back (it was completed and deleted in the meantime).
+    """
 
     existing_id: str | None
     unique_identifier: str
@@ -198,7 +209,18 @@ ScheduleOutcome = Scheduled | Duplicate
 
 @dataclass(frozen=True, slots=True)
 class ItemError:
-    """One item of a bulk schedule that failed; the others were still written."""
+    """One item of a bulk schedule that failed; the others were still written.
+
+    ``index``
+        the position of the item in the items given to ``schedule_many``.
+    ``error``
+        the exception that refused it (an :class:`~dogs_core.errors.InvalidParamsError` or
+        another :class:`~dogs_core.errors.DogsError` for bad input, a
+        :class:`~dogs_core.errors.StoreError` when the store could not write it).
+    ``job``
+        the item as given: what the caller passed to the client's ``schedule_many``, or the
+        :class:`NewJob` a store's ``schedule_many`` was given.
+    """
 
     index: int
     error: Exception
@@ -207,7 +229,19 @@ class ItemError:
 
 @dataclass(frozen=True, slots=True)
 class BulkScheduleResult:
-    """Counts and per-item outcomes of ``schedule_many``."""
+    """Counts and per-item outcomes of ``schedule_many``. The items that did not fail are
+    written even when others fail.
+
+    ``scheduled_count``
+        how many records were inserted.
+    ``skipped_count``
+        how many items were duplicates of an existing unique key (nothing written for them).
+    ``errors``
+        one :class:`ItemError` per item that failed.
+    ``outcomes``
+        one entry per item, in order: its :class:`Scheduled` or :class:`Duplicate`, or ``None``
+        for an item that failed.
+    """
 
     scheduled_count: int
     skipped_count: int
