@@ -22,8 +22,14 @@ history row is a one-item :meth:`AsyncJobStore.complete_many` or
 :meth:`AsyncJobStore.write_history_many`.
 
 Times are timezone-aware UTC ``datetime`` values; stores may truncate them to milliseconds.
-The sync :class:`JobStore` is the same contract without ``async``; the runtime adapts it with
-:class:`dogs_core.runtime.threaded.ThreadedJobStore`.
+The sync :class:`JobStore` is the same contract without ``async``. The generated
+:class:`~dogs_core.runtime._sync.client.SyncDogsClient` (the blocking scheduling client) calls it
+directly, in the caller's thread; the runtime, which is async, adapts it with
+:class:`dogs_core.runtime.threaded.ThreadedJobStore`, which runs each call in a worker thread.
+
+Refused input (the batch rules below, a negative ``limit``) raises ``ValueError``; the shared
+checks of :mod:`dogs_core.domain.batches` and :mod:`dogs_core.domain.validation` raise its
+subclass :class:`~dogs_core.errors.InvalidOptionError`, naming the field and the value.
 """
 
 from __future__ import annotations
