@@ -89,12 +89,6 @@ def test_rejects_a_bad_poll_interval(poll_interval: float) -> None:
     assert info.value.field == "poll_interval"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: ClaimPacer checks poll_interval with `not poll_interval > 0`, so a value that "
-    "does not compare with 0 (None, a str) raises TypeError instead of InvalidOptionError",
-)
 @pytest.mark.parametrize("poll_interval", [None, "5"])
 def test_rejects_a_non_numeric_poll_interval(poll_interval: Any) -> None:
     try:
@@ -389,13 +383,6 @@ def test_a_batch_claim_reply_settles_every_reservation() -> None:
     assert pacer.hot
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: _choose_partition tries only n consecutive next_partition() values; across a "
-    "reshuffle they can repeat the busy partition and miss the free one, so the lane waits "
-    "although a partition has no batch claim (the docstring says it waits only when every "
-    "partition has one)",
-)
 def test_a_batch_claim_finds_the_free_partition_across_a_reshuffle() -> None:
     # Passes: [0, 1], then [0, 1], then [1, 0].
     rng = ScriptedRandom([0, 1], [0, 1], [1, 0])
@@ -505,12 +492,6 @@ def test_more_jobs_than_reservations_is_rejected_and_changes_nothing() -> None:
     assert pacer.ledger.active == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: claimed() lands the claim before ledger.settle() checks the names, so a job "
-    "name the claim did not offer raises after the claim left the in-flight set: its "
-    "reservation leaks (a worker slot lost for good) and the claim cannot be reported again",
-)
 def test_a_job_name_the_claim_did_not_offer_is_rejected_and_changes_nothing() -> None:
     pacer = make_pacer(caps={"a": None, "b": None})
     single = claim(pacer)
@@ -625,9 +606,9 @@ class PacerMachine(RuleBasedStateMachine):
         if isinstance(result, WaitForCapacity):
             # Nothing held by a claim that was not sent.
             assert ledger.reserved == reserved
-            # Only a batch may wait for a partition (see the xfail test above for the case
-            # where it waits although one is free).
+            # Only a batch may wait for a partition, and only when every one has a batch.
             assert length != 1, (length, busy)
+            assert length == 0 or len(busy) == self.n, (length, busy)
             return
         assert length > 0
         assert len(result.reservations) == length
@@ -654,6 +635,7 @@ class PacerMachine(RuleBasedStateMachine):
         if names:
             self.hot = True
             self.missed.clear()
+            self.idle_until = None  # jobs were found: a sleep begun meanwhile is over
             return
         self.hot = False
         if sent.generation == self.generation:

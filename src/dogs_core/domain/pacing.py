@@ -100,8 +100,12 @@ class ClaimPacer:
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidOptionError("claim_batch_size", batch_size, "must be an int >= 1")
-        if not poll_interval > 0:
-            raise InvalidOptionError("poll_interval", poll_interval, "must be positive")
+        if (
+            isinstance(poll_interval, bool)
+            or not isinstance(poll_interval, int | float)
+            or not poll_interval > 0
+        ):
+            raise InvalidOptionError("poll_interval", poll_interval, "must be a positive number")
         self._ledger = ledger
         self._rotation = rotation
         self._batch_size = batch_size
@@ -171,12 +175,19 @@ class ClaimPacer:
             raise InvalidOptionError(
                 "job_names", list(job_names), f"more jobs than the {len(claim.reservations)} asked"
             )
+        for name in job_names:
+            if name not in claim.names:
+                raise InvalidOptionError(
+                    "job_names", list(job_names), f"{name!r} was not asked for"
+                )
         self._land(claim)
         for index, reservation in enumerate(claim.reservations):
             self._ledger.settle(reservation, job_names[index] if index < len(job_names) else None)
         if job_names:
+            # Jobs were found: a sleep begun by claims that missed meanwhile is over.
             self._rotation.record_hit()
             self._hot = True
+            self._idle_until = None
             return
         self._hot = False
         # Only misses of claims sent since the last wake may put the lanes to sleep.
@@ -226,13 +237,18 @@ class ClaimPacer:
 
     def _choose_partition(self, *, batch: bool) -> int | None:
         partition = self._rotation.next_partition()
-        if not batch:
+        if not batch or partition not in self._batches_in_flight:
             return partition
-        for _ in range(self._rotation.n_partitions - 1):
+        n = self._rotation.n_partitions
+        if len(self._batches_in_flight) >= n:
+            return None
+        # A free partition exists. n steps of the rotation may cross a reshuffle and miss it,
+        # but 2n - 1 steps always contain one whole pass, which visits every partition.
+        for _ in range(2 * n - 1):
+            partition = self._rotation.next_partition()
             if partition not in self._batches_in_flight:
                 return partition
-            partition = self._rotation.next_partition()
-        return None if partition in self._batches_in_flight else partition
+        raise AssertionError("unreachable: a pass visits every partition")  # pragma: no cover
 
     def _land(self, claim: Claim) -> None:
         if claim not in self._in_flight:

@@ -392,6 +392,8 @@ class Workers:
             raise
         self._pacer.claimed(claim, [job.job_name for job in jobs], anyio.current_time())
         self._capacity.notify()
+        if jobs:
+            self._wake.notify()  # lanes put to sleep by misses meanwhile: there is work
         self.claims_succeeded += len(jobs)
         for job in jobs:
             self._start_execution(job, requested_at)
