@@ -14,6 +14,10 @@ deployment would). It reports:
   ``[0, poll_interval]`` plus one claim; the last column shows the same when the scheduling code
   calls ``workers.wake()`` (possible when it runs in the same process).
 
+``--watch-changes on|off|both`` sets the workers' ``watch_changes`` (default: the runtime's);
+``both`` runs every scenario with and without, so that the end-to-end rate with the change feed
+can be compared with polling only in one run.
+
 Stores: ``memory`` (the in-memory store), ``mongo`` (``AsyncMongoJobStore``) and ``mongo-sync``
 (the generated ``MongoJobStore``, run in threads by ``ThreadedJobStore``). Handlers: ``async``
 (a coroutine on the event loop) and ``sync`` (a plain function, run in a worker thread).
@@ -30,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import dataclasses
 import random
 import time
 import uuid
@@ -204,6 +209,8 @@ class Options:
     profile_dir: Path | None
     write_concern: str = "default"
     instances: int = 1
+    #: ``watch_changes`` of the workers; ``None``: the runtime default.
+    watch_changes: bool | None = None
 
     def client_options(self) -> dict[str, Any]:
         """MongoClient options: ``w`` for every write (claims, fenced writes and history)."""
@@ -223,6 +230,8 @@ class ScenarioResult:
     poll_interval: float
     claim_batch_size: int = 1
     instances: int = 1
+    #: The workers' ``watch_changes`` (``None``: this runtime has no such option).
+    watch_changes: bool | None = None
     instance_jobs: list[int] = field(default_factory=list)
     status: str = "ok"
     schedule_seconds: float | None = None
@@ -250,11 +259,11 @@ class ScenarioResult:
 
 
 def summarize(results: Sequence[ScenarioResult]) -> list[ScenarioResult]:
-    """One row per store and handler: the best run (highest jobs/s) with the spread of all ok
-    runs; a scenario with a FAILED run is reported by that run."""
-    groups: dict[tuple[str, str], list[ScenarioResult]] = {}
+    """One row per store, handler and ``watch_changes``: the best run (highest jobs/s) with the
+    spread of all ok runs; a scenario with a FAILED run is reported by that run."""
+    groups: dict[tuple[str, str, bool | None], list[ScenarioResult]] = {}
     for r in results:
-        groups.setdefault((r.store, r.handler), []).append(r)
+        groups.setdefault((r.store, r.handler, r.watch_changes), []).append(r)
     summary = []
     for runs in groups.values():
         failed = [r for r in runs if r.status == "FAILED"]
@@ -309,6 +318,8 @@ async def run_scenario(
         worker_options["claim_concurrency"] = options.claim_concurrency
     if options.claim_batch_size is not None:
         worker_options["claim_batch_size"] = options.claim_batch_size
+    if options.watch_changes is not None:
+        worker_options["watch_changes"] = options.watch_changes
     settings = WorkerSettings(**worker_options)
     result = ScenarioResult(
         store=store_kind,
@@ -320,9 +331,11 @@ async def run_scenario(
         poll_interval=options.poll_interval,
         claim_batch_size=settings.claim_batch_size,
         instances=options.instances,
+        watch_changes=getattr(settings, "watch_changes", None),
     )
     database = f"dogs_bench_throughput_{uuid.uuid4().hex[:12]}"
-    task = progress.add_task(f"{store_kind:<10} {handler:<5}", total=jobs_count)
+    watch = "" if options.watch_changes is None else f" watch {_on_off(options.watch_changes)}"
+    task = progress.add_task(f"{store_kind:<10} {handler:<5}{watch}", total=jobs_count)
     profiler = cProfile.Profile() if options.profile_dir is not None else None
     rng = random.Random()  # the pause before each lag probe: a random phase of the poll cycle
     try:
@@ -456,6 +469,7 @@ async def write_ceiling(
 HEADERS: Final = (
     "Store",
     "Handler",
+    "Watch changes",
     "Jobs",
     "Time (s)",
     "Jobs/s",
@@ -471,6 +485,10 @@ HEADERS: Final = (
 )
 
 
+def _on_off(watch_changes: bool | None) -> str:
+    return "–" if watch_changes is None else "on" if watch_changes else "off"
+
+
 def table_rows(results: Sequence[ScenarioResult]) -> list[list[str]]:
     rows = []
     for r in results:
@@ -479,6 +497,7 @@ def table_rows(results: Sequence[ScenarioResult]) -> list[list[str]]:
             [
                 r.store,
                 r.handler,
+                _on_off(r.watch_changes),
                 f"{r.jobs:,}",
                 fmt(r.seconds, ".2f"),
                 fmt(r.jobs_per_second, ",.0f"),
@@ -502,15 +521,36 @@ def table_rows(results: Sequence[ScenarioResult]) -> list[list[str]]:
 
 def targets(results: Sequence[ScenarioResult]) -> list[str]:
     lines = []
+    both = len({r.watch_changes for r in results}) > 1
     for store, goal in (("memory", 10_000), ("mongo", 1_000)):
         for r in results:
             rate = r.jobs_per_second
             if r.store == store and r.handler == "async" and r.status == "ok" and rate:
+                label = f", watch_changes {_on_off(r.watch_changes)}" if both else ""
                 lines.append(
-                    f"{store} store, async handler: {rate:,.0f} jobs/s end to end "
+                    f"{store} store, async handler{label}: {rate:,.0f} jobs/s end to end "
                     f"(target >= {goal:,}): {'met' if rate >= goal else 'NOT met'}"
                 )
+    # With --watch-changes both: the default (watching) must not fall below polling only.
+    rates = {
+        (r.store, r.handler, r.watch_changes): r.jobs_per_second
+        for r in results
+        if r.status == "ok" and r.jobs_per_second
+    }
+    for (store, handler, watch), rate in rates.items():
+        polling = rates.get((store, handler, False))
+        if watch and polling:
+            lines.append(
+                f"{store} store, {handler} handler: {rate:,.0f} jobs/s watching changes, "
+                f"{polling:,.0f} polling only (target: not below polling): "
+                f"{'met' if rate >= polling else 'NOT met'}"
+            )
     return lines
+
+
+def _watch_text(results: Sequence[ScenarioResult]) -> str:
+    values = sorted({_on_off(r.watch_changes) for r in results})
+    return " and ".join(values) + (" (see the column)" if len(values) > 1 else "")
 
 
 def markdown_report(
@@ -544,6 +584,7 @@ def markdown_report(
             f"claim_batch_size={settings.claim_batch_size}, "
             f"poll_interval={settings.poll_interval:g} s, "
             f"history {'on' if options.history else 'off'}, "
+            f"watch_changes {_watch_text(results)}, "
             f"write concern {options.write_concern}. No-op handlers."
             + (f" Each row is the best of {repeat} runs." if repeat > 1 else ""),
             "",
@@ -590,6 +631,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="Workers instances sharing the store, as processes share a database (1)",
     )
     parser.add_argument("--poll-interval", type=float, default=None, help="seconds (1.0)")
+    parser.add_argument(
+        "--watch-changes",
+        choices=("on", "off", "both"),
+        default=None,
+        help="wake the workers from the change feed (default: the runtime's); both: run each "
+        "scenario with and without, to compare",
+    )
     parser.add_argument("--lag-samples", type=int, default=None, help="pickup-lag samples (5)")
     parser.add_argument(
         "--no-history", action="store_true", help="do not write execution history rows"
@@ -626,6 +674,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--instances must be at least 1")
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if args.watch_changes is not None and not hasattr(WorkerSettings(), "watch_changes"):
+        parser.error("--watch-changes: this runtime has no watch_changes worker option")
     if args.poll_interval <= 0 or args.lag_samples < 0:
         parser.error("--poll-interval must be > 0 and --lag-samples >= 0")
     return args
@@ -648,14 +698,25 @@ async def _run_all(
             f"Write ceiling: {ceiling:,.0f} single-document update_one/s at concurrency 32 "
             f"(write concern {options.write_concern})"
         )
+    watch_values: list[bool | None] = (
+        [None]
+        if args.watch_changes is None
+        else [True, False]
+        if args.watch_changes == "both"
+        else [args.watch_changes == "on"]
+    )
     with new_progress(console) as progress:
         for run in range(1, args.repeat + 1):
             for store in stores:
                 for handler in handlers:
-                    jobs = args.memory_jobs if store == "memory" else args.mongo_jobs
-                    result = await run_scenario(store, handler, jobs, server, options, progress)
-                    result.run = run
-                    results.append(result)
+                    for watch in watch_values:
+                        jobs = args.memory_jobs if store == "memory" else args.mongo_jobs
+                        scenario_options = dataclasses.replace(options, watch_changes=watch)
+                        result = await run_scenario(
+                            store, handler, jobs, server, scenario_options, progress
+                        )
+                        result.run = run
+                        results.append(result)
     return results, ceiling
 
 
@@ -694,7 +755,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f": instances={first.instances}, "
             f"workers_count={first.workers_count}, n_partitions={first.n_partitions}, "
             f"claim_concurrency={first.claim_concurrency}, "
-            f"claim_batch_size={first.claim_batch_size}, poll_interval={first.poll_interval:g} s"
+            f"claim_batch_size={first.claim_batch_size}, poll_interval={first.poll_interval:g} s, "
+            f"watch_changes {_watch_text(summary)}"
         )
     if args.repeat > 1:
         title += f", best of {args.repeat} runs"

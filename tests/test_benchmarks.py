@@ -6,10 +6,11 @@ passes its own correctness checks and prints its table.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from benchmarks import claims, throughput
+from benchmarks import claims, pickup, throughput
 
 pytestmark = [pytest.mark.mongo, pytest.mark.slow]
 
@@ -68,6 +69,52 @@ def test_throughput_quick_with_several_instances(
     assert "3 `Workers` instances sharing the store" in report
     assert report.count("| ok |") == 2
     assert report.count(" of 3 |") == 2, "each row shows how the jobs split between instances"
+
+
+def test_throughput_quick_compares_watching_with_polling(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = throughput.main(
+        [
+            "--quick",
+            "--store",
+            "memory",
+            "--handler",
+            "async",
+            "--watch-changes",
+            "both",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    output = capsys.readouterr().out
+    assert status == 0, output
+    report = (tmp_path / "throughput.md").read_text()
+    assert "| Store | Handler | Watch changes |" in report
+    assert "| memory | async | on |" in report
+    assert "| memory | async | off |" in report
+    assert report.count("| ok |") == 2
+    assert "polling only (target: not below polling)" in output
+
+
+def test_pickup_quick(mongodb_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = pickup.main(["--quick", "--uri", mongodb_uri, "--out", str(tmp_path)])
+    output = capsys.readouterr().out
+    assert status == 0, output
+    for mode in pickup.MODES.values():
+        assert mode.label in output
+    assert "FAILED" not in output
+    assert "target p50 <= 20 ms and p99 <= 100 ms" in output
+    report = (tmp_path / "pickup.md").read_text()
+    assert "| Mode | watch_changes |" in report
+    assert report.count("| ok |") == len(pickup.MODES)
+    results = json.loads((tmp_path / "pickup.json").read_text())["results"]
+    assert {r["mode"]: len(r["latencies_ms"]) for r in results} == pickup.QUICK_SAMPLES
+
+
+def test_pickup_rejects_a_bad_size() -> None:
+    with pytest.raises(SystemExit):
+        pickup.main(["--samples", "0"])
 
 
 def test_throughput_rejects_zero_instances() -> None:
