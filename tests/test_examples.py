@@ -19,6 +19,7 @@ from examples import (
     quickstart_async,
     recurrent_cron,
     sync_app,
+    transactional_schedule,
 )
 from examples.custom_adapter import MetricsJobStore
 
@@ -96,8 +97,23 @@ def test_custom_adapter(capsys: pytest.CaptureFixture[str]) -> None:
     assert re.search(r"^claim(_many)?\s+\d+\s+0\s", out, re.MULTILINE)
 
 
+def test_transactional_schedule_without_a_database(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --uri there are no transactions: the in-memory store refuses the session."""
+    transactional_schedule.main([])
+    out = output_of(capsys)
+    assert "SessionNotSupportedError: the in-memory store cannot join a database session" in out
+    assert "records written: 0" in out
+
+
 @pytest.mark.parametrize(
-    "script", ["quickstart_async.py", "sync_app.py", "recurrent_cron.py", "long_job_heartbeat.py"]
+    "script",
+    [
+        "quickstart_async.py",
+        "sync_app.py",
+        "recurrent_cron.py",
+        "long_job_heartbeat.py",
+        "transactional_schedule.py",
+    ],
 )
 def test_examples_run_as_scripts(script: str) -> None:
     done = subprocess.run(
@@ -142,3 +158,19 @@ def test_examples_on_mongodb(
 ) -> None:
     main(["--uri", mongodb_uri])
     assert expected in output_of(capsys)
+
+
+@pytest.mark.mongo
+def test_transactional_schedule_on_mongodb(
+    mongodb_uri: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    transactional_schedule.main(["--uri", mongodb_uri])
+    out = output_of(capsys)
+    assert "order 1: placed with its confirmation job" in out
+    assert "order 1: already placed: its confirmation job is kept, written once" in out
+    assert "order 2: placed with its confirmation job" in out
+    assert "order 3: out of stock: neither the order nor its job was written" in out
+    assert "orders stored: [1, 2]" in out
+    assert "send_confirmation: success -> order 1 confirmed to ada@example.com" in out
+    assert "send_confirmation: success -> order 2 confirmed to grace@example.com" in out
+    assert out.count("send_confirmation: success") == 2

@@ -21,6 +21,9 @@ What it emulates of MongoDB and @orion-js/dogs:
   ``<= clock.now()`` are purged lazily at the next call (MongoDB's TTL monitor is later than that,
   up to a minute; a test must not rely on the record surviving past its ``expires_at``).
 
+What it does not: transactions. ``schedule``/``schedule_many`` with a ``session`` raise
+:class:`~dogs_core.errors.SessionNotSupportedError` and write nothing.
+
 Complexity. Claimable records (a partition is set and the record is not a terminal event) are kept
 per ``(partition, job_name)`` in a list sorted by ``(-priority, next_run_at, insertion seq)``.
 A claim walks, for each requested name, its list from the start: an entry due in the future ends
@@ -69,7 +72,7 @@ from dogs_core.domain.records import (
     ScheduleOutcome,
     to_millis,
 )
-from dogs_core.errors import InvalidOptionError, StoreError
+from dogs_core.errors import InvalidOptionError, SessionNotSupportedError, StoreError
 from dogs_core.ids import new_record_id
 from dogs_core.ports import Clock, StoreCapabilities
 from dogs_core.runtime.forwarding import ForwardingJobStore
@@ -115,11 +118,16 @@ class SyncInMemoryJobStore(MemoryState):
     def capabilities(self) -> StoreCapabilities:
         return _CAPABILITIES
 
-    def schedule(self, job: NewJob) -> ScheduleOutcome:
+    def schedule(self, job: NewJob, *, session: object | None = None) -> ScheduleOutcome:
+        """See the port; a ``session`` is refused (:func:`_refuse_session`)."""
+        _refuse_session(session)
         with self._state():
             return self._insert(job)
 
-    def schedule_many(self, jobs: Sequence[NewJob]) -> BulkScheduleResult:
+    def schedule_many(
+        self, jobs: Sequence[NewJob], *, session: object | None = None
+    ) -> BulkScheduleResult:
+        _refuse_session(session)
         with self._state():
             outcomes: list[ScheduleOutcome | None] = []
             errors: list[ItemError] = []
@@ -440,3 +448,15 @@ class InMemoryJobStore(ForwardingJobStore):
     async def _forward(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
         await anyio.lowlevel.checkpoint()
         return getattr(self.sync, method)(*args, **kwargs)
+def _refuse_session(session: object | None) -> None:
+    """The in-memory store has no transactions to join: a ``session`` is refused before
+    anything is written (a job that appeared whatever became of the caller's transaction would
+    be worse than an error)."""
+    if session is not None:
+        raise SessionNotSupportedError(
+            f"the in-memory store cannot join a database session ({type(session).__name__}): "
+            "it has no transactions, so nothing was written; schedule without session=, or "
+            "use a MongoDB store"
+        )
+
+

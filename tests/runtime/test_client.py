@@ -261,15 +261,18 @@ class FlakyInserts(SyncInMemoryJobStore):
             raise TransientStoreError("connection reset", write_may_have_applied=True)
         return result
 
-    def schedule(self, job: NewJob) -> ScheduleOutcome:
+    def schedule(self, job: NewJob, *, session: object | None = None) -> ScheduleOutcome:
         outcome: ScheduleOutcome = self._flaky(
-            "schedule", lambda: super(FlakyInserts, self).schedule(job)
+            "schedule", lambda: super(FlakyInserts, self).schedule(job, session=session)
         )
         return outcome
 
-    def schedule_many(self, jobs: Sequence[NewJob]) -> BulkScheduleResult:
+    def schedule_many(
+        self, jobs: Sequence[NewJob], *, session: object | None = None
+    ) -> BulkScheduleResult:
         result: BulkScheduleResult = self._flaky(
-            "schedule_many", lambda: super(FlakyInserts, self).schedule_many(jobs)
+            "schedule_many",
+            lambda: super(FlakyInserts, self).schedule_many(jobs, session=session),
         )
         return result
 
@@ -377,9 +380,9 @@ class ThreadRecording(SyncInMemoryJobStore):
         super().__init__()
         self.threads: list[int] = []
 
-    def schedule(self, job: NewJob) -> ScheduleOutcome:
+    def schedule(self, job: NewJob, *, session: object | None = None) -> ScheduleOutcome:
         self.threads.append(threading.get_ident())
-        return super().schedule(job)
+        return super().schedule(job, session=session)
 
 
 def test_the_blocking_client_calls_a_sync_store_in_the_callers_thread() -> None:

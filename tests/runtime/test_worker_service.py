@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections import Counter
 from typing import Any
 
@@ -363,3 +365,29 @@ async def test_stop_waits_for_the_batched_completion_and_history_row() -> None:
     assert await store.find_jobs() == []
     [row] = await store.get_executions("quick")
     assert row.status.value == "success"
+
+
+async def test_an_ended_execution_is_freed_without_the_garbage_collector() -> None:
+    """No reference cycle outlives an execution (the cost of a no-op job includes whatever the
+    garbage collector has to find): with the collector off, its context is freed at once."""
+    jobs = Jobs()
+    contexts: list[weakref.ref[JobContext]] = []
+
+    @jobs.event
+    async def noop(params: object, ctx: JobContext) -> None:
+        contexts.append(weakref.ref(ctx))
+
+    h = Harness(jobs)
+    for _ in range(3):
+        await h.client.schedule(noop)
+    gc.collect()
+    gc.disable()
+    try:
+        async with h.workers() as workers:
+            await anyio.sleep(2)
+            await workers.stop()
+        alive = [ref for ref in contexts if ref() is not None]
+    finally:
+        gc.enable()
+    assert len(contexts) == 3
+    assert alive == []

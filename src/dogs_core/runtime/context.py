@@ -18,14 +18,8 @@ from dogs_core.runtime.settings import DurationLike
 __all__ = ["ExecutionControls", "JobContext", "current_job"]
 
 
-class ExecutionControls(Protocol):
-    """What a context needs of the execution it belongs to (the runtime's ``Execution``)."""
-
-    @property
-    def job(self) -> ClaimedJob: ...
-
-    @property
-    def definition(self) -> JobDefinition: ...
+class LockControls(Protocol):
+    """What a context asks of its execution while it runs."""
 
     @property
     def cancel_requested(self) -> bool: ...
@@ -33,6 +27,16 @@ class ExecutionControls(Protocol):
     async def extend_lock(self, seconds: float) -> bool: ...
 
     def clear_watchdog(self) -> None: ...
+
+
+class ExecutionControls(LockControls, Protocol):
+    """What a context needs of the execution it belongs to (the runtime's ``Execution``)."""
+
+    @property
+    def job(self) -> ClaimedJob: ...
+
+    @property
+    def definition(self) -> JobDefinition: ...
 
 
 _current: ContextVar[JobContext | None] = ContextVar("dogs_current_job", default=None)
@@ -70,8 +74,9 @@ class JobContext:
     """
 
     def __init__(self, execution: ExecutionControls) -> None:
-        self._execution = execution
-        job = execution.job
+        self._execution: LockControls = execution
+        job = self._job = execution.job
+        self._definition = execution.definition
         self.logger: logging.LoggerAdapter[logging.Logger] = _JobLogger(
             logging.getLogger(f"dogs.job.{job.job_name}"),
             {"job_name": job.job_name, "job_id": job.job_id, "execution_id": job.execution_id},
@@ -80,38 +85,38 @@ class JobContext:
     @property
     def record(self) -> ClaimedJob:
         """The claimed record: ids, name, type, params as stored, tries, priority..."""
-        return self._execution.job
+        return self._job
 
     @property
     def definition(self) -> JobDefinition:
-        return self._execution.definition
+        return self._definition
 
     @property
     def job_id(self) -> str:
-        return self._execution.job.job_id
+        return self._job.job_id
 
     @property
     def execution_id(self) -> str:
-        return self._execution.job.execution_id
+        return self._job.execution_id
 
     @property
     def job_name(self) -> str:
-        return self._execution.job.job_name
+        return self._job.job_name
 
     @property
     def tries(self) -> int:
         """The attempt number, counting this one (1 on the first run)."""
-        return self._execution.job.tries
+        return self._job.tries
 
     @property
     def was_stale(self) -> bool:
         """Whether an earlier execution of this record lost its lock (crash or stale)."""
-        return self._execution.job.was_stale
+        return self._job.was_stale
 
     @property
     def params(self) -> Mapping[str, Any] | None:
         """The params as stored (the handler receives them loaded into its model, if any)."""
-        return self._execution.job.params
+        return self._job.params
 
     @property
     def cancelled(self) -> bool:
@@ -143,12 +148,33 @@ class JobContext:
             # Not in a worker thread: we are on the event loop already.
             self._execution.clear_watchdog()
 
+    def _detach(self) -> None:
+        """The execution has ended: let it go (a context a handler kept still answers its
+        questions; lock requests are refused). Breaks the execution-context cycle, so that an
+        ended execution is freed at once instead of by the garbage collector."""
+        self._execution = _Ended(self._execution.cancel_requested)
+
     def raise_if_cancelled(self) -> None:
         """For sync handlers: raise when the execution should stop (stale or shutdown)."""
         if self._execution.cancel_requested:
             raise ExecutionCancelledError(
                 f"execution {self.execution_id} of {self.job_name} was cancelled"
             )
+
+
+class _Ended:
+    """What a context holds once its execution has ended."""
+
+    __slots__ = ("cancel_requested",)
+
+    def __init__(self, cancel_requested: bool) -> None:
+        self.cancel_requested = cancel_requested
+
+    async def extend_lock(self, seconds: float) -> bool:
+        return False
+
+    def clear_watchdog(self) -> None:
+        return None
 
 
 def set_current(context: JobContext | None) -> Token[JobContext | None]:

@@ -108,7 +108,7 @@ class Execution:
     async def extend_lock(self, seconds: float) -> bool:
         keeper = self._keeper
         if keeper is None:
-            logger.warning("extend_lock_time called before the handler started; ignored")
+            logger.warning("extend_lock_time called while the handler is not running; ignored")
             return False
         return await keeper.extend(seconds)
 
@@ -401,6 +401,10 @@ class Execution:
     def _task_ended(self) -> None:
         self._open_tasks -= 1
         if self._open_tasks == 0:
+            # Break the cycles (context, lock keeper) so the execution is freed by reference
+            # counting now, not by the garbage collector later.
+            self.context._detach()
+            self._keeper = None
             self.services.report(self.job, Milestone.ENDED)
 
     async def _write_history(

@@ -49,11 +49,14 @@ class ForwardingJobStore(ABC):
     async def capabilities(self) -> StoreCapabilities:
         return cast(StoreCapabilities, await self._forward("capabilities"))
 
-    async def schedule(self, job: NewJob) -> ScheduleOutcome:
-        return cast(ScheduleOutcome, await self._forward("schedule", job))
+    async def schedule(self, job: NewJob, *, session: object | None = None) -> ScheduleOutcome:
+        return cast(ScheduleOutcome, await self._forward("schedule", job, session=session))
 
-    async def schedule_many(self, jobs: Sequence[NewJob]) -> BulkScheduleResult:
-        return cast(BulkScheduleResult, await self._forward("schedule_many", jobs))
+    async def schedule_many(
+        self, jobs: Sequence[NewJob], *, session: object | None = None
+    ) -> BulkScheduleResult:
+        result = await self._forward("schedule_many", jobs, session=session)
+        return cast(BulkScheduleResult, result)
 
     async def ensure_recurrent(
         self, job_name: str, *, priority: int, partition: int, now: datetime

@@ -223,11 +223,16 @@ class AsyncMongoJobStore(MongoClaims):
     # Scheduling
     # ------------------------------------------------------------------------------------------
 
-    async def schedule(self, job: NewJob) -> ScheduleOutcome:
+    async def schedule(self, job: NewJob, *, session: Any = None) -> ScheduleOutcome:
+        """``insertOne`` of the record, as Dogs does; a duplicate key on ``uniqueIdentifier`` is
+        a ``Duplicate`` of the holder. Every command joins ``session`` (a PyMongo session of
+        this store's client); inside its transaction see :meth:`_schedule_in_transaction`."""
         document = _checked_document(job)
         try:
             with translate_errors("schedule", write=True):
-                await self._records.insert_one(document)
+        if _in_transaction(session):
+            return await self._schedule_in_transaction(job, document, session)
+                await self._records.insert_one(document, session=session)
         except DuplicateKeyError as error:
             if _duplicate_key_field(error.details) == "_id":
                 return Scheduled(id=job.id)  # a retry of an insert that had landed
@@ -237,7 +242,7 @@ class AsyncMongoJobStore(MongoClaims):
                 raise
             with translate_errors("schedule (duplicate lookup)", write=False):
                 existing = await self._records.find_one(
-                    q.unique_identifier_filter(job.unique_identifier), {"_id": 1}
+                    q.unique_identifier_filter(job.unique_identifier), {"_id": 1}, session=session
                 )
             existing_id = None if existing is None else str(existing["_id"])
             if existing_id == job.id:
@@ -245,21 +250,51 @@ class AsyncMongoJobStore(MongoClaims):
             return Duplicate(existing_id=existing_id, unique_identifier=job.unique_identifier)
         return Scheduled(id=job.id)
 
-    async def schedule_many(self, jobs: Sequence[NewJob]) -> BulkScheduleResult:
+    async def _schedule_in_transaction(
+        self, job: NewJob, document: Document, session: Any
+    ) -> ScheduleOutcome:
+        """``schedule`` inside the caller's transaction, where any failed write aborts the
+        whole transaction. So a job with an identifier is an upsert by ``uniqueIdentifier``
+        with every field in ``$setOnInsert``: a taken identifier matches, writes nothing and
+        is read back, in the same session, as a ``Duplicate``. PyMongo's errors propagate as
+        they are, labels included, so that the caller's ``with_transaction`` retries the whole
+        transaction on a ``TransientTransactionError`` (a ``TransientStoreError`` would hide
+        the label)."""
+        if job.unique_identifier is None:
+            await self._records.insert_one(document, session=session)
+            return Scheduled(id=job.id)
+        holder = q.unique_identifier_filter(job.unique_identifier)
+        result = await self._records.update_one(
+            holder, q.upsert_unique_update(document), upsert=True, session=session
+        )
+        if result.upserted_id is not None:
+            return Scheduled(id=job.id)
+        existing = await self._records.find_one(holder, {"_id": 1}, session=session)
+        existing_id = None if existing is None else str(existing["_id"])
+        if existing_id == job.id:
+            return Scheduled(id=job.id)  # this transaction had scheduled it already
+        return Duplicate(existing_id=existing_id, unique_identifier=job.unique_identifier)
+
+    async def schedule_many(
+        self, jobs: Sequence[NewJob], *, session: Any = None
+    ) -> BulkScheduleResult:
         """One unordered ``bulkWrite``: an insert per item without an identifier, an upsert by
         ``uniqueIdentifier`` with every field in ``$setOnInsert`` per item with one. An item whose
         record cannot be stored as BSON (or is over 16 MiB) is an item error and is not sent.
         Items whose record already exists under their own id (a retried batch) count as
-        scheduled; other items whose identifier is taken count as skipped."""
+        scheduled; other items whose identifier is taken count as skipped. Every command joins
+        ``session``; inside its transaction a write error (which has aborted the transaction)
+        and every other PyMongo error propagate as they are (see
+        :meth:`_schedule_in_transaction`)."""
         outcomes: list[ScheduleOutcome | None] = [None] * len(jobs)
         errors: list[ItemError] = []
         requests, request_items = _schedule_requests(jobs, errors)
         if not requests:
             return BulkScheduleResult(0, 0, errors=tuple(errors), outcomes=tuple(outcomes))
-        write_errors, upserted = await self._bulk_schedule(requests)
+        write_errors, upserted = await self._bulk_schedule(requests, session)
         taken = _sort_outcomes(jobs, request_items, write_errors, upserted, outcomes, errors)
         if taken:
-            await self._resolve_taken(jobs, taken, outcomes)
+            await self._resolve_taken(jobs, taken, outcomes, session)
         errors.sort(key=lambda item: item.index)
         return BulkScheduleResult(
             scheduled_count=sum(isinstance(o, Scheduled) for o in outcomes),
@@ -269,13 +304,16 @@ class AsyncMongoJobStore(MongoClaims):
         )
 
     async def _bulk_schedule(
-        self, requests: list[InsertOne[Document] | UpdateOne]
+        self, requests: list[InsertOne[Document] | UpdateOne], session: Any
     ) -> tuple[dict[int, Mapping[str, Any]], Mapping[int, Any]]:
         """The unordered ``bulkWrite`` of ``schedule_many``: its per-request write errors and
         upserted ids, by request index. A write concern error is transient (may have applied)."""
         try:
             with translate_errors("schedule_many", write=True):
-                result = await self._records.bulk_write(requests, ordered=False)
+        if _in_transaction(session):
+            result = await self._records.bulk_write(requests, ordered=False, session=session)
+            return {}, result.upserted_ids or {}
+                result = await self._records.bulk_write(requests, ordered=False, session=session)
         except BulkWriteError as error:
             details = error.details
             if details.get("writeConcernErrors"):
@@ -294,8 +332,9 @@ class AsyncMongoJobStore(MongoClaims):
         outcomes: list[ScheduleOutcome | None],
     ) -> None:
         """The outcomes of the items whose identifier was taken: ``Scheduled`` when the holder
+        session: Any,
         is the item's own record (a retried batch), ``Duplicate`` of the holder otherwise."""
-        holders = await self._holders(list(taken))
+        holders = await self._holders(list(taken), session)
         for identifier, item_indexes in taken.items():
             holder = holders.get(identifier)
             for item_index in item_indexes:
@@ -306,17 +345,19 @@ class AsyncMongoJobStore(MongoClaims):
                         existing_id=holder, unique_identifier=identifier
                     )
 
-    async def _holders(self, identifiers: list[str]) -> dict[str, str]:
+    async def _holders(self, identifiers: list[str], session: Any) -> dict[str, str]:
         """The ids of the records holding these identifiers. The batch has been written already,
         so a transient failure here says so (``write_may_have_applied``): retrying the batch is
-        safe, every item keeps its id."""
+        safe, every item keeps its id. In a transaction PyMongo's error propagates as it is."""
         try:
             cursor = self._records.find(
-                {"uniqueIdentifier": {"$in": identifiers}}, {"_id": 1, "uniqueIdentifier": 1}
+                {"uniqueIdentifier": {"$in": identifiers}},
+                {"_id": 1, "uniqueIdentifier": 1},
+                session=session,
             )
             found = await cursor.to_list(None)
         except PyMongoError as error:
-            if not is_transient(error):
+            if _in_transaction(session) or not is_transient(error):
                 raise
             raise TransientStoreError(
                 f"schedule_many: the batch was written but its duplicates could not be "
@@ -647,6 +688,11 @@ def _schedule_requests(
     that cannot be stored is appended to ``errors`` and gets no request."""
     requests: list[InsertOne[Document] | UpdateOne] = []
     request_items: list[int] = []  # request index -> item index
+def _in_transaction(session: Any) -> bool:
+    """Whether ``session`` (a PyMongo session or ``None``) is in a transaction."""
+    return session is not None and bool(session.in_transaction)
+
+
     for index, job in enumerate(jobs):
         try:
             document = _checked_document(job)

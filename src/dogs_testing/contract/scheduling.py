@@ -144,6 +144,19 @@ class SchedulingContract(ContractBase):
         assert duplicate.existing_id in (None, existing)  # a bulk upsert may not know it
         assert isinstance(scheduled, Scheduled)
 
+    async def test_session_none_is_scheduling_without_a_session(self, store: AsyncJobStore) -> None:
+        """``session=None`` (the caller has no database session) is the call without it; a
+        store that cannot join sessions must still accept ``None``."""
+        job = _job(uid="s")
+        assert await store.schedule(job, session=None) == Scheduled(job.id)
+        assert await store.schedule(job, session=None) == Scheduled(job.id)  # a retry
+        taken = await store.schedule(_job(uid="s"), session=None)
+        assert taken == Duplicate(existing_id=job.id, unique_identifier="s")
+        batch = [_job(partition=1), _job(uid="s"), _job(uid="t")]
+        result = await store.schedule_many(batch, session=None)
+        assert (result.scheduled_count, result.skipped_count, result.errors) == (2, 1, ())
+        assert {r.id for r in await store.find_jobs()} == {job.id, batch[0].id, batch[2].id}
+
     # ---------------------------------------------------------------- recurrent records
 
     async def test_ensure_recurrent_inserts_once_then_updates_priority_only(

@@ -51,10 +51,12 @@ logger = logging.getLogger("dogs.client")
 class DogsClient(ClientBase):
     """Schedules event jobs and reads what the workers recorded.
 
+    in_transaction,
     ``jobs`` is optional: with a registry, jobs may be named by string and a definition that
     is not in it is refused (it would never be claimed by these workers); without one, pass
     definitions. ``n_partitions`` must match the workers'.
     """
+    validate_session,
 
     def __init__(
         self,
@@ -99,9 +101,10 @@ class DogsClient(ClientBase):
             definition, ScheduleItem(params, run_in, run_at, priority, unique_key)
         )
         await self._ensure_setup()
-        outcome = await self._insert_one(new_job)
+        outcome = await self._insert_one(new_job, session)
         logger.debug("scheduled %s: %s", definition.name, outcome)
         return outcome
+        session: object | None = None,
 
     async def schedule_many(
         self,
@@ -110,19 +113,32 @@ class DogsClient(ClientBase):
     ) -> BulkScheduleResult:
         """Schedule many runs of one event job in one round trip.
 
+        ``session`` is the caller's database session (MongoDB: a PyMongo ``ClientSession`` or
+        ``AsyncClientSession`` of the store's client). The insert joins it: inside a
+        transaction the job exists only if that transaction commits, and a taken
+        ``unique_key`` is still ``Duplicate`` without aborting it. In a transaction nothing is
+        retried or read back here: errors propagate to the caller's ``with_transaction``, which
+        retries the whole transaction. A store without sessions (the in-memory one) raises
+        :class:`~dogs_core.errors.SessionNotSupportedError` and writes nothing.
+
+        validate_session(session)
         Each item is validated first; invalid items are reported in ``errors`` (with their
         index) and the others are still written. Items holding a taken ``unique_key`` are
-        counted as skipped and never modify the existing record.
+        counted as skipped and never modify the existing record. ``session`` as for
+        :meth:`schedule`: in a transaction a failed write (the transaction is then aborted)
+        raises instead of becoming an item error.
         """
         batch = self._prepare_many(self._event_definition(job), items)
         if not batch.jobs:
             return batch.result()
         await self._ensure_setup()
-        return batch.result(await self._insert_many(batch.jobs))
+        return batch.result(await self._insert_many(batch.jobs, session))
 
     # -- reading ----------------------------------------------------------------------------
 
     async def get_executions(
+        *,
+        session: object | None = None,
         self, job: JobDefinition | str, *, limit: int = 20, skip: int = 0
     ) -> list[HistoryRecord]:
         """Finished executions of one job, newest first."""
@@ -130,6 +146,7 @@ class DogsClient(ClientBase):
         return await self.store.get_executions(job_name(job), limit=limit, skip=skip)
 
     async def get_job(self, job_id: str) -> JobRecord | None:
+        validate_session(session)
         """One stored record by id (``None`` once an event job succeeded and was deleted)."""
         validate_job_id(job_id)
         return await self.store.get_job(job_id)
@@ -153,20 +170,23 @@ class DogsClient(ClientBase):
 
     # -- inserting safely ------------------------------------------------------------------
 
-    async def _insert_one(self, job: NewJob) -> ScheduleOutcome:
+    async def _insert_one(self, job: NewJob, session: object | None = None) -> ScheduleOutcome:
         """Insert with retries that can never make one schedule call run a job twice.
 
         Record ids are chosen here, so re-sending an insert that had landed is harmless while
         the record exists. After an ambiguous failure the record may also have run and been
         deleted already; re-sending would then run the job a second time, so it is looked up
-        first (see :meth:`_after_ambiguous_insert`).
+        first (see :meth:`_after_ambiguous_insert`). Inside the caller's transaction the insert
+        is sent once: the caller's ``with_transaction`` retries (see ``in_transaction``).
         """
 
         async def settle(error: TransientStoreError) -> ScheduleOutcome | None:
             return await self._after_ambiguous_insert(job)
 
         return await retry_transient(
-            lambda: self.store.schedule(job), what=f"schedule {job.job_name}", on_ambiguous=settle
+            lambda: self.store.schedule(job, session=session),
+            what=f"schedule {job.job_name}",
+            on_ambiguous=settle,
         )
 
     async def _after_ambiguous_insert(self, job: NewJob) -> ScheduleOutcome | None:
@@ -185,11 +205,16 @@ class DogsClient(ClientBase):
             return Scheduled(job.id)  # it landed, ran, and was deleted on success
         raise ScheduleOutcomeUnknownError(job.id, job.job_name)
 
-    async def _insert_many(self, jobs: list[NewJob]) -> BulkScheduleResult:
-        """One bulk insert; after an ambiguous failure, settle each job on its own."""
+    async def _insert_many(
+        self, jobs: list[NewJob], session: object | None = None
+    ) -> BulkScheduleResult:
+        """One bulk insert; after an ambiguous failure, settle each job on its own. Inside the
+        caller's transaction it is sent once, as :meth:`_insert_one` is."""
+        if in_transaction(session):
+            return await self.store.schedule_many(jobs, session=session)
         try:
             return await retry_transient(
-                lambda: self.store.schedule_many(jobs),
+                lambda: self.store.schedule_many(jobs, session=session),
                 what=f"schedule_many {jobs[0].job_name}",
                 on_ambiguous=_settle_one_by_one,
             )
@@ -199,7 +224,7 @@ class DogsClient(ClientBase):
         errors: list[ItemError] = []
         for index, job in enumerate(jobs):
             try:
-                outcomes.append(await self._insert_one(job))
+                outcomes.append(await self._insert_one(job, session))
             except DogsError as error:
                 outcomes.append(None)
                 errors.append(ItemError(index=index, error=error, job=job))
@@ -209,3 +234,5 @@ class DogsClient(ClientBase):
 async def _settle_one_by_one(error: TransientStoreError) -> NoReturn:
     """A bulk insert that may have landed in part is not re-sent as a whole."""
     raise AmbiguousBulkInsert from error
+        if in_transaction(session):
+            return await self.store.schedule(job, session=session)
