@@ -30,6 +30,7 @@ from dogs_core.domain.records import (
 )
 from dogs_core.errors import StoreError
 from dogs_core.ports import Clock, StoreCapabilities
+from dogs_testing._memory_feeds import FeedHub
 
 __all__ = ["MemoryState"]
 
@@ -122,7 +123,9 @@ class MemoryState:
         self._history: dict[str, HistoryRecord] = {}  # execution_id -> row
         self._history_seq: dict[str, int] = {}
         self._history_by_name: dict[str, dict[str, None]] = {}
+        self._history_by_job: dict[str, dict[str, None]] = {}  # job_id -> execution ids
         self._history_expiry: list[tuple[datetime, int, str]] = []
+        self._feeds = FeedHub()  # the change feeds' subscribers, offered every change
 
     # ------------------------------------------------------------------ internal state upkeep
 
@@ -147,10 +150,8 @@ class MemoryState:
             if row is not None and row.expires_at == expires_at:
                 del self._history[execution_id]
                 del self._history_seq[execution_id]
-                names = self._history_by_name[row.job_name]
-                del names[execution_id]
-                if not names:
-                    del self._history_by_name[row.job_name]
+                _unindex(self._history_by_name, row.job_name, execution_id)
+                _unindex(self._history_by_job, row.job_id, execution_id)
 
     def _slot(self, record: JobRecord | None) -> tuple[_Bucket, _Key] | None:
         if record is None or record.partition is None or _is_terminal(record):
@@ -247,6 +248,7 @@ class MemoryState:
         if problem is not None:
             raise StoreError(f"cannot schedule {job.job_name!r}: {problem}")
         self._put(None, record)
+        self._feeds.offer_record(record)
         return Scheduled(id=record.id)
 
     def _walk(
@@ -357,13 +359,24 @@ class MemoryState:
         if existing is not None:
             row = dataclasses.replace(row, status=existing.status)  # first status wins
             if existing.job_name != row.job_name:
-                del self._history_by_name[existing.job_name][key]
-                if not self._history_by_name[existing.job_name]:
-                    del self._history_by_name[existing.job_name]
+                _unindex(self._history_by_name, existing.job_name, key)
+            if existing.job_id != row.job_id:
+                _unindex(self._history_by_job, existing.job_id, key)
         else:
             self._history_seq[key] = self._next_seq
             self._next_seq += 1
         self._history_by_name.setdefault(row.job_name, {})[key] = None
+        self._history_by_job.setdefault(row.job_id, {})[key] = None
         if existing is None or existing.expires_at != row.expires_at:
             heapq.heappush(self._history_expiry, (row.expires_at, self._history_seq[key], key))
         self._history[key] = row
+        if existing is None:
+            self._feeds.offer_history(row, _history_row)
+
+
+def _unindex(index: dict[str, dict[str, None]], key: str, member: str) -> None:
+    """Remove ``member`` from ``index[key]``, and the key when nothing is left under it."""
+    members = index[key]
+    del members[member]
+    if not members:
+        del index[key]

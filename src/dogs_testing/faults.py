@@ -15,6 +15,16 @@
     store sees it late) or after it (the reply is slow: the caller learns late). Under a virtual
     clock (trio's ``MockClock``) the delays take no real time.
 
+``FEED_UNAVAILABLE``
+    Raise :class:`~dogs_core.errors.ChangeFeedUnavailableError` from a change feed, as a
+    standalone MongoDB server does (feeds only).
+
+A change feed (``watch_records``, ``watch_history``) is one call per batch asked for: each
+``__anext__`` of the feed is matched against the plan like a call of its method (so
+``fail_next("watch_records", skip_calls=2)`` fails the third batch, the first being the open
+signal). An error ends the feed, as a change stream that could not be resumed does; delays slow
+the batch; a disconnected store fails the next batch.
+
 Besides the plan, :meth:`FaultyJobStore.disconnect` cuts the store off (every call fails before
 reaching the inner store, and a reply still on its way is lost) to play a crashed or partitioned
 worker: its locks stay in the store until they expire.
@@ -38,17 +48,18 @@ import enum
 import math
 import random
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
 import anyio
 
-from dogs_core.errors import InvalidOptionError, TransientStoreError
+from dogs_core.errors import ChangeFeedUnavailableError, InvalidOptionError, TransientStoreError
 from dogs_core.ports import AsyncJobStore
 from dogs_testing.wrapper import JobStoreWrapper
 
 __all__ = [
+    "FEED_METHODS",
     "FENCED_METHODS",
     "PORT_METHODS",
     "READ_METHODS",
@@ -94,8 +105,10 @@ READ_METHODS: Final = frozenset(
         "status_counts",
     }
 )
+#: Port methods that open a change feed (faulted batch by batch).
+FEED_METHODS: Final = frozenset({"watch_records", "watch_history"})
 #: Every port method a plan may name (``close`` is never faulted).
-PORT_METHODS: Final = WRITE_METHODS | READ_METHODS
+PORT_METHODS: Final = WRITE_METHODS | READ_METHODS | FEED_METHODS
 
 #: The fenced writes an execution makes on behalf of its lock.
 FENCED_METHODS: Final = frozenset(
@@ -117,12 +130,18 @@ class FaultKind(enum.StrEnum):
     ERROR_AFTER = "error_after"
     DELAY_BEFORE = "delay_before"
     DELAY_AFTER = "delay_after"
+    FEED_UNAVAILABLE = "feed_unavailable"
     DISCONNECTED = "disconnected"
     """Counted for calls refused (or replies lost) while the store is disconnected."""
 
     @property
     def is_error(self) -> bool:
-        return self in (FaultKind.ERROR_BEFORE, FaultKind.ERROR_AFTER, FaultKind.DISCONNECTED)
+        return self in (
+            FaultKind.ERROR_BEFORE,
+            FaultKind.ERROR_AFTER,
+            FaultKind.FEED_UNAVAILABLE,
+            FaultKind.DISCONNECTED,
+        )
 
     @property
     def is_delay(self) -> bool:
@@ -155,7 +174,9 @@ class FaultRule:
     def __post_init__(self) -> None:
         if not isinstance(self.kind, FaultKind) or self.kind is FaultKind.DISCONNECTED:
             raise InvalidOptionError(
-                "kind", self.kind, "must be ERROR_BEFORE, ERROR_AFTER, DELAY_BEFORE or DELAY_AFTER"
+                "kind",
+                self.kind,
+                "must be ERROR_BEFORE, ERROR_AFTER, DELAY_BEFORE, DELAY_AFTER or FEED_UNAVAILABLE",
             )
         if self.methods is not None:
             methods = (
@@ -167,6 +188,10 @@ class FaultRule:
             if unknown:
                 raise InvalidOptionError(
                     "methods", unknown, f"not port methods; expected some of {sorted(PORT_METHODS)}"
+                )
+            if self.kind is FaultKind.FEED_UNAVAILABLE and methods - FEED_METHODS:
+                raise InvalidOptionError(
+                    "methods", sorted(methods - FEED_METHODS), "FEED_UNAVAILABLE faults only feeds"
                 )
             object.__setattr__(self, "methods", methods)
         if (
@@ -192,6 +217,8 @@ class FaultRule:
             raise InvalidOptionError("delay", self.delay, f"a {self.kind} rule needs a delay > 0")
 
     def applies_to(self, method: str) -> bool:
+        if self.kind is FaultKind.FEED_UNAVAILABLE and method not in FEED_METHODS:
+            return False
         return self.methods is None or method in self.methods
 
     def draw_delay(self, rng: random.Random) -> float:
@@ -473,3 +500,44 @@ class FaultyJobStore(JobStoreWrapper):
         if error is FaultKind.ERROR_AFTER:
             raise self._refuse(method, applied=True, what="was applied, then its reply was lost")
         return result
+
+    async def around_feed(
+        self, method: str, feed: Callable[[], AsyncGenerator[T, None]]
+    ) -> AsyncGenerator[T, None]:
+        """Each batch asked for is one call of ``method`` for the plan (see the module
+        documentation); the inner feed is opened at the first batch that gets through."""
+        inner: AsyncGenerator[T, None] | None = None
+        try:
+            while True:
+                self.stats.calls[method] += 1
+                self._check_connected(method, applied=False)
+                before, after, error = self._decide(method)
+                if before > 0:
+                    await anyio.sleep(before)
+                    self._check_connected(method, applied=False)
+                self._raise_feed_error(method, error, before_batch=True)
+                if inner is None:
+                    inner = feed()
+                try:
+                    batch = await inner.__anext__()
+                except StopAsyncIteration:
+                    return
+                self._check_connected(method, applied=True)
+                if after > 0:
+                    await anyio.sleep(after)
+                    self._check_connected(method, applied=True)
+                self._raise_feed_error(method, error, before_batch=False)
+                yield batch
+        finally:
+            if inner is not None:
+                await inner.aclose()
+
+    def _raise_feed_error(
+        self, method: str, error: FaultKind | None, *, before_batch: bool
+    ) -> None:
+        if before_batch and error is FaultKind.FEED_UNAVAILABLE:
+            raise ChangeFeedUnavailableError(f"{self.name}: injected fault: {method} unavailable")
+        if before_batch and error is FaultKind.ERROR_BEFORE:
+            raise self._refuse(method, applied=False, what="failed before its next batch")
+        if not before_batch and error is FaultKind.ERROR_AFTER:
+            raise self._refuse(method, applied=False, what="lost a batch, then failed")

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Generator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -55,6 +55,7 @@ import anyio.lowlevel
 
 from dogs_core.domain import validation
 from dogs_core.domain.batches import check_claim_requests, check_completions
+from dogs_core.domain.feeds import check_history_filter
 from dogs_core.domain.partitions import check_chosen_partition
 from dogs_core.domain.records import (
     BulkScheduleResult,
@@ -72,6 +73,7 @@ from dogs_core.domain.records import (
     ScheduleOutcome,
     to_millis,
 )
+from dogs_core.domain.wakeups import RecordChange
 from dogs_core.errors import InvalidOptionError, SessionNotSupportedError, StoreError
 from dogs_core.ids import new_record_id
 from dogs_core.ports import Clock, StoreCapabilities
@@ -109,6 +111,7 @@ class SyncInMemoryJobStore(MemoryState):
             if problem is not None:
                 raise StoreError(f"cannot insert record: {problem}")
             self._put(None, stored)
+            self._feeds.offer_record(stored)
 
     # ------------------------------------------------------------------ the JobStore port
 
@@ -159,6 +162,7 @@ class SyncInMemoryJobStore(MemoryState):
                     partition=partition,
                 )
                 self._put(None, record)
+                self._feeds.offer_record(record)
             else:
                 old = self._records[record_id]
                 self._put(old, dataclasses.replace(old, priority=priority, status=None))
@@ -232,6 +236,7 @@ class SyncInMemoryJobStore(MemoryState):
                 claim_was_stale=None,
             )
             self._put(old, new)
+            self._feeds.offer_record(new)
             return True
 
     def mark_max_tries_reached(
@@ -266,7 +271,9 @@ class SyncInMemoryJobStore(MemoryState):
             old = self._fenced(job_id, lock_id)
             if old is None:
                 return False
-            self._put(old, dataclasses.replace(old, locked_until=to_millis(now)))
+            new = dataclasses.replace(old, locked_until=to_millis(now))
+            self._put(old, new)
+            self._feeds.offer_record(new)
             return True
 
     def probe(self, *, hint: str, job_names: Sequence[str], partition: int, now: datetime) -> float:
@@ -303,7 +310,9 @@ class SyncInMemoryJobStore(MemoryState):
                     if partition != old.partition:
                         moves.append((old, partition))
             for old, partition in moves:
-                self._put(old, dataclasses.replace(old, partition=partition))
+                new = dataclasses.replace(old, partition=partition)
+                self._put(old, new)
+                self._feeds.offer_record(new)
             return len(moves)
 
     def backfill_retention(self, *, retention: timedelta | None, now: datetime) -> int:
@@ -329,10 +338,11 @@ class SyncInMemoryJobStore(MemoryState):
             for old in list(self._records.values()):
                 if old.lock_id is None and old.locked_until is None:
                     continue
-                self._put(
-                    old,
-                    dataclasses.replace(old, lock_id=None, locked_until=None, claim_was_stale=None),
+                new = dataclasses.replace(
+                    old, lock_id=None, locked_until=None, claim_was_stale=None
                 )
+                self._put(old, new)
+                self._feeds.offer_record(new)
                 modified += 1
             return modified
 
@@ -347,12 +357,24 @@ class SyncInMemoryJobStore(MemoryState):
                 self._upsert_history(row)
 
     def get_executions(
-        self, job_name: str, *, limit: int = 20, skip: int = 0
+        self,
+        job_name: str | None = None,
+        *,
+        job_id: str | None = None,
+        limit: int = 20,
+        skip: int = 0,
     ) -> list[HistoryRecord]:
+        check_history_filter(job_name, job_id)
         validation.integer("limit", limit, minimum=0)
         validation.integer("skip", skip, minimum=0)
         with self._state():
-            rows = [self._history[key] for key in self._history_by_name.get(job_name, ())]
+            if job_id is not None:
+                keys = self._history_by_job.get(job_id, {})
+            else:
+                keys = self._history_by_name.get(job_name or "", {})
+            rows = [self._history[key] for key in keys]
+            if job_id is not None and job_name is not None:
+                rows = [row for row in rows if row.job_name == job_name]
             rows.sort(
                 key=lambda row: (row.started_at, self._history_seq[row.execution_id]),
                 reverse=True,
@@ -363,6 +385,18 @@ class SyncInMemoryJobStore(MemoryState):
                 )
                 for row in rows[skip : skip + limit]
             ]
+
+    def watch_records(self, job_names: Sequence[str]) -> Generator[list[RecordChange], None, None]:
+        """The port's feed: every insert, reschedule, release, unlock and partition repair of a
+        record of ``job_names``, with its name, partition and next run (see
+        :mod:`dogs_testing._memory_feeds`)."""
+        return self._feeds.watch_records(job_names)
+
+    def watch_history(
+        self, *, job_ids: Sequence[str] | None = None, job_names: Sequence[str] | None = None
+    ) -> Generator[list[HistoryRecord], None, None]:
+        """The port's feed of history rows as first written (copies)."""
+        return self._feeds.watch_history(job_ids=job_ids, job_names=job_names)
 
     def get_job(self, job_id: str) -> JobRecord | None:
         with self._state():
@@ -422,6 +456,18 @@ class SyncInMemoryJobStore(MemoryState):
         """Nothing to release; the state stays readable."""
 
 
+def _refuse_session(session: object | None) -> None:
+    """The in-memory store has no transactions to join: a ``session`` is refused before
+    anything is written (a job that appeared whatever became of the caller's transaction would
+    be worse than an error)."""
+    if session is not None:
+        raise SessionNotSupportedError(
+            f"the in-memory store cannot join a database session ({type(session).__name__}): "
+            "it has no transactions, so nothing was written; schedule without session=, or "
+            "use a MongoDB store"
+        )
+
+
 class InMemoryJobStore(ForwardingJobStore):
     """The in-memory store, async face (:class:`~dogs_core.ports.AsyncJobStore`).
 
@@ -448,15 +494,10 @@ class InMemoryJobStore(ForwardingJobStore):
     async def _forward(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
         await anyio.lowlevel.checkpoint()
         return getattr(self.sync, method)(*args, **kwargs)
-def _refuse_session(session: object | None) -> None:
-    """The in-memory store has no transactions to join: a ``session`` is refused before
-    anything is written (a job that appeared whatever became of the caller's transaction would
-    be worse than an error)."""
-    if session is not None:
-        raise SessionNotSupportedError(
-            f"the in-memory store cannot join a database session ({type(session).__name__}): "
-            "it has no transactions, so nothing was written; schedule without session=, or "
-            "use a MongoDB store"
-        )
 
-
+    def _forward_feed(self, method: str, /, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+        """The feeds are native async generators over the shared state (no thread): a write
+        from any thread wakes them."""
+        open_feed = getattr(self.sync._feeds, f"{method}_async")
+        feed: AsyncGenerator[Any, None] = open_feed(*args, **kwargs)
+        return feed

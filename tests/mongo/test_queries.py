@@ -75,6 +75,11 @@ DOGS_HISTORY_INDEXES: list[dict[str, Any]] = [
     {"v": 2, "key": {"expiresAt": 1}, "name": "expiresAt_1", "expireAfterSeconds": 0},
 ]
 
+# The one index we add to Dogs' (docs/differences.md): the history of one job id, newest first.
+ADDITIVE_HISTORY_INDEXES: list[dict[str, Any]] = [
+    {"v": 2, "key": {"jobId": 1, "startedAt": -1}, "name": "jobId_1_startedAt_-1"},
+]
+
 
 def _selector(now: datetime, partition: int = 2) -> dict[str, Any]:
     """The claim/probe selector exactly as Dogs sends it (findAndModify / explain)."""
@@ -108,8 +113,13 @@ def test_record_indexes_are_dogs_indexes_in_creation_order() -> None:
         )  # key order matters
 
 
-def test_history_indexes_are_dogs_indexes() -> None:
-    assert [spec.as_list_indexes_entry() for spec in q.HISTORY_INDEXES] == DOGS_HISTORY_INDEXES
+def test_history_indexes_are_dogs_indexes_then_one_additive_index() -> None:
+    assert [spec.as_list_indexes_entry() for spec in q.HISTORY_INDEXES] == [
+        *DOGS_HISTORY_INDEXES,
+        *ADDITIVE_HISTORY_INDEXES,
+    ]
+    assert q.HISTORY_INDEXES[-1].name == q.HISTORY_JOB_ID_INDEX_NAME
+    assert list(q.HISTORY_INDEXES[-1].keys) == [("jobId", 1), ("startedAt", -1)]  # key order
 
 
 def test_index_models_carry_names_and_options() -> None:

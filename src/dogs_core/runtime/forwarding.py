@@ -7,12 +7,16 @@ thread (:class:`~dogs_core.runtime.threaded.ThreadedJobStore`), wrap it
 (:class:`dogs_testing.wrapper.JobStoreWrapper`), add a checkpoint before it
 (:class:`dogs_testing.memory.InMemoryJobStore`), ... so a forwarding store cannot forget a
 method when the port grows.
+
+The change feeds (``watch_records``, ``watch_history``) are async iterators, not awaitables:
+they go through a second hook, :meth:`ForwardingJobStore._forward_feed`, which returns the
+feed (an async generator, typically) that the port method returns.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -26,6 +30,7 @@ from dogs_core.domain.records import (
     NewJob,
     ScheduleOutcome,
 )
+from dogs_core.domain.wakeups import RecordChange
 from dogs_core.ports import AsyncJobStore, StoreCapabilities
 
 __all__ = ["ForwardingJobStore"]
@@ -35,13 +40,20 @@ class ForwardingJobStore(ABC):
     """An :class:`~dogs_core.ports.AsyncJobStore` whose every method (``close`` included) awaits
     ``self._forward(name, *args, **kwargs)``: the port method's name, then its arguments as the
     caller passed them (positional ones positionally, keyword-only ones by keyword; a defaulted
-    parameter is always passed, with its value). The hook returns the method's result."""
+    parameter is always passed, with its value). The hook returns the method's result. The
+    feeds return ``self._forward_feed(name, *args, **kwargs)`` the same way."""
 
     __slots__ = ()
 
     @abstractmethod
     async def _forward(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
         """Perform the port call ``method(*args, **kwargs)`` and return its result."""
+
+    @abstractmethod
+    def _forward_feed(self, method: str, /, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+        """The feed of the port call ``method(*args, **kwargs)`` (``watch_records`` or
+        ``watch_history``): an async iterator of its batches. Nothing need happen before its
+        first ``__anext__``; closing it (``aclose``) closes the forwarded feed."""
 
     async def setup(self) -> None:
         await self._forward("setup")
@@ -147,10 +159,27 @@ class ForwardingJobStore(ABC):
         await self._forward("write_history_many", records)
 
     async def get_executions(
-        self, job_name: str, *, limit: int = 20, skip: int = 0
+        self,
+        job_name: str | None = None,
+        *,
+        job_id: str | None = None,
+        limit: int = 20,
+        skip: int = 0,
     ) -> list[HistoryRecord]:
-        result = await self._forward("get_executions", job_name, limit=limit, skip=skip)
+        result = await self._forward(
+            "get_executions", job_name, job_id=job_id, limit=limit, skip=skip
+        )
         return cast("list[HistoryRecord]", result)
+
+    def watch_records(self, job_names: Sequence[str]) -> AsyncGenerator[list[RecordChange], None]:
+        feed = self._forward_feed("watch_records", job_names)
+        return cast("AsyncGenerator[list[RecordChange], None]", feed)
+
+    def watch_history(
+        self, *, job_ids: Sequence[str] | None = None, job_names: Sequence[str] | None = None
+    ) -> AsyncGenerator[list[HistoryRecord], None]:
+        feed = self._forward_feed("watch_history", job_ids=job_ids, job_names=job_names)
+        return cast("AsyncGenerator[list[HistoryRecord], None]", feed)
 
     async def get_job(self, job_id: str) -> JobRecord | None:
         return cast("JobRecord | None", await self._forward("get_job", job_id))

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator, Generator
 from functools import partial
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import anyio.to_thread
@@ -12,6 +13,8 @@ from dogs_core.ports import JobStore
 from dogs_core.runtime.forwarding import ForwardingJobStore
 
 __all__ = ["ThreadedJobStore"]
+
+_END: Final = object()
 
 
 class ThreadedJobStore(ForwardingJobStore):
@@ -22,6 +25,12 @@ class ThreadedJobStore(ForwardingJobStore):
     A call that has started is not abandoned when its caller is cancelled: it completes and its
     result is returned, the cancellation being delivered at the caller's next checkpoint, so a
     claim made in a thread is never lost.
+
+    A change feed is the sync store's iterator advanced by one ``next()`` per batch, each in a
+    worker thread under the same limiter; the sync feeds' heartbeats (``[]`` about every
+    second) keep each ``next()`` short, so a cancelled consumer waits at most that long. When the
+    async feed is closed (``aclose``, or a consumer leaving its loop), the sync iterator is
+    closed in a thread too, shielded from cancellation.
     """
 
     def __init__(self, sync_store: JobStore, limiter: anyio.CapacityLimiter | None = None) -> None:
@@ -36,3 +45,20 @@ class ThreadedJobStore(ForwardingJobStore):
     async def _forward(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
         call = partial(getattr(self._store, method), *args, **kwargs)
         return await anyio.to_thread.run_sync(call, limiter=self._limiter)
+
+    async def _forward_feed(
+        self, method: str, /, *args: Any, **kwargs: Any
+    ) -> AsyncGenerator[Any, None]:
+        opened = partial(getattr(self._store, method), *args, **kwargs)
+        iterator: Generator[Any, None, None] = await anyio.to_thread.run_sync(
+            opened, limiter=self._limiter
+        )
+        try:
+            while True:
+                batch = await anyio.to_thread.run_sync(next, iterator, _END, limiter=self._limiter)
+                if batch is _END:
+                    return
+                yield batch
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(iterator.close, limiter=self._limiter)

@@ -28,6 +28,7 @@ from pymongo.write_concern import WriteConcern
 
 from dogs_core.domain import validation
 from dogs_core.domain.batches import check_completions
+from dogs_core.domain.feeds import check_history_filter
 from dogs_core.domain.partitions import check_chosen_partition
 from dogs_core.domain.records import (
     BulkScheduleResult,
@@ -49,6 +50,7 @@ from dogs_core.errors import (
 from dogs_core.ids import new_record_id
 from dogs_core.ports import StoreCapabilities
 from dogs_mongo import queries as q
+from dogs_mongo._async.changes import MongoChanges
 from dogs_mongo._async.claims import (
     CLAIM_PATH_FIND_ONE_AND_UPDATE,
     CLAIM_PATH_SORTED_UPDATE_ONE,
@@ -77,7 +79,7 @@ _CODEC_OPTIONS: CodecOptions[dict[str, Any]] = CodecOptions(
 Document = dict[str, Any]
 
 
-class AsyncMongoJobStore(MongoClaims):
+class AsyncMongoJobStore(MongoClaims, MongoChanges):
     """:class:`~dogs_core.ports.AsyncJobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 
     ``client`` is a PyMongo ``AsyncMongoClient``. (The async store also accepts a Motor client:
@@ -228,10 +230,10 @@ class AsyncMongoJobStore(MongoClaims):
         a ``Duplicate`` of the holder. Every command joins ``session`` (a PyMongo session of
         this store's client); inside its transaction see :meth:`_schedule_in_transaction`."""
         document = _checked_document(job)
-        try:
-            with translate_errors("schedule", write=True):
         if _in_transaction(session):
             return await self._schedule_in_transaction(job, document, session)
+        try:
+            with translate_errors("schedule", write=True):
                 await self._records.insert_one(document, session=session)
         except DuplicateKeyError as error:
             if _duplicate_key_field(error.details) == "_id":
@@ -308,11 +310,11 @@ class AsyncMongoJobStore(MongoClaims):
     ) -> tuple[dict[int, Mapping[str, Any]], Mapping[int, Any]]:
         """The unordered ``bulkWrite`` of ``schedule_many``: its per-request write errors and
         upserted ids, by request index. A write concern error is transient (may have applied)."""
-        try:
-            with translate_errors("schedule_many", write=True):
         if _in_transaction(session):
             result = await self._records.bulk_write(requests, ordered=False, session=session)
             return {}, result.upserted_ids or {}
+        try:
+            with translate_errors("schedule_many", write=True):
                 result = await self._records.bulk_write(requests, ordered=False, session=session)
         except BulkWriteError as error:
             details = error.details
@@ -330,9 +332,9 @@ class AsyncMongoJobStore(MongoClaims):
         jobs: Sequence[NewJob],
         taken: Mapping[str, list[int]],
         outcomes: list[ScheduleOutcome | None],
+        session: Any,
     ) -> None:
         """The outcomes of the items whose identifier was taken: ``Scheduled`` when the holder
-        session: Any,
         is the item's own record (a retried batch), ``Duplicate`` of the holder otherwise."""
         holders = await self._holders(list(taken), session)
         for identifier, item_indexes in taken.items():
@@ -604,15 +606,21 @@ class AsyncMongoJobStore(MongoClaims):
             sent += len(batch)
 
     async def get_executions(
-        self, job_name: str, *, limit: int = 20, skip: int = 0
+        self,
+        job_name: str | None = None,
+        *,
+        job_id: str | None = None,
+        limit: int = 20,
+        skip: int = 0,
     ) -> list[HistoryRecord]:
+        check_history_filter(job_name, job_id)
         validation.integer("limit", limit, minimum=0)
         validation.integer("skip", skip, minimum=0)
         if limit == 0:
             return []
         with translate_errors("get_executions", write=False):
             cursor = (
-                self._history.find({"jobName": job_name})
+                self._history.find(q.get_executions_filter(job_name, job_id))
                 .sort(q.get_executions_sort())
                 .skip(skip)
                 .limit(limit)
@@ -680,6 +688,11 @@ async def _resolve(value: Any) -> Any:
     return value
 
 
+def _in_transaction(session: Any) -> bool:
+    """Whether ``session`` (a PyMongo session or ``None``) is in a transaction."""
+    return session is not None and bool(session.in_transaction)
+
+
 def _schedule_requests(
     jobs: Sequence[NewJob], errors: list[ItemError]
 ) -> tuple[list[InsertOne[Document] | UpdateOne], list[int]]:
@@ -688,11 +701,6 @@ def _schedule_requests(
     that cannot be stored is appended to ``errors`` and gets no request."""
     requests: list[InsertOne[Document] | UpdateOne] = []
     request_items: list[int] = []  # request index -> item index
-def _in_transaction(session: Any) -> bool:
-    """Whether ``session`` (a PyMongo session or ``None``) is in a transaction."""
-    return session is not None and bool(session.in_transaction)
-
-
     for index, job in enumerate(jobs):
         try:
             document = _checked_document(job)

@@ -30,6 +30,7 @@ from pymongo.write_concern import WriteConcern
 
 from dogs_core.domain import validation
 from dogs_core.domain.batches import check_completions
+from dogs_core.domain.feeds import check_history_filter
 from dogs_core.domain.partitions import check_chosen_partition
 from dogs_core.domain.records import (
     BulkScheduleResult,
@@ -51,6 +52,7 @@ from dogs_core.errors import (
 from dogs_core.ids import new_record_id
 from dogs_core.ports import StoreCapabilities
 from dogs_mongo import queries as q
+from dogs_mongo._sync.changes import MongoChanges
 from dogs_mongo._sync.claims import (
     CLAIM_PATH_FIND_ONE_AND_UPDATE,
     CLAIM_PATH_SORTED_UPDATE_ONE,
@@ -79,7 +81,7 @@ _CODEC_OPTIONS: CodecOptions[dict[str, Any]] = CodecOptions(
 Document = dict[str, Any]
 
 
-class MongoJobStore(MongoClaims):
+class MongoJobStore(MongoClaims, MongoChanges):
     """:class:`~dogs_core.ports.JobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 
     ``client`` is a PyMongo ``MongoClient``. (The async store also accepts a Motor client:
@@ -223,11 +225,16 @@ class MongoJobStore(MongoClaims):
     # Scheduling
     # ------------------------------------------------------------------------------------------
 
-    def schedule(self, job: NewJob) -> ScheduleOutcome:
+    def schedule(self, job: NewJob, *, session: Any = None) -> ScheduleOutcome:
+        """``insertOne`` of the record, as Dogs does; a duplicate key on ``uniqueIdentifier`` is
+        a ``Duplicate`` of the holder. Every command joins ``session`` (a PyMongo session of
+        this store's client); inside its transaction see :meth:`_schedule_in_transaction`."""
         document = _checked_document(job)
+        if _in_transaction(session):
+            return self._schedule_in_transaction(job, document, session)
         try:
             with translate_errors("schedule", write=True):
-                self._records.insert_one(document)
+                self._records.insert_one(document, session=session)
         except DuplicateKeyError as error:
             if _duplicate_key_field(error.details) == "_id":
                 return Scheduled(id=job.id)  # a retry of an insert that had landed
@@ -237,7 +244,7 @@ class MongoJobStore(MongoClaims):
                 raise
             with translate_errors("schedule (duplicate lookup)", write=False):
                 existing = self._records.find_one(
-                    q.unique_identifier_filter(job.unique_identifier), {"_id": 1}
+                    q.unique_identifier_filter(job.unique_identifier), {"_id": 1}, session=session
                 )
             existing_id = None if existing is None else str(existing["_id"])
             if existing_id == job.id:
@@ -245,21 +252,49 @@ class MongoJobStore(MongoClaims):
             return Duplicate(existing_id=existing_id, unique_identifier=job.unique_identifier)
         return Scheduled(id=job.id)
 
-    def schedule_many(self, jobs: Sequence[NewJob]) -> BulkScheduleResult:
+    def _schedule_in_transaction(
+        self, job: NewJob, document: Document, session: Any
+    ) -> ScheduleOutcome:
+        """``schedule`` inside the caller's transaction, where any failed write aborts the
+        whole transaction. So a job with an identifier is an upsert by ``uniqueIdentifier``
+        with every field in ``$setOnInsert``: a taken identifier matches, writes nothing and
+        is read back, in the same session, as a ``Duplicate``. PyMongo's errors propagate as
+        they are, labels included, so that the caller's ``with_transaction`` retries the whole
+        transaction on a ``TransientTransactionError`` (a ``TransientStoreError`` would hide
+        the label)."""
+        if job.unique_identifier is None:
+            self._records.insert_one(document, session=session)
+            return Scheduled(id=job.id)
+        holder = q.unique_identifier_filter(job.unique_identifier)
+        result = self._records.update_one(
+            holder, q.upsert_unique_update(document), upsert=True, session=session
+        )
+        if result.upserted_id is not None:
+            return Scheduled(id=job.id)
+        existing = self._records.find_one(holder, {"_id": 1}, session=session)
+        existing_id = None if existing is None else str(existing["_id"])
+        if existing_id == job.id:
+            return Scheduled(id=job.id)  # this transaction had scheduled it already
+        return Duplicate(existing_id=existing_id, unique_identifier=job.unique_identifier)
+
+    def schedule_many(self, jobs: Sequence[NewJob], *, session: Any = None) -> BulkScheduleResult:
         """One unordered ``bulkWrite``: an insert per item without an identifier, an upsert by
         ``uniqueIdentifier`` with every field in ``$setOnInsert`` per item with one. An item whose
         record cannot be stored as BSON (or is over 16 MiB) is an item error and is not sent.
         Items whose record already exists under their own id (a retried batch) count as
-        scheduled; other items whose identifier is taken count as skipped."""
+        scheduled; other items whose identifier is taken count as skipped. Every command joins
+        ``session``; inside its transaction a write error (which has aborted the transaction)
+        and every other PyMongo error propagate as they are (see
+        :meth:`_schedule_in_transaction`)."""
         outcomes: list[ScheduleOutcome | None] = [None] * len(jobs)
         errors: list[ItemError] = []
         requests, request_items = _schedule_requests(jobs, errors)
         if not requests:
             return BulkScheduleResult(0, 0, errors=tuple(errors), outcomes=tuple(outcomes))
-        write_errors, upserted = self._bulk_schedule(requests)
+        write_errors, upserted = self._bulk_schedule(requests, session)
         taken = _sort_outcomes(jobs, request_items, write_errors, upserted, outcomes, errors)
         if taken:
-            self._resolve_taken(jobs, taken, outcomes)
+            self._resolve_taken(jobs, taken, outcomes, session)
         errors.sort(key=lambda item: item.index)
         return BulkScheduleResult(
             scheduled_count=sum(isinstance(o, Scheduled) for o in outcomes),
@@ -269,13 +304,16 @@ class MongoJobStore(MongoClaims):
         )
 
     def _bulk_schedule(
-        self, requests: list[InsertOne[Document] | UpdateOne]
+        self, requests: list[InsertOne[Document] | UpdateOne], session: Any
     ) -> tuple[dict[int, Mapping[str, Any]], Mapping[int, Any]]:
         """The unordered ``bulkWrite`` of ``schedule_many``: its per-request write errors and
         upserted ids, by request index. A write concern error is transient (may have applied)."""
+        if _in_transaction(session):
+            result = self._records.bulk_write(requests, ordered=False, session=session)
+            return {}, result.upserted_ids or {}
         try:
             with translate_errors("schedule_many", write=True):
-                result = self._records.bulk_write(requests, ordered=False)
+                result = self._records.bulk_write(requests, ordered=False, session=session)
         except BulkWriteError as error:
             details = error.details
             if details.get("writeConcernErrors"):
@@ -292,10 +330,11 @@ class MongoJobStore(MongoClaims):
         jobs: Sequence[NewJob],
         taken: Mapping[str, list[int]],
         outcomes: list[ScheduleOutcome | None],
+        session: Any,
     ) -> None:
         """The outcomes of the items whose identifier was taken: ``Scheduled`` when the holder
         is the item's own record (a retried batch), ``Duplicate`` of the holder otherwise."""
-        holders = self._holders(list(taken))
+        holders = self._holders(list(taken), session)
         for identifier, item_indexes in taken.items():
             holder = holders.get(identifier)
             for item_index in item_indexes:
@@ -306,17 +345,19 @@ class MongoJobStore(MongoClaims):
                         existing_id=holder, unique_identifier=identifier
                     )
 
-    def _holders(self, identifiers: list[str]) -> dict[str, str]:
+    def _holders(self, identifiers: list[str], session: Any) -> dict[str, str]:
         """The ids of the records holding these identifiers. The batch has been written already,
         so a transient failure here says so (``write_may_have_applied``): retrying the batch is
-        safe, every item keeps its id."""
+        safe, every item keeps its id. In a transaction PyMongo's error propagates as it is."""
         try:
             cursor = self._records.find(
-                {"uniqueIdentifier": {"$in": identifiers}}, {"_id": 1, "uniqueIdentifier": 1}
+                {"uniqueIdentifier": {"$in": identifiers}},
+                {"_id": 1, "uniqueIdentifier": 1},
+                session=session,
             )
             found = cursor.to_list(None)
         except PyMongoError as error:
-            if not is_transient(error):
+            if _in_transaction(session) or not is_transient(error):
                 raise
             raise TransientStoreError(
                 f"schedule_many: the batch was written but its duplicates could not be "
@@ -561,15 +602,21 @@ class MongoJobStore(MongoClaims):
             sent += len(batch)
 
     def get_executions(
-        self, job_name: str, *, limit: int = 20, skip: int = 0
+        self,
+        job_name: str | None = None,
+        *,
+        job_id: str | None = None,
+        limit: int = 20,
+        skip: int = 0,
     ) -> list[HistoryRecord]:
+        check_history_filter(job_name, job_id)
         validation.integer("limit", limit, minimum=0)
         validation.integer("skip", skip, minimum=0)
         if limit == 0:
             return []
         with translate_errors("get_executions", write=False):
             cursor = (
-                self._history.find({"jobName": job_name})
+                self._history.find(q.get_executions_filter(job_name, job_id))
                 .sort(q.get_executions_sort())
                 .skip(skip)
                 .limit(limit)
@@ -635,6 +682,11 @@ def _resolve(value: Any) -> Any:
     if inspect.isawaitable(value):
         return value
     return value
+
+
+def _in_transaction(session: Any) -> bool:
+    """Whether ``session`` (a PyMongo session or ``None``) is in a transaction."""
+    return session is not None and bool(session.in_transaction)
 
 
 def _schedule_requests(

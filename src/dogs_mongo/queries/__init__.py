@@ -12,12 +12,20 @@ Stored types follow Dogs exactly: ``_id`` is a UUIDv7 string, ``priority``, ``pa
 job has none. Field order of inserted documents is the order Dogs uses.
 
 The builders live in submodules by what they build (:mod:`~dogs_mongo.queries.indexes`,
-``claims``, ``writes``, ``reads``, ``history``, ``documents``, ``common``); this package
-re-exports all of them, so ``from dogs_mongo import queries as q`` gives every name.
+``claims``, ``writes``, ``reads``, ``history``, ``changes``, ``documents``, ``common``); this
+package re-exports all of them, so ``from dogs_mongo import queries as q`` gives every name.
 """
 
 from __future__ import annotations
 
+from dogs_mongo.queries.changes import (
+    CHANGE_STREAM_MAX_AWAIT_MS,
+    RELEASE_SLACK_MS,
+    history_change,
+    history_changes_pipeline,
+    record_change,
+    record_changes_pipeline,
+)
 from dogs_mongo.queries.claims import (
     CLAIM_CANDIDATE_PROJECTION,
     CLAIM_MANY_UPDATE_HINT,
@@ -64,12 +72,14 @@ from dogs_mongo.queries.history import (
 )
 from dogs_mongo.queries.indexes import (
     HISTORY_INDEXES,
+    HISTORY_JOB_ID_INDEX_NAME,
     RECORD_INDEXES,
     IndexSpec,
 )
 from dogs_mongo.queries.reads import (
     find_jobs_filter,
     find_jobs_sort,
+    get_executions_filter,
     get_executions_sort,
     probe_execution_millis,
     probe_explain_command,
@@ -105,6 +115,7 @@ from dogs_mongo.queries.writes import (
 )
 
 __all__ = [
+    "CHANGE_STREAM_MAX_AWAIT_MS",
     "CLAIM_CANDIDATE_PROJECTION",
     "CLAIM_MANY_UPDATE_HINT",
     "CLAIM_PATHS",
@@ -118,12 +129,14 @@ __all__ = [
     "HINT_BY_JOB_NAME",
     "HINT_GLOBAL_PRIORITY",
     "HISTORY_INDEXES",
+    "HISTORY_JOB_ID_INDEX_NAME",
     "LOCK_ID_INDEX_NAME",
     "MAX_BATCH_SIZE",
     "MAX_BSON_DOCUMENT_SIZE",
     "PROBE_MAX_TIME_MS",
     "RECONCILE_PROJECTION",
     "RECORD_INDEXES",
+    "RELEASE_SLACK_MS",
     "CandidateQuery",
     "ClaimCommand",
     "IndexSpec",
@@ -150,8 +163,11 @@ __all__ = [
     "find_jobs_filter",
     "find_jobs_sort",
     "find_one_and_update_claim",
+    "get_executions_filter",
     "get_executions_sort",
     "hint_spec",
+    "history_change",
+    "history_changes_pipeline",
     "history_filter",
     "history_from_document",
     "history_many_updates",
@@ -167,6 +183,8 @@ __all__ = [
     "reconcile_cas_filter",
     "reconcile_select_filter",
     "reconcile_update",
+    "record_change",
+    "record_changes_pipeline",
     "record_from_document",
     "release_lock_update",
     "reschedule_update",

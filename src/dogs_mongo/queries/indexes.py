@@ -1,4 +1,5 @@
-"""Index specs of both collections, exactly as ``listIndexes`` shows them for Dogs 4.6.8."""
+"""Index specs of both collections, exactly as ``listIndexes`` shows them for Dogs 4.6.8, plus
+one additive history index (:data:`HISTORY_JOB_ID_INDEX_NAME`)."""
 
 from __future__ import annotations
 
@@ -94,8 +95,14 @@ RECORD_INDEXES: Final[tuple[IndexSpec, ...]] = (
     ),
 )
 
+#: The one index Dogs does not create: ``{jobId: 1, startedAt: -1}`` on the history.
+HISTORY_JOB_ID_INDEX_NAME: Final = "jobId_1_startedAt_-1"
+
 HISTORY_INDEXES: Final[tuple[IndexSpec, ...]] = (
     IndexSpec("executionId_1", (("executionId", 1),)),
     IndexSpec("jobName_1_startedAt_1", (("jobName", 1), ("startedAt", 1))),
     IndexSpec("expiresAt_1", (("expiresAt", 1),), {"expireAfterSeconds": 0}),
+    # Additive (not one of Dogs' indexes; docs/differences.md): the history of one job id,
+    # newest first (``get_executions(job_id=...)``, the history feed's consumers).
+    IndexSpec(HISTORY_JOB_ID_INDEX_NAME, (("jobId", 1), ("startedAt", -1))),
 )

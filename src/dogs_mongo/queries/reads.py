@@ -61,8 +61,20 @@ def find_jobs_sort() -> list[tuple[str, int]]:
     return [("priority", -1), ("nextRunAt", 1), ("_id", 1)]
 
 
+def get_executions_filter(job_name: str | None, job_id: str | None) -> dict[str, Any]:
+    """The history of a job name, of one job (``jobId``, served by the additive
+    ``{jobId: 1, startedAt: -1}`` index), or of both at once."""
+    filter_: dict[str, Any] = {}
+    if job_id is not None:
+        filter_["jobId"] = job_id
+    if job_name is not None:
+        filter_["jobName"] = job_name
+    return filter_
+
+
 def get_executions_sort() -> list[tuple[str, int]]:
-    """Newest first, served by the ``{jobName: 1, startedAt: 1}`` index read backwards."""
+    """Newest first, served by the ``{jobName: 1, startedAt: 1}`` index read backwards (or by
+    ``{jobId: 1, startedAt: -1}`` for one job)."""
     return [("startedAt", -1)]
 
 

@@ -27,7 +27,9 @@ Example::
             await store.close()
 
 Every test uses explicit times around :data:`T0` (far in the future, so a real TTL monitor never
-deletes a row during a test) and never sleeps.
+deletes a row during a test) and never sleeps; the feed tests
+(:mod:`dogs_testing.contract.feeds`) wait for what a feed reports, under a generous safety
+timeout, and the release tests use the real current time.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from __future__ import annotations
 from dogs_testing.contract.admin import AdminContract
 from dogs_testing.contract.base import T0
 from dogs_testing.contract.claims import ClaimContract
+from dogs_testing.contract.feeds import FeedContract
 from dogs_testing.contract.fenced_writes import FencedWriteContract
 from dogs_testing.contract.history import HistoryContract
 from dogs_testing.contract.scheduling import SchedulingContract
@@ -43,10 +46,15 @@ __all__ = ["T0", "JobStoreContract"]
 
 
 class JobStoreContract(
-    SchedulingContract, ClaimContract, FencedWriteContract, HistoryContract, AdminContract
+    SchedulingContract,
+    ClaimContract,
+    FencedWriteContract,
+    HistoryContract,
+    AdminContract,
+    FeedContract,
 ):
     """The adapter contract suite. See the module documentation for how to run it.
 
     Its tests come by area from :mod:`dogs_testing.contract.scheduling`, ``.claims``,
-    ``.fenced_writes``, ``.history`` and ``.admin``; the fixtures, hooks and helpers from
-    :class:`dogs_testing.contract.base.ContractBase`."""
+    ``.fenced_writes``, ``.history``, ``.admin`` and ``.feeds``; the fixtures, hooks and
+    helpers from :class:`dogs_testing.contract.base.ContractBase`."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -99,6 +100,7 @@ class HistoryContract(ContractBase):
         self, store: AsyncJobStore
     ) -> None:
         assert await store.get_executions("a", limit=0) == []
-        for field, kwargs in (("limit", {"limit": -1}), ("skip", {"skip": -1})):
+        for field in ("limit", "skip"):
+            kwargs: dict[str, Any] = {field: -1}
             with pytest.raises(InvalidOptionError, match=f"^{field}=-1: must be at least 0$"):
                 await store.get_executions("a", **kwargs)

@@ -1,0 +1,239 @@
+"""The change feeds of the MongoDB job store: one change stream per feed, resumed by token.
+
+Part of the async adapter (the source of truth): ``scripts/generate_sync.py`` generates
+``_sync/changes.py`` from this module. :class:`MongoChanges` is a base of the store class; it
+uses the store's records and history collections. The pipelines and the mapping of events are
+in :mod:`dogs_mongo.queries.changes`.
+
+A feed opens its change stream at its first ``__anext__`` (which yields ``[]`` once it is open:
+a change made after that is reported), then yields a batch per ``getMore`` that brought events,
+and ``[]`` for one that did not (``maxAwaitTimeMS`` of
+:data:`~dogs_mongo.queries.CHANGE_STREAM_MAX_AWAIT_MS`: the heartbeat). Each round trip runs
+under ``pymongo.timeout`` (:data:`OPERATION_TIMEOUT`), so that no ``next()`` of the sync feed
+blocks for long, even when the server is unreachable.
+
+Errors. PyMongo resumes a change stream once by itself after a resumable error; when that
+fails too, the feed reopens the stream after its last resume token (``startAfter``), up to
+:data:`MAX_REOPENS` times in a row (yielding ``[]`` between attempts), then raises
+:class:`~dogs_core.errors.TransientStoreError`. A token the server no longer has (the oplog
+moved on) or a stream invalidated (the collection dropped) reopens without a token: the changes
+in between are missed, which a notification may do. A standalone server (code 40573) or a user
+without the permission (code 13) raises :class:`~dogs_core.errors.ChangeFeedUnavailableError`;
+a transient failure of the first open raises ``TransientStoreError`` (:func:`translate_errors`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from typing import Any, Final, TypeVar
+
+import pymongo
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.errors import ConnectionFailure, CursorNotFound, OperationFailure, PyMongoError
+
+from dogs_core.domain.feeds import check_feed_names, check_optional_feed_names
+from dogs_core.domain.records import HistoryRecord
+from dogs_core.domain.wakeups import RecordChange
+from dogs_core.errors import ChangeFeedUnavailableError, TransientStoreError
+from dogs_mongo import queries as q
+from dogs_mongo.errors import is_transient, translate_errors
+from dogs_mongo.shielding import shielded
+
+__all__ = ["MAX_REOPENS", "OPERATION_TIMEOUT", "MongoChanges", "is_unavailable"]
+
+log = logging.getLogger("dogs.mongo.store")
+
+T = TypeVar("T")
+Document = dict[str, Any]
+
+#: Seconds each open and each ``getMore`` of a feed may take (``pymongo.timeout``).
+OPERATION_TIMEOUT: Final = 10.0
+#: Reopens in a row (each after a failure PyMongo could not resume) before the feed gives up.
+MAX_REOPENS: Final = 5
+#: Most events in one batch (a burst larger than that is several batches).
+MAX_BATCH: Final = 1_000
+
+_UNAUTHORIZED: Final = 13
+_STANDALONE: Final = 40573  # "The $changeStream stage is only supported on replica sets"
+#: The resume token is unusable: ChangeStreamFatalError, ChangeStreamHistoryLost,
+#: InvalidResumeToken (and BSONObjectTooLarge of one event).
+_TOKEN_LOST: Final = frozenset({280, 286, 260, 10334})
+
+
+def is_unavailable(error: BaseException) -> bool:
+    """Whether ``error`` says this server or user cannot open change streams at all."""
+    if not isinstance(error, OperationFailure):
+        return False
+    return error.code in (_UNAUTHORIZED, _STANDALONE) or (
+        "only supported on replica sets" in str(error)
+    )
+
+
+def _resumable(error: PyMongoError) -> bool:
+    """Whether reopening the stream may help (the change-stream spec's resumable errors, and
+    every transient error of :mod:`dogs_mongo.errors`)."""
+    if isinstance(error, ConnectionFailure | CursorNotFound) or is_transient(error):
+        return True
+    return isinstance(error, OperationFailure) and (
+        error.has_error_label("ResumableChangeStreamError") or error.code in _TOKEN_LOST
+    )
+
+
+class MongoChanges:
+    """The feeds of the store (``watch_records``, ``watch_history``)."""
+
+    _records: AsyncCollection[Document]
+    _history: AsyncCollection[Document]
+
+    def watch_records(self, job_names: Sequence[str]) -> AsyncGenerator[list[RecordChange], None]:
+        """Inserts of ``job_names``, and the updates that may make any record claimable
+        (their job name unknown): see :mod:`dogs_mongo.queries.changes`."""
+        return _feed(
+            "watch_records",
+            self._records,
+            lambda: q.record_changes_pipeline(check_feed_names("job_names", job_names)),
+            q.record_change,
+        )
+
+    def watch_history(
+        self, *, job_ids: Sequence[str] | None = None, job_names: Sequence[str] | None = None
+    ) -> AsyncGenerator[list[HistoryRecord], None]:
+        """History rows as first written (the insert of their first upsert)."""
+        return _feed(
+            "watch_history",
+            self._history,
+            lambda: q.history_changes_pipeline(
+                job_ids=check_optional_feed_names("job_ids", job_ids),
+                job_names=check_optional_feed_names("job_names", job_names),
+            ),
+            q.history_change,
+        )
+
+
+async def _feed(
+    operation: str,
+    collection: AsyncCollection[Document],
+    pipeline_of: Callable[[], list[dict[str, Any]]],
+    convert: Callable[[Mapping[str, Any]], T | None],
+) -> AsyncGenerator[list[T], None]:
+    """The loop of one feed (see the module documentation)."""
+    pipeline = pipeline_of()
+    with translate_errors(operation, write=False):
+        stream: Any = await _open(operation, collection, pipeline, None)
+    token = stream.resume_token
+    failures = 0
+    try:
+        yield []
+        while True:
+            try:
+                if stream is None:
+                    stream = await _open(operation, collection, pipeline, token)
+                batch = await _next_batch(stream, convert)
+            except PyMongoError as error:
+                failures += 1
+                token = _resume_point(error, stream, token)
+                await _close(stream)
+                stream = None
+                _give_up_unless_resumable(operation, error, failures)
+                log.info("dogs: %s: reopening the change stream (%s)", operation, error)
+                yield []
+                continue
+            failures = 0
+            token = stream.resume_token or token
+            if not stream.alive:  # invalidated (the collection was dropped or renamed)
+                await _close(stream)
+                stream = token = None
+            yield batch
+    finally:
+        await _close(stream)
+
+
+async def _open(
+    operation: str,
+    collection: AsyncCollection[Document],
+    pipeline: list[dict[str, Any]],
+    token: Mapping[str, Any] | None,
+) -> Any:
+    """A change stream of ``pipeline`` after ``token`` (from now when ``None``)."""
+    try:
+        with pymongo.timeout(OPERATION_TIMEOUT):
+            return await _resolve(
+                collection.watch(
+                    pipeline,
+                    start_after=token,
+                    max_await_time_ms=q.CHANGE_STREAM_MAX_AWAIT_MS,
+                )
+            )
+    except PyMongoError as error:
+        if is_unavailable(error):
+            raise ChangeFeedUnavailableError(
+                f"{operation}: this MongoDB deployment cannot open change streams "
+                f"({type(error).__name__}: {error}); a replica set (even of one node) and the "
+                "changeStream privilege are needed"
+            ) from error
+        raise
+
+
+async def _next_batch(stream: Any, convert: Callable[[Mapping[str, Any]], T | None]) -> list[T]:
+    """The events of one ``getMore`` (those already received, without waiting for more)."""
+    batch: list[T] = []
+    with pymongo.timeout(OPERATION_TIMEOUT):
+        event = await stream.try_next()
+        while event is not None:
+            item = convert(event)
+            if item is not None:
+                batch.append(item)
+            if len(batch) >= MAX_BATCH or not _buffered(stream):
+                break
+            event = await stream.try_next()
+    return batch
+
+
+def _buffered(stream: Any) -> bool:
+    """Whether the stream holds received events (PyMongo's cursor; another driver's stream is
+    read one event per batch)."""
+    has_next = getattr(getattr(stream, "_cursor", None), "_has_next", None)
+    return bool(has_next()) if callable(has_next) else False
+
+
+def _resume_point(error: PyMongoError, stream: Any, token: Any) -> Any:
+    """Where to reopen after ``error``: the stream's last token, or nowhere (from now) when the
+    server cannot resume from it."""
+    if isinstance(error, OperationFailure) and error.code in _TOKEN_LOST:
+        return None
+    if stream is not None and stream.resume_token is not None:
+        return stream.resume_token
+    return token
+
+
+def _give_up_unless_resumable(operation: str, error: PyMongoError, failures: int) -> None:
+    """Raise unless the feed should reopen after its ``failures``-th failure in a row."""
+    if is_unavailable(error):
+        raise ChangeFeedUnavailableError(f"{operation}: change streams unavailable: {error}")
+    if not _resumable(error):
+        raise error
+    if failures > MAX_REOPENS:
+        raise TransientStoreError(
+            f"{operation}: the change stream failed {failures} times in a row "
+            f"({type(error).__name__}: {error})",
+            write_may_have_applied=False,
+        ) from error
+
+
+async def _close(stream: Any) -> None:
+    """Close ``stream`` (if any), whatever happens."""
+    if stream is None:
+        return
+    with shielded():
+        try:
+            await stream.close()
+        except PyMongoError as error:
+            log.debug("dogs: closing a change stream failed: %s", error)
+
+
+async def _resolve(value: Any) -> Any:
+    """PyMongo's async ``watch`` is a coroutine; Motor's returns the stream directly."""
+    if hasattr(value, "__await__"):
+        return await value
+    return value
