@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "ChangeFeedUnavailableError",
     "DogsError",
     "DuplicateJobNameError",
     "ExecutionCancelledError",
@@ -19,6 +20,7 @@ __all__ = [
     "JobTimeoutError",
     "RenewalProtocolError",
     "ScheduleOutcomeUnknownError",
+    "SessionNotSupportedError",
     "StoreError",
     "TransientStoreError",
     "UnknownJobError",
@@ -106,6 +108,16 @@ class TransientStoreError(StoreError):
     def __init__(self, message: str, *, write_may_have_applied: bool = True) -> None:
         self.write_may_have_applied = write_may_have_applied
         super().__init__(message)
+
+
+class ChangeFeedUnavailableError(StoreError):
+    """The store cannot watch for changes here (MongoDB: a standalone server, or a user
+    without the permission to open a change stream). Callers fall back to polling."""
+
+
+class SessionNotSupportedError(StoreError, TypeError):
+    """A store was given a database session (``session=``) it cannot join: nothing was
+    written. The in-memory store has no transactions; use a MongoDB store."""
 
 
 class ExecutionCancelledError(DogsError):

@@ -87,14 +87,24 @@ class AsyncJobStore(Protocol):
         """Detect once (after ``setup``) which claim path to use; later calls are cached."""
         ...
 
-    async def schedule(self, job: NewJob) -> ScheduleOutcome:
+    async def schedule(self, job: NewJob, *, session: object | None = None) -> ScheduleOutcome:
         """Insert one record. A taken ``unique_identifier`` writes nothing and returns
-        ``Duplicate`` with the id of the record that holds it."""
+        ``Duplicate`` with the id of the record that holds it.
+
+        ``session`` is the caller's database session (for MongoDB a pymongo
+        ``ClientSession``/``AsyncClientSession``, possibly in a transaction): the write joins
+        it, so the job exists only if the caller's transaction commits, and a taken identifier
+        must not abort that transaction (it is still ``Duplicate``). A store that cannot join
+        the caller's session raises :class:`~dogs_core.errors.SessionNotSupportedError` and
+        writes nothing."""
         ...
 
-    async def schedule_many(self, jobs: Sequence[NewJob]) -> BulkScheduleResult:
+    async def schedule_many(
+        self, jobs: Sequence[NewJob], *, session: object | None = None
+    ) -> BulkScheduleResult:
         """Insert many records in one round trip, unordered: a failing item does not stop the
-        others. Items with a ``unique_identifier`` never modify an existing record."""
+        others. Items with a ``unique_identifier`` never modify an existing record.
+        ``session`` as for :meth:`schedule`."""
         ...
 
     async def ensure_recurrent(
@@ -242,9 +252,11 @@ class JobStore(Protocol):
 
     def capabilities(self) -> StoreCapabilities: ...
 
-    def schedule(self, job: NewJob) -> ScheduleOutcome: ...
+    def schedule(self, job: NewJob, *, session: object | None = None) -> ScheduleOutcome: ...
 
-    def schedule_many(self, jobs: Sequence[NewJob]) -> BulkScheduleResult: ...
+    def schedule_many(
+        self, jobs: Sequence[NewJob], *, session: object | None = None
+    ) -> BulkScheduleResult: ...
 
     def ensure_recurrent(
         self, job_name: str, *, priority: int, partition: int, now: datetime

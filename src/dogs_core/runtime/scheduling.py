@@ -48,18 +48,18 @@ __all__ = [
     "PreparedBatch",
     "ScheduleItem",
     "bulk_result",
+    "in_transaction",
     "job_name",
     "validate_job_id",
     "validate_page",
+    "validate_session",
 ]
 
 _MAX_UNIQUE_KEY_LENGTH = 1024
-    "in_transaction",
 #: How many recent executions of a job name are searched for a record whose insert reply was
 #: lost and that may already have run.
 HISTORY_LOOKBACK = 1000
 
-    "validate_session",
 
 @dataclass(frozen=True, slots=True)
 class ScheduleItem:
@@ -211,6 +211,26 @@ def validate_job_id(job_id: object) -> None:
         raise InvalidOptionError("job_id", job_id, "must be a non-empty string")
 
 
+def validate_session(session: object) -> None:
+    """``session`` of ``schedule`` and ``schedule_many``: ``None``, or a database session of the
+    store's driver (for MongoDB a PyMongo ``ClientSession`` or ``AsyncClientSession``). Only its
+    shape is checked here (its ``in_transaction`` is a bool: a ``MongoClient`` or a
+    ``Database``, which answer any attribute, are refused); the store joins it or refuses it."""
+    if session is not None and not isinstance(getattr(session, "in_transaction", None), bool):
+        raise InvalidOptionError(
+            "session",
+            session,
+            "must be None or a database session (a PyMongo ClientSession or AsyncClientSession)",
+        )
+
+
+def in_transaction(session: object) -> bool:
+    """Whether a write joining ``session`` is part of the caller's transaction. Then the caller
+    (PyMongo's ``with_transaction``) owns the retries: the client neither retries nor reads
+    back, since a retry or a read inside an aborted transaction would fail or mislead."""
+    return session is not None and getattr(session, "in_transaction", None) is True
+
+
 def _unique_identifier(definition: EventJobDefinition, key: str | None) -> str | None:
     if key is None:
         return None
@@ -236,23 +256,3 @@ def _as_item(raw: ScheduleItem | Mapping[str, Any], index: int) -> ScheduleItem:
     raise InvalidOptionError(
         f"items[{index}]", raw, "must be a ScheduleItem or a mapping of schedule options"
     )
-def validate_session(session: object) -> None:
-    """``session`` of ``schedule`` and ``schedule_many``: ``None``, or a database session of the
-    store's driver (for MongoDB a PyMongo ``ClientSession`` or ``AsyncClientSession``). Only its
-    shape is checked here (its ``in_transaction`` is a bool: a ``MongoClient`` or a
-    ``Database``, which answer any attribute, are refused); the store joins it or refuses it."""
-    if session is not None and not isinstance(getattr(session, "in_transaction", None), bool):
-        raise InvalidOptionError(
-            "session",
-            session,
-            "must be None or a database session (a PyMongo ClientSession or AsyncClientSession)",
-        )
-
-
-def in_transaction(session: object) -> bool:
-    """Whether a write joining ``session`` is part of the caller's transaction. Then the caller
-    (PyMongo's ``with_transaction``) owns the retries: the client neither retries nor reads
-    back, since a retry or a read inside an aborted transaction would fail or mislead."""
-    return session is not None and getattr(session, "in_transaction", None) is True
-
-

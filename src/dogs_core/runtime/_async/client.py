@@ -38,9 +38,11 @@ from dogs_core.runtime.scheduling import (
     ClientBase,
     ScheduleItem,
     bulk_result,
+    in_transaction,
     job_name,
     validate_job_id,
     validate_page,
+    validate_session,
 )
 
 __all__ = ["DogsClient"]
@@ -51,12 +53,10 @@ logger = logging.getLogger("dogs.client")
 class DogsClient(ClientBase):
     """Schedules event jobs and reads what the workers recorded.
 
-    in_transaction,
     ``jobs`` is optional: with a registry, jobs may be named by string and a definition that
     is not in it is refused (it would never be claimed by these workers); without one, pass
     definitions. ``n_partitions`` must match the workers'.
     """
-    validate_session,
 
     def __init__(
         self,
@@ -88,6 +88,7 @@ class DogsClient(ClientBase):
         run_at: datetime | None = None,
         priority: int | None = None,
         unique_key: str | None = None,
+        session: object | None = None,
     ) -> ScheduleOutcome:
         """Schedule one run of an event job.
 
@@ -95,23 +96,6 @@ class DogsClient(ClientBase):
         a record that still exists (pending, running, awaiting retry or terminal). Raises a
         :class:`~dogs_core.errors.ValidationError` before writing anything when an argument is
         bad.
-        """
-        definition = self._event_definition(job)
-        new_job = self._new_job(
-            definition, ScheduleItem(params, run_in, run_at, priority, unique_key)
-        )
-        await self._ensure_setup()
-        outcome = await self._insert_one(new_job, session)
-        logger.debug("scheduled %s: %s", definition.name, outcome)
-        return outcome
-        session: object | None = None,
-
-    async def schedule_many(
-        self,
-        job: EventJobDefinition | str,
-        items: Iterable[ScheduleItem | Mapping[str, Any]],
-    ) -> BulkScheduleResult:
-        """Schedule many runs of one event job in one round trip.
 
         ``session`` is the caller's database session (MongoDB: a PyMongo ``ClientSession`` or
         ``AsyncClientSession`` of the store's client). The insert joins it: inside a
@@ -120,14 +104,33 @@ class DogsClient(ClientBase):
         retried or read back here: errors propagate to the caller's ``with_transaction``, which
         retries the whole transaction. A store without sessions (the in-memory one) raises
         :class:`~dogs_core.errors.SessionNotSupportedError` and writes nothing.
-
+        """
         validate_session(session)
+        definition = self._event_definition(job)
+        new_job = self._new_job(
+            definition, ScheduleItem(params, run_in, run_at, priority, unique_key)
+        )
+        await self._ensure_setup()
+        outcome = await self._insert_one(new_job, session)
+        logger.debug("scheduled %s: %s", definition.name, outcome)
+        return outcome
+
+    async def schedule_many(
+        self,
+        job: EventJobDefinition | str,
+        items: Iterable[ScheduleItem | Mapping[str, Any]],
+        *,
+        session: object | None = None,
+    ) -> BulkScheduleResult:
+        """Schedule many runs of one event job in one round trip.
+
         Each item is validated first; invalid items are reported in ``errors`` (with their
         index) and the others are still written. Items holding a taken ``unique_key`` are
         counted as skipped and never modify the existing record. ``session`` as for
         :meth:`schedule`: in a transaction a failed write (the transaction is then aborted)
         raises instead of becoming an item error.
         """
+        validate_session(session)
         batch = self._prepare_many(self._event_definition(job), items)
         if not batch.jobs:
             return batch.result()
@@ -137,8 +140,6 @@ class DogsClient(ClientBase):
     # -- reading ----------------------------------------------------------------------------
 
     async def get_executions(
-        *,
-        session: object | None = None,
         self, job: JobDefinition | str, *, limit: int = 20, skip: int = 0
     ) -> list[HistoryRecord]:
         """Finished executions of one job, newest first."""
@@ -146,7 +147,6 @@ class DogsClient(ClientBase):
         return await self.store.get_executions(job_name(job), limit=limit, skip=skip)
 
     async def get_job(self, job_id: str) -> JobRecord | None:
-        validate_session(session)
         """One stored record by id (``None`` once an event job succeeded and was deleted)."""
         validate_job_id(job_id)
         return await self.store.get_job(job_id)
@@ -179,6 +179,8 @@ class DogsClient(ClientBase):
         first (see :meth:`_after_ambiguous_insert`). Inside the caller's transaction the insert
         is sent once: the caller's ``with_transaction`` retries (see ``in_transaction``).
         """
+        if in_transaction(session):
+            return await self.store.schedule(job, session=session)
 
         async def settle(error: TransientStoreError) -> ScheduleOutcome | None:
             return await self._after_ambiguous_insert(job)
@@ -234,5 +236,3 @@ class DogsClient(ClientBase):
 async def _settle_one_by_one(error: TransientStoreError) -> NoReturn:
     """A bulk insert that may have landed in part is not re-sent as a whole."""
     raise AmbiguousBulkInsert from error
-        if in_transaction(session):
-            return await self.store.schedule(job, session=session)

@@ -40,9 +40,11 @@ from dogs_core.runtime.scheduling import (
     ClientBase,
     ScheduleItem,
     bulk_result,
+    in_transaction,
     job_name,
     validate_job_id,
     validate_page,
+    validate_session,
 )
 
 __all__ = ["SyncDogsClient"]
@@ -88,6 +90,7 @@ class SyncDogsClient(ClientBase):
         run_at: datetime | None = None,
         priority: int | None = None,
         unique_key: str | None = None,
+        session: object | None = None,
     ) -> ScheduleOutcome:
         """Schedule one run of an event job.
 
@@ -95,13 +98,22 @@ class SyncDogsClient(ClientBase):
         a record that still exists (pending, running, awaiting retry or terminal). Raises a
         :class:`~dogs_core.errors.ValidationError` before writing anything when an argument is
         bad.
+
+        ``session`` is the caller's database session (MongoDB: a PyMongo ``ClientSession`` or
+        ``AsyncClientSession`` of the store's client). The insert joins it: inside a
+        transaction the job exists only if that transaction commits, and a taken
+        ``unique_key`` is still ``Duplicate`` without aborting it. In a transaction nothing is
+        retried or read back here: errors propagate to the caller's ``with_transaction``, which
+        retries the whole transaction. A store without sessions (the in-memory one) raises
+        :class:`~dogs_core.errors.SessionNotSupportedError` and writes nothing.
         """
+        validate_session(session)
         definition = self._event_definition(job)
         new_job = self._new_job(
             definition, ScheduleItem(params, run_in, run_at, priority, unique_key)
         )
         self._ensure_setup()
-        outcome = self._insert_one(new_job)
+        outcome = self._insert_one(new_job, session)
         logger.debug("scheduled %s: %s", definition.name, outcome)
         return outcome
 
@@ -109,18 +121,23 @@ class SyncDogsClient(ClientBase):
         self,
         job: EventJobDefinition | str,
         items: Iterable[ScheduleItem | Mapping[str, Any]],
+        *,
+        session: object | None = None,
     ) -> BulkScheduleResult:
         """Schedule many runs of one event job in one round trip.
 
         Each item is validated first; invalid items are reported in ``errors`` (with their
         index) and the others are still written. Items holding a taken ``unique_key`` are
-        counted as skipped and never modify the existing record.
+        counted as skipped and never modify the existing record. ``session`` as for
+        :meth:`schedule`: in a transaction a failed write (the transaction is then aborted)
+        raises instead of becoming an item error.
         """
+        validate_session(session)
         batch = self._prepare_many(self._event_definition(job), items)
         if not batch.jobs:
             return batch.result()
         self._ensure_setup()
-        return batch.result(self._insert_many(batch.jobs))
+        return batch.result(self._insert_many(batch.jobs, session))
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -155,20 +172,25 @@ class SyncDogsClient(ClientBase):
 
     # -- inserting safely ------------------------------------------------------------------
 
-    def _insert_one(self, job: NewJob) -> ScheduleOutcome:
+    def _insert_one(self, job: NewJob, session: object | None = None) -> ScheduleOutcome:
         """Insert with retries that can never make one schedule call run a job twice.
 
         Record ids are chosen here, so re-sending an insert that had landed is harmless while
         the record exists. After an ambiguous failure the record may also have run and been
         deleted already; re-sending would then run the job a second time, so it is looked up
-        first (see :meth:`_after_ambiguous_insert`).
+        first (see :meth:`_after_ambiguous_insert`). Inside the caller's transaction the insert
+        is sent once: the caller's ``with_transaction`` retries (see ``in_transaction``).
         """
+        if in_transaction(session):
+            return self.store.schedule(job, session=session)
 
         def settle(error: TransientStoreError) -> ScheduleOutcome | None:
             return self._after_ambiguous_insert(job)
 
         return retry_transient(
-            lambda: self.store.schedule(job), what=f"schedule {job.job_name}", on_ambiguous=settle
+            lambda: self.store.schedule(job, session=session),
+            what=f"schedule {job.job_name}",
+            on_ambiguous=settle,
         )
 
     def _after_ambiguous_insert(self, job: NewJob) -> ScheduleOutcome | None:
@@ -187,11 +209,14 @@ class SyncDogsClient(ClientBase):
             return Scheduled(job.id)  # it landed, ran, and was deleted on success
         raise ScheduleOutcomeUnknownError(job.id, job.job_name)
 
-    def _insert_many(self, jobs: list[NewJob]) -> BulkScheduleResult:
-        """One bulk insert; after an ambiguous failure, settle each job on its own."""
+    def _insert_many(self, jobs: list[NewJob], session: object | None = None) -> BulkScheduleResult:
+        """One bulk insert; after an ambiguous failure, settle each job on its own. Inside the
+        caller's transaction it is sent once, as :meth:`_insert_one` is."""
+        if in_transaction(session):
+            return self.store.schedule_many(jobs, session=session)
         try:
             return retry_transient(
-                lambda: self.store.schedule_many(jobs),
+                lambda: self.store.schedule_many(jobs, session=session),
                 what=f"schedule_many {jobs[0].job_name}",
                 on_ambiguous=_settle_one_by_one,
             )
@@ -201,7 +226,7 @@ class SyncDogsClient(ClientBase):
         errors: list[ItemError] = []
         for index, job in enumerate(jobs):
             try:
-                outcomes.append(self._insert_one(job))
+                outcomes.append(self._insert_one(job, session))
             except DogsError as error:
                 outcomes.append(None)
                 errors.append(ItemError(index=index, error=error, job=job))
