@@ -119,7 +119,7 @@ def _is_at(at: datetime) -> Any:
 
 async def _change_stream_cursors(client: MongoClient[dict[str, Any]], ns: str) -> list[int]:
     """The ids of the cursors open on ``ns`` (idle or in a getMore)."""
-    pipeline = [
+    pipeline: list[dict[str, Any]] = [
         {"$currentOp": {"idleCursors": True, "allUsers": True}},
         {"$match": {"ns": ns, "cursor.cursorId": {"$exists": True}}},
     ]
@@ -333,7 +333,8 @@ def standalone_uri() -> Iterator[str]:
         while True:
             assert process.poll() is None, (root / "mongod.log").read_text()[-2000:]
             with contextlib.suppress(PyMongoError):
-                with MongoClient(uri, serverSelectionTimeoutMS=250) as probe:
+                probe: MongoClient[dict[str, Any]] = MongoClient(uri, serverSelectionTimeoutMS=250)
+                with probe:
                     probe.admin.command("ping")
                 break
             assert time.monotonic() < deadline, "the standalone mongod did not start"
@@ -361,7 +362,8 @@ async def test_a_standalone_server_has_no_change_feeds(standalone_uri: str) -> N
 
 
 async def test_a_standalone_server_has_no_change_feeds_in_threads(standalone_uri: str) -> None:
-    with MongoClient(standalone_uri, tz_aware=True) as client:
+    client: MongoClient[dict[str, Any]] = MongoClient(standalone_uri, tz_aware=True)
+    with client:
         store = ThreadedJobStore(MongoJobStore(client, "dogs_standalone_sync"))
         async with aclosing(store.watch_records(["a"])) as feed:
             with pytest.raises(ChangeFeedUnavailableError):
