@@ -17,6 +17,10 @@ What it emulates of MongoDB and @orion-js/dogs:
   ties broken by insertion order; ``tries`` +1 and ``claim_was_stale`` (whether ``locked_until``
   was present before the claim, Dogs' ``findOneAndUpdate`` rule) at every claim;
 * ``lock_id`` fencing on every execution write;
+* change feeds (``watch_records``, ``watch_history``) fed by every write that may make a record
+  claimable and by each history row's first write, from any thread, with the job name,
+  partition and next run of every change (a MongoDB update event has only the fields it set):
+  see ``dogs_testing._memory_feeds``;
 * TTL retention: when the store has a ``clock``, records and history rows whose ``expires_at`` is
   ``<= clock.now()`` are purged lazily at the next call (MongoDB's TTL monitor is later than that,
   up to a minute; a test must not rely on the record surviving past its ``expires_at``).
