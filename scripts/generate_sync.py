@@ -90,7 +90,14 @@ REPLACEMENTS = {
 #: What differs from REPLACEMENTS in the modules of one package (the first part of the path
 #: under ``src/``): the core's retry helper sleeps, where the Mongo store locks.
 PACKAGE_REPLACEMENTS = {
-    "dogs_core": {"anyio": "time"},  # anyio.sleep() -> time.sleep()
+    # anyio.sleep() -> time.sleep(), anyio.current_time() -> time.monotonic(); the feeds of a
+    # sync store are plain generators, closed with contextlib.closing and advanced with next().
+    "dogs_core": {
+        "anyio": "time",
+        "current_time": "monotonic",
+        "aclosing": "closing",
+        "anext": "next",
+    },
 }
 
 

@@ -20,6 +20,7 @@ from examples import (
     recurrent_cron,
     sync_app,
     transactional_schedule,
+    wait_for_result,
 )
 from examples.custom_adapter import MetricsJobStore
 
@@ -174,3 +175,26 @@ def test_transactional_schedule_on_mongodb(
     assert "send_confirmation: success -> order 1 confirmed to ada@example.com" in out
     assert "send_confirmation: success -> order 2 confirmed to grace@example.com" in out
     assert out.count("send_confirmation: success") == 2
+
+
+WAIT_FOR_LINES = (
+    "change feed open: True",
+    "width 640: resized to 640px (try 1)",
+    "width 1025: resized to 1025px (try 2)",
+    "width -1: failed for good on try 2: no such width",
+)
+
+
+def test_wait_for_result(capsys: pytest.CaptureFixture[str]) -> None:
+    wait_for_result.main([])
+    out = output_of(capsys)
+    for line in WAIT_FOR_LINES:
+        assert line in out
+
+
+@pytest.mark.mongo
+def test_wait_for_result_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    wait_for_result.main(["--uri", mongodb_uri])
+    out = output_of(capsys)
+    for line in WAIT_FOR_LINES:
+        assert line in out

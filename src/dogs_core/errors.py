@@ -16,6 +16,7 @@ __all__ = [
     "InvalidOptionError",
     "InvalidParamsError",
     "InvalidScheduleError",
+    "JobNotFoundError",
     "JobNotRegisteredError",
     "JobTimeoutError",
     "RenewalProtocolError",
@@ -25,6 +26,7 @@ __all__ = [
     "TransientStoreError",
     "UnknownJobError",
     "ValidationError",
+    "WaitTimeoutError",
     "WorkersStateError",
 ]
 
@@ -139,6 +141,24 @@ class ScheduleOutcomeUnknownError(StoreError):
             f"the insert of {job_name} job {job_id} may have landed and already run; it was not "
             "re-sent, so that it cannot run twice (check its history before scheduling again)"
         )
+
+
+class JobNotFoundError(DogsError, LookupError):
+    """No record and no history row of a job id: it never existed, or it ended without
+    history (``save_executions_for`` of zero) and its record is gone."""
+
+    def __init__(self, job_id: str, detail: str = "no record and no history") -> None:
+        self.job_id = job_id
+        super().__init__(f"job {job_id!r}: {detail}")
+
+
+class WaitTimeoutError(DogsError, TimeoutError):
+    """``wait_for`` gave up: the job had not ended within its ``timeout``."""
+
+    def __init__(self, job_id: str, timeout: float) -> None:
+        self.job_id = job_id
+        self.timeout = timeout
+        super().__init__(f"job {job_id!r} had not ended after {timeout:g}s")
 
 
 class JobTimeoutError(DogsError, TimeoutError):

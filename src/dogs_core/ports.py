@@ -34,7 +34,7 @@ subclass :class:`~dogs_core.errors.InvalidOptionError`, naming the field and the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Generator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
@@ -49,6 +49,7 @@ from dogs_core.domain.records import (
     NewJob,
     ScheduleOutcome,
 )
+from dogs_core.domain.wakeups import RecordChange
 
 __all__ = ["AsyncJobStore", "Clock", "JobStore", "StoreCapabilities"]
 
@@ -220,9 +221,37 @@ class AsyncJobStore(Protocol):
         ...
 
     async def get_executions(
-        self, job_name: str, *, limit: int = 20, skip: int = 0
+        self,
+        job_name: str | None = None,
+        *,
+        job_id: str | None = None,
+        limit: int = 20,
+        skip: int = 0,
     ) -> list[HistoryRecord]:
-        """History of one job name, newest ``started_at`` first."""
+        """History of one job name, or of one job (``job_id``), or of both filters at once,
+        newest ``started_at`` first. At least one filter is required (``InvalidOptionError``)."""
+        ...
+
+    def watch_records(self, job_names: Sequence[str]) -> AsyncGenerator[list[RecordChange], None]:
+        """A feed of records of ``job_names`` that may have become claimable: inserted, or
+        updated so that their lock is released or cleared or their ``next_run_at`` moved.
+
+        An async generator: it yields ``[]`` once as soon as the feed is open (a change made
+        after that is reported), then batches of changes (a burst may be one batch), and
+        ``[]`` again at least every few seconds while nothing happens, so that a consumer may
+        check its own deadlines. Changes may be missed (it is a notification, never a queue)
+        and a change may be reported that changed nothing claimable. Transient errors are
+        resumed from where the feed was when possible; ``TransientStoreError`` when not.
+        Raises :class:`~dogs_core.errors.ChangeFeedUnavailableError` (from the first
+        ``__anext__``) where the backend cannot watch: a standalone MongoDB server, or a user
+        without the permission."""
+        ...
+
+    def watch_history(
+        self, *, job_ids: Sequence[str] | None = None, job_names: Sequence[str] | None = None
+    ) -> AsyncGenerator[list[HistoryRecord], None]:
+        """A feed of history rows as they are first written, optionally only of ``job_ids``
+        and/or ``job_names``: same shape, heartbeats and errors as :meth:`watch_records`."""
         ...
 
     async def get_job(self, job_id: str) -> JobRecord | None:
@@ -309,8 +338,21 @@ class JobStore(Protocol):
     def write_history_many(self, records: Sequence[HistoryRecord]) -> None: ...
 
     def get_executions(
-        self, job_name: str, *, limit: int = 20, skip: int = 0
+        self,
+        job_name: str | None = None,
+        *,
+        job_id: str | None = None,
+        limit: int = 20,
+        skip: int = 0,
     ) -> list[HistoryRecord]: ...
+
+    def watch_records(
+        self, job_names: Sequence[str]
+    ) -> Generator[list[RecordChange], None, None]: ...
+
+    def watch_history(
+        self, *, job_ids: Sequence[str] | None = None, job_names: Sequence[str] | None = None
+    ) -> Generator[list[HistoryRecord], None, None]: ...
 
     def get_job(self, job_id: str) -> JobRecord | None: ...
 

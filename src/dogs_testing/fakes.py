@@ -128,7 +128,7 @@ class FakeJobContext(JobContext):
             lock = definition.effective_lock_time(_DEFAULT_LOCK_TIME)
         else:
             lock = _DEFAULT_LOCK_TIME
-        self._definition = definition
+        self._given_definition = definition
         self._clock: Clock = clock or SystemClock()
         self._lock_time = lock
         self._locked_until = self._clock.now() + lock
@@ -163,9 +163,9 @@ class FakeJobContext(JobContext):
 
     @property
     def definition(self) -> JobDefinition:
-        if self._definition is None:
+        if self._given_definition is None:
             raise AttributeError("this FakeJobContext was built without definition=...")
-        return self._definition
+        return self._given_definition
 
     @property
     def job_id(self) -> str:

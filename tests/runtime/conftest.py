@@ -227,7 +227,10 @@ class Harness:
         return DogsClient(self.store, self.jobs, clock=self.clock, rng=random.Random(self.seed))
 
     def workers(self, **options: Any) -> Workers:
+        """Workers on this store. These tests pace claims by polling, so the change feed is off
+        unless a test turns it on (``watch_changes=True``, see ``test_wakeups``)."""
         options.setdefault("poll_interval", 1)
+        options.setdefault("watch_changes", False)
         return Workers(
             self.store,
             self.jobs,

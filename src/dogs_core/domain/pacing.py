@@ -81,6 +81,7 @@ class ClaimPacer:
     __slots__ = (
         "_batch_size",
         "_batches_in_flight",
+        "_first",
         "_generation",
         "_hot",
         "_idle_until",
@@ -114,6 +115,7 @@ class ClaimPacer:
         self._idle_until: float | None = None
         self._in_flight: set[Claim] = set()
         self._batches_in_flight: set[int] = set()
+        self._first: list[int] = []  # partitions a wake asked to look at first
         self._generation = 0
 
     # -- state ------------------------------------------------------------------------------
@@ -203,11 +205,18 @@ class ClaimPacer:
         self._rotation.reset_misses()
         self._go_idle(now)
 
-    def wake(self) -> None:
-        """A job may be claimable now: end the sleep and look at every partition again."""
+    def wake(self, partitions: Sequence[int] = ()) -> None:
+        """A job may be claimable now: end the sleep and look at every partition again, at
+        ``partitions`` first (where the change feed said the jobs are)."""
         self._idle_until = None
         self._generation += 1
         self._rotation.reset_misses()
+        n = self._rotation.n_partitions
+        for partition in partitions:
+            if not isinstance(partition, int) or not 0 <= partition < n:
+                continue  # a record of another partitioning: the sweep finds it
+            if partition not in self._first:
+                self._first.append(partition)
 
     def released(self, name: str) -> bool:
         """An execution of ``name`` freed its slot. True when that woke the lanes (a capped
@@ -236,6 +245,10 @@ class ClaimPacer:
         return reservations
 
     def _choose_partition(self, *, batch: bool) -> int | None:
+        for index, first in enumerate(self._first):
+            if not batch or first not in self._batches_in_flight:
+                del self._first[index]
+                return first
         partition = self._rotation.next_partition()
         if not batch or partition not in self._batches_in_flight:
             return partition

@@ -13,8 +13,10 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Sequence
+from functools import partial
 
 import anyio
+import anyio.abc
 
 from dogs_core.domain.definitions import JobDefinition
 from dogs_core.domain.hints import DecisionReason, Hint, HintDecision, HintSelector
@@ -25,9 +27,46 @@ from dogs_core.ports import AsyncJobStore, Clock
 from dogs_core.runtime.retry import retry_transient
 from dogs_core.runtime.settings import WorkerSettings
 
-__all__ = ["backfill_retention", "ensure_recurrent_records", "probe_loop", "reconcile_loop"]
+__all__ = [
+    "backfill_retention",
+    "ensure_recurrent_records",
+    "probe_loop",
+    "reconcile_loop",
+    "start_maintenance",
+]
 
 logger = logging.getLogger("dogs.workers")
+
+
+def start_maintenance(
+    group: anyio.abc.TaskGroup,
+    store: AsyncJobStore,
+    names: Sequence[str],
+    hints: HintSelector,
+    *,
+    settings: WorkerSettings,
+    clock: Clock,
+    rng: random.Random,
+    probe: bool,
+) -> None:
+    """Start the background loops in ``group``: the hint probe (when enabled and the store's
+    probes mean something), the partition reconciler (when enabled), the retention backfill."""
+    if settings.probe_enabled and probe:
+        group.start_soon(
+            partial(probe_loop, store, names, hints, settings=settings, clock=clock, rng=rng)
+        )
+    if settings.reconcile_enabled:
+        group.start_soon(
+            partial(
+                reconcile_loop,
+                store,
+                names,
+                n_partitions=settings.n_partitions,
+                clock=clock,
+                rng=rng,
+            )
+        )
+    group.start_soon(backfill_retention, store, settings, clock)
 
 
 async def ensure_recurrent_records(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from dogs_core.domain import validation
 from dogs_core.domain.definitions import (
     EventJobDefinition,
     JobDefinition,
@@ -24,7 +25,12 @@ from dogs_core.domain.partitions import assign_partition, validate_n_partitions
 from dogs_core.domain.records import (
     BulkScheduleResult,
     Duplicate,
+    HistoryRecord,
+    HistoryStatus,
     ItemError,
+    JobRecord,
+    JobStatus,
+    JobType,
     NewJob,
     Scheduled,
     ScheduleOutcome,
@@ -42,23 +48,30 @@ from dogs_core.ports import Clock
 from dogs_core.runtime.clock import SystemClock
 
 __all__ = [
+    "HISTORY_GRACE",
     "HISTORY_LOOKBACK",
     "AmbiguousBulkInsert",
     "ClientBase",
     "PreparedBatch",
     "ScheduleItem",
     "bulk_result",
+    "ended_execution",
     "in_transaction",
     "job_name",
     "validate_job_id",
     "validate_page",
     "validate_session",
+    "validate_statuses",
+    "validate_wait",
 ]
 
 _MAX_UNIQUE_KEY_LENGTH = 1024
 #: How many recent executions of a job name are searched for a record whose insert reply was
 #: lost and that may already have run.
 HISTORY_LOOKBACK = 1000
+#: Seconds a job may be without a record and without a history row before ``wait_for`` says
+#: it keeps no history: its row is written right after its record is deleted.
+HISTORY_GRACE = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +207,45 @@ class ClientBase:
             except DogsError as error:
                 batch.errors.append(ItemError(index=index, error=error, job=raw))
         return batch
+
+
+def ended_execution(
+    record: JobRecord | None, newest: HistoryRecord | None, *, since: datetime
+) -> HistoryRecord | None:
+    """The execution that ended a job, from its record and its newest history row; ``None``
+    while it may still run. An event job has ended once its record is gone (it succeeded or was
+    discarded) or is terminal (its attempt limit); a recurrent job never ends, so its "end" is
+    its first execution that finished at or after ``since``."""
+    if newest is None:
+        return None
+    if record is None:
+        return newest
+    if record.type is JobType.RECURRENT:
+        return newest if newest.ended_at >= since else None
+    if record.status is JobStatus.MAX_TRIES_REACHED:
+        return newest
+    return None
+
+
+def validate_wait(timeout: object, poll_interval: object) -> tuple[float | None, float]:
+    """``wait_for``'s ``timeout`` (``None``: as long as it takes) and ``poll_interval`` in
+    seconds."""
+    seconds = None if timeout is None else validation.duration("timeout", timeout)
+    pause = validation.positive_duration("poll_interval", poll_interval)
+    return (None if seconds is None else seconds.total_seconds()), pause.total_seconds()
+
+
+def validate_statuses(statuses: object) -> frozenset[HistoryStatus] | None:
+    """``watch``'s status filter: ``None`` (every status) or history statuses (or their names)."""
+    if statuses is None:
+        return None
+    if isinstance(statuses, str | HistoryStatus):
+        statuses = [statuses]
+    try:
+        return frozenset(HistoryStatus(status) for status in statuses)  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        choices = ", ".join(status.value for status in HistoryStatus)
+        raise InvalidOptionError("statuses", statuses, f"expected some of {choices}") from None
 
 
 def job_name(job: JobDefinition | str) -> str:

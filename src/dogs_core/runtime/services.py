@@ -7,6 +7,7 @@ import enum
 import random
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import anyio
@@ -18,7 +19,10 @@ from dogs_core.runtime.batching import GroupCommit
 from dogs_core.runtime.deadlines import Deadlines
 from dogs_core.runtime.settings import WorkerSettings
 
-__all__ = ["ExecutionServices", "Milestone"]
+__all__ = ["HISTORY_WRITE_TIMEOUT", "ExecutionServices", "Milestone", "build_services"]
+
+_MAX_BATCH = 500  # items per batched completion or history write
+HISTORY_WRITE_TIMEOUT = 30.0  # seconds; a batch of history rows that takes longer is dropped
 
 
 class Milestone(enum.Enum):
@@ -51,3 +55,45 @@ class ExecutionServices:
     """Starts a fire-and-forget task tied to the workers' lifetime (``on_stale``)."""
     report: Callable[[ClaimedJob, Milestone], None]
     """Told what an execution reached (see :class:`Milestone`)."""
+
+
+def build_services(
+    store: AsyncJobStore,
+    settings: WorkerSettings,
+    *,
+    clock: Clock,
+    rng: random.Random,
+    spawn: Callable[[Callable[[], Coroutine[Any, Any, None]]], None],
+    spawn_background: Callable[[Callable[[], Coroutine[Any, Any, None]]], None],
+    report: Callable[[ClaimedJob, Milestone], None],
+) -> ExecutionServices:
+    """The services of one ``Workers``: one timer task for every lock watchdog, and the
+    completions and history rows of concurrent executions written in batches (group commit)."""
+    return ExecutionServices(
+        store=store,
+        clock=clock,
+        settings=settings,
+        policy=OutcomePolicy(
+            default_lock_time=settings.default_lock_time,
+            max_tries=settings.max_tries,
+            max_tries_reached_retention=settings.max_tries_reached_retention,
+        ),
+        rng=rng,
+        deadlines=Deadlines(),
+        completions=GroupCommit(store.complete_many, what="complete", max_batch=_MAX_BATCH),
+        history=GroupCommit(
+            partial(_write_history_batch, store),
+            what="history",
+            max_batch=_MAX_BATCH,
+            timeout=HISTORY_WRITE_TIMEOUT,
+        ),
+        thread_limiter=anyio.CapacityLimiter(settings.workers_count),
+        spawn=spawn,
+        spawn_background=spawn_background,
+        report=report,
+    )
+
+
+async def _write_history_batch(store: AsyncJobStore, records: list[HistoryRecord]) -> list[None]:
+    await store.write_history_many(records)
+    return [None] * len(records)

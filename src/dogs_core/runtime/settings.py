@@ -116,6 +116,11 @@ class WorkerSettings:
         The adaptive index-hint probe (every 30 minutes by default).
     ``reconcile_enabled``
         The partition reconciler that gives a partition to records missing one.
+    ``watch_changes``
+        Wake the claim lanes from the store's change feed (MongoDB change streams on a replica
+        set) when a job is scheduled or released anywhere, and start a job due before the next
+        poll on a local timer. Where the store cannot watch, polling alone remains (logged
+        once). Polling stays on either way: a change feed is a notification, not a queue.
     ``on_max_tries_reached``
         Called (sync or async) with the claimed job when an event job is marked
         ``maxTriesReached``; its errors are logged and swallowed.
@@ -208,6 +213,11 @@ class WorkerSettings:
     reconcile_enabled: bool = field(
         metadata=_option(True, v.boolean, "Run the partition reconciler.")
     )
+    watch_changes: bool = field(
+        metadata=_option(
+            True, v.boolean, "Wake on the store's change feed (polling stays the safety net)."
+        )
+    )
 
     def __init__(self, **options: Unpack[WorkerOptions]) -> None:
         given: dict[str, Any] = dict(options)
@@ -247,6 +257,7 @@ class WorkerOptions(TypedDict, total=False):
     probe_interval: DurationLike
     probe_enabled: bool
     reconcile_enabled: bool
+    watch_changes: bool
     cooldown_period: object
 
 

@@ -18,8 +18,7 @@ import contextlib
 import logging
 import math
 import random
-from collections.abc import Callable, Coroutine
-from functools import partial
+from collections.abc import Callable, Coroutine, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -29,37 +28,27 @@ import anyio.abc
 from dogs_core.domain.capacity import CapacityLedger
 from dogs_core.domain.definitions import JobDefinition
 from dogs_core.domain.hints import Hint, HintSelector, claim_hint
-from dogs_core.domain.outcome import OutcomePolicy
 from dogs_core.domain.pacing import Claim, ClaimPacer, Sleep
 from dogs_core.domain.partitions import PartitionRotation
-from dogs_core.domain.records import ClaimedJob, HistoryRecord
+from dogs_core.domain.records import ClaimedJob
 from dogs_core.domain.schedules import parse_duration
 from dogs_core.errors import InvalidOptionError, WorkersStateError
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock, StoreCapabilities
-from dogs_core.runtime.batching import GroupCommit
 from dogs_core.runtime.claiming import send_claim
 from dogs_core.runtime.clock import SystemClock
-from dogs_core.runtime.deadlines import Deadlines
 from dogs_core.runtime.execution import Execution
-from dogs_core.runtime.maintenance import (
-    backfill_retention,
-    ensure_recurrent_records,
-    probe_loop,
-    reconcile_loop,
-)
+from dogs_core.runtime.maintenance import ensure_recurrent_records, start_maintenance
 from dogs_core.runtime.retry import retry_transient
 from dogs_core.runtime.runners import RunnerPool
-from dogs_core.runtime.services import ExecutionServices, Milestone
+from dogs_core.runtime.services import HISTORY_WRITE_TIMEOUT, Milestone, build_services
 from dogs_core.runtime.settings import DurationLike, WorkerSettings
 from dogs_core.runtime.signal import Signal
+from dogs_core.runtime.watching import ChangeWatcher
 
 __all__ = ["Workers"]
 
 logger = logging.getLogger("dogs.workers")
-
-_MAX_BATCH = 500  # items per batched completion or history write
-_HISTORY_WRITE_TIMEOUT = 30.0  # seconds; a batch of history rows that takes longer is dropped
 
 
 class Workers:
@@ -85,14 +74,7 @@ class Workers:
         on_execution_ended: Callable[[ClaimedJob], None] | None = None,
         **options: Any,
     ) -> None:
-        if settings is not None and options:
-            raise InvalidOptionError(
-                "options", sorted(options), "pass either settings or keyword options, not both"
-            )
-        if not isinstance(jobs, Jobs):
-            raise InvalidOptionError("jobs", jobs, "must be a dogs_core.Jobs registry")
-        if len(jobs) == 0:
-            raise InvalidOptionError("jobs", jobs, "the registry has no jobs to run")
+        _check_arguments(jobs, settings, options)
         self.settings = settings if settings is not None else WorkerSettings(**options)
         self.store = store
         self.jobs = jobs
@@ -108,7 +90,16 @@ class Workers:
             poll_interval=self.settings.poll_interval.total_seconds(),
         )
         self._hints = HintSelector()
-        self._services = self._execution_services()
+        self._services = build_services(
+            store,
+            self.settings,
+            clock=self.clock,
+            rng=self.rng,
+            spawn=self._spawn_for_execution,
+            spawn_background=self._spawn_background,
+            report=self._on_milestone,
+        )
+        self._watcher = self._change_watcher() if self.settings.watch_changes else None
         self._active: dict[str, Execution] = {}
         self._finishing: set[str] = set()  # freed their slot, still writing history
         self._forgotten = Signal()
@@ -128,32 +119,14 @@ class Workers:
         self.claims_succeeded = 0
         """Jobs claimed so far (each starts one execution)."""
 
-    def _execution_services(self) -> ExecutionServices:
-        settings, store = self.settings, self.store
-        # Shared by every execution: one timer task for all lock watchdogs, and the completions
-        # and history rows of concurrent executions written in batches (group commit).
-        return ExecutionServices(
-            store=store,
+    def _change_watcher(self) -> ChangeWatcher:
+        return ChangeWatcher(
+            self.store,
+            self._names,
             clock=self.clock,
-            settings=settings,
-            policy=OutcomePolicy(
-                default_lock_time=settings.default_lock_time,
-                max_tries=settings.max_tries,
-                max_tries_reached_retention=settings.max_tries_reached_retention,
-            ),
-            rng=self.rng,
-            deadlines=Deadlines(),
-            completions=GroupCommit(store.complete_many, what="complete", max_batch=_MAX_BATCH),
-            history=GroupCommit(
-                partial(_write_history_batch, store),
-                what="history",
-                max_batch=_MAX_BATCH,
-                timeout=_HISTORY_WRITE_TIMEOUT,
-            ),
-            thread_limiter=anyio.CapacityLimiter(settings.workers_count),
-            spawn=self._spawn_for_execution,
-            spawn_background=self._spawn_background,
-            report=self._on_milestone,
+            deadlines=self._services.deadlines,
+            horizon=self.settings.poll_interval,
+            wake=self.wake,
         )
 
     # -- public state ---------------------------------------------------------------------
@@ -181,9 +154,17 @@ class Workers:
     def capabilities(self) -> StoreCapabilities | None:
         return self._capabilities
 
-    def wake(self) -> None:
-        """Cut an idle wait short: a job was scheduled that these workers may run now."""
-        self._pacer.wake()
+    @property
+    def watching(self) -> bool:
+        """Whether the change feed is open: a job scheduled anywhere from now on wakes these
+        workers at once (``False`` with ``watch_changes`` off, or where the store cannot watch:
+        they then wake by polling alone)."""
+        return self._watcher is not None and self._watcher.watching
+
+    def wake(self, partitions: Sequence[int] = ()) -> None:
+        """Cut an idle wait short: a job was scheduled that these workers may run now (in
+        ``partitions``, when known: they are claimed in first)."""
+        self._pacer.wake(partitions)
         self._wake.notify()
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -305,26 +286,25 @@ class Workers:
             self.settings.n_partitions,
             self._capabilities.claim_path,
         )
-        settings, clock, rng, n = self.settings, self.clock, self.rng, self.settings.n_partitions
-        if settings.probe_enabled and self._capabilities.supports_probe:
-            background.start_soon(
-                partial(
-                    probe_loop,
-                    store,
-                    self._names,
-                    self._hints,
-                    settings=settings,
-                    clock=clock,
-                    rng=rng,
-                )
-            )
-        if settings.reconcile_enabled:
-            background.start_soon(
-                partial(reconcile_loop, store, self._names, n_partitions=n, clock=clock, rng=rng)
-            )
-        background.start_soon(backfill_retention, store, settings, clock)
+        settings, clock, rng = self.settings, self.clock, self.rng
+        if self._watcher is not None:
+            background.start_soon(self._watcher.run, name="dogs change feed")
+        start_maintenance(
+            background,
+            store,
+            self._names,
+            self._hints,
+            settings=settings,
+            clock=clock,
+            rng=rng,
+            probe=self._capabilities.supports_probe,
+        )
         await ensure_recurrent_records(
-            store, list(self._definitions.values()), n_partitions=n, clock=clock, rng=rng
+            store,
+            list(self._definitions.values()),
+            n_partitions=settings.n_partitions,
+            clock=clock,
+            rng=rng,
         )
 
     async def _serve_until_stopped(self) -> None:
@@ -336,7 +316,7 @@ class Workers:
                     lanes.start_soon(self._claim_lane)
             await self._drain()
             # Executions that released their slot may still be writing their history row.
-            with anyio.move_on_after(_HISTORY_WRITE_TIMEOUT):
+            with anyio.move_on_after(HISTORY_WRITE_TIMEOUT):
                 while self._finishing:
                     await self._forgotten.wait()
             # Detached stale executions (cancel_stale=False) do not hold up the stop.
@@ -442,11 +422,17 @@ class Workers:
         group.start_soon(func)
 
 
+def _check_arguments(jobs: object, settings: object, options: dict[str, Any]) -> None:
+    if settings is not None and options:
+        raise InvalidOptionError(
+            "options", sorted(options), "pass either settings or keyword options, not both"
+        )
+    if not isinstance(jobs, Jobs):
+        raise InvalidOptionError("jobs", jobs, "must be a dogs_core.Jobs registry")
+    if len(jobs) == 0:
+        raise InvalidOptionError("jobs", jobs, "the registry has no jobs to run")
+
+
 def _caps(jobs: Jobs) -> dict[str, int | None]:
     """Per-server caps by name (recurrent jobs have none: one record runs at a time)."""
     return {d.name: getattr(d, "max_parallel_executions_per_server", None) for d in jobs}
-
-
-async def _write_history_batch(store: AsyncJobStore, records: list[HistoryRecord]) -> list[None]:
-    await store.write_history_many(records)
-    return [None] * len(records)

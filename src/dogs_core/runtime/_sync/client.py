@@ -13,9 +13,11 @@ building) lives in :mod:`dogs_core.runtime.scheduling`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
@@ -23,6 +25,7 @@ from dogs_core.domain.definitions import EventJobDefinition, JobDefinition
 from dogs_core.domain.records import (
     BulkScheduleResult,
     HistoryRecord,
+    HistoryStatus,
     ItemError,
     JobRecord,
     NameStatus,
@@ -30,21 +33,32 @@ from dogs_core.domain.records import (
     Scheduled,
     ScheduleOutcome,
 )
-from dogs_core.errors import DogsError, ScheduleOutcomeUnknownError, TransientStoreError
+from dogs_core.errors import (
+    ChangeFeedUnavailableError,
+    DogsError,
+    JobNotFoundError,
+    ScheduleOutcomeUnknownError,
+    TransientStoreError,
+    WaitTimeoutError,
+)
 from dogs_core.jobs import Jobs
 from dogs_core.ports import Clock, JobStore
 from dogs_core.runtime._sync.retry import retry_transient
 from dogs_core.runtime.scheduling import (
+    HISTORY_GRACE,
     HISTORY_LOOKBACK,
     AmbiguousBulkInsert,
     ClientBase,
     ScheduleItem,
     bulk_result,
+    ended_execution,
     in_transaction,
     job_name,
     validate_job_id,
     validate_page,
     validate_session,
+    validate_statuses,
+    validate_wait,
 )
 
 __all__ = ["SyncDogsClient"]
@@ -170,6 +184,78 @@ class SyncDogsClient(ClientBase):
         logger.warning("unlocked %d job records", count)
         return count
 
+    # -- waiting and watching ---------------------------------------------------------------
+
+    def wait_for(
+        self,
+        job_id: str,
+        *,
+        timeout: timedelta | int | float | str | None = None,  # noqa: ASYNC109 (sync twin too)
+        poll_interval: timedelta | int | float | str = 1,
+    ) -> HistoryRecord:
+        """Wait until job ``job_id`` has ended and return the execution that ended it: its
+        ``status`` (``success``, or ``error`` when no retry is pending: discarded or at its
+        attempt limit), ``result`` and ``error_message``. A recurrent job's next finished
+        execution counts. A job already over is answered at once from its history.
+
+        Woken by the store's history feed where it has one (MongoDB change streams), by reads
+        every ``poll_interval`` where not. Raises
+        :class:`~dogs_core.errors.WaitTimeoutError` after ``timeout``, and
+        :class:`~dogs_core.errors.JobNotFoundError` when the job has neither a record nor
+        history (it never existed, or it keeps no history).
+        """
+        validate_job_id(job_id)
+        seconds, pause = validate_wait(timeout, poll_interval)
+        since = self.clock.now()
+        started = time.monotonic()
+        gone_since: float | None = None
+        feed = self.store.watch_history(job_ids=[job_id])
+        with contextlib.closing(feed):
+            live = _open(feed)
+            while True:
+                record, newest = self._end_state(job_id)
+                ended = ended_execution(record, newest, since=since)
+                if ended is not None:
+                    return ended
+                now = time.monotonic()
+                if record is None and newest is None:
+                    # Gone without a row: a row on its way lands within the grace period after
+                    # the record is deleted; past it, the job keeps no history (or never was).
+                    gone_since = now if gone_since is None else gone_since
+                    if now - gone_since >= HISTORY_GRACE:
+                        raise JobNotFoundError(job_id)
+                if seconds is not None and now - started >= seconds:
+                    raise WaitTimeoutError(job_id, seconds)
+                live = live and _next_batch(feed)
+                if not live:
+                    time.sleep(pause)
+
+    def watch(
+        self,
+        names: Sequence[JobDefinition | str] | None = None,
+        *,
+        statuses: Iterable[HistoryStatus | str] | None = None,
+    ) -> Iterator[HistoryRecord]:
+        """Every execution of ``names`` (all jobs when ``None``) as it finishes, filtered by
+        ``statuses``: for live panels. Needs a store with a history feed (MongoDB change
+        streams on a replica set, the in-memory store); raises
+        :class:`~dogs_core.errors.ChangeFeedUnavailableError` otherwise."""
+        wanted = validate_statuses(statuses)
+        job_names = None if names is None else [job_name(job) for job in names]
+        feed = self.store.watch_history(job_names=job_names)
+        with contextlib.closing(feed):
+            for batch in feed:
+                for row in batch:
+                    if wanted is None or row.status in wanted:
+                        yield row
+
+    def _end_state(self, job_id: str) -> tuple[JobRecord | None, HistoryRecord | None]:
+        """The record of a job and its newest history row (read in this order, so that a job
+        that ends in between is seen with its row)."""
+        record = self.store.get_job(job_id)
+        rows = self.store.get_executions(job_id=job_id, limit=1)
+        return record, rows[0] if rows else None
+
     # -- inserting safely ------------------------------------------------------------------
 
     def _insert_one(self, job: NewJob, session: object | None = None) -> ScheduleOutcome:
@@ -236,3 +322,25 @@ class SyncDogsClient(ClientBase):
 def _settle_one_by_one(error: TransientStoreError) -> NoReturn:
     """A bulk insert that may have landed in part is not re-sent as a whole."""
     raise AmbiguousBulkInsert from error
+
+
+def _open(feed: Iterator[list[HistoryRecord]]) -> bool:
+    """Wait for a feed to open; ``False`` where the store has none (then poll)."""
+    try:
+        next(feed)
+    except ChangeFeedUnavailableError:
+        return False
+    return True
+
+
+def _next_batch(feed: Iterator[list[HistoryRecord]]) -> bool:
+    """Wait for the next batch or heartbeat of a feed; ``False`` once it failed or ended (the
+    caller then polls: a feed only ever shortens the wait)."""
+    try:
+        next(feed)
+    except StopIteration:
+        return False
+    except Exception as error:
+        logger.warning("history feed failed, waiting by polling: %r", error)
+        return False
+    return True

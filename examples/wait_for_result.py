@@ -1,0 +1,82 @@
+"""Push: an idle worker woken by the change feed, a caller that waits for the outcome.
+
+    python examples/wait_for_result.py                    # the in-memory store
+    python examples/wait_for_result.py --uri mongodb://localhost:27017/?replicaSet=rs0
+
+The workers poll only once an hour here: every job below is started because the store's change
+feed (MongoDB change streams; the in-memory store's own) woke them, and each caller learns the
+outcome from the history feed instead of polling for it. With ``--uri`` it uses a fresh
+database on your server and drops it at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from collections.abc import Sequence
+from datetime import timedelta
+
+import anyio
+
+from dogs_core import DogsClient, HistoryStatus, JobContext, Jobs, RetryPolicy, Scheduled, Workers
+from dogs_core.ports import AsyncJobStore
+
+jobs = Jobs()
+
+
+@jobs.event(max_tries=2, retry=RetryPolicy(base=timedelta(milliseconds=10), jitter=0))
+async def resize(params: dict[str, int], ctx: JobContext) -> str:
+    """Fails on its first try for odd widths, to show that a retried failure is not the end."""
+    if params["width"] % 2 and ctx.tries == 1:
+        raise ValueError(f"odd width {params['width']}, retrying")
+    if params["width"] <= 0:
+        raise ValueError("no such width")
+    return f"resized to {params['width']}px"
+
+
+async def run(store: AsyncJobStore) -> None:
+    client = DogsClient(store, jobs)
+    async with Workers(store, jobs, workers_count=4, poll_interval="1h") as workers:
+        with anyio.fail_after(30):
+            while not workers.watching:  # noqa: ASYNC110 - a property, not an event
+                await anyio.sleep(0.01)
+        print(f"change feed open: {workers.watching}")
+        for width in (640, 1025, -1):
+            outcome = await client.schedule(resize, {"width": width})
+            assert isinstance(outcome, Scheduled)
+            row = await client.wait_for(outcome.id, timeout="30s")
+            if row.status is HistoryStatus.SUCCESS:
+                print(f"width {width}: {row.result} (try {row.tries})")
+            else:
+                print(f"width {width}: failed for good on try {row.tries}: {row.error_message}")
+        await workers.stop()
+
+
+async def run_on_mongodb(uri: str) -> None:
+    from pymongo import AsyncMongoClient
+
+    from dogs_mongo import AsyncMongoJobStore
+
+    database = f"dogs_wait_for_{uuid.uuid4().hex[:8]}"
+    mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, tz_aware=True)
+    try:
+        await run(AsyncMongoJobStore(mongo, database))
+    finally:
+        await mongo.drop_database(database)
+        await mongo.close()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Dogs: wake-ups and wait_for")
+    parser.add_argument("--uri", help="MongoDB URI (default: the in-memory store)")
+    args = parser.parse_args(argv)
+    if args.uri:
+        anyio.run(run_on_mongodb, args.uri)
+    else:
+        from dogs_testing import InMemoryJobStore
+
+        anyio.run(run, InMemoryJobStore())
+
+
+if __name__ == "__main__":
+    main()
