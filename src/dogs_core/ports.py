@@ -97,7 +97,9 @@ class AsyncJobStore(Protocol):
         it, so the job exists only if the caller's transaction commits, and a taken identifier
         must not abort that transaction (it is still ``Duplicate``). A store that cannot join
         the caller's session raises :class:`~dogs_core.errors.SessionNotSupportedError` and
-        writes nothing."""
+        writes nothing. Inside the caller's transaction, a store passes the driver's own errors
+        through untranslated (not as ``TransientStoreError``): the caller's transaction runner
+        (pymongo's ``with_transaction``) retries on the driver's error labels."""
         ...
 
     async def schedule_many(
