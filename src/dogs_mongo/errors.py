@@ -19,7 +19,9 @@ query, a document too large, an authorization failure will not get better by ret
 
 ``write_may_have_applied`` is false for reads and for failures where the server certainly did
 not apply the write: no server was selected, the pool had no connection, the server answered
-"not primary" or reported a write conflict, or it labelled the error ``NoWritesPerformed``.
+"not primary" or reported a write conflict, or it labelled the error ``NoWritesPerformed``. A
+write concern error always may have applied, whatever its code: the server applied the write
+and only the wait for its replication failed (a step-down interrupts that wait with 11602).
 Retryable writes stay on (PyMongo's default): the driver already retries a write once, and this
 translation only concerns what is left after that.
 """
@@ -93,6 +95,10 @@ def write_may_have_applied(error: BaseException) -> bool:
         return False
     if isinstance(error, PyMongoError) and error.has_error_label("NoWritesPerformed"):
         return False
+    if isinstance(error, WriteConcernError):
+        # The server applied the write and then could not confirm its write concern: even
+        # "interrupted by a replica-set state change" (11602) interrupted the wait, not the write.
+        return True
     return not (isinstance(error, OperationFailure) and error.code in _NOT_APPLIED_CODES)
 
 

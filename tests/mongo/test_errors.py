@@ -44,6 +44,9 @@ TRANSIENT: list[tuple[PyMongoError, bool]] = [
     (_labelled("TransientTransactionError"), True),
     (WriteConcernError("waiting for replication timed out", 64), True),
     (WriteConcernError("labelled", 100, {"errorLabels": ["RetryableWriteError"]}), True),
+    # A step-down while the primary waited for replication: the write was applied there.
+    (WriteConcernError("operation was interrupted", 11602), True),
+    (WriteConcernError("not primary", 10107), True),
 ]
 
 PERMANENT: list[BaseException] = [

@@ -34,7 +34,7 @@ from pymongo.errors import PyMongoError
 
 from dogs_core.domain.records import Scheduled
 from dogs_core.domain.schedules import RetryPolicy
-from dogs_core.errors import DogsError
+from dogs_core.errors import DogsError, TransientStoreError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import DogsClient, JobContext, ScheduleItem, Workers
 from dogs_mongo import AsyncMongoJobStore
@@ -75,6 +75,7 @@ class AuditedStore(AsyncMongoJobStore):
     def __init__(self, *args: Any, completions: list[tuple[str, str]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.completions = completions
+        self._ambiguous: set[tuple[str, str]] = set()  # deletes whose reply was lost
 
     async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
         """Pair by pair, each a one-pair call, exact (True only when it deleted the record):
@@ -85,12 +86,24 @@ class AuditedStore(AsyncMongoJobStore):
         if len({job_id for job_id, _ in claims}) != len(claims):
             return await super().complete_many(claims)  # raises ValueError, writes nothing
         verdicts: list[bool] = []
-        for job_id, lock_id in claims:
-            [deleted] = await super().complete_many([(job_id, lock_id)])
-            if deleted:
-                self.completions.append((job_id, lock_id))
-            verdicts.append(deleted or await self.get_job(job_id) is None)
+        for pair in claims:
+            try:
+                [deleted] = await super().complete_many([pair])
+            except TransientStoreError as error:
+                if error.write_may_have_applied:
+                    self._ambiguous.add(pair)
+                raise
+            gone = deleted or await self.get_job(pair[0]) is None
+            if deleted or (gone and pair in self._ambiguous and not self._completed(pair[0])):
+                # A delete whose reply was lost (a step-down interrupting its write concern)
+                # landed: the record is gone and no other lock's completion removed it.
+                self.completions.append(pair)
+            self._ambiguous.discard(pair)
+            verdicts.append(gone)
         return verdicts
+
+    def _completed(self, job_id: str) -> bool:
+        return any(done == job_id for done, _ in self.completions)
 
 
 @dataclass
@@ -219,8 +232,9 @@ async def run_stream(rs: ReplicaSet, mode: str, w1: bool) -> Outcome:
     outcome.completions = len(completions)
     outcome.completed_twice = sum(1 for locks in completed_by.values() if len(locks) > 1)
     never_completed = [job_id for job_id in scheduled if job_id not in completed_by]
+    outcome.notes.append(f"records left={outcome.lost} never_ran={len(never_ran)} never_completed={len(never_completed)}")
     outcome.lost = max(outcome.lost, len(never_ran), len(never_completed))
-    print("\n" + outcome.line() + " [" + "; ".join(outcome.notes[:3]) + "]")
+    print("\n" + outcome.line() + " [" + "; ".join(outcome.notes) + "]")
     return outcome
 
 
