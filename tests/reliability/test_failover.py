@@ -232,7 +232,10 @@ async def run_stream(rs: ReplicaSet, mode: str, w1: bool) -> Outcome:
     outcome.completions = len(completions)
     outcome.completed_twice = sum(1 for locks in completed_by.values() if len(locks) > 1)
     never_completed = [job_id for job_id in scheduled if job_id not in completed_by]
-    outcome.notes.append(f"records left={outcome.lost} never_ran={len(never_ran)} never_completed={len(never_completed)}")
+    outcome.notes.append(
+        f"records left={outcome.lost} never_ran={len(never_ran)} "
+        f"never_completed={len(never_completed)}"
+    )
     outcome.lost = max(outcome.lost, len(never_ran), len(never_completed))
     print("\n" + outcome.line() + " [" + "; ".join(outcome.notes) + "]")
     return outcome
