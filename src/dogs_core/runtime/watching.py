@@ -52,8 +52,6 @@ class ChangeWatcher:
         self._wake = wake
         self._timers: dict[datetime, Deadline] = {}
         self._watching = False
-        self.changes_seen = 0
-        """Record changes received so far (for tests and metrics)."""
 
     @property
     def watching(self) -> bool:
@@ -90,7 +88,6 @@ class ChangeWatcher:
                     self._apply(batch)
 
     def _apply(self, batch: list[RecordChange]) -> None:
-        self.changes_seen += len(batch)
         now = self._clock.now()
         plan = plan_wakeups(
             batch, job_names=self._name_set, now=now, horizon=self._horizon, max_later=_MAX_TIMERS
