@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 import anyio
 
@@ -118,7 +118,7 @@ async def _in_own_context(context: FakeJobContext, run: Callable[[], Any]) -> An
     return await run_in_context(bound(), contextvars.copy_context())
 
 
-def _counts_as_failure(error: Exception | None) -> bool:
+def _counts_as_failure(error: Exception | None) -> TypeGuard[Exception]:
     """A failure for ``on_error``: an error other than a cooperative cancellation."""
     return error is not None and not isinstance(error, ExecutionCancelledError)
 
@@ -182,11 +182,7 @@ async def run_job_inline(
         ctx._finish()
     decision = None
     on_error = definition.on_error
-    if (
-        on_error is not None
-        and error is not None
-        and not isinstance(error, ExecutionCancelledError)
-    ):
+    if on_error is not None and _counts_as_failure(error):
         args = on_error_arguments(definition, error, loaded, ctx)
         returned = await _in_own_context(ctx, lambda: call_callback(on_error, args, _call_here))
         decision = normalize_on_error_result(returned, job_name=definition.name)
@@ -239,11 +235,7 @@ def run_job_inline_sync(
         ctx._finish()
     decision = None
     on_error = definition.on_error
-    if (
-        on_error is not None
-        and error is not None
-        and not isinstance(error, ExecutionCancelledError)
-    ):
+    if on_error is not None and _counts_as_failure(error):
         args = on_error_arguments(definition, error, loaded, ctx)
         returned = _call_with_current(ctx, on_error, *args)
         decision = normalize_on_error_result(returned, job_name=definition.name)
