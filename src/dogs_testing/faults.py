@@ -483,20 +483,30 @@ class FaultyJobStore(JobStoreWrapper):
                 what="lost its reply (disconnected)" if applied else "refused (disconnected)",
             )
 
-    async def around(self, method: str, call: Callable[[], Awaitable[T]]) -> T:
+    async def _enter(self, method: str) -> tuple[float, FaultKind | None]:
+        """One call of ``method`` begins: count it, apply the plan's delay before it (the
+        connection checked on both sides), and return its delay after and its fault."""
         self.stats.calls[method] += 1
         self._check_connected(method, applied=False)
         before, after, error = self._decide(method)
         if before > 0:
             await anyio.sleep(before)
             self._check_connected(method, applied=False)
-        if error is FaultKind.ERROR_BEFORE:
-            raise self._refuse(method, applied=False, what="failed before reaching the store")
-        result = await call()
+        return after, error
+
+    async def _leave(self, method: str, after: float) -> None:
+        """The call reached the store: apply the delay after it (the connection checked)."""
         self._check_connected(method, applied=True)
         if after > 0:
             await anyio.sleep(after)
             self._check_connected(method, applied=True)
+
+    async def around(self, method: str, call: Callable[[], Awaitable[T]]) -> T:
+        after, error = await self._enter(method)
+        if error is FaultKind.ERROR_BEFORE:
+            raise self._refuse(method, applied=False, what="failed before reaching the store")
+        result = await call()
+        await self._leave(method, after)
         if error is FaultKind.ERROR_AFTER:
             raise self._refuse(method, applied=True, what="was applied, then its reply was lost")
         return result
@@ -509,12 +519,7 @@ class FaultyJobStore(JobStoreWrapper):
         inner: AsyncGenerator[T, None] | None = None
         try:
             while True:
-                self.stats.calls[method] += 1
-                self._check_connected(method, applied=False)
-                before, after, error = self._decide(method)
-                if before > 0:
-                    await anyio.sleep(before)
-                    self._check_connected(method, applied=False)
+                after, error = await self._enter(method)
                 self._raise_feed_error(method, error, before_batch=True)
                 if inner is None:
                     inner = feed()
@@ -522,10 +527,7 @@ class FaultyJobStore(JobStoreWrapper):
                     batch = await inner.__anext__()
                 except StopAsyncIteration:
                     return
-                self._check_connected(method, applied=True)
-                if after > 0:
-                    await anyio.sleep(after)
-                    self._check_connected(method, applied=True)
+                await self._leave(method, after)
                 self._raise_feed_error(method, error, before_batch=False)
                 yield batch
         finally:
