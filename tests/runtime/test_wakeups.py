@@ -324,3 +324,12 @@ async def test_watch_needs_a_feed() -> None:
     with pytest.raises(ChangeFeedUnavailableError):
         async for _ in h.client.watch():
             pass  # pragma: no cover
+
+
+@pytest.mark.parametrize("statuses", [5, ["nope"], [3]])
+async def test_watch_validates_its_statuses(statuses: Any) -> None:
+    h = Harness(jobs_recording([]))
+    with pytest.raises(InvalidOptionError) as info:
+        async for _ in h.client.watch(statuses=statuses):
+            pass  # pragma: no cover
+    assert info.value.field == "statuses"

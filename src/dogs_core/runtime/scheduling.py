@@ -239,10 +239,11 @@ def validate_statuses(statuses: object) -> frozenset[HistoryStatus] | None:
     """``watch``'s status filter: ``None`` (every status) or history statuses (or their names)."""
     if statuses is None:
         return None
-    if isinstance(statuses, str | HistoryStatus):
-        statuses = [statuses]
+    given = [statuses] if isinstance(statuses, str) else statuses
     try:
-        return frozenset(HistoryStatus(status) for status in statuses)  # type: ignore[attr-defined]
+        if not isinstance(given, Iterable):
+            raise TypeError(given)
+        return frozenset(HistoryStatus(str(status)) for status in given)
     except (TypeError, ValueError):
         choices = ", ".join(status.value for status in HistoryStatus)
         raise InvalidOptionError("statuses", statuses, f"expected some of {choices}") from None
