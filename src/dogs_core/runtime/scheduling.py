@@ -254,9 +254,9 @@ def job_name(job: JobDefinition | str) -> str:
 
 
 def validate_page(limit: object, skip: object) -> None:
-    for name, value in (("limit", limit), ("skip", skip)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidOptionError(name, value, "must be a non-negative integer")
+    """The same check, and message, as the stores give a bad ``limit`` or ``skip``."""
+    validation.integer("limit", limit, minimum=0)
+    validation.integer("skip", skip, minimum=0)
 
 
 def validate_job_id(job_id: object) -> None:
