@@ -103,8 +103,6 @@ MAX_NAME_LENGTH = 200
 DEFAULT_HEARTBEAT_FRACTION = 1 / 3
 """``heartbeat=True`` renews the lock every third of the lock time."""
 
-_INT64_MIN = -(2**63)
-_INT64_MAX = 2**63 - 1
 
 UniqueScope: TypeAlias = Literal["global", "job"]
 _AnyType: TypeAlias = type[Any]
@@ -478,11 +476,7 @@ def _set_common(
         if callback is not None:
             _check_callable(callback, field, args)
         set_(target, field, callback)
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise InvalidOptionError("priority", priority, "must be an int (higher runs first)")
-    if not _INT64_MIN <= priority <= _INT64_MAX:
-        raise InvalidOptionError("priority", priority, "must fit in a 64-bit integer")
-    set_(target, "priority", priority)
+    set_(target, "priority", validation.priority("priority", priority))
     set_(
         target,
         "lock_time",

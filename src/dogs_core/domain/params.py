@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Protocol, TypeGuard
 
+from dogs_core.domain.validation import INT64_MAX, INT64_MIN
 from dogs_core.errors import InvalidParamsError
 
 __all__ = [
@@ -38,8 +39,6 @@ __all__ = [
     "validate_params",
 ]
 
-_INT64_MIN = -(2**63)
-_INT64_MAX = 2**63 - 1
 _MAX_BSON_DEPTH = 100
 _AnyType = type[Any]
 _AnyCallable = Callable[..., Any]
@@ -236,7 +235,7 @@ def _storable(value: object, path: str, job: str | None, depth: int) -> Any:
     if value is None or isinstance(value, bool | str | bytes | float | uuid.UUID):
         return value
     if isinstance(value, int):
-        if not _INT64_MIN <= value <= _INT64_MAX:
+        if not INT64_MIN <= value <= INT64_MAX:
             _not_storable(path, value, job, "integers must fit in 64 bits")
         return value
     if isinstance(value, datetime):

@@ -110,6 +110,19 @@ def integer(field: str, value: object, *, minimum: int) -> int:
     return value
 
 
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+
+def priority(field: str, value: object) -> int:
+    """A job priority: an ``int`` (not a ``bool``) that fits MongoDB's 64-bit integers."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidOptionError(field, value, "must be an int (higher runs first)")
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise InvalidOptionError(field, value, "must fit in a 64-bit integer")
+    return value
+
+
 def positive_int(field: str, value: object) -> int:
     """An ``int`` (not a ``bool``) of at least 1."""
     return integer(field, value, minimum=1)

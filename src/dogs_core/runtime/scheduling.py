@@ -180,11 +180,11 @@ class ClientBase:
         if item.run_at is not None and not isinstance(item.run_at, datetime):
             raise InvalidScheduleError("run_at", item.run_at, "must be a datetime")
         next_run_at = event_run_at(now, run_in, item.run_at)
-        priority = definition.priority if item.priority is None else item.priority
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise InvalidOptionError("priority", item.priority, "must be an integer")
-        if not -(2**63) <= priority < 2**63:
-            raise InvalidOptionError("priority", item.priority, "must fit in a 64-bit integer")
+        priority = (
+            definition.priority
+            if item.priority is None
+            else validation.priority("priority", item.priority)
+        )
         return NewJob(
             id=new_record_id(),
             job_name=definition.name,
