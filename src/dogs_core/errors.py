@@ -152,6 +152,19 @@ class JobNotFoundError(DogsError, LookupError):
         super().__init__(f"job {job_id!r}: {detail}")
 
 
+class JobContendedError(DogsError, RuntimeError):
+    """An operator action gave up because the job's record kept changing under it (claims,
+    renewals or another operator in between); nothing was changed, and trying again is safe."""
+
+    def __init__(self, action: str, job_id: str, rounds: int) -> None:
+        self.action = action
+        self.job_id = job_id
+        super().__init__(
+            f"{action} of job {job_id!r}: its record changed {rounds} times in a row while "
+            "trying; nothing was changed, try again"
+        )
+
+
 class WaitTimeoutError(DogsError, TimeoutError):
     """``wait_for`` gave up: the job had not ended within its ``timeout``."""
 

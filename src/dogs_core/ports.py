@@ -44,11 +44,14 @@ from dogs_core.domain.records import (
     ClaimedJob,
     ClaimRequest,
     HistoryRecord,
+    HistoryStatus,
     JobRecord,
+    JobState,
     NameStatus,
     NewJob,
     ScheduleOutcome,
 )
+from dogs_core.domain.steering import JobChange
 from dogs_core.domain.wakeups import RecordChange
 
 __all__ = ["AsyncJobStore", "Clock", "JobStore", "StoreCapabilities"]
@@ -120,8 +123,14 @@ class AsyncJobStore(Protocol):
 
     async def claim(self, request: ClaimRequest) -> ClaimedJob | None:
         """Atomically take the first eligible record of ``request.partition`` in order: set
-        ``lock_id``, ``locked_until``, ``last_run_at = now`` and increment ``tries``. ``None``
-        when nothing is eligible (or the claim was ambiguous and has been dropped)."""
+        ``lock_id``, ``locked_until``, ``last_run_at = now``, ``lock_owner = request.owner``
+        (removed when ``None``), remove ``lock_released_at`` and increment ``tries``. ``None``
+        when nothing is eligible (or the claim was ambiguous and has been dropped).
+
+        The claimed job carries ``owner = request.owner`` and, when the claim took over a lock
+        that was not released (``was_stale``), ``previous_attempt``: the lock id, ``last_run_at``,
+        ``locked_until``, ``tries`` and ``lock_owner`` the record had just before (a store that
+        cannot know them leaves it ``None``)."""
         ...
 
     async def claim_many(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]:
@@ -163,17 +172,20 @@ class AsyncJobStore(Protocol):
         next_run_at: datetime,
         priority: int | None,
         reset_tries: bool,
+        tries: int | None = None,
     ) -> bool:
         """Fenced: set ``next_run_at`` (and ``priority`` when given), set ``tries = 0`` when
-        ``reset_tries``, and release the lock (unset ``lock_id``, ``locked_until``,
-        ``claim_was_stale``)."""
+        ``reset_tries`` (or ``tries`` when given: a snoozed run gives its try back), and release
+        the lock (unset ``lock_id``, ``locked_until``, ``claim_was_stale``, ``lock_owner``,
+        ``lock_released_at``)."""
         ...
 
     async def mark_max_tries_reached(
         self, job_id: str, lock_id: str, *, now: datetime, expires_at: datetime | None
     ) -> bool:
         """Fenced, event records only: status ``maxTriesReached``, ``max_tries_reached_at = now``,
-        ``expires_at`` (unset when ``None``: kept forever), and release the lock."""
+        ``expires_at`` (unset when ``None``: kept forever), and release the lock (as
+        :meth:`reschedule` does)."""
         ...
 
     async def demote_stale(self, job_id: str, lock_id: str) -> bool:
@@ -181,8 +193,9 @@ class AsyncJobStore(Protocol):
         ...
 
     async def release_lock(self, job_id: str, lock_id: str, *, now: datetime) -> bool:
-        """Fenced: ``locked_until = now`` so another worker may claim the record at once. The
-        ``lock_id`` is kept, so late writes of the released execution still fail their fence."""
+        """Fenced: ``locked_until = now`` and ``lock_released_at = now`` so another worker may
+        claim the record at once and nobody takes it for stale. The ``lock_id`` is kept, so
+        late writes of the released execution still fail their fence."""
         ...
 
     async def probe(
@@ -217,9 +230,10 @@ class AsyncJobStore(Protocol):
         ...
 
     async def write_history_many(self, records: Sequence[HistoryRecord]) -> None:
-        """Upsert each record by ``execution_id``, in order, in one round trip where the store
-        can (a single row is a one-record call): the status first written for an execution
-        wins, also between two records of one call. Empty input writes nothing."""
+        """Insert each record keyed by ``execution_id``, in order, in one round trip where the
+        store can (a single row is a one-record call): the row first written for an execution
+        wins whole (a later row for it writes nothing), also between two records of one call.
+        Empty input writes nothing."""
         ...
 
     async def get_executions(
@@ -227,11 +241,13 @@ class AsyncJobStore(Protocol):
         job_name: str | None = None,
         *,
         job_id: str | None = None,
+        status: HistoryStatus | None = None,
         limit: int = 20,
         skip: int = 0,
     ) -> list[HistoryRecord]:
         """History of one job name, or of one job (``job_id``), or of both filters at once,
-        newest ``started_at`` first. At least one filter is required (``InvalidOptionError``)."""
+        newest ``started_at`` first (ties: newest ``ended_at``), optionally of one ``status``.
+        At least one of ``job_name`` and ``job_id`` is required (``InvalidOptionError``)."""
         ...
 
     def watch_records(self, job_names: Sequence[str]) -> AsyncGenerator[list[RecordChange], None]:
@@ -261,13 +277,59 @@ class AsyncJobStore(Protocol):
         ...
 
     async def find_jobs(
-        self, *, job_name: str | None = None, limit: int | None = None
+        self,
+        *,
+        job_name: str | None = None,
+        state: JobState | None = None,
+        unique_identifier: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+        now: datetime | None = None,
     ) -> list[JobRecord]:
-        """Records, optionally of one job name, in claim order (priority desc, next run asc)."""
+        """At most ``limit`` records matching every given filter, in ascending ``id`` order,
+        only ids greater than ``after`` (a stable cursor: ids are UUIDv7, so creation order).
+        ``state`` is :meth:`JobRecord.state` at ``now``, which is then required
+        (``InvalidOptionError``); ``limit`` must be at least 1."""
+        ...
+
+    async def delete_job(
+        self,
+        job_id: str,
+        *,
+        unless_running_at: datetime | None = None,
+        unless_failed: bool = False,
+    ) -> JobRecord | None:
+        """Delete record ``job_id`` in one atomic step and return it as it was just before.
+        ``None`` when nothing was deleted: there is no such record, or its lock is live at
+        ``unless_running_at`` (``locked_until`` later than it), or ``unless_failed`` and it is
+        an event record at its attempt limit. Not fenced: a live execution of the record loses
+        its lock (its next fenced write matches nothing)."""
+        ...
+
+    async def modify_job(
+        self, job_id: str, change: JobChange, *, now: datetime
+    ) -> JobRecord | None:
+        """Compare-and-set: apply ``change`` to record ``job_id`` if it is not running at
+        ``now`` (no lock, or ``locked_until <= now``), in one atomic step, and return the record
+        after the change; ``None`` when nothing matched (no such record, or it is running).
+        ``revive`` removes ``status``, ``max_tries_reached_at`` and ``expires_at``. The lock
+        fields are kept (a stale holder's late writes still fail their fence)."""
+        ...
+
+    async def delete_jobs(
+        self, *, job_name: str | None, state: JobState, now: datetime, dry_run: bool = False
+    ) -> int:
+        """Delete every record of ``state`` at ``now`` (of ``job_name`` when given) and return
+        how many; with ``dry_run`` only count them. ``state`` must not be ``running``
+        (``InvalidOptionError``): a record whose lock is live at the moment of the delete is
+        never deleted."""
         ...
 
     async def status_counts(self, *, now: datetime) -> list[NameStatus]:
-        """Per job name: due, scheduled later, running, stale (lock expired), terminal."""
+        """Per job name, each record counted once by :meth:`JobRecord.state`: ``due`` (due and
+        retrying records whose ``next_run_at <= now``), ``scheduled_later`` (the rest of
+        scheduled and retrying), ``running``, ``stale``, ``terminal`` (failed), and
+        ``oldest_due_at``: the oldest ``next_run_at`` of the due and stale records."""
         ...
 
     async def close(self) -> None:
@@ -309,6 +371,7 @@ class JobStore(Protocol):
         next_run_at: datetime,
         priority: int | None,
         reset_tries: bool,
+        tries: int | None = None,
     ) -> bool: ...
 
     def mark_max_tries_reached(
@@ -344,6 +407,7 @@ class JobStore(Protocol):
         job_name: str | None = None,
         *,
         job_id: str | None = None,
+        status: HistoryStatus | None = None,
         limit: int = 20,
         skip: int = 0,
     ) -> list[HistoryRecord]: ...
@@ -359,8 +423,29 @@ class JobStore(Protocol):
     def get_job(self, job_id: str) -> JobRecord | None: ...
 
     def find_jobs(
-        self, *, job_name: str | None = None, limit: int | None = None
+        self,
+        *,
+        job_name: str | None = None,
+        state: JobState | None = None,
+        unique_identifier: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+        now: datetime | None = None,
     ) -> list[JobRecord]: ...
+
+    def delete_job(
+        self,
+        job_id: str,
+        *,
+        unless_running_at: datetime | None = None,
+        unless_failed: bool = False,
+    ) -> JobRecord | None: ...
+
+    def modify_job(self, job_id: str, change: JobChange, *, now: datetime) -> JobRecord | None: ...
+
+    def delete_jobs(
+        self, *, job_name: str | None, state: JobState, now: datetime, dry_run: bool = False
+    ) -> int: ...
 
     def status_counts(self, *, now: datetime) -> list[NameStatus]: ...
 

@@ -34,6 +34,7 @@ from dogs_core.runtime.invocation import (
     HandlerResult,
     Interrupted,
     Raised,
+    SnoozeRequested,
     call_callback,
     handler_call,
     invoke_handler,
@@ -128,6 +129,8 @@ def _unpack(result: HandlerResult) -> tuple[Any, Exception | None]:
         return None, result.error
     if isinstance(result, Interrupted):
         return None, result.error or ExecutionCancelledError("the inline run was cancelled")
+    if isinstance(result, SnoozeRequested):
+        return result.snooze, None  # the run's result is the Snooze the handler gave
     return result.value, None
 
 

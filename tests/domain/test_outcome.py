@@ -35,6 +35,7 @@ from dogs_core.domain.outcome import (
     MarkTerminal,
     OutcomePolicy,
     Release,
+    Snoozed,
     Reschedule,
     Stale,
     Succeeded,
@@ -73,10 +74,10 @@ def one_hour_later(now: datetime) -> datetime:
 # -- the reference table --------------------------------------------------------------------------
 
 Kind: TypeAlias = Literal["event", "recurrent"]
-What: TypeAlias = Literal["succeeded", "failed", "cancelled", "stale"]
+What: TypeAlias = Literal["succeeded", "failed", "cancelled", "snoozed", "stale"]
 Verdict: TypeAlias = Literal["retry", "discard"] | None
 Priority: TypeAlias = Literal["unchanged", "definition"] | None
-When: TypeAlias = Literal["regular", "retry"] | None
+When: TypeAlias = Literal["regular", "retry", "snooze"] | None
 
 
 @dataclass(frozen=True)
@@ -114,8 +115,15 @@ def _row(
 
 KINDS: tuple[Kind, ...] = ("event", "recurrent")
 for _kind in KINDS:
-    # cancelled (shutdown): release at once; went stale: demote, lock left to expire.
-    _row(_kind, "cancelled", None, Expected(Release, None))
+    # cancelled (shutdown): release at once; went stale: demote, lock left to expire; snoozed:
+    # run again at the snooze time, the try given back.
+    _row(_kind, "cancelled", None, Expected(Release, HistoryStatus.CANCELLED))
+    _row(
+        _kind,
+        "snoozed",
+        None,
+        Expected(Reschedule, HistoryStatus.SNOOZED, "unchanged", False, "snooze"),
+    )
     _row(_kind, "stale", None, Expected(DemoteStale, HistoryStatus.STALE))
 
 _row("event", "succeeded", None, Expected(Delete, HistoryStatus.SUCCESS))
@@ -168,9 +176,9 @@ def reference(kind: Kind, what: What, verdict: Verdict, explicit: bool, reached:
 
 
 def test_the_reference_table_is_complete() -> None:
-    # Per kind: succeeded, discard, cancelled, stale x 2 limit states, and retry x 2 explicit
-    # x 2 limit states: 12 rows, each given once (_row checks).
-    assert len(_ROWS) == 24
+    # Per kind: succeeded, discard, cancelled, snoozed, stale x 2 limit states, and retry x 2
+    # explicit x 2 limit states: 14 rows, each given once (_row checks).
+    assert len(_ROWS) == 28
 
 
 # -- strategies -----------------------------------------------------------------------------------
@@ -226,6 +234,7 @@ HAPPENINGS: dict[str, st.SearchStrategy[Happened]] = {
     "retry_at": st.builds(lambda t: Failed(Retry(run_at=t)), moments),
     "discard": st.just(Failed(Discard())),
     "cancelled": st.just(Cancelled()),
+    "snoozed": st.builds(Snoozed, moments),
     "stale": st.just(Stale()),
 }
 DEFINITIONS: dict[str, st.SearchStrategy[JobDefinition]] = {
@@ -274,6 +283,8 @@ def _classify(happened: Happened) -> tuple[What, Verdict, bool]:
         return "succeeded", None, False
     if isinstance(happened, Cancelled):
         return "cancelled", None, False
+    if isinstance(happened, Snoozed):
+        return "snoozed", None, False
     if isinstance(happened, Stale):
         return "stale", None, False
     verdict = happened.verdict
@@ -317,7 +328,11 @@ def test_decide_follows_the_reference_table(
         wanted_priority = definition.priority if expected.priority == "definition" else None
         assert command.priority == wanted_priority
         assert command.reset_tries is expected.reset_tries
-        if expected.when == "regular":
+        if expected.when == "snooze":
+            assert isinstance(happened, Snoozed)
+            assert command.next_run_at == happened.run_at
+            assert command.tries == max(job.tries - 1, 0)
+        elif expected.when == "regular":
             assert isinstance(definition, RecurrentJobDefinition)
             assert command.next_run_at == next_run_after(
                 definition.schedule, now, scheduled_at=job.next_run_at
@@ -537,7 +552,7 @@ def test_recurrent_retry_without_a_time_is_its_next_regular_run() -> None:
 def test_cancelled_releases_the_lock_at_once(definition: JobDefinition) -> None:
     command = decide(definition, claimed(definition), Cancelled(), POLICY, NOW, RAND)
     assert command == Release(NOW)
-    assert command.history is None
+    assert command.history is HistoryStatus.CANCELLED  # the interrupted attempt gets a row
 
 
 @pytest.mark.parametrize("definition", [EVENT, RECURRENT], ids=["event", "recurrent"])

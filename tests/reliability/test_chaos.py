@@ -420,7 +420,7 @@ class Chaos:
             elif inst.state == "running" and not inst.workers.running:
                 self.problems.append(f"w{inst.index} stopped running without being stopped")
                 inst.state = "dead"
-        for record in self.inner.sync.find_jobs():
+        for record in self.inner.sync.find_jobs(limit=1_000_000):
             if record.type is JobType.EVENT:
                 tries = record.tries or 0
                 before = self.stored_tries.get(record.id, 0)
@@ -436,7 +436,7 @@ class Chaos:
 
     def settled(self) -> bool:
         """Every scheduled job is deleted or terminal, and nothing is running."""
-        records = {record.id: record for record in self.inner.sync.find_jobs()}
+        records = {record.id: record for record in self.inner.sync.find_jobs(limit=1_000_000)}
         for job_id in self.scheduled:
             record = records.get(job_id)
             if record is not None and record.status is not JobStatus.MAX_TRIES_REACHED:
@@ -445,7 +445,7 @@ class Chaos:
 
     def final_check(self, quiet_start: float) -> None:
         now = self.clock.now()
-        records = {record.id: record for record in self.inner.sync.find_jobs()}
+        records = {record.id: record for record in self.inner.sync.find_jobs(limit=1_000_000)}
         for job_id, name in self.scheduled.items():
             record = records.get(job_id)
             if record is None:

@@ -200,7 +200,7 @@ class RecordingStore(InMemoryJobStore):
     # -- reading helpers (synchronous: the state is in memory) ---------------------------------
 
     def records(self, job_name: str | None = None) -> list[JobRecord]:
-        return self.sync.find_jobs(job_name=job_name)
+        return self.sync.find_jobs(job_name=job_name, limit=1_000_000)
 
     def record(self, job_id: str) -> JobRecord | None:
         return self.sync.get_job(job_id)
@@ -246,7 +246,7 @@ class Harness:
 
 def assert_nothing_locked(store: InMemoryJobStore, *, at: datetime | None = None) -> None:
     """No record holds a live lock: each is unlocked, expired (``at``), or terminal."""
-    for record in store.sync.find_jobs():
+    for record in store.sync.find_jobs(limit=1_000_000):
         if record.locked_until is None:
             continue
         assert at is not None, f"record {record.id} of {record.job_name} is locked"

@@ -85,6 +85,7 @@ __all__ = [
     "RecurrentJobDefinition",
     "RecurrentJobOptions",
     "Retry",
+    "Snooze",
     "UniqueScope",
     "bson_document_size",
     "check_bson_storable",
@@ -146,6 +147,28 @@ class Discard:
 
 
 OnErrorResult: TypeAlias = Retry | Discard
+
+
+class Snooze(Exception):
+    """Return or raise it from a handler: run the job again ``run_in`` from now (or at
+    ``run_at``) without counting this attempt toward its attempt limit, as Oban's
+    ``{:snooze, seconds}``. The history row of the attempt says ``snoozed``."""
+
+    def __init__(
+        self, run_in: timedelta | int | float | str | None = None, *, run_at: datetime | None = None
+    ) -> None:
+        if (run_in is None) == (run_at is None):
+            raise InvalidScheduleError("run_in", run_in, "give exactly one of run_in and run_at")
+        self.run_in = None if run_in is None else parse_duration(run_in, field="run_in")
+        self.run_at = None if run_at is None else ensure_utc(run_at, field="run_at")
+        super().__init__(f"snoozed for {self.run_in}" if self.run_in else f"snoozed until {run_at}")
+
+    def run_after(self, now: datetime) -> datetime:
+        """When the snoozed job runs again."""
+        if self.run_at is not None:
+            return self.run_at
+        assert self.run_in is not None
+        return now + self.run_in
 
 
 def normalize_on_error_result(value: object, *, job_name: str) -> OnErrorResult:

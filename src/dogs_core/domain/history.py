@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import traceback
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -9,7 +10,18 @@ from dogs_core.domain.definitions import JobDefinition, to_bson_storable
 from dogs_core.domain.records import ClaimedJob, HistoryRecord, HistoryStatus
 from dogs_core.errors import DogsError
 
-__all__ = ["error_message", "history_record"]
+__all__ = [
+    "TRACEBACK_LIMIT",
+    "error_message",
+    "error_traceback",
+    "error_type",
+    "history_record",
+    "killed_attempt_record",
+]
+
+#: How much of a formatted traceback a history row keeps: its last 8 KiB (the innermost
+#: frames and the message), so a deep stack cannot make a row large.
+TRACEBACK_LIMIT = 8 * 1024
 
 
 def history_record(
@@ -47,6 +59,39 @@ def history_record(
         result=stored_result,
         error_message=None if error is None else error_message(error),
         unique_identifier=job.unique_identifier,
+        was_stale=job.was_stale,
+        error_type=None if error is None else error_type(error),
+        error_traceback=None if error is None else error_traceback(error),
+        owner=job.owner,
+    )
+
+
+def killed_attempt_record(
+    job: ClaimedJob, definition: JobDefinition, *, now: datetime
+) -> HistoryRecord | None:
+    """The ``stale`` row of the attempt whose expired lock ``job``'s claim took over (its
+    worker died or hung and wrote none), or ``None`` when there is none to write. It ends when
+    its lock ran out; a row its own worker did write wins (first row wins)."""
+    attempt = job.previous_attempt
+    if attempt is None or definition.save_executions_for <= timedelta(0):
+        return None
+    ended = min(attempt.locked_until, now)
+    started = attempt.started_at if attempt.started_at is not None else ended
+    return HistoryRecord(
+        execution_id=attempt.execution_id,
+        job_id=job.job_id,
+        job_name=job.job_name,
+        type=job.type,
+        priority=job.priority,
+        tries=attempt.tries,
+        started_at=min(started, ended),
+        ended_at=ended,
+        status=HistoryStatus.STALE,
+        expires_at=now + definition.save_executions_for,
+        params=job.params,
+        error_message="the worker holding the lock stopped renewing it (killed or hung)",
+        unique_identifier=job.unique_identifier,
+        owner=attempt.owner,
     )
 
 
@@ -54,3 +99,19 @@ def error_message(error: BaseException) -> str:
     """What a history row keeps of an error: its message, or its type's name when empty."""
     text = str(error)
     return text if text else type(error).__name__
+
+
+def error_type(error: BaseException) -> str:
+    """The qualified name of an error's class (``builtins.`` left out)."""
+    kind = type(error)
+    module = kind.__module__
+    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+
+
+def error_traceback(error: BaseException) -> str | None:
+    """The formatted traceback of ``error`` (with its causes), its last
+    :data:`TRACEBACK_LIMIT` characters; ``None`` for an error that was never raised."""
+    if error.__traceback__ is None and error.__cause__ is None and error.__context__ is None:
+        return None
+    text = "".join(traceback.format_exception(error))
+    return text if len(text) <= TRACEBACK_LIMIT else "..." + text[-(TRACEBACK_LIMIT - 3) :]

@@ -22,6 +22,7 @@ failed, Retry(run_in/run_at)  retry then, tries kept                  retry then
                                                                       tries kept
 failed, Retry()               retry after backoff, or terminal once   next regular run,
                               tries reach the limit                   tries reset
+snoozed (Snooze(run_in))      rerun then, the try given back          same
 cancelled (shutdown)          release the lock at once                same
 went stale                    demote (priority 0), lock left to       same
                               expire
@@ -60,6 +61,7 @@ __all__ = [
     "OutcomePolicy",
     "Release",
     "Reschedule",
+    "Snoozed",
     "Stale",
     "Succeeded",
     "decide",
@@ -89,11 +91,18 @@ class Cancelled:
 
 
 @dataclass(frozen=True, slots=True)
+class Snoozed:
+    """The handler returned or raised :class:`~dogs_core.domain.definitions.Snooze`."""
+
+    run_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class Stale:
     """The execution lost its lock (watchdog, lost fence, failed renewal)."""
 
 
-Happened: TypeAlias = Succeeded | Failed | Cancelled | Stale
+Happened: TypeAlias = Succeeded | Failed | Cancelled | Snoozed | Stale
 
 
 # -- the writes that follow -----------------------------------------------------------------
@@ -109,12 +118,13 @@ class Delete:
 @dataclass(frozen=True, slots=True)
 class Reschedule:
     """Release the record for ``next_run_at`` (fenced), setting ``priority`` when given and
-    ``tries = 0`` when ``reset_tries``."""
+    ``tries = 0`` when ``reset_tries`` (``tries`` when given)."""
 
     next_run_at: datetime
     priority: int | None
     reset_tries: bool
     history: HistoryStatus
+    tries: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +143,7 @@ class Release:
     stays so late writes of this execution still fail their fence)."""
 
     now: datetime
-    history: None = None
+    history: HistoryStatus = HistoryStatus.CANCELLED
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +201,14 @@ def decide(
     """The one write that follows ``happened``; ``rand`` is uniform in [0, 1) (retry jitter)."""
     if isinstance(happened, Cancelled):
         return Release(now)
+    if isinstance(happened, Snoozed):
+        return Reschedule(
+            happened.run_at,
+            priority=None,
+            reset_tries=False,
+            history=HistoryStatus.SNOOZED,
+            tries=max(job.tries - 1, 0),
+        )
     if isinstance(happened, Stale):
         return DemoteStale()
     status = HistoryStatus.SUCCESS if isinstance(happened, Succeeded) else HistoryStatus.ERROR

@@ -25,10 +25,13 @@ __all__ = [
     "HistoryStatus",
     "ItemError",
     "JobRecord",
+    "JobState",
     "JobStatus",
     "JobType",
     "NameStatus",
     "NewJob",
+    "Owner",
+    "PreviousAttempt",
     "ScheduleOutcome",
     "Scheduled",
     "to_millis",
@@ -53,11 +56,47 @@ class JobStatus(enum.StrEnum):
 
 
 class HistoryStatus(enum.StrEnum):
-    """How one execution ended. The first status written for an execution wins."""
+    """How one execution ended. The first row written for an execution wins.
+
+    Dogs writes the first three. ``cancelled`` (by an operator, or at shutdown) and
+    ``snoozed`` (the handler asked to run again later) are ours (docs/differences.md).
+    """
 
     SUCCESS = "success"
     ERROR = "error"
     STALE = "stale"
+    CANCELLED = "cancelled"
+    SNOOZED = "snoozed"
+
+
+class JobState(enum.StrEnum):
+    """Where a stored record stands at one moment; every record is in exactly one state.
+
+    Checked in this order: ``failed`` (an event record at its attempt limit,
+    ``maxTriesReached``), ``running`` (its lock is live), ``stale`` (its lock expired and was
+    not released: the worker that held it died or hung, and the job waits for recovery),
+    ``retrying`` (an earlier attempt failed or was interrupted: ``tries >= 1``), ``due``
+    (``next_run_at <= now``) and ``scheduled`` (due later).
+    """
+
+    SCHEDULED = "scheduled"
+    DUE = "due"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    STALE = "stale"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """Who holds (or held) a claim: the host, the process and the ``Workers`` instance."""
+
+    host: str
+    pid: int
+    instance_id: str
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.pid}/{self.instance_id}"
 
 
 def to_millis(moment: datetime) -> datetime:
@@ -106,6 +145,32 @@ class JobRecord:
     status: JobStatus | None = None
     max_tries_reached_at: datetime | None = None
     expires_at: datetime | None = None
+    lock_owner: Owner | None = None
+    """Who holds the lock (additive ``lockOwner``; Node Dogs workers write none)."""
+    lock_released_at: datetime | None = None
+    """When the holder gave the lock back at shutdown (additive ``lockReleasedAt``): a
+    released record is claimable at once and is not stale."""
+
+    def state(self, now: datetime) -> JobState:
+        """The :class:`JobState` of this record at ``now``."""
+        if self.type is JobType.EVENT and self.status is JobStatus.MAX_TRIES_REACHED:
+            return JobState.FAILED
+        if self.locked_until is not None and self.locked_until > now:
+            return JobState.RUNNING
+        if self.locked_until is not None and not self.lock_released:
+            return JobState.STALE
+        if (self.tries or 0) >= 1:
+            return JobState.RETRYING
+        return JobState.DUE if self.next_run_at <= now else JobState.SCHEDULED
+
+    @property
+    def lock_released(self) -> bool:
+        """The last lock was given back (at shutdown) rather than left to expire."""
+        return (
+            self.lock_released_at is not None
+            and self.locked_until is not None
+            and self.lock_released_at >= self.locked_until
+        )
 
     def is_eligible(self, job_names: frozenset[str] | set[str], now: datetime) -> bool:
         """The eligibility selector of every claim (partition is checked by the caller)."""
@@ -127,6 +192,8 @@ class ClaimRequest:
     now: datetime
     locked_until: datetime
     lock_id: str
+    owner: Owner | None = None
+    """Written on the record as ``lockOwner``, so every running job has a visible owner."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +214,11 @@ class ClaimedJob:
     last_run_at: datetime | None = None
     next_run_at: datetime | None = None
     """When the record was due; fixed-rate recurrent schedules count their slots from it."""
+    owner: Owner | None = None
+    """Who claimed it (this instance)."""
+    previous_attempt: PreviousAttempt | None = None
+    """The attempt whose expired lock this claim took over (``was_stale``), when the store
+    knows it: the claimer writes its ``stale`` history row (a killed worker writes none)."""
 
     @property
     def lock_id(self) -> str:
@@ -155,8 +227,23 @@ class ClaimedJob:
 
 
 @dataclass(frozen=True, slots=True)
+class PreviousAttempt:
+    """The lock a stale claim took over: enough to write the killed attempt's history row."""
+
+    execution_id: str
+    started_at: datetime | None
+    locked_until: datetime
+    tries: int
+    owner: Owner | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class HistoryRecord:
-    """One finished execution (Dogs writes no row while a job runs)."""
+    """One finished execution (Dogs writes no row while a job runs).
+
+    ``was_stale``, ``error_type``, ``error_traceback`` and ``owner`` are additive fields
+    (``wasStale``, ``errorType``, ``errorTraceback``, ``owner``) next to Dogs' own.
+    """
 
     execution_id: str
     job_id: str
@@ -172,6 +259,14 @@ class HistoryRecord:
     result: Any = None
     error_message: str | None = None
     unique_identifier: str | None = None
+    was_stale: bool = False
+    """This attempt's claim took over an expired lock (a recovery)."""
+    error_type: str | None = None
+    """The qualified name of the exception's class."""
+    error_traceback: str | None = None
+    """The formatted traceback, its last :data:`~dogs_core.domain.history.TRACEBACK_LIMIT`
+    characters."""
+    owner: Owner | None = None
 
     @property
     def duration_ms(self) -> int:
@@ -260,3 +355,5 @@ class NameStatus:
     stale: int = 0
     terminal: int = 0
     oldest_due_at: datetime | None = None
+    """The oldest ``next_run_at`` of work waiting to run: due records and stale ones (which
+    wait for recovery)."""

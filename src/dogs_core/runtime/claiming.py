@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from dogs_core.domain.pacing import Claim
-from dogs_core.domain.records import ClaimedJob, ClaimRequest
+from dogs_core.domain.records import ClaimedJob, ClaimRequest, Owner
 from dogs_core.ids import new_execution_id
 from dogs_core.ports import AsyncJobStore, Clock
 
@@ -13,7 +13,13 @@ __all__ = ["send_claim"]
 
 
 async def send_claim(
-    store: AsyncJobStore, claim: Claim, *, hint: str, clock: Clock, lock_time: timedelta
+    store: AsyncJobStore,
+    claim: Claim,
+    *,
+    hint: str,
+    clock: Clock,
+    lock_time: timedelta,
+    owner: Owner | None = None,
 ) -> list[ClaimedJob]:
     """Claim up to ``len(claim.reservations)`` jobs, each locked for ``lock_time`` under a lock
     id of its own (the id of the execution that will run it); best first."""
@@ -27,6 +33,7 @@ async def send_claim(
             now=now,
             locked_until=locked_until,
             lock_id=new_execution_id(),
+            owner=owner,
         )
         for _ in claim.reservations
     ]

@@ -29,7 +29,7 @@ from dogs_core.domain.definitions import (
     load_params,
     normalize_on_error_result,
 )
-from dogs_core.domain.history import history_record
+from dogs_core.domain.history import history_record, killed_attempt_record
 from dogs_core.domain.outcome import Cancelled as CancelledRun
 from dogs_core.domain.outcome import (
     Command,
@@ -39,6 +39,7 @@ from dogs_core.domain.outcome import (
     MarkTerminal,
     Release,
     Reschedule,
+    Snoozed,
     Stale,
     Succeeded,
     decide,
@@ -46,6 +47,7 @@ from dogs_core.domain.outcome import (
 )
 from dogs_core.domain.records import ClaimedJob, HistoryStatus, JobType
 from dogs_core.domain.renewal import StaleReason
+from dogs_core.errors import ExecutionCancelledError
 from dogs_core.runtime.context import JobContext, reset_current, set_current
 from dogs_core.runtime.fenced import FencedWriter
 from dogs_core.runtime.invocation import (
@@ -53,13 +55,14 @@ from dogs_core.runtime.invocation import (
     Interrupted,
     Raised,
     Returned,
+    SnoozeRequested,
     UserCalls,
     handler_call,
     invoke_handler,
     on_error_arguments,
 )
 from dogs_core.runtime.lock import LockKeeper
-from dogs_core.runtime.retry import retry_transient
+from dogs_core.runtime.recording import stopped_by_operator, submit_history
 from dogs_core.runtime.services import ExecutionServices, Milestone
 
 __all__ = ["Execution"]
@@ -147,6 +150,9 @@ class Execution:
         if instead is not None:
             await self._instead_of_running(instead)
             return
+        killed = killed_attempt_record(job, definition, now=services.clock.now())
+        if killed is not None:
+            self._spawn(submit_history, services, killed)
         lock_time = definition.effective_lock_time(services.settings.default_lock_time)
         if not await self._apply_lock_time(lock_time):
             return
@@ -229,6 +235,8 @@ class Execution:
             return Succeeded()
         if isinstance(result, Interrupted):
             return CancelledRun()  # for shutdown (a handler that finished anyway keeps it)
+        if isinstance(result, SnoozeRequested):
+            return Snoozed(result.snooze.run_after(self.services.clock.now()))
         job = self.job
         logger.error(
             "job %s (%s) failed on try %d: %r", job.job_name, job.job_id, job.tries, result.error
@@ -317,6 +325,10 @@ class Execution:
                 job.job_id,
                 "released" if released else "already lost",
             )
+            if released:
+                self._free(stale=False)
+                stopped = ExecutionCancelledError("cancelled at shutdown")
+                await self._write_history(command.history, self.services.clock.now(), error=stopped)
 
     # -- stale ------------------------------------------------------------------------------------
 
@@ -341,6 +353,15 @@ class Execution:
     async def _handle_stale(self, reason: StaleReason) -> None:
         services, job, definition = self.services, self.job, self.definition
         ended_at = services.clock.now()
+        if await stopped_by_operator(services, job):
+            # Cancelled (or unlocked) by an operator, who wrote this execution's history row.
+            logger.warning("%s (%s) was cancelled by an operator", job.job_name, job.job_id)
+            self.cancel_requested = True
+            if self._handler_scope is not None and not self._finished:
+                self._handler_scope.cancel()
+            self._calls.cancel_all()
+            self._free(stale=True)
+            return
         logger.warning(
             "execution %s of %s (%s) went stale (%s)",
             job.execution_id,
@@ -425,12 +446,5 @@ class Execution:
             result=result,
             error=error,
         )
-        if record is None:
-            return
-        # Coalesced with other executions' rows. The batch writer is not cancelled with this
-        # execution, so a row once queued is written even if the wait below is cut short.
-        history = self.services.history
-        try:
-            await retry_transient(lambda: history.submit(record), what=f"history of {job.job_name}")
-        except Exception:
-            logger.exception("could not write history for %s", job.execution_id)
+        if record is not None:
+            await submit_history(self.services, record)

@@ -105,9 +105,9 @@ class FencedWriter:
     async def _reschedule(self, label: str, command: Reschedule | Defer) -> bool:
         job, store = self._job, self._store
         if isinstance(command, Reschedule):
-            priority, reset = command.priority, command.reset_tries
+            priority, reset, tries = command.priority, command.reset_tries, command.tries
         else:
-            priority, reset = None, False
+            priority, reset, tries = None, False, None
 
         async def rescheduled() -> bool:
             record = await store.get_job(job.job_id)
@@ -125,6 +125,7 @@ class FencedWriter:
                 next_run_at=command.next_run_at,
                 priority=priority,
                 reset_tries=reset,
+                tries=tries,
             ),
             verify=rescheduled if isinstance(command, Reschedule) else None,
         )

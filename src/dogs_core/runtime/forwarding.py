@@ -25,11 +25,14 @@ from dogs_core.domain.records import (
     ClaimedJob,
     ClaimRequest,
     HistoryRecord,
+    HistoryStatus,
     JobRecord,
+    JobState,
     NameStatus,
     NewJob,
     ScheduleOutcome,
 )
+from dogs_core.domain.steering import JobChange
 from dogs_core.domain.wakeups import RecordChange
 from dogs_core.ports import AsyncJobStore, StoreCapabilities
 
@@ -97,6 +100,7 @@ class ForwardingJobStore(ABC):
         next_run_at: datetime,
         priority: int | None,
         reset_tries: bool,
+        tries: int | None = None,
     ) -> bool:
         result = await self._forward(
             "reschedule",
@@ -105,6 +109,7 @@ class ForwardingJobStore(ABC):
             next_run_at=next_run_at,
             priority=priority,
             reset_tries=reset_tries,
+            tries=tries,
         )
         return cast(bool, result)
 
@@ -163,11 +168,12 @@ class ForwardingJobStore(ABC):
         job_name: str | None = None,
         *,
         job_id: str | None = None,
+        status: HistoryStatus | None = None,
         limit: int = 20,
         skip: int = 0,
     ) -> list[HistoryRecord]:
         result = await self._forward(
-            "get_executions", job_name, job_id=job_id, limit=limit, skip=skip
+            "get_executions", job_name, job_id=job_id, status=status, limit=limit, skip=skip
         )
         return cast("list[HistoryRecord]", result)
 
@@ -185,10 +191,51 @@ class ForwardingJobStore(ABC):
         return cast("JobRecord | None", await self._forward("get_job", job_id))
 
     async def find_jobs(
-        self, *, job_name: str | None = None, limit: int | None = None
+        self,
+        *,
+        job_name: str | None = None,
+        state: JobState | None = None,
+        unique_identifier: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+        now: datetime | None = None,
     ) -> list[JobRecord]:
-        result = await self._forward("find_jobs", job_name=job_name, limit=limit)
+        result = await self._forward(
+            "find_jobs",
+            job_name=job_name,
+            state=state,
+            unique_identifier=unique_identifier,
+            after=after,
+            limit=limit,
+            now=now,
+        )
         return cast("list[JobRecord]", result)
+
+    async def delete_job(
+        self,
+        job_id: str,
+        *,
+        unless_running_at: datetime | None = None,
+        unless_failed: bool = False,
+    ) -> JobRecord | None:
+        result = await self._forward(
+            "delete_job", job_id, unless_running_at=unless_running_at, unless_failed=unless_failed
+        )
+        return cast("JobRecord | None", result)
+
+    async def modify_job(
+        self, job_id: str, change: JobChange, *, now: datetime
+    ) -> JobRecord | None:
+        result = await self._forward("modify_job", job_id, change, now=now)
+        return cast("JobRecord | None", result)
+
+    async def delete_jobs(
+        self, *, job_name: str | None, state: JobState, now: datetime, dry_run: bool = False
+    ) -> int:
+        result = await self._forward(
+            "delete_jobs", job_name=job_name, state=state, now=now, dry_run=dry_run
+        )
+        return cast(int, result)
 
     async def status_counts(self, *, now: datetime) -> list[NameStatus]:
         return cast("list[NameStatus]", await self._forward("status_counts", now=now))

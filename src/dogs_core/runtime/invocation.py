@@ -17,7 +17,12 @@ from typing import Any, TypeAlias
 
 import anyio
 
-from dogs_core.domain.definitions import EventJobDefinition, JobDefinition, is_async_callable
+from dogs_core.domain.definitions import (
+    EventJobDefinition,
+    JobDefinition,
+    Snooze,
+    is_async_callable,
+)
 from dogs_core.errors import ExecutionCancelledError, JobTimeoutError
 
 __all__ = [
@@ -26,6 +31,7 @@ __all__ = [
     "Raised",
     "Returned",
     "RunSync",
+    "SnoozeRequested",
     "UserCalls",
     "call_callback",
     "handler_call",
@@ -62,7 +68,14 @@ class Interrupted:
     error: ExecutionCancelledError | None = None
 
 
-HandlerResult: TypeAlias = Returned | Raised | Interrupted
+@dataclass(frozen=True, slots=True)
+class SnoozeRequested:
+    """The handler returned or raised ``snooze``: run again later, this try not counted."""
+
+    snooze: Snooze
+
+
+HandlerResult: TypeAlias = Returned | Raised | Interrupted | SnoozeRequested
 
 
 def handler_call(definition: JobDefinition, params: object, context: Any) -> Callable[[], Any]:
@@ -160,7 +173,9 @@ async def _timed(
     try:
         with anyio.fail_after(timeout.total_seconds()) if timeout else nullcontext():
             value = await call() if definition.is_async else await run_sync(call)
-        return Returned(value)
+        return SnoozeRequested(value) if isinstance(value, Snooze) else Returned(value)
+    except Snooze as snooze:
+        return SnoozeRequested(snooze)
     except TimeoutError as error:
         if timeout is not None and not isinstance(error, JobTimeoutError):
             timed_out = JobTimeoutError(f"{definition.name} ran longer than its timeout {timeout}")

@@ -58,6 +58,7 @@ __all__ = [
     "ended_execution",
     "in_transaction",
     "job_name",
+    "unique_identifier_for",
     "validate_job_id",
     "validate_page",
     "validate_session",
@@ -259,9 +260,24 @@ def validate_page(limit: object, skip: object) -> None:
     validation.integer("skip", skip, minimum=0)
 
 
-def validate_job_id(job_id: object) -> None:
+def validate_job_id(job_id: object, *, field: str = "job_id") -> None:
     if not isinstance(job_id, str) or not job_id:
-        raise InvalidOptionError("job_id", job_id, "must be a non-empty string")
+        raise InvalidOptionError(field, job_id, "must be a non-empty string")
+
+
+def unique_identifier_for(jobs: Jobs | None, job: JobDefinition | str | None, key: object) -> str:
+    """The stored unique identifier of ``key``: scoped by the job's name when ``job`` is (or
+    names, in ``jobs``) an event job with ``unique_scope="job"``, as ``schedule`` stores it."""
+    definition: JobDefinition | None = None
+    if isinstance(job, EventJobDefinition | RecurrentJobDefinition):
+        definition = job
+    elif isinstance(job, str) and jobs is not None and job in jobs:
+        definition = jobs.get(job)
+    event = definition if isinstance(definition, EventJobDefinition) else None
+    identifier = _unique_identifier(event, key)
+    if identifier is None:
+        raise InvalidOptionError("unique_key", key, "must be a non-empty string")
+    return identifier
 
 
 def validate_session(session: object) -> None:
@@ -284,7 +300,7 @@ def in_transaction(session: object) -> bool:
     return session is not None and getattr(session, "in_transaction", None) is True
 
 
-def _unique_identifier(definition: EventJobDefinition, key: str | None) -> str | None:
+def _unique_identifier(definition: EventJobDefinition | None, key: object) -> str | None:
     if key is None:
         return None
     if not isinstance(key, str) or not key:
@@ -293,7 +309,7 @@ def _unique_identifier(definition: EventJobDefinition, key: str | None) -> str |
         raise InvalidOptionError(
             "unique_key", key, f"must be at most {_MAX_UNIQUE_KEY_LENGTH} characters"
         )
-    if definition.unique_scope == "job":
+    if definition is not None and definition.unique_scope == "job":
         return f"{definition.name}:{key}"
     return key
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import random
+import socket
 from collections.abc import Callable, Coroutine, Sequence
 from types import TracebackType
 from typing import Any, Self
@@ -30,9 +32,10 @@ from dogs_core.domain.definitions import JobDefinition
 from dogs_core.domain.hints import Hint, HintSelector, claim_hint
 from dogs_core.domain.pacing import Claim, ClaimPacer, Sleep
 from dogs_core.domain.partitions import PartitionRotation
-from dogs_core.domain.records import ClaimedJob
+from dogs_core.domain.records import ClaimedJob, Owner
 from dogs_core.domain.schedules import parse_duration
 from dogs_core.errors import InvalidOptionError, WorkersStateError
+from dogs_core.ids import new_execution_id
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock, StoreCapabilities
 from dogs_core.runtime.claiming import send_claim
@@ -79,6 +82,8 @@ class Workers:
         self.store = store
         self.jobs = jobs
         self.clock: Clock = clock or SystemClock()
+        #: Written on every record this instance claims (``lockOwner``) and on its history.
+        self.owner = Owner(socket.gethostname(), os.getpid(), new_execution_id())
         self.rng = rng or random.Random()
         self._definitions: dict[str, JobDefinition] = {d.name: d for d in jobs}
         self._names = tuple(self._definitions)
@@ -361,6 +366,7 @@ class Workers:
                 hint=hint,
                 clock=self.clock,
                 lock_time=self.settings.default_lock_time,
+                owner=self.owner,
             )
         except Exception:
             self._pacer.failed(claim, anyio.current_time())

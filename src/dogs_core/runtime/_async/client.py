@@ -43,18 +43,17 @@ from dogs_core.errors import (
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock
 from dogs_core.runtime._async.retry import retry_transient
+from dogs_core.runtime._async.steering import SteeringClient
 from dogs_core.runtime.scheduling import (
     HISTORY_GRACE,
     HISTORY_LOOKBACK,
     AmbiguousBulkInsert,
-    ClientBase,
     ScheduleItem,
     bulk_result,
     ended_execution,
     in_transaction,
     job_name,
     validate_job_id,
-    validate_page,
     validate_session,
     validate_statuses,
     validate_wait,
@@ -65,7 +64,7 @@ __all__ = ["DogsClient"]
 logger = logging.getLogger("dogs.client")
 
 
-class DogsClient(ClientBase):
+class DogsClient(SteeringClient):
     """Schedules event jobs and reads what the workers recorded.
 
     ``jobs`` is optional: with a registry, jobs may be named by string and a definition that
@@ -154,24 +153,10 @@ class DogsClient(ClientBase):
 
     # -- reading ----------------------------------------------------------------------------
 
-    async def get_executions(
-        self, job: JobDefinition | str, *, limit: int = 20, skip: int = 0
-    ) -> list[HistoryRecord]:
-        """Finished executions of one job, newest first."""
-        validate_page(limit, skip)
-        return await self.store.get_executions(job_name(job), limit=limit, skip=skip)
-
     async def get_job(self, job_id: str) -> JobRecord | None:
         """One stored record by id (``None`` once an event job succeeded and was deleted)."""
         validate_job_id(job_id)
         return await self.store.get_job(job_id)
-
-    async def find_jobs(
-        self, job: JobDefinition | str | None = None, *, limit: int | None = None
-    ) -> list[JobRecord]:
-        """Stored records, optionally of one job, in claim order."""
-        name = None if job is None else job_name(job)
-        return await self.store.find_jobs(job_name=name, limit=limit)
 
     async def status(self) -> list[NameStatus]:
         """Per job name: due, scheduled later, running, stale and terminal counts."""

@@ -1,0 +1,43 @@
+"""What an execution reads and writes besides its fenced writes: its history rows, and the
+record it reads back to learn why it lost its lock."""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+
+from dogs_core.domain.records import ClaimedJob, HistoryRecord
+from dogs_core.runtime.retry import retry_transient
+from dogs_core.runtime.services import HISTORY_WRITE_TIMEOUT, ExecutionServices
+
+__all__ = ["stopped_by_operator", "submit_history"]
+
+logger = logging.getLogger("dogs.execution")
+
+
+async def submit_history(services: ExecutionServices, record: HistoryRecord) -> None:
+    """Queue ``record`` with the history group commit, retried; logged, never raised.
+
+    The batch writer is not cancelled with the execution, so a row once queued is written even
+    if the wait here is cut short."""
+    history = services.history
+    try:
+        await retry_transient(lambda: history.submit(record), what=f"history of {record.job_name}")
+    except Exception:
+        logger.exception("could not write history for %s", record.execution_id)
+
+
+async def stopped_by_operator(services: ExecutionServices, job: ClaimedJob) -> bool:
+    """Whether ``job``'s lock was lost to an operator: its record is gone (cancelled or
+    deleted) or has no lock (a cancelled recurrent run, ``unlock_all``). A worker that took over
+    an expired lock leaves a lock id of its own. ``False`` when the record cannot be read."""
+    try:
+        with anyio.CancelScope(shield=True), anyio.fail_after(HISTORY_WRITE_TIMEOUT):
+            record = await retry_transient(
+                lambda: services.store.get_job(job.job_id), what="read stale job"
+            )
+    except Exception:
+        logger.exception("could not read stale job %s", job.job_id)
+        return False
+    return record is None or record.lock_id is None
