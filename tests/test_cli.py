@@ -3,6 +3,7 @@ mongod with typer's CliRunner, and the SIGTERM drain of ``dogs worker`` in a sub
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import queue
@@ -68,6 +69,12 @@ def test_help_lists_the_commands(runner: CliRunner) -> None:
     assert result.exit_code == 0
     for command in ("worker", "schedule", "status", "unlock-all", "mongod"):
         assert command in result.stdout
+
+
+def test_version_is_the_installed_package_version(runner: CliRunner) -> None:
+    result = invoke(runner, "--version")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"dogs {importlib.metadata.version('dogs-py')}\n"
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The ``dogs`` command: run workers, schedule jobs and inspect a Dogs database.
+"""The ``dogs`` command: run workers, schedule jobs, inspect and steer a Dogs database.
 
 ::
 
@@ -7,6 +7,7 @@
     dogs status [--json]
     dogs unlock-all [--yes]
     dogs mongod [--dbpath DIR] [--port N]       # a local development server
+    dogs --version
 
 The MongoDB URI comes from ``--uri`` or ``$DOGS_MONGODB_URI``; the database from ``--database``,
 ``$DOGS_MONGODB_DATABASE`` or the URI path. Bad input (a registry that does not import, an unknown
@@ -17,57 +18,73 @@ job, bad JSON or durations, an unreachable server) ends with a one-line message 
 up at once, then exits 0. A second signal exits at once with a non-zero code (the locks of jobs
 still running then expire after their lock time, as after a crash).
 
-What the commands print (the outcome of ``dogs schedule``, the table and JSON of ``dogs status``)
-is formatted in :mod:`dogs_mongo.cli_output`.
+What every command shares (the database options, the errors, the connection) is in
+:mod:`dogs_mongo.cli_common`; what the commands print is formatted in
+:mod:`dogs_mongo.cli_output`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import enum
 import functools
-import importlib
+import importlib.metadata
 import inspect
 import json
 import logging
 import os
-import shlex
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any
 
 import anyio
 import anyio.abc
-import anyio.to_thread
 import typer
-from pymongo.errors import ConfigurationError, OperationFailure, PyMongoError
 
-from dogs_core.domain import validation
 from dogs_core.domain.definitions import EventJobDefinition, validate_params
 from dogs_core.domain.records import Duplicate, NameStatus, Scheduled
-from dogs_core.errors import DogsError, JobNotRegisteredError, UnknownJobError, ValidationError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime.settings import WORKER_OPTIONS, WorkerOption, WorkerSettings, worker_option
 from dogs_core.runtime.workers import Workers
 from dogs_mongo import queries as q
+from dogs_mongo.cli_common import (
+    ENV_URI,
+    AppDirOption,
+    DatabaseOption,
+    DriverChoice,
+    DriverOption,
+    HistoryOption,
+    LogLevel,
+    LogLevelOption,
+    NPartitionsOption,
+    RecordsOption,
+    RegistryArgument,
+    TimeoutOption,
+    UriOption,
+    connect,
+    connected_client,
+    duration,
+    fail,
+    flags_named,
+    leaf,
+    load_registry,
+    make_container,
+    run,
+    setup_logging,
+    user_errors,
+    when,
+)
 from dogs_mongo.cli_output import format_age, print_schedule_outcome, print_status
-from dogs_mongo.container import DogsContainer, redact_uri
 from dogs_mongo.mongod import MongodError, start_local_mongod
 
-__all__ = ["app", "format_age", "load_registry", "main"]
-
-T = TypeVar("T")
+__all__ = ["app", "format_age", "load_registry", "main", "package_version"]
 
 logger = logging.getLogger("dogs.cli")
 
-ENV_URI = "DOGS_MONGODB_URI"
-ENV_DATABASE = "DOGS_MONGODB_DATABASE"
-ENV_N_PARTITIONS = "DOGS_N_PARTITIONS"
-EXIT_BAD_INPUT = 2
+#: The distribution that installs the ``dogs`` command.
+DISTRIBUTION = "dogs-py"
 
 app = typer.Typer(
     name="dogs",
@@ -79,267 +96,36 @@ app = typer.Typer(
 )
 
 
-class DriverChoice(enum.StrEnum):
-    ASYNC = "async"
-    SYNC = "sync"
-
-
-class LogLevel(enum.StrEnum):
-    DEBUG = "DEBUG"
-    INFO = "INFO"
-    WARNING = "WARNING"
-    ERROR = "ERROR"
-
-
-# -- shared options ----------------------------------------------------------------------------
-
-UriOption = Annotated[
-    str | None,
-    typer.Option(
-        "--uri",
-        envvar=ENV_URI,
-        show_envvar=True,
-        help="MongoDB connection string.",
-        rich_help_panel="Database",
-    ),
-]
-DatabaseOption = Annotated[
-    str | None,
-    typer.Option(
-        "--database",
-        "-d",
-        envvar=ENV_DATABASE,
-        show_envvar=True,
-        help="Database name (default: the one in the URI path).",
-        rich_help_panel="Database",
-    ),
-]
-DriverOption = Annotated[
-    DriverChoice,
-    typer.Option(
-        "--driver",
-        help="PyMongo AsyncMongoClient (async) or MongoClient in threads (sync).",
-        rich_help_panel="Database",
-    ),
-]
-TimeoutOption = Annotated[
-    float,
-    typer.Option(
-        "--timeout",
-        help="Seconds to wait for a reachable server (serverSelectionTimeoutMS).",
-        rich_help_panel="Database",
-    ),
-]
-RecordsOption = Annotated[
-    str,
-    typer.Option("--records-collection", help="Records collection.", rich_help_panel="Database"),
-]
-HistoryOption = Annotated[
-    str,
-    typer.Option("--history-collection", help="History collection.", rich_help_panel="Database"),
-]
-NPartitionsOption = Annotated[
-    int,
-    typer.Option(
-        str(worker_option("n_partitions").flag),
-        envvar=ENV_N_PARTITIONS,
-        show_envvar=True,
-        help=worker_option("n_partitions").help,
-    ),
-]
-LogLevelOption = Annotated[
-    LogLevel,
-    typer.Option("--log-level", help="Level of the log written to stderr.", case_sensitive=False),
-]
-AppDirOption = Annotated[
-    Path,
-    typer.Option(
-        "--app-dir",
-        help="Directory put first on the Python path to import the registry from.",
-    ),
-]
-RegistryArgument = Annotated[
-    str,
-    typer.Argument(
-        metavar="MODULE:REGISTRY",
-        help="Import path of a dogs_core.Jobs registry, e.g. myapp.jobs:jobs.",
-        show_default=False,
-    ),
-]
-
-
-# -- errors ------------------------------------------------------------------------------------
-
-
-def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
-    """Print ``Error: message`` on stderr and exit with ``code`` (no traceback)."""
-    typer.secho(f"Error: {message}", err=True, fg=typer.colors.RED)
-    raise typer.Exit(code)
-
-
-def _short_mongo_error(error: BaseException) -> str:
-    text = str(error).splitlines()[0] if str(error) else type(error).__name__
-    # ServerSelectionTimeoutError carries the whole topology description after the reason.
-    for marker in (", Timeout:", " (configured timeouts"):
-        index = text.find(marker)
-        if index > 0:
-            text = text[:index]
-    return text if len(text) <= 300 else text[:297] + "..."
-
-
-def _leaf(error: BaseException) -> BaseException:
-    """The first non-group exception of a (nested) exception group, else ``error``."""
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:
-        error = error.exceptions[0]
-    return error
-
-
-@contextlib.contextmanager
-def _user_errors() -> Iterator[None]:
-    """Turn validation errors of the library into the one-line exit-2 message."""
+def package_version() -> str:
+    """The installed version of Dogs for Python (its package metadata)."""
     try:
-        yield
-    except BaseExceptionGroup as group:
-        leaf = _leaf(group)
-        if isinstance(leaf, typer.Exit | DogsError):
-            with _user_errors():
-                raise leaf from None
-        raise
-    except (ValidationError, UnknownJobError, JobNotRegisteredError) as error:
-        fail(str(error))
-    except DogsError as error:
-        fail(str(error), code=1)
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
 
 
-@contextlib.contextmanager
-def _flags_named(flags: Mapping[str, tuple[str, object]]) -> Iterator[None]:
-    """Report a validation error of an option the user gave as a flag as ``--flag VALUE:
-    reason``: ``flags`` maps the option's field name to the flag and the text typed."""
-    try:
-        yield
-    except ValidationError as error:
-        if error.field not in flags:
-            raise
-        flag, typed = flags[error.field]
-        fail(f"{flag} {shlex.quote(str(typed))}: {error.reason}")
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"dogs {package_version()}")
+        raise typer.Exit()
 
 
-def _run(func: Callable[[], Awaitable[T]]) -> T:
-    """Run an async command body on asyncio (PyMongo's async client needs it)."""
-    with _user_errors():
-        return anyio.run(func, backend="asyncio")
+@app.callback()
+def _dogs(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the installed version of Dogs for Python and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Dogs for Python: run workers, schedule jobs and inspect a Dogs job database."""
 
 
-# -- registry ----------------------------------------------------------------------------------
-
-
-def load_registry(spec: str, app_dir: Path | str | None = Path(".")) -> Jobs:
-    """Import ``MODULE:ATTRIBUTE`` (the attribute may be dotted; ``MODULE`` alone means
-    ``MODULE:jobs``) and return it, failing with a one-line message unless it is a
-    :class:`~dogs_core.jobs.Jobs` registry."""
-    module_name, separator, attribute = spec.strip().partition(":")
-    if not module_name or (separator and not attribute) or module_name.startswith("."):
-        fail(f"invalid registry {spec!r}: expected MODULE:REGISTRY, e.g. myapp.jobs:jobs")
-    attribute = attribute or "jobs"
-    if app_dir is not None:
-        directory = str(Path(app_dir).resolve())
-        if directory not in sys.path:
-            sys.path.insert(0, directory)
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        missing = error.name or ""
-        if missing and (module_name == missing or module_name.startswith(missing + ".")):
-            fail(
-                f"cannot import {module_name!r}: no module named {missing!r} (run dogs from "
-                "your project directory, pass --app-dir, or install the package)"
-            )
-        logger.debug("importing %s failed", module_name, exc_info=True)
-        fail(f"importing {module_name!r} failed: {type(error).__name__}: {error}")
-    except Exception as error:
-        logger.debug("importing %s failed", module_name, exc_info=True)
-        fail(f"importing {module_name!r} failed: {type(error).__name__}: {error}")
-    target: object = module
-    for part in attribute.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            fail(f"module {module_name!r} has no attribute {attribute!r}")
-    if not isinstance(target, Jobs):
-        fail(
-            f"{module_name}:{attribute} is not a dogs_core.Jobs registry "
-            f"(it is of type {type(target).__name__})"
-        )
-    return target
-
-
-# -- the container and the server --------------------------------------------------------------
-
-
-def _container(
-    uri: str | None,
-    database: str | None,
-    driver: DriverChoice,
-    timeout: float,
-    records_collection: str,
-    history_collection: str,
-    flags: Mapping[str, tuple[str, object]] | None = None,
-    **options: Any,
-) -> DogsContainer:
-    """The container of these options; a bad one fails naming its flag (``flags`` maps the
-    worker options given as flags to them)."""
-    named = {"server_selection_timeout": ("--timeout", timeout), **(flags or {})}
-    with _user_errors(), _flags_named(named):
-        container = DogsContainer(
-            uri=uri or None,
-            database=database,
-            driver=driver.value,
-            server_selection_timeout=timeout,
-            records_collection=records_collection,
-            history_collection=history_collection,
-            **options,
-        )
-        container.settings()  # validate now, before any connection
-    if not uri:
-        fail(f"no MongoDB URI: pass --uri or set ${ENV_URI}")
-    return container
-
-
-async def _connect(container: DogsContainer) -> None:
-    """Build the store and ping the server; fail with one line when either cannot be done."""
-    settings = container.settings()
-    uri = redact_uri(settings.required_uri())
-    try:
-        with _user_errors():
-            container.store()  # creates the client: a bad URI or database fails here
-        client = container.mongo_client()
-        if settings.driver == "async":
-            await client.admin.command("ping")
-        else:
-            await anyio.to_thread.run_sync(client.admin.command, "ping")
-    except OperationFailure as error:
-        fail(f"MongoDB at {uri} refused the connection: {_short_mongo_error(error)}")
-    except ConfigurationError as error:
-        fail(f"bad MongoDB configuration for {uri}: {_short_mongo_error(error)}")
-    except PyMongoError as error:
-        timeout = settings.server_selection_timeout or timedelta(seconds=30)
-        fail(
-            f"cannot reach MongoDB at {uri} within {timeout.total_seconds():g}s "
-            f"(--timeout): {_short_mongo_error(error)}"
-        )
-
-
-def _setup_logging(level: LogLevel) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.value),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-    )
-
-
-def _duration(flag: str, value: str) -> timedelta:
-    with _flags_named({flag: (flag, value)}):
-        return validation.duration(flag, value)
+# -- worker flags ------------------------------------------------------------------------------
 
 
 def _shown_default(option: WorkerOption) -> str:
@@ -382,7 +168,7 @@ def _with_worker_flags(command: Callable[..., None]) -> Callable[..., None]:
 
 def _worker_options(flags: Mapping[str, str], n_partitions: int) -> dict[str, Any]:
     """The worker options of the flags given, validated now: a bad one fails naming its flag."""
-    with _user_errors(), _flags_named(_flag_names(flags, n_partitions)):
+    with user_errors(), flags_named(_flag_names(flags, n_partitions)):
         options: dict[str, Any] = {
             name: worker_option(name).from_text(text) for name, text in flags.items()
         }
@@ -420,13 +206,13 @@ def worker(
     worker_flags: Mapping[str, str],
 ) -> None:
     """Run workers for the jobs of a registry until SIGTERM or SIGINT (then drain and exit 0)."""
-    _setup_logging(log_level)
+    setup_logging(log_level)
     jobs = load_registry(registry, app_dir)
     if len(jobs) == 0:
         fail(f"the registry {registry} has no jobs")
     options = _worker_options(worker_flags, n_partitions)
-    grace_seconds = _duration("--grace", grace).total_seconds()
-    container = _container(
+    grace_seconds = duration("--grace", grace).total_seconds()
+    container = make_container(
         uri,
         database,
         driver,
@@ -439,8 +225,8 @@ def worker(
 
     async def serve() -> None:
         try:
-            await _connect(container)
-            with _user_errors():
+            await connect(container)
+            with user_errors():
                 workers = container.workers(jobs)
             await _serve_workers(workers, jobs, grace_seconds)
         finally:
@@ -448,12 +234,12 @@ def worker(
                 await container.aclose()
 
     try:
-        _run(serve)
+        run(serve)
     except typer.Exit:
         raise
     except Exception as error:
         logger.exception("dogs worker stopped after an unexpected error")
-        fail(f"workers stopped: {type(_leaf(error)).__name__}: {_leaf(error)}", code=1)
+        fail(f"workers stopped: {type(leaf(error)).__name__}: {leaf(error)}", code=1)
     logger.info("dogs worker: stopped")
 
 
@@ -547,13 +333,13 @@ def schedule(
     app_dir: AppDirOption = Path("."),
 ) -> None:
     """Schedule one run of an event job; prints 'Scheduled <id>' or 'Duplicate <id>'."""
-    _setup_logging(log_level)
+    setup_logging(log_level)
     jobs = load_registry(registry, app_dir)
     definition = _event_job(jobs, job)
     parsed_params = _parse_params(definition, params)
-    when = _when(run_in, run_at)
+    moment = when(run_in, run_at)
     flags = _flag_names({}, n_partitions)
-    container = _container(
+    container = make_container(
         uri,
         database,
         driver,
@@ -565,22 +351,17 @@ def schedule(
     )
 
     async def go() -> Scheduled | Duplicate:
-        try:
-            client = container.client(jobs)
-            await _connect(container)
-            with _user_errors():
+        async with connected_client(container, jobs) as client:
+            with user_errors():
                 return await client.schedule(
-                    definition, parsed_params, priority=priority, unique_key=unique_key, **when
+                    definition, parsed_params, priority=priority, unique_key=unique_key, **moment
                 )
-        finally:
-            with anyio.CancelScope(shield=True):
-                await container.aclose()
 
-    print_schedule_outcome(_run(go))
+    print_schedule_outcome(run(go))
 
 
 def _event_job(jobs: Jobs, name: str) -> EventJobDefinition:
-    with _user_errors():
+    with user_errors():
         definition = jobs.get(name)
     if not isinstance(definition, EventJobDefinition):
         fail(f"job {name!r} is a recurrent job: only event jobs can be scheduled")
@@ -595,28 +376,9 @@ def _parse_params(definition: EventJobDefinition, params: str | None) -> object:
             parsed = json.loads(params)
         except json.JSONDecodeError as error:
             fail(f"--params is not valid JSON: {error}")
-    with _user_errors():
+    with user_errors():
         validate_params(definition, parsed)
     return parsed
-
-
-def _when(run_in: str | None, run_at: str | None) -> dict[str, Any]:
-    """``run_in`` / ``run_at`` of ``--run-in`` / ``--run-at`` (at most one of them)."""
-    if run_in is not None and run_at is not None:
-        fail("pass either --run-in or --run-at, not both")
-    if run_in is not None:
-        return {"run_in": _duration("--run-in", run_in)}
-    return {} if run_at is None else {"run_at": _parse_run_at(run_at)}
-
-
-def _parse_run_at(value: str) -> datetime:
-    try:
-        moment = datetime.fromisoformat(value.strip())
-    except ValueError:
-        fail(f"--run-at={value!r}: expected an ISO 8601 time such as 2026-01-01T09:00:00+00:00")
-    if moment.tzinfo is None:
-        fail(f"--run-at={value!r}: add a timezone, e.g. {value}Z or {value}+02:00")
-    return moment
 
 
 # -- dogs status -------------------------------------------------------------------------------
@@ -633,21 +395,19 @@ def status(
     history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
     log_level: LogLevelOption = LogLevel.WARNING,
 ) -> None:
-    """Per job name: due, later, running, stale and terminal counts, and the oldest due job."""
-    _setup_logging(log_level)
-    container = _container(uri, database, driver, timeout, records_collection, history_collection)
+    """Per job name: due, later, running, stale and terminal counts, and the oldest job waiting
+    to run (due, or stale: waiting for recovery)."""
+    setup_logging(log_level)
+    container = make_container(
+        uri, database, driver, timeout, records_collection, history_collection
+    )
 
     async def go() -> tuple[list[NameStatus], datetime]:
-        try:
-            await _connect(container)
-            client = container.client()
+        async with connected_client(container) as client:
             now = client.clock.now()
             return await client.status(), now
-        finally:
-            with anyio.CancelScope(shield=True):
-                await container.aclose()
 
-    statuses, now = _run(go)
+    statuses, now = run(go)
     print_status(statuses, now, records_collection=records_collection, as_json=as_json)
 
 
@@ -666,8 +426,10 @@ def unlock_all(
     log_level: LogLevelOption = LogLevel.WARNING,
 ) -> None:
     """Release the lock of every job record (only when no worker is running)."""
-    _setup_logging(log_level)
-    container = _container(uri, database, driver, timeout, records_collection, history_collection)
+    setup_logging(log_level)
+    container = make_container(
+        uri, database, driver, timeout, records_collection, history_collection
+    )
     if not yes:
         typer.confirm(
             "Release the lock of every job record? Jobs still running in a worker may then run "
@@ -676,14 +438,10 @@ def unlock_all(
         )
 
     async def go() -> int:
-        try:
-            await _connect(container)
-            return await container.client().unlock_all()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await container.aclose()
+        async with connected_client(container) as client:
+            return await client.unlock_all()
 
-    count = _run(go)
+    count = run(go)
     typer.echo(f"Unlocked {count} job record(s).")
 
 

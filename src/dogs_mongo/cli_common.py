@@ -1,0 +1,377 @@
+"""What every ``dogs`` command shares: the database options, the one-line errors (exit 2 for bad
+input), loading a registry, the container of the options given, the connection check and the
+run of an async body.
+
+:mod:`dogs_mongo.cli` (``worker``, ``schedule``, ``status``, ``unlock-all``, ``mongod``) builds
+on this module, and so can other command modules without importing each other's commands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import importlib
+import logging
+import shlex
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import anyio
+import anyio.to_thread
+import typer
+from pymongo.errors import ConfigurationError, OperationFailure, PyMongoError
+
+from dogs_core.domain import validation
+from dogs_core.errors import DogsError, JobNotRegisteredError, UnknownJobError, ValidationError
+from dogs_core.jobs import Jobs
+from dogs_core.runtime.client import DogsClient
+from dogs_core.runtime.settings import worker_option
+from dogs_mongo.container import DogsContainer, redact_uri
+
+__all__ = [
+    "ENV_DATABASE",
+    "ENV_N_PARTITIONS",
+    "ENV_URI",
+    "EXIT_BAD_INPUT",
+    "EXIT_NOT_DONE",
+    "AppDirOption",
+    "DatabaseOption",
+    "DriverChoice",
+    "DriverOption",
+    "HistoryOption",
+    "LogLevel",
+    "LogLevelOption",
+    "NPartitionsOption",
+    "RecordsOption",
+    "RegistryArgument",
+    "TimeoutOption",
+    "UriOption",
+    "connect",
+    "connected_client",
+    "duration",
+    "fail",
+    "flags_named",
+    "leaf",
+    "load_registry",
+    "make_container",
+    "parse_run_at",
+    "run",
+    "setup_logging",
+    "user_errors",
+    "when",
+]
+
+T = TypeVar("T")
+
+logger = logging.getLogger("dogs.cli")
+
+ENV_URI = "DOGS_MONGODB_URI"
+ENV_DATABASE = "DOGS_MONGODB_DATABASE"
+ENV_N_PARTITIONS = "DOGS_N_PARTITIONS"
+EXIT_BAD_INPUT = 2
+#: The job was not in a state for the action (not found, running, already finished).
+EXIT_NOT_DONE = 1
+
+
+class DriverChoice(enum.StrEnum):
+    ASYNC = "async"
+    SYNC = "sync"
+
+
+class LogLevel(enum.StrEnum):
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+
+
+# -- shared options ----------------------------------------------------------------------------
+
+UriOption = Annotated[
+    str | None,
+    typer.Option(
+        "--uri",
+        envvar=ENV_URI,
+        show_envvar=True,
+        help="MongoDB connection string.",
+        rich_help_panel="Database",
+    ),
+]
+DatabaseOption = Annotated[
+    str | None,
+    typer.Option(
+        "--database",
+        "-d",
+        envvar=ENV_DATABASE,
+        show_envvar=True,
+        help="Database name (default: the one in the URI path).",
+        rich_help_panel="Database",
+    ),
+]
+DriverOption = Annotated[
+    DriverChoice,
+    typer.Option(
+        "--driver",
+        help="PyMongo AsyncMongoClient (async) or MongoClient in threads (sync).",
+        rich_help_panel="Database",
+    ),
+]
+TimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--timeout",
+        help="Seconds to wait for a reachable server (serverSelectionTimeoutMS).",
+        rich_help_panel="Database",
+    ),
+]
+RecordsOption = Annotated[
+    str,
+    typer.Option("--records-collection", help="Records collection.", rich_help_panel="Database"),
+]
+HistoryOption = Annotated[
+    str,
+    typer.Option("--history-collection", help="History collection.", rich_help_panel="Database"),
+]
+NPartitionsOption = Annotated[
+    int,
+    typer.Option(
+        str(worker_option("n_partitions").flag),
+        envvar=ENV_N_PARTITIONS,
+        show_envvar=True,
+        help=worker_option("n_partitions").help,
+    ),
+]
+LogLevelOption = Annotated[
+    LogLevel,
+    typer.Option("--log-level", help="Level of the log written to stderr.", case_sensitive=False),
+]
+
+AppDirOption = Annotated[
+    Path,
+    typer.Option(
+        "--app-dir",
+        help="Directory put first on the Python path to import the registry from.",
+    ),
+]
+RegistryArgument = Annotated[
+    str,
+    typer.Argument(
+        metavar="MODULE:REGISTRY",
+        help="Import path of a dogs_core.Jobs registry, e.g. myapp.jobs:jobs.",
+        show_default=False,
+    ),
+]
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    """Print ``Error: message`` on stderr and exit with ``code`` (no traceback)."""
+    typer.secho(f"Error: {message}", err=True, fg=typer.colors.RED)
+    raise typer.Exit(code)
+
+
+def short_mongo_error(error: BaseException) -> str:
+    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    # ServerSelectionTimeoutError carries the whole topology description after the reason.
+    for marker in (", Timeout:", " (configured timeouts"):
+        index = text.find(marker)
+        if index > 0:
+            text = text[:index]
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def leaf(error: BaseException) -> BaseException:
+    """The first non-group exception of a (nested) exception group, else ``error``."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn validation errors of the library into the one-line exit-2 message."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        first = leaf(group)
+        if isinstance(first, typer.Exit | DogsError):
+            with user_errors():
+                raise first from None
+        raise
+    except (ValidationError, UnknownJobError, JobNotRegisteredError) as error:
+        fail(str(error))
+    except DogsError as error:
+        fail(str(error), code=1)
+
+
+@contextlib.contextmanager
+def flags_named(flags: Mapping[str, tuple[str, object]]) -> Iterator[None]:
+    """Report a validation error of an option the user gave as a flag as ``--flag VALUE:
+    reason``: ``flags`` maps the option's field name to the flag and the text typed."""
+    try:
+        yield
+    except ValidationError as error:
+        if error.field not in flags:
+            raise
+        flag, typed = flags[error.field]
+        fail(f"{flag} {shlex.quote(str(typed))}: {error.reason}")
+
+
+def run(func: Callable[[], Awaitable[T]]) -> T:
+    """Run an async command body on asyncio (PyMongo's async client needs it)."""
+    with user_errors():
+        return anyio.run(func, backend="asyncio")
+
+
+# -- registry ----------------------------------------------------------------------------------
+
+
+def load_registry(spec: str, app_dir: Path | str | None = Path(".")) -> Jobs:
+    """Import ``MODULE:ATTRIBUTE`` (the attribute may be dotted; ``MODULE`` alone means
+    ``MODULE:jobs``) and return it, failing with a one-line message unless it is a
+    :class:`~dogs_core.jobs.Jobs` registry."""
+    module_name, separator, attribute = spec.strip().partition(":")
+    if not module_name or (separator and not attribute) or module_name.startswith("."):
+        fail(f"invalid registry {spec!r}: expected MODULE:REGISTRY, e.g. myapp.jobs:jobs")
+    attribute = attribute or "jobs"
+    if app_dir is not None:
+        directory = str(Path(app_dir).resolve())
+        if directory not in sys.path:
+            sys.path.insert(0, directory)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        missing = error.name or ""
+        if missing and (module_name == missing or module_name.startswith(missing + ".")):
+            fail(
+                f"cannot import {module_name!r}: no module named {missing!r} (run dogs from "
+                "your project directory, pass --app-dir, or install the package)"
+            )
+        logger.debug("importing %s failed", module_name, exc_info=True)
+        fail(f"importing {module_name!r} failed: {type(error).__name__}: {error}")
+    except Exception as error:
+        logger.debug("importing %s failed", module_name, exc_info=True)
+        fail(f"importing {module_name!r} failed: {type(error).__name__}: {error}")
+    target: object = module
+    for part in attribute.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            fail(f"module {module_name!r} has no attribute {attribute!r}")
+    if not isinstance(target, Jobs):
+        fail(
+            f"{module_name}:{attribute} is not a dogs_core.Jobs registry "
+            f"(it is of type {type(target).__name__})"
+        )
+    return target
+
+
+# -- the container and the server --------------------------------------------------------------
+
+
+def make_container(
+    uri: str | None,
+    database: str | None,
+    driver: DriverChoice,
+    timeout: float,
+    records_collection: str,
+    history_collection: str,
+    flags: Mapping[str, tuple[str, object]] | None = None,
+    **options: Any,
+) -> DogsContainer:
+    """The container of these options; a bad one fails naming its flag (``flags`` maps the
+    worker options given as flags to them)."""
+    named = {"server_selection_timeout": ("--timeout", timeout), **(flags or {})}
+    with user_errors(), flags_named(named):
+        container = DogsContainer(
+            uri=uri or None,
+            database=database,
+            driver=driver.value,
+            server_selection_timeout=timeout,
+            records_collection=records_collection,
+            history_collection=history_collection,
+            **options,
+        )
+        container.settings()  # validate now, before any connection
+    if not uri:
+        fail(f"no MongoDB URI: pass --uri or set ${ENV_URI}")
+    return container
+
+
+async def connect(container: DogsContainer) -> None:
+    """Build the store and ping the server; fail with one line when either cannot be done."""
+    settings = container.settings()
+    uri = redact_uri(settings.required_uri())
+    try:
+        with user_errors():
+            container.store()  # creates the client: a bad URI or database fails here
+        client = container.mongo_client()
+        if settings.driver == "async":
+            await client.admin.command("ping")
+        else:
+            await anyio.to_thread.run_sync(client.admin.command, "ping")
+    except OperationFailure as error:
+        fail(f"MongoDB at {uri} refused the connection: {short_mongo_error(error)}")
+    except ConfigurationError as error:
+        fail(f"bad MongoDB configuration for {uri}: {short_mongo_error(error)}")
+    except PyMongoError as error:
+        timeout = settings.server_selection_timeout or timedelta(seconds=30)
+        fail(
+            f"cannot reach MongoDB at {uri} within {timeout.total_seconds():g}s "
+            f"(--timeout): {short_mongo_error(error)}"
+        )
+
+
+@contextlib.asynccontextmanager
+async def connected_client(
+    container: DogsContainer, jobs: Jobs | None = None
+) -> AsyncIterator[DogsClient]:
+    """The container's client (of ``jobs``) once the server answered; the container is closed
+    when the block ends."""
+    try:
+        await connect(container)
+        yield container.client(jobs)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await container.aclose()
+
+
+def setup_logging(level: LogLevel) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.value),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+    )
+
+
+# -- times -------------------------------------------------------------------------------------
+
+
+def duration(flag: str, value: str) -> timedelta:
+    """``value`` of ``flag`` as a duration; a bad one fails naming the flag."""
+    with flags_named({flag: (flag, value)}):
+        return validation.duration(flag, value)
+
+
+def when(run_in: str | None, run_at: str | None) -> dict[str, Any]:
+    """``run_in`` / ``run_at`` of ``--run-in`` / ``--run-at`` (at most one of them)."""
+    if run_in is not None and run_at is not None:
+        fail("pass either --run-in or --run-at, not both")
+    if run_in is not None:
+        return {"run_in": duration("--run-in", run_in)}
+    return {} if run_at is None else {"run_at": parse_run_at(run_at)}
+
+
+def parse_run_at(value: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        fail(f"--run-at={value!r}: expected an ISO 8601 time such as 2026-01-01T09:00:00+00:00")
+    if moment.tzinfo is None:
+        fail(f"--run-at={value!r}: add a timezone, e.g. {value}Z or {value}+02:00")
+    return moment
