@@ -20,11 +20,14 @@ from dogs_core.domain.records import (
     HistoryRecord,
     HistoryStatus,
     JobRecord,
+    JobState,
     JobStatus,
     JobType,
     NewJob,
+    Owner,
     Scheduled,
 )
+from dogs_core.domain.steering import JobChange
 from dogs_core.errors import InvalidOptionError, StoreError
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_core.ports import AsyncJobStore, JobStore, StoreCapabilities
@@ -32,6 +35,7 @@ from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 S = timedelta(seconds=1)
+MS = timedelta(milliseconds=1)
 DAY = timedelta(days=1)
 
 
@@ -89,6 +93,17 @@ def test_both_faces_satisfy_their_ports() -> None:
     assert isinstance(async_store, AsyncJobStore)
     assert isinstance(sync_store, JobStore)
     assert sync_store.capabilities() == StoreCapabilities(claim_path="memory", supports_probe=True)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_all_records_has_no_page_limit(anyio_backend: str) -> None:
+    store = InMemoryJobStore()
+    jobs = [new_job("ab"[i % 2]) for i in range(150)]
+    store.sync.schedule_many(list(reversed(jobs)))
+    assert [r.id for r in await store.all_records()] == sorted(job.id for job in jobs)
+    assert [r.id for r in store.sync.all_records("b")] == sorted(j.id for j in jobs[1::2])
+    assert len(await store.find_jobs()) == 100
 
 
 def test_the_sync_face_shares_the_state_of_the_async_face() -> None:
@@ -239,7 +254,9 @@ def test_without_a_clock_nothing_expires() -> None:
     assert store.get_job(job_id) is not None
 
 
-def test_history_upsert_can_move_a_row_to_another_job_name() -> None:
+def test_a_later_history_row_moves_nothing() -> None:
+    """The first row wins whole: a later row of the execution under another name or job id
+    neither replaces it nor moves it in the name and job indexes."""
     store = SyncInMemoryJobStore()
     row = HistoryRecord(
         execution_id="e1",
@@ -254,9 +271,12 @@ def test_history_upsert_can_move_a_row_to_another_job_name() -> None:
         expires_at=T0 + DAY,
     )
     store.write_history_many([row])
-    store.write_history_many([dataclasses.replace(row, job_name="b", status=HistoryStatus.SUCCESS)])
-    assert store.get_executions("a") == []
-    assert [r.status for r in store.get_executions("b")] == [HistoryStatus.ERROR]
+    late = dataclasses.replace(row, job_name="b", job_id="k", status=HistoryStatus.SUCCESS)
+    store.write_history_many([late])
+    assert store.get_executions("a") == [row]
+    assert store.get_executions(job_id="j") == [row]
+    assert store.get_executions("b") == []
+    assert store.get_executions(job_id="k") == []
 
 
 def test_threads_claim_each_job_exactly_once() -> None:
@@ -328,6 +348,20 @@ operations = st.lists(
         st.tuples(st.just("release"), st.integers(0, 50), st.integers(-3, 3)),
         st.tuples(st.just("reconcile"), st.sampled_from([1, 2]), st.integers(0, 3)),
         st.tuples(st.just("ensure"), st.sampled_from(NAMES), st.sampled_from([0, 1, 5, 9])),
+        st.tuples(st.just("delete"), st.integers(0, 50), st.one_of(st.none(), st.integers(-3, 3))),
+        st.tuples(
+            st.just("modify"),
+            st.integers(0, 50),
+            st.one_of(st.none(), st.integers(-3, 3)),  # next_run_at offset
+            st.sampled_from([None, 0, 5, 7]),  # priority
+            st.booleans(),  # revive
+            st.integers(-3, 3),  # now offset
+        ),
+        st.tuples(
+            st.just("delete_jobs"),
+            st.sampled_from([s for s in JobState if s is not JobState.RUNNING]),
+            st.integers(-3, 3),
+        ),
     ),
     max_size=40,
 )
@@ -408,6 +442,44 @@ def records_from_specs(
     return records
 
 
+def check_claim(store: SyncInMemoryJobStore, order: dict[str, int], op: tuple[Any, ...]) -> None:
+    """A ``claim`` or ``claim_many`` operation takes what the brute-force selector says."""
+    _, names, partition, now_offset, size = op
+    req = request(*sorted(names), partition=partition, now=T0 + now_offset * S)
+    if op[0] == "claim":
+        req = dataclasses.replace(req, locked_until=req.now + size * S)
+        expected = brute_force_claim(store, order, req)
+        claimed = store.claim(req)
+        assert (claimed.job_id if claimed else None) == expected
+        return
+    requests = [dataclasses.replace(req, lock_id=new_execution_id()) for _ in range(size)]
+    expected_ids = brute_force_claims(store, order, req, size)
+    claimed_jobs = store.claim_many(requests)
+    assert [job.job_id for job in claimed_jobs] == expected_ids
+    assert [job.lock_id for job in claimed_jobs] == [
+        r.lock_id for r in requests[: len(expected_ids)]
+    ]
+
+
+def apply_steering(
+    store: SyncInMemoryJobStore, op: tuple[Any, ...], target: JobRecord | None
+) -> None:
+    """An operator's ``delete_job``, ``modify_job`` or ``delete_jobs`` (the index must follow)."""
+    if op[0] == "delete_jobs":
+        store.delete_jobs(job_name=None, state=op[1], now=T0 + op[2] * S)
+    elif op[0] == "delete" and target is not None:
+        at = None if op[2] is None else T0 + op[2] * S
+        store.delete_job(target.id, unless_running_at=at)
+    elif op[0] == "modify" and target is not None:
+        _, _, offset, priority, revive, now_offset = op
+        change = JobChange(
+            next_run_at=None if offset is None else T0 + offset * S,
+            priority=priority,
+            revive=revive,
+        )
+        store.modify_job(target.id, change, now=T0 + now_offset * S)
+
+
 @settings(max_examples=250, deadline=None)
 @given(specs=st.lists(record_specs, max_size=25), ops=operations)
 def test_claims_match_a_brute_force_selector(
@@ -426,23 +498,10 @@ def test_claims_match_a_brute_force_selector(
         target = records[op[1] % len(records)] if records and isinstance(op[1], int) else None
         lock_id = target.lock_id if target is not None and target.lock_id else "nobody"
         kind = op[0]
-        if kind == "claim":
-            _, names, partition, now_offset, lock_s = op
-            req = request(*sorted(names), partition=partition, now=T0 + now_offset * S)
-            req = dataclasses.replace(req, locked_until=req.now + lock_s * S)
-            expected = brute_force_claim(store, order, req)
-            claimed = store.claim(req)
-            assert (claimed.job_id if claimed else None) == expected
-        elif kind == "claim_many":
-            _, names, partition, now_offset, count = op
-            req = request(*sorted(names), partition=partition, now=T0 + now_offset * S)
-            requests = [dataclasses.replace(req, lock_id=new_execution_id()) for _ in range(count)]
-            expected_ids = brute_force_claims(store, order, req, count)
-            claimed_jobs = store.claim_many(requests)
-            assert [job.job_id for job in claimed_jobs] == expected_ids
-            assert [job.lock_id for job in claimed_jobs] == [
-                r.lock_id for r in requests[: len(expected_ids)]
-            ]
+        if kind in ("claim", "claim_many"):
+            check_claim(store, order, op)
+        elif kind in ("delete", "modify", "delete_jobs"):
+            apply_steering(store, op, target)
         elif kind == "reschedule" and target is not None:
             _, _, offset, priority, reset = op
             store.reschedule(
@@ -525,7 +584,8 @@ def test_hand_built_copies_keep_every_field() -> None:
     assert {f.name for f in dataclasses.fields(JobRecord)} == {
         "id", "job_name", "type", "priority", "next_run_at", "partition", "params",
         "unique_identifier", "last_run_at", "locked_until", "lock_id", "claim_was_stale",
-        "tries", "status", "max_tries_reached_at", "expires_at",
+        "tries", "status", "max_tries_reached_at", "expires_at", "lock_owner",
+        "lock_released_at",
     }  # fmt: skip
     row = HistoryRecord(
         execution_id="e",
@@ -542,7 +602,14 @@ def test_hand_built_copies_keep_every_field() -> None:
         result={"list": [1]},
         error_message="boom",
         unique_identifier="u",
+        was_stale=True,
+        error_type="builtins.ValueError",
+        error_traceback="Traceback ...",
+        owner=Owner(host="h", pid=1, instance_id="i"),
     )
+    assert {f.name for f in dataclasses.fields(HistoryRecord)} == {
+        f.name for f in dataclasses.fields(row) if getattr(row, f.name) not in (None, False)
+    }, "give every field a value that is not its default"
     stored = memory._history_row(row)
     expected = dataclasses.replace(
         row,
@@ -552,3 +619,48 @@ def test_hand_built_copies_keep_every_field() -> None:
     assert stored.params is not row.params
     assert stored.params["nested"] is not row.params["nested"]  # type: ignore[index]
     assert stored.result is not row.result
+
+
+def test_a_claim_keeps_every_other_field() -> None:
+    """The claimed record is built field by field: every field it does not set survives."""
+    owner = Owner(host="h", pid=7, instance_id="new")
+    record = JobRecord(
+        id=new_record_id(),
+        job_name="a",
+        type=JobType.RECURRENT,
+        priority=3,
+        next_run_at=T0 - S,
+        partition=0,
+        params={"n": 1},
+        unique_identifier="u",
+        last_run_at=T0 - 2 * S,
+        locked_until=T0 - S,
+        lock_id="old",
+        claim_was_stale=False,
+        tries=4,
+        status=JobStatus.MAX_TRIES_REACHED,  # legacy: recurrent records stay claimable
+        max_tries_reached_at=T0 - DAY,
+        expires_at=T0 + DAY,
+        lock_owner=Owner(host="h", pid=6, instance_id="old"),
+        lock_released_at=T0 - 3 * S,  # before locked_until: a stale lock
+    )
+    assert {f.name for f in dataclasses.fields(record)} == {
+        f.name for f in dataclasses.fields(record) if getattr(record, f.name) is not None
+    }
+    store = SyncInMemoryJobStore()
+    store.insert_record(record)
+    claim = dataclasses.replace(request(), owner=owner)
+    claimed = store.claim(claim)
+    assert claimed is not None
+    assert claimed.previous_attempt is not None
+    assert claimed.previous_attempt.owner == record.lock_owner
+    assert store.get_job(record.id) == dataclasses.replace(
+        record,
+        last_run_at=T0,
+        locked_until=claim.locked_until,
+        lock_id=claim.lock_id,
+        claim_was_stale=True,
+        tries=5,
+        lock_owner=owner,
+        lock_released_at=None,
+    )

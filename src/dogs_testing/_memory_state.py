@@ -18,12 +18,14 @@ from typing import Any
 
 from dogs_core.domain.records import (
     ClaimedJob,
+    ClaimRequest,
     Duplicate,
     HistoryRecord,
     JobRecord,
     JobStatus,
     JobType,
     NewJob,
+    PreviousAttempt,
     Scheduled,
     ScheduleOutcome,
     to_millis,
@@ -71,6 +73,7 @@ def _stored(record: JobRecord) -> JobRecord:
         next_run_at=to_millis(record.next_run_at),
         last_run_at=_ms(record.last_run_at),
         locked_until=_ms(record.locked_until),
+        lock_released_at=_ms(record.lock_released_at),
         max_tries_reached_at=_ms(record.max_tries_reached_at),
         expires_at=_ms(record.expires_at),
         params=_copy_params(record.params),
@@ -99,12 +102,16 @@ def _history_row(record: HistoryRecord) -> HistoryRecord:
         result=result if type(result) in _IMMUTABLE else copy.deepcopy(result),
         error_message=record.error_message,
         unique_identifier=record.unique_identifier,
+        was_stale=record.was_stale,
+        error_type=record.error_type,
+        error_traceback=record.error_traceback,
+        owner=record.owner,
     )
 
 
 class MemoryState:
     """The records, history rows and every index over them, behind one ``threading.Lock``;
-    every change goes through :meth:`_put` (records) or :meth:`_upsert_history` (history), which
+    every change goes through :meth:`_put` (records) or :meth:`_insert_history` (history), which
     keep the indexes in step. :class:`~dogs_testing.memory.SyncInMemoryJobStore` adds the port.
     """
 
@@ -309,11 +316,15 @@ class MemoryState:
         return [key[3] for key in itertools.islice(heapq.merge(*per_name), limit)]
 
     def _take(
-        self, record_id: str, lock_id: str, now: datetime, locked_until: datetime
+        self,
+        record_id: str,
+        request: ClaimRequest,
+        now: datetime,
+        locked_until: datetime,
     ) -> ClaimedJob:
-        """Lock an eligible record for ``lock_id`` (``now`` and ``locked_until`` in ms)."""
+        """Lock an eligible record for ``request`` (``now`` and ``locked_until`` in ms)."""
         old = self._records[record_id]
-        was_stale = old.locked_until is not None
+        was_stale = old.locked_until is not None and not old.lock_released
         tries = (old.tries or 0) + 1
         # Built field by field: dataclasses.replace costs several times more, per claimed job.
         new = JobRecord(
@@ -327,19 +338,21 @@ class MemoryState:
             unique_identifier=old.unique_identifier,
             last_run_at=now,
             locked_until=locked_until,
-            lock_id=lock_id,
+            lock_id=request.lock_id,
             claim_was_stale=was_stale,
             tries=tries,
             status=old.status,
             max_tries_reached_at=old.max_tries_reached_at,
             expires_at=old.expires_at,
+            lock_owner=request.owner,
+            lock_released_at=None,
         )
         # A claim changes no field any index depends on (partition, name, priority, next run,
         # type, status, identifier, expiry): replacing the record is all `_put` would do.
         self._records[record_id] = new
         return ClaimedJob(
             job_id=record_id,
-            execution_id=lock_id,
+            execution_id=request.lock_id,
             job_name=new.job_name,
             type=new.type,
             params=_copy_params(new.params),
@@ -351,27 +364,36 @@ class MemoryState:
             was_stale=was_stale,
             last_run_at=now,
             next_run_at=new.next_run_at,
+            owner=request.owner,
+            previous_attempt=_previous_attempt(old) if was_stale else None,
         )
 
-    def _upsert_history(self, row: HistoryRecord) -> None:
+    def _insert_history(self, row: HistoryRecord) -> None:
+        """Store ``row`` unless a row of its execution exists: the first row wins whole."""
         key = row.execution_id
-        existing = self._history.get(key)
-        if existing is not None:
-            row = dataclasses.replace(row, status=existing.status)  # first status wins
-            if existing.job_name != row.job_name:
-                _unindex(self._history_by_name, existing.job_name, key)
-            if existing.job_id != row.job_id:
-                _unindex(self._history_by_job, existing.job_id, key)
-        else:
-            self._history_seq[key] = self._next_seq
-            self._next_seq += 1
+        if key in self._history:
+            return
+        self._history_seq[key] = self._next_seq
+        self._next_seq += 1
         self._history_by_name.setdefault(row.job_name, {})[key] = None
         self._history_by_job.setdefault(row.job_id, {})[key] = None
-        if existing is None or existing.expires_at != row.expires_at:
-            heapq.heappush(self._history_expiry, (row.expires_at, self._history_seq[key], key))
+        heapq.heappush(self._history_expiry, (row.expires_at, self._history_seq[key], key))
         self._history[key] = row
-        if existing is None:
-            self._feeds.offer_history(row, _history_row)
+        self._feeds.offer_history(row, _history_row)
+
+
+def _previous_attempt(old: JobRecord) -> PreviousAttempt | None:
+    """The attempt whose expired lock a claim of ``old`` takes over (None without a lock id:
+    a record some other writer left with a deadline and no id)."""
+    if old.lock_id is None or old.locked_until is None:
+        return None
+    return PreviousAttempt(
+        execution_id=old.lock_id,
+        started_at=old.last_run_at,
+        locked_until=old.locked_until,
+        tries=old.tries or 0,
+        owner=old.lock_owner,
+    )
 
 
 def _unindex(index: dict[str, dict[str, None]], key: str, member: str) -> None:

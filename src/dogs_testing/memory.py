@@ -14,9 +14,18 @@ What it emulates of MongoDB and @orion-js/dogs:
 * one global namespace of ``unique_identifier`` values (Dogs' sparse unique index) and one record
   per recurrent job name (its partial unique index);
 * claims: exact partition match, the eligibility selector and order of :mod:`dogs_core.ports`,
-  ties broken by insertion order; ``tries`` +1 and ``claim_was_stale`` (whether ``locked_until``
-  was present before the claim, Dogs' ``findOneAndUpdate`` rule) at every claim;
-* ``lock_id`` fencing on every execution write;
+  ties broken by insertion order; ``tries`` +1, ``lock_owner`` from the request and
+  ``claim_was_stale`` (a ``locked_until`` was present before the claim and the lock had not been
+  released, ``lock_released_at``) at every claim; a stale claim hands out the
+  ``previous_attempt`` it took over (the before-image, as MongoDB's ``findOneAndUpdate`` path);
+* ``lock_id`` fencing on every execution write; ``release_lock`` keeps the lock id and owner
+  and sets ``lock_released_at``; ``reschedule``, ``mark_max_tries_reached`` and ``unlock_all``
+  remove every lock field;
+* history rows keyed by execution id, the first row written for an execution winning whole
+  (MongoDB's ``$setOnInsert`` upsert);
+* the operators' steps (``delete_job``, ``modify_job``, ``delete_jobs``) are atomic against
+  claims and fenced writes (one lock), as MongoDB's single-document updates are; states are
+  :meth:`~dogs_core.domain.records.JobRecord.state` (``dogs_testing._memory_steering``);
 * change feeds (``watch_records``, ``watch_history``) fed by every write that may make a record
   claimable and by each history row's first write, from any thread, with the job name,
   partition and next run of every change (a MongoDB update event has only the fields it set):
@@ -40,11 +49,13 @@ each name's list once, collecting up to ``N`` candidates, and merges them: about
 claim plus ``N`` candidates per name. Records of other names, partitions or terminal event records
 are never examined. Each write that moves a record in the order costs a ``bisect`` plus a list
 insert or delete (``O(n)`` memmove, fast in practice). ``probe`` returns the number of entries such
-a claim examines. ``find_jobs``, ``status_counts``, ``unlock_all`` and ``reconcile_partitions``
-(over the given names) scan records; they are not on the hot path.
+a claim examines. ``find_jobs`` (over one name's records, the failed ones or all of them; a page
+of ``limit`` costs ``O(n log limit)``), ``status_counts``, ``delete_jobs``, ``unlock_all`` and
+``reconcile_partitions`` (over the given names) scan records; they are not on the hot path.
 
-The state and its indexes (and their upkeep) are in ``dogs_testing._memory_state``; this module
-holds the two faces of the port over them.
+The state and its indexes (and their upkeep) are in ``dogs_testing._memory_state``, the
+operators' reads and writes in ``dogs_testing._memory_steering``; this module holds the two faces
+of the port over them.
 """
 
 from __future__ import annotations
@@ -53,7 +64,7 @@ import copy
 import dataclasses
 from collections.abc import AsyncGenerator, Callable, Generator, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import anyio.lowlevel
 
@@ -67,11 +78,11 @@ from dogs_core.domain.records import (
     ClaimRequest,
     Duplicate,
     HistoryRecord,
+    HistoryStatus,
     ItemError,
     JobRecord,
     JobStatus,
     JobType,
-    NameStatus,
     NewJob,
     Scheduled,
     ScheduleOutcome,
@@ -84,7 +95,6 @@ from dogs_core.ports import Clock, StoreCapabilities
 from dogs_core.runtime.forwarding import ForwardingJobStore
 from dogs_testing._memory_state import (
     _CAPABILITIES,
-    MemoryState,
     _copy_params,
     _history_row,
     _is_terminal,
@@ -92,11 +102,22 @@ from dogs_testing._memory_state import (
     _out,
     _stored,
 )
+from dogs_testing._memory_steering import MemorySteering
 
 __all__ = ["InMemoryJobStore", "SyncInMemoryJobStore"]
 
 
-class SyncInMemoryJobStore(MemoryState):
+#: What releasing a lock for good unsets (reschedule, terminal mark, unlock_all).
+_NO_LOCK: dict[str, Any] = {
+    "lock_id": None,
+    "locked_until": None,
+    "claim_was_stale": None,
+    "lock_owner": None,
+    "lock_released_at": None,
+}
+
+
+class SyncInMemoryJobStore(MemorySteering):
     """The in-memory store, sync face (:class:`~dogs_core.ports.JobStore`). Thread-safe.
 
     ``clock`` enables TTL emulation: records and history rows whose ``expires_at`` is not after
@@ -116,6 +137,16 @@ class SyncInMemoryJobStore(MemoryState):
                 raise StoreError(f"cannot insert record: {problem}")
             self._put(None, stored)
             self._feeds.offer_record(stored)
+
+    def all_records(self, job_name: str | None = None) -> list[JobRecord]:
+        """Every record (of ``job_name``) in id order: ``find_jobs`` without its page limit,
+        for tests and the harness."""
+        with self._state():
+            if job_name is None:
+                records = list(self._records.values())
+            else:
+                records = [self._records[i] for i in self._by_name.get(job_name, ())]
+            return [_out(record) for record in sorted(records, key=lambda r: r.id)]
 
     # ------------------------------------------------------------------ the JobStore port
 
@@ -177,7 +208,7 @@ class SyncInMemoryJobStore(MemoryState):
             record_id, _ = self._walk(request.partition, request.job_names, now)
             if record_id is None:
                 return None
-            return self._take(record_id, request.lock_id, now, to_millis(request.locked_until))
+            return self._take(record_id, request, now, to_millis(request.locked_until))
 
     def claim_many(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]:
         """Exactly ``len(requests)`` claims in a row, under one lock: the best eligible records,
@@ -191,7 +222,7 @@ class SyncInMemoryJobStore(MemoryState):
         with self._state():
             ids = self._walk_many(first.partition, first.job_names, now, len(checked))
             return [
-                self._take(record_id, request.lock_id, now, locked_until)
+                self._take(record_id, request, now, locked_until)
                 for record_id, request in zip(ids, checked, strict=False)
             ]
 
@@ -225,7 +256,11 @@ class SyncInMemoryJobStore(MemoryState):
         next_run_at: datetime,
         priority: int | None,
         reset_tries: bool,
+        tries: int | None = None,
     ) -> bool:
+        """``tries``, when given, wins over ``reset_tries``."""
+        if tries is not None:
+            validation.integer("tries", tries, minimum=0)
         with self._state():
             old = self._fenced(job_id, lock_id)
             if old is None:
@@ -234,10 +269,8 @@ class SyncInMemoryJobStore(MemoryState):
                 old,
                 next_run_at=to_millis(next_run_at),
                 priority=old.priority if priority is None else priority,
-                tries=0 if reset_tries else old.tries,
-                lock_id=None,
-                locked_until=None,
-                claim_was_stale=None,
+                tries=tries if tries is not None else 0 if reset_tries else old.tries,
+                **_NO_LOCK,
             )
             self._put(old, new)
             self._feeds.offer_record(new)
@@ -255,9 +288,7 @@ class SyncInMemoryJobStore(MemoryState):
                 status=JobStatus.MAX_TRIES_REACHED,
                 max_tries_reached_at=to_millis(now),
                 expires_at=_ms(expires_at),
-                lock_id=None,
-                locked_until=None,
-                claim_was_stale=None,
+                **_NO_LOCK,
             )
             self._put(old, new)
             return True
@@ -275,7 +306,8 @@ class SyncInMemoryJobStore(MemoryState):
             old = self._fenced(job_id, lock_id)
             if old is None:
                 return False
-            new = dataclasses.replace(old, locked_until=to_millis(now))
+            moment = to_millis(now)
+            new = dataclasses.replace(old, locked_until=moment, lock_released_at=moment)
             self._put(old, new)
             self._feeds.offer_record(new)
             return True
@@ -342,33 +374,34 @@ class SyncInMemoryJobStore(MemoryState):
             for old in list(self._records.values()):
                 if old.lock_id is None and old.locked_until is None:
                     continue
-                new = dataclasses.replace(
-                    old, lock_id=None, locked_until=None, claim_was_stale=None
-                )
+                new = dataclasses.replace(old, **_NO_LOCK)
                 self._put(old, new)
                 self._feeds.offer_record(new)
                 modified += 1
             return modified
 
     def write_history_many(self, records: Sequence[HistoryRecord]) -> None:
-        """Each record upserted in order, under one lock. Every row is copied before the first
-        is stored: a record that cannot be copied writes nothing."""
+        """Each record inserted in order, under one lock, unless its execution has a row: the
+        first row wins whole. Every row is copied before the first is stored: a record that
+        cannot be copied writes nothing."""
         rows = [_history_row(record) for record in records]
         if not rows:
             return
         with self._state():
             for row in rows:
-                self._upsert_history(row)
+                self._insert_history(row)
 
     def get_executions(
         self,
         job_name: str | None = None,
         *,
         job_id: str | None = None,
+        status: HistoryStatus | None = None,
         limit: int = 20,
         skip: int = 0,
     ) -> list[HistoryRecord]:
         check_history_filter(job_name, job_id)
+        wanted = _check_status(status)
         validation.integer("limit", limit, minimum=0)
         validation.integer("skip", skip, minimum=0)
         with self._state():
@@ -379,8 +412,10 @@ class SyncInMemoryJobStore(MemoryState):
             rows = [self._history[key] for key in keys]
             if job_id is not None and job_name is not None:
                 rows = [row for row in rows if row.job_name == job_name]
+            if wanted is not None:
+                rows = [row for row in rows if row.status is wanted]
             rows.sort(
-                key=lambda row: (row.started_at, self._history_seq[row.execution_id]),
+                key=lambda row: (row.started_at, row.ended_at, self._history_seq[row.execution_id]),
                 reverse=True,
             )
             return [
@@ -407,57 +442,23 @@ class SyncInMemoryJobStore(MemoryState):
             record = self._records.get(job_id)
             return None if record is None else _out(record)
 
-    def find_jobs(
-        self, *, job_name: str | None = None, limit: int | None = None
-    ) -> list[JobRecord]:
-        if limit is not None:
-            validation.integer("limit", limit, minimum=0)
-        with self._state():
-            if job_name is None:
-                records = list(self._records.values())
-            else:
-                records = [self._records[i] for i in self._by_name.get(job_name, ())]
-            records.sort(key=lambda r: (-r.priority, r.next_run_at, self._seq[r.id]))
-            return [_out(r) for r in (records if limit is None else records[:limit])]
-
-    def status_counts(self, *, now: datetime) -> list[NameStatus]:
-        """Per job name, each record in exactly one bucket: ``terminal`` (an event record in
-        ``maxTriesReached``), ``running`` (``locked_until > now``), ``stale`` (a lock that has
-        expired and was not released by a reschedule: ``locked_until <= now``), ``due``
-        (unlocked, ``next_run_at <= now``) or ``scheduled_later``."""
-        with self._state():
-            now = to_millis(now)
-            result: list[NameStatus] = []
-            for name in sorted(self._by_name):
-                counts = dict.fromkeys(("due", "later", "running", "stale", "terminal"), 0)
-                oldest: datetime | None = None
-                for record_id in self._by_name[name]:
-                    record = self._records[record_id]
-                    if _is_terminal(record):
-                        counts["terminal"] += 1
-                    elif record.locked_until is not None:
-                        counts["running" if record.locked_until > now else "stale"] += 1
-                    elif record.next_run_at <= now:
-                        counts["due"] += 1
-                        if oldest is None or record.next_run_at < oldest:
-                            oldest = record.next_run_at
-                    else:
-                        counts["later"] += 1
-                result.append(
-                    NameStatus(
-                        job_name=name,
-                        due=counts["due"],
-                        scheduled_later=counts["later"],
-                        running=counts["running"],
-                        stale=counts["stale"],
-                        terminal=counts["terminal"],
-                        oldest_due_at=oldest,
-                    )
-                )
-            return result
-
     def close(self) -> None:
         """Nothing to release; the state stays readable."""
+
+
+def _check_status(status: object) -> HistoryStatus | None:
+    """A ``get_executions`` status filter: ``None`` or a :class:`HistoryStatus` (or its value)."""
+    if status is None:
+        return None
+    try:
+        return HistoryStatus(status) if isinstance(status, str) else _bad_status(status)
+    except ValueError:
+        return _bad_status(status)
+
+
+def _bad_status(status: object) -> HistoryStatus:
+    choices = ", ".join(s.value for s in HistoryStatus)
+    raise InvalidOptionError("status", status, f"expected one of {choices}")
 
 
 def _refuse_session(session: object | None) -> None:
@@ -494,6 +495,10 @@ class InMemoryJobStore(ForwardingJobStore):
     async def insert_record(self, record: JobRecord) -> None:
         """See :meth:`SyncInMemoryJobStore.insert_record`."""
         await self._forward("insert_record", record)
+
+    async def all_records(self, job_name: str | None = None) -> list[JobRecord]:
+        """See :meth:`SyncInMemoryJobStore.all_records`."""
+        return cast("list[JobRecord]", await self._forward("all_records", job_name))
 
     async def _forward(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
         await anyio.lowlevel.checkpoint()
