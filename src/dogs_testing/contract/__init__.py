@@ -15,6 +15,9 @@ Optionally override :meth:`JobStoreContract.seed_record` to insert a raw record:
 shapes the port never writes (a missing partition, a recurrent record with a legacy
 ``maxTriesReached`` status, a terminal record without its retention anchor); they are skipped
 when the store cannot seed. ``probe_hints`` lists the hint names the store must accept.
+``knows_previous_attempt`` (``True`` by default) says that every stale claim hands out the
+``previous_attempt`` it took over; a store that cannot know it sets it to ``False`` (the port
+lets it leave ``None``).
 
 Example::
 
@@ -41,6 +44,7 @@ from dogs_testing.contract.feeds import FeedContract
 from dogs_testing.contract.fenced_writes import FencedWriteContract
 from dogs_testing.contract.history import HistoryContract
 from dogs_testing.contract.scheduling import SchedulingContract
+from dogs_testing.contract.steering import SteeringContract
 
 __all__ = ["T0", "JobStoreContract"]
 
@@ -52,9 +56,10 @@ class JobStoreContract(
     HistoryContract,
     AdminContract,
     FeedContract,
+    SteeringContract,
 ):
     """The adapter contract suite. See the module documentation for how to run it.
 
     Its tests come by area from :mod:`dogs_testing.contract.scheduling`, ``.claims``,
-    ``.fenced_writes``, ``.history``, ``.admin`` and ``.feeds``; the fixtures, hooks and
-    helpers from :class:`dogs_testing.contract.base.ContractBase`."""
+    ``.fenced_writes``, ``.history``, ``.admin``, ``.feeds`` and ``.steering``; the fixtures,
+    hooks and helpers from :class:`dogs_testing.contract.base.ContractBase`."""

@@ -68,13 +68,13 @@ class AdminContract(ContractBase):
             for _ in range(4)
         ]
         assert counts == [2, 2, 1, 0]
-        assert {r.partition for r in await store.find_jobs()} == {0}
+        assert {r.partition for r in await self.all_records(store)} == {0}
 
     async def test_reconcile_refuses_bad_arguments_before_writing(
         self, store: AsyncJobStore
     ) -> None:
         await store.schedule_many([_job(partition=-1) for _ in range(3)])
-        before = await store.find_jobs()
+        before = await self.all_records(store)
         with pytest.raises(InvalidOptionError, match=r"^n_partitions=0: must be at least 1$"):
             await store.reconcile_partitions(
                 job_names=["a"], n_partitions=0, now=T0, limit=10, choose_partition=lambda: 0
@@ -89,7 +89,7 @@ class AdminContract(ContractBase):
                 choose_partition=lambda: next(choices),
             )
         assert (refused.value.field, refused.value.value) == ("choose_partition", 2)
-        assert await store.find_jobs() == before
+        assert await self.all_records(store) == before
 
     async def test_reconcile_gives_a_partition_to_a_record_without_one(
         self, store: AsyncJobStore
@@ -169,7 +169,7 @@ class AdminContract(ContractBase):
         for partition in range(2):
             await self.claim(store, partition=partition)
         assert await store.unlock_all() == 2
-        for record in await store.find_jobs():
+        for record in await self.all_records(store):
             assert (record.lock_id, record.locked_until, record.claim_was_stale) == (
                 None,
                 None,
@@ -190,6 +190,8 @@ class AdminContract(ContractBase):
                 _job(partition=3, at=T0 - _S),  # running
                 _job(partition=4, at=T0 - 20 * _S),  # stale
                 _job(partition=5, at=T0 - 20 * _S),  # terminal
+                _job(partition=6, at=T0 - 3 * _S),  # released at shutdown: due (retrying)
+                _job(partition=7, at=T0 - _S),  # retrying later
                 _job("b", partition=0, at=T0),  # due
             ]
         )
@@ -199,36 +201,67 @@ class AdminContract(ContractBase):
         assert await store.mark_max_tries_reached(
             terminal.job_id, terminal.lock_id, now=T0 - 10 * _S, expires_at=None
         )
+        released = await self.claim(store, partition=6, now=T0 - _S)
+        assert await store.release_lock(released.job_id, released.lock_id, now=T0 - _S)
+        failed = await self.claim(store, partition=7, now=T0 - _S)
+        assert await store.reschedule(
+            failed.job_id, failed.lock_id, next_run_at=T0 + _MIN, priority=None, reset_tries=False
+        )
         counts = sorted(await store.status_counts(now=T0), key=lambda s: s.job_name)
         assert counts == [
             NameStatus(
                 job_name="a",
-                due=2,
-                scheduled_later=1,
+                due=3,
+                scheduled_later=2,
                 running=1,
                 stale=1,
                 terminal=1,
-                oldest_due_at=T0 - 2 * _S,
+                oldest_due_at=T0 - 20 * _S,  # the stale record waits for recovery
             ),
             NameStatus(job_name="b", due=1, oldest_due_at=T0),
         ]
-
-    async def test_find_jobs_in_claim_order(self, store: AsyncJobStore) -> None:
-        ids = [
-            _scheduled_id(await store.schedule(job))
-            for job in (
-                _job("a", priority=10, at=T0, partition=0),
-                _job("b", priority=50, at=T0 + _H, partition=1),
-                _job("a", priority=50, at=T0 - _H, partition=2),
-                _job("b", priority=0, at=T0 - _DAY, partition=3),
+        for status in counts:  # each record is counted once, by its state
+            records = await store.find_jobs(job_name=status.job_name)
+            assert len(records) == (
+                status.due
+                + status.scheduled_later
+                + status.running
+                + status.stale
+                + status.terminal
             )
+
+    async def test_status_counts_of_nothing(self, store: AsyncJobStore) -> None:
+        assert await store.status_counts(now=T0) == []
+
+    async def test_find_jobs_in_id_order(self, store: AsyncJobStore) -> None:
+        jobs = [
+            _job("a", priority=10, at=T0, partition=0),
+            _job("b", priority=50, at=T0 + _H, partition=1),
+            _job("a", priority=50, at=T0 - _H, partition=2),
+            _job("b", priority=0, at=T0 - _DAY, partition=3),
         ]
-        assert [r.id for r in await store.find_jobs()] == [ids[2], ids[1], ids[0], ids[3]]
-        assert [r.id for r in await store.find_jobs(job_name="b")] == [ids[1], ids[3]]
-        assert [r.id for r in await store.find_jobs(limit=2)] == [ids[2], ids[1]]
+        for job in reversed(jobs):  # the insertion order does not matter, the ids do
+            await store.schedule(job)
+        ids = sorted(job.id for job in jobs)
+        assert [r.id for r in await store.find_jobs()] == ids
+        b_ids = sorted(job.id for job in jobs if job.job_name == "b")
+        assert [r.id for r in await store.find_jobs(job_name="b")] == b_ids
+        assert [r.id for r in await store.find_jobs(limit=2)] == ids[:2]
+        assert [r.id for r in await store.find_jobs(after=ids[1])] == ids[2:]
+        assert [r.id for r in await store.find_jobs(after=ids[0], limit=2)] == ids[1:3]
+        assert await store.find_jobs(after=ids[-1]) == []
         assert await store.find_jobs(job_name="nobody") == []
-        with pytest.raises(InvalidOptionError, match=r"^limit=-1: must be at least 0$"):
-            await store.find_jobs(limit=-1)
+        for limit in (0, -1):
+            with pytest.raises(InvalidOptionError, match=rf"^limit={limit}: must be at least 1$"):
+                await store.find_jobs(limit=limit)
+
+    async def test_find_jobs_returns_a_hundred_by_default(self, store: AsyncJobStore) -> None:
+        jobs = [_job(partition=i % 4) for i in range(105)]
+        assert (await store.schedule_many(jobs)).scheduled_count == 105
+        ids = sorted(job.id for job in jobs)
+        assert [r.id for r in await store.find_jobs()] == ids[:100]
+        assert [r.id for r in await store.find_jobs(after=ids[99])] == ids[100:]
+        assert len(await store.find_jobs(limit=105)) == 105
 
     async def test_probe_measures_every_hint(self, store: AsyncJobStore) -> None:
         if not (await store.capabilities()).supports_probe:

@@ -18,6 +18,8 @@ from dogs_core.domain.records import (
     JobRecord,
     JobType,
     NewJob,
+    Owner,
+    PreviousAttempt,
     Scheduled,
     to_millis,
 )
@@ -54,6 +56,11 @@ def _job(
         partition=partition,
         unique_identifier=uid,
     )
+
+
+def _owner(instance: str = "w1", *, host: str = "host-a", pid: int = 4242) -> Owner:
+    """The owner of a claim (a ``Workers`` instance ``instance`` on ``host``)."""
+    return Owner(host=host, pid=pid, instance_id=instance)
 
 
 def _scheduled_id(outcome: object) -> str:
@@ -107,6 +114,10 @@ class ContractBase:
     """The hint passed in claim requests."""
     probe_hints: ClassVar[Sequence[str]] = ("byJobName", "globalPriority")
     """Every hint the store must be able to probe."""
+    knows_previous_attempt: ClassVar[bool] = True
+    """Whether a stale claim of this store always hands out its ``previous_attempt``. The port
+    lets a store that cannot know it leave it ``None``: set this to ``False`` and the suite
+    accepts ``None`` there (a value, when given, must still be exact)."""
 
     @pytest.fixture
     def anyio_backend(self) -> str:
@@ -127,6 +138,7 @@ class ContractBase:
         now: datetime = T0,
         lock_for: timedelta = _MIN,
         lock_id: str | None = None,
+        owner: Owner | None = None,
     ) -> ClaimRequest:
         return ClaimRequest(
             job_names=names or ("a",),
@@ -135,6 +147,7 @@ class ContractBase:
             now=now,
             locked_until=now + lock_for,
             lock_id=lock_id or new_execution_id(),
+            owner=owner,
         )
 
     def requests(
@@ -144,9 +157,12 @@ class ContractBase:
         partition: int = 0,
         now: datetime = T0,
         lock_for: timedelta = _MIN,
+        owner: Owner | None = None,
     ) -> list[ClaimRequest]:
         """``count`` requests of one ``claim_many``: the same but for their lock ids."""
-        template = self.request(*names, partition=partition, now=now, lock_for=lock_for)
+        template = self.request(
+            *names, partition=partition, now=now, lock_for=lock_for, owner=owner
+        )
         return [dataclasses.replace(template, lock_id=new_execution_id()) for _ in range(count)]
 
     async def claim(
@@ -156,12 +172,21 @@ class ContractBase:
         partition: int = 0,
         now: datetime = T0,
         lock_for: timedelta = _MIN,
+        owner: Owner | None = None,
     ) -> ClaimedJob:
         claimed = await store.claim(
-            self.request(*names, partition=partition, now=now, lock_for=lock_for)
+            self.request(*names, partition=partition, now=now, lock_for=lock_for, owner=owner)
         )
         assert claimed is not None, "expected an eligible record"
         return claimed
+
+    def check_previous_attempt(self, claimed: ClaimedJob, expected: PreviousAttempt | None) -> None:
+        """``claimed.previous_attempt`` is ``expected``; ``None`` is also accepted for a stale
+        claim when the store does not know it (:attr:`knows_previous_attempt`)."""
+        if expected is None or self.knows_previous_attempt:
+            assert claimed.previous_attempt == expected, claimed
+        else:
+            assert claimed.previous_attempt in (None, expected), claimed
 
     async def complete(self, store: AsyncJobStore, job_id: str, lock_id: str) -> bool:
         """One completion as the runtime makes it: a one-pair ``complete_many``, whose verdict is
@@ -170,6 +195,16 @@ class ContractBase:
         assert len(verdicts) == 1, verdicts
         assert isinstance(verdicts[0], bool), verdicts
         return verdicts[0]
+
+    async def all_records(self, store: AsyncJobStore) -> list[JobRecord]:
+        """Every record, in id order: ``find_jobs`` pages of 1,000 followed by their cursor."""
+        records: list[JobRecord] = []
+        while True:
+            after = records[-1].id if records else None
+            page = await store.find_jobs(after=after, limit=1_000)
+            records.extend(page)
+            if len(page) < 1_000:
+                return records
 
     async def record(self, store: AsyncJobStore, job_id: str) -> JobRecord:
         record = await store.get_job(job_id)

@@ -11,7 +11,14 @@ from typing import Any
 import anyio
 import pytest
 
-from dogs_core.domain.records import ClaimedJob, JobRecord, JobStatus, JobType
+from dogs_core.domain.records import (
+    ClaimedJob,
+    JobRecord,
+    JobState,
+    JobStatus,
+    JobType,
+    PreviousAttempt,
+)
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_core.ports import AsyncJobStore
@@ -24,6 +31,7 @@ from dogs_testing.contract.base import (
     T0,
     ContractBase,
     _job,
+    _owner,
     _scheduled_id,
 )
 
@@ -117,6 +125,7 @@ class ClaimContract(ContractBase):
     async def test_claim_takes_an_expired_lock_as_stale(self, store: AsyncJobStore) -> None:
         job_id = _scheduled_id(await store.schedule(_job()))
         first = await self.claim(store, now=T0, lock_for=10 * _S)
+        assert (await self.record(store, job_id)).state(T0 + 10 * _S) is JobState.STALE
         second = await self.claim(store, now=T0 + 10 * _S)  # locked_until <= now: expired
         assert (second.job_id, second.was_stale, second.tries) == (job_id, True, 2)
         assert second.lock_id != first.lock_id
@@ -130,6 +139,107 @@ class ClaimContract(ContractBase):
         )
         assert await self.complete(store, job_id, second.lock_id)
 
+    async def test_claim_writes_the_owner_and_hands_it_out(self, store: AsyncJobStore) -> None:
+        job_id = _scheduled_id(await store.schedule(_job()))
+        first = await self.claim(store, owner=_owner("w1"))
+        assert first.owner == _owner("w1")
+        record = await self.record(store, job_id)
+        assert (record.lock_owner, record.lock_released_at) == (_owner("w1"), None)
+        # A claim without an owner (a Node Dogs worker writes none) removes the old one.
+        second = await self.claim(store, now=T0 + _MIN)
+        assert (second.job_id, second.owner) == (job_id, None)
+        assert (await self.record(store, job_id)).lock_owner is None
+        third = (await store.claim_many(self.requests(1, now=T0 + 2 * _MIN, owner=_owner("w2"))))[0]
+        assert (third.job_id, third.owner) == (job_id, _owner("w2"))
+        assert (await self.record(store, job_id)).lock_owner == _owner("w2")
+
+    async def test_a_stale_claim_hands_over_the_previous_attempt(
+        self, store: AsyncJobStore
+    ) -> None:
+        """The attempt whose lock expired: its lock id, start, deadline, tries and owner (a
+        Node-like claim without an owner first, then one with an owner, through both paths)."""
+        job_id = _scheduled_id(await store.schedule(_job()))
+        first = await self.claim(store, now=T0, lock_for=10 * _S)
+        self.check_previous_attempt(first, None)
+        second = await self.claim(store, now=T0 + 10 * _S, owner=_owner("w2"))
+        assert (second.job_id, second.was_stale, second.tries) == (job_id, True, 2)
+        self.check_previous_attempt(
+            second,
+            PreviousAttempt(
+                execution_id=first.lock_id, started_at=T0, locked_until=T0 + 10 * _S, tries=1
+            ),
+        )
+        later = T0 + 10 * _S + _MIN
+        [third] = await store.claim_many(self.requests(3, now=later, owner=_owner("w3")))
+        assert (third.job_id, third.was_stale, third.tries) == (job_id, True, 3)
+        self.check_previous_attempt(
+            third,
+            PreviousAttempt(
+                execution_id=second.lock_id,
+                started_at=T0 + 10 * _S,
+                locked_until=later,
+                tries=2,
+                owner=_owner("w2"),
+            ),
+        )
+        record = await self.record(store, job_id)
+        assert (record.lock_id, record.lock_owner) == (third.lock_id, _owner("w3"))
+
+    async def test_a_released_lock_is_not_stale(self, store: AsyncJobStore) -> None:
+        """A lock given back (``release_lock``) is claimable at once and not a stale takeover:
+        no ``was_stale``, no previous attempt, through both claim paths."""
+        ids = [_scheduled_id(await store.schedule(_job(partition=p))) for p in (0, 1)]
+        for partition, job_id in enumerate(ids):
+            first = await self.claim(store, partition=partition, owner=_owner("w1"))
+            assert await store.release_lock(job_id, first.lock_id, now=T0 + _S)
+            record = await self.record(store, job_id)
+            assert record.state(T0 + _S) is JobState.RETRYING
+            assert record.state(T0 + _H) is JobState.RETRYING
+        second = await self.claim(store, now=T0 + _S, owner=_owner("w2"))
+        [batch] = await store.claim_many(self.requests(2, partition=1, now=T0 + _S))
+        for claimed, job_id in zip((second, batch), ids, strict=True):
+            assert (claimed.job_id, claimed.was_stale, claimed.tries) == (job_id, False, 2)
+            self.check_previous_attempt(claimed, None)
+            record = await self.record(store, job_id)
+            assert (record.lock_id, record.lock_released_at) == (claimed.lock_id, None)
+            assert not record.claim_was_stale
+            assert record.lock_owner == claimed.owner
+
+    async def test_a_lock_claimed_again_after_its_release_can_go_stale(
+        self, store: AsyncJobStore
+    ) -> None:
+        """Released means ``lock_released_at >= locked_until``: a Node Dogs claim leaves the
+        old ``lock_released_at`` behind and moves ``locked_until`` past it; when that lock
+        expires the record is stale."""
+        record = JobRecord(
+            id=new_record_id(),
+            job_name="a",
+            type=JobType.EVENT,
+            priority=100,
+            next_run_at=T0 - _H,
+            partition=0,
+            last_run_at=T0 - _MIN,
+            lock_id=new_execution_id(),
+            locked_until=T0 - 30 * _S,
+            lock_released_at=T0 - 2 * _MIN,
+            tries=2,
+        )
+        await self.seed_record(store, record)
+        assert record.state(T0) is JobState.STALE
+        claimed = await self.claim(store)
+        assert (claimed.job_id, claimed.was_stale, claimed.tries) == (record.id, True, 3)
+        assert record.lock_id is not None
+        self.check_previous_attempt(
+            claimed,
+            PreviousAttempt(
+                execution_id=record.lock_id,
+                started_at=T0 - _MIN,
+                locked_until=T0 - 30 * _S,
+                tries=2,
+            ),
+        )
+        assert (await self.record(store, record.id)).lock_released_at is None
+
     async def test_claim_ignores_terminal_event_jobs(self, store: AsyncJobStore) -> None:
         job_id = _scheduled_id(await store.schedule(_job()))
         claimed = await self.claim(store)
@@ -137,7 +247,7 @@ class ClaimContract(ContractBase):
             job_id, claimed.lock_id, now=T0, expires_at=T0 + 7 * _DAY
         )
         assert await store.claim(self.request(now=T0 + _H)) is None
-        assert [r.id for r in await store.find_jobs()] == [job_id]
+        assert [r.id for r in await self.all_records(store)] == [job_id]
 
     async def test_recurrent_record_with_legacy_terminal_status_is_claimable(
         self, store: AsyncJobStore
@@ -191,7 +301,7 @@ class ClaimContract(ContractBase):
             for offset in range(16):
                 tg.start_soon(claimer, offset)
         assert len(claimed) == 200
-        assert set(claimed) == {r.id for r in await store.find_jobs()}
+        assert set(claimed) == {r.id for r in await self.all_records(store)}
 
     # ---------------------------------------------------------------- claim_many
 
@@ -276,8 +386,15 @@ class ClaimContract(ContractBase):
             await self.claim(store, "a", "b", partition=partition, now=T0 - _S, lock_for=_S)
 
         def shape_of(job: ClaimedJob) -> ClaimedJob:
+            previous = job.previous_attempt
             return dataclasses.replace(
-                job, job_id=str(index_of[job.job_id]), execution_id="", partition=None
+                job,
+                job_id=str(index_of[job.job_id]),
+                execution_id="",
+                partition=None,
+                previous_attempt=None
+                if previous is None
+                else (dataclasses.replace(previous, execution_id="")),
             )
 
         many = await store.claim_many(self.requests(len(shapes) + 1, "a", "b"))
@@ -297,7 +414,7 @@ class ClaimContract(ContractBase):
         ]
         # (Not `claim_was_stale`: the findOneAndUpdate claim of Dogs does not store it.)
         stored: dict[int, dict[int, tuple[Any, ...]]] = {0: {}, 1: {}}
-        for record in await store.find_jobs():
+        for record in await self.all_records(store):
             assert record.partition is not None
             stored[record.partition][index_of[record.id]] = (
                 record.tries,
@@ -323,9 +440,9 @@ class ClaimContract(ContractBase):
         await store.schedule_many(
             [_job(at=T0 + _S), _job("b"), _job(partition=1), _job(priority=7, at=T0 + _H)]
         )
-        before = await store.find_jobs()
+        before = await self.all_records(store)
         assert await store.claim_many(self.requests(4, "a", "c")) == []
-        assert await store.find_jobs() == before
+        assert await self.all_records(store) == before
 
     async def test_claim_many_skips_held_locks_and_takes_expired_ones_as_stale(
         self, store: AsyncJobStore
@@ -351,7 +468,7 @@ class ClaimContract(ContractBase):
 
     async def test_claim_many_refuses_requests_that_disagree(self, store: AsyncJobStore) -> None:
         await store.schedule_many([_job(), _job(partition=1)])
-        before = await store.find_jobs()
+        before = await self.all_records(store)
         template = self.request()
         other_hint = next(h for h in self.probe_hints if h != template.hint)
         differences: dict[str, Any] = {
@@ -377,15 +494,15 @@ class ClaimContract(ContractBase):
             "requests[2].lock_id",
             template.lock_id,
         )
-        assert await store.find_jobs() == before
+        assert await self.all_records(store) == before
 
     async def test_claim_many_of_nothing(self, store: AsyncJobStore) -> None:
         await store.schedule(_job())
-        before = await store.find_jobs()
+        before = await self.all_records(store)
         assert await store.claim_many([]) == []
         no_names = [dataclasses.replace(r, job_names=()) for r in self.requests(2)]
         assert await store.claim_many(no_names) == []
-        assert await store.find_jobs() == before
+        assert await self.all_records(store) == before
 
     async def test_claim_many_of_more_than_a_thousand(self, store: AsyncJobStore) -> None:
         jobs = [_job(priority=i % 7, at=T0 - i * _MS) for i in range(1_500)]
@@ -401,7 +518,7 @@ class ClaimContract(ContractBase):
         assert {job.job_id for job in claimed} | {job.job_id for job in rest} == {
             job.id for job in jobs
         }
-        assert all(record.tries == 1 for record in await store.find_jobs())
+        assert all(record.tries == 1 for record in await self.all_records(store))
 
     async def test_concurrent_claim_many_calls_claim_each_job_exactly_once(
         self, store: AsyncJobStore
@@ -422,4 +539,4 @@ class ClaimContract(ContractBase):
                 tg.start_soon(claimer)
         assert len(claimed) == 50
         assert set(claimed) == {job.id for job in jobs}
-        assert all(record.tries == 1 for record in await store.find_jobs())
+        assert all(record.tries == 1 for record in await self.all_records(store))

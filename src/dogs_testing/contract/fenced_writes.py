@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from dogs_core.domain.records import Duplicate, JobStatus, to_millis
+from dogs_core.domain.records import Duplicate, JobState, JobStatus, to_millis
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_core.ports import AsyncJobStore
@@ -20,6 +20,7 @@ from dogs_testing.contract.base import (
     T0,
     ContractBase,
     _job,
+    _owner,
     _scheduled_id,
 )
 
@@ -74,7 +75,7 @@ class FencedWriteContract(ContractBase):
         claimed = [await self.claim(store, partition=p) for p in range(3)]
         claims = [(job.job_id, job.lock_id) for job in claimed]
         assert await store.complete_many(claims) == [True, True, True]
-        assert await store.find_jobs() == []
+        assert await self.all_records(store) == []
         # A second identical call (a retry after a lost reply) deletes nothing.
         assert await store.complete_many(claims) == [False, False, False]
 
@@ -112,7 +113,7 @@ class FencedWriteContract(ContractBase):
         await store.schedule_many([_job(partition=p) for p in range(2)])
         first = await self.claim(store, partition=0)
         second = await self.claim(store, partition=1)
-        before = await store.find_jobs()
+        before = await self.all_records(store)
         claims = [
             (first.job_id, first.lock_id),
             (second.job_id, second.lock_id),
@@ -121,12 +122,12 @@ class FencedWriteContract(ContractBase):
         with pytest.raises(InvalidOptionError, match="repeated") as refused:
             await store.complete_many(claims)
         assert (refused.value.field, refused.value.value) == ("claims[2]", first.job_id)
-        assert await store.find_jobs() == before
+        assert await self.all_records(store) == before
 
     async def test_complete_many_of_more_pairs_than_one_batch(self, store: AsyncJobStore) -> None:
         await store.schedule_many([_job(partition=p) for p in range(3)])
         owned = [await self.claim(store, partition=p) for p in range(2)]
-        [unlocked] = [r for r in await store.find_jobs() if r.partition == 2]
+        [unlocked] = [r for r in await self.all_records(store) if r.partition == 2]
         missing = [(new_record_id(), new_execution_id()) for _ in range(2_400)]
         claims = [
             (owned[0].job_id, owned[0].lock_id),
@@ -142,7 +143,7 @@ class FencedWriteContract(ContractBase):
         assert verdicts[1_501] is False  # the unlocked record, which still exists
         # The missing ids share batches with deleted records: the port's leeway lets a
         # count-only store report them either way.
-        assert [r.id for r in await store.find_jobs()] == [unlocked.id]
+        assert [r.id for r in await self.all_records(store)] == [unlocked.id]
 
     async def test_reschedule_releases_the_lock_and_keeps_tries(self, store: AsyncJobStore) -> None:
         job_id = _scheduled_id(await store.schedule(_job(priority=40)))
@@ -159,6 +160,48 @@ class FencedWriteContract(ContractBase):
         assert not await store.reschedule(
             job_id, claimed.lock_id, next_run_at=T0, priority=None, reset_tries=False
         )
+
+    async def test_reschedule_with_tries_gives_the_try_back(self, store: AsyncJobStore) -> None:
+        """A snoozed run: ``tries`` sets the count (here back to what it was before the
+        claim), so the attempt limit does not count the run."""
+        job_id = _scheduled_id(await store.schedule(_job()))
+        claimed = await self.claim(store)
+        assert claimed.tries == 1
+        assert await store.reschedule(
+            job_id, claimed.lock_id, next_run_at=T0 + _H, priority=None, reset_tries=False, tries=0
+        )
+        record = await self.record(store, job_id)
+        assert (record.tries, record.next_run_at, record.lock_id) == (0, T0 + _H, None)
+        again = await self.claim(store, now=T0 + _H)
+        assert again.tries == 1
+        assert await store.reschedule(
+            job_id, again.lock_id, next_run_at=T0 + _H, priority=None, reset_tries=False, tries=4
+        )
+        assert (await self.record(store, job_id)).tries == 4
+
+    async def test_releasing_writes_remove_every_lock_field(self, store: AsyncJobStore) -> None:
+        """``reschedule`` and ``mark_max_tries_reached`` unset the lock id, deadline, stale
+        mark, owner and release time (here after a ``release_lock``, whose lock id they match)."""
+        ids = [_scheduled_id(await store.schedule(_job(partition=p))) for p in (0, 1)]
+        locks = []
+        for partition, job_id in enumerate(ids):
+            claimed = await self.claim(store, partition=partition, owner=_owner())
+            assert await store.release_lock(job_id, claimed.lock_id, now=T0 + _S)
+            locks.append(claimed.lock_id)
+        assert await store.reschedule(
+            ids[0], locks[0], next_run_at=T0 + _H, priority=None, reset_tries=False
+        )
+        assert await store.mark_max_tries_reached(ids[1], locks[1], now=T0, expires_at=None)
+        for job_id in ids:
+            record = await self.record(store, job_id)
+            assert (record.lock_id, record.locked_until, record.claim_was_stale) == (
+                None,
+                None,
+                None,
+            )
+            assert (record.lock_owner, record.lock_released_at) == (None, None)
+        assert (await self.record(store, ids[0])).state(T0) is JobState.RETRYING
+        assert (await self.record(store, ids[1])).state(T0) is JobState.FAILED
 
     async def test_reschedule_resets_tries_and_sets_priority(self, store: AsyncJobStore) -> None:
         job_id = _scheduled_id(await store.schedule(_job(priority=40)))
@@ -227,12 +270,15 @@ class FencedWriteContract(ContractBase):
         self, store: AsyncJobStore
     ) -> None:
         job_id = _scheduled_id(await store.schedule(_job()))
-        first = await self.claim(store, now=T0)
-        assert await store.release_lock(job_id, first.lock_id, now=T0 + _S)
+        first = await self.claim(store, now=T0, owner=_owner("w1"))
+        released_at = T0 + _S + timedelta(microseconds=1_500)
+        assert await store.release_lock(job_id, first.lock_id, now=released_at)
         record = await self.record(store, job_id)
-        assert (record.locked_until, record.lock_id) == (T0 + _S, first.lock_id)
-        second = await self.claim(store, now=T0 + _S)
-        assert (second.job_id, second.was_stale, second.tries) == (job_id, True, 2)
+        assert (record.locked_until, record.lock_released_at) == (T0 + _S + _MS, T0 + _S + _MS)
+        assert (record.lock_id, record.lock_owner) == (first.lock_id, _owner("w1"))
+        assert record.lock_released
+        second = await self.claim(store, now=T0 + _S + _MS)
+        assert (second.job_id, second.was_stale, second.tries) == (job_id, False, 2)
         assert not await store.extend_lock(job_id, first.lock_id, T0 + _H)
         assert not await store.reschedule(
             job_id, first.lock_id, next_run_at=T0, priority=None, reset_tries=False

@@ -1,5 +1,5 @@
-"""The contract suite, part 4: execution history (upserts by execution id, the first status
-wins, newest-first reads)."""
+"""The contract suite, part 4: execution history (rows keyed by execution id, the first row
+wins whole, newest-first reads)."""
 
 from __future__ import annotations
 
@@ -12,15 +12,16 @@ import pytest
 from dogs_core.domain.records import HistoryStatus
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ports import AsyncJobStore
-from dogs_testing.contract.base import _H, _S, T0, ContractBase, _as_stored, _history
+from dogs_testing.contract.base import _H, _S, T0, ContractBase, _as_stored, _history, _owner
 
 __all__ = ["HistoryContract"]
 
 
 class HistoryContract(ContractBase):
-    """Execution history: upserts by execution id, the first status wins, newest-first reads."""
+    """Execution history: rows keyed by execution id, the first row wins whole, newest-first
+    reads."""
 
-    async def test_history_first_status_wins(self, store: AsyncJobStore) -> None:
+    async def test_history_first_row_wins_whole(self, store: AsyncJobStore) -> None:
         first = _history("e1", status=HistoryStatus.STALE)
         await store.write_history_many([first])
         late = dataclasses.replace(
@@ -28,11 +29,16 @@ class HistoryContract(ContractBase):
             status=HistoryStatus.SUCCESS,
             ended_at=first.ended_at + _S,
             result={"late": True},
+            tries=7,
+            was_stale=True,
+            owner=_owner(),
         )
         await store.write_history_many([late])
-        assert await store.get_executions("a") == [
-            dataclasses.replace(late, status=HistoryStatus.STALE)
-        ]
+        assert await store.get_executions("a") == [first]
+        # Not even a later row of another job name moves it.
+        await store.write_history_many([dataclasses.replace(late, job_name="b")])
+        assert await store.get_executions("a") == [first]
+        assert await store.get_executions("b") == []
 
     async def test_write_history_many(self, store: AsyncJobStore) -> None:
         rows = [
@@ -51,22 +57,46 @@ class HistoryContract(ContractBase):
         assert await store.get_executions("a") == stored
         assert await store.get_executions("b") == [other]
 
-    async def test_write_history_many_first_status_wins(self, store: AsyncJobStore) -> None:
+    async def test_write_history_many_first_row_wins_whole(self, store: AsyncJobStore) -> None:
         first = _history("e1", status=HistoryStatus.STALE)
         await store.write_history_many([first])
         late = dataclasses.replace(
             first, status=HistoryStatus.SUCCESS, ended_at=first.ended_at + _S, result={"x": 1}
         )
-        # Within one call too: the first record of an execution id sets its status, the later
-        # ones its other fields, as writing them one by one would.
+        # Within one call too: the first record of an execution id is the row.
         fresh = _history("e2", started_at=T0 + _S, status=HistoryStatus.ERROR, error_message="a")
         fresh_late = dataclasses.replace(
             fresh, status=HistoryStatus.SUCCESS, error_message=None, result={"ok": True}
         )
         await store.write_history_many([late, fresh, fresh_late])
-        assert await store.get_executions("a") == [
-            dataclasses.replace(fresh_late, status=HistoryStatus.ERROR),
-            dataclasses.replace(late, status=HistoryStatus.STALE),
+        assert await store.get_executions("a") == [fresh, first]
+
+    async def test_history_keeps_every_field(self, store: AsyncJobStore) -> None:
+        """The additive fields (``was_stale``, ``error_type``, ``error_traceback``, ``owner``)
+        and every status, ours included, round trip."""
+        rows = [
+            dataclasses.replace(
+                _history(f"s{i}", started_at=T0 + i * _S, status=status),
+                was_stale=i % 2 == 1,
+                error_type="builtins.ValueError" if i % 2 else None,
+                error_traceback="Traceback (most recent call last):\n  ...\nValueError: x\n"
+                if i % 2
+                else None,
+                owner=_owner(f"w{i}") if i != 2 else None,
+                error_message="x" if i % 2 else None,
+            )
+            for i, status in enumerate(HistoryStatus)
+        ]
+        await store.write_history_many(rows)
+        assert await store.get_executions("a") == list(reversed(rows))
+
+    async def test_get_executions_breaks_ties_by_the_newest_end(self, store: AsyncJobStore) -> None:
+        rows = [dataclasses.replace(_history(f"t{i}"), ended_at=T0 + i * _S) for i in (2, 1, 3)]
+        await store.write_history_many(rows)
+        assert [row.execution_id for row in await store.get_executions("a")] == [
+            "t3",
+            "t2",
+            "t1",
         ]
 
     async def test_write_history_many_of_nothing(self, store: AsyncJobStore) -> None:

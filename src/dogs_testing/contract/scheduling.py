@@ -60,10 +60,10 @@ class SchedulingContract(ContractBase):
     async def test_schedule_of_a_known_id_is_idempotent(self, store: AsyncJobStore) -> None:
         job = _job(uid="u")
         assert await store.schedule(job) == Scheduled(job.id)
-        before = await store.find_jobs()
+        before = await self.all_records(store)
         # A retry after an ambiguous failure (the first insert had landed) is not a duplicate.
         assert await store.schedule(job) == Scheduled(job.id)
-        assert await store.find_jobs() == before
+        assert await self.all_records(store) == before
 
     async def test_get_job_of_an_unknown_id_is_none(self, store: AsyncJobStore) -> None:
         assert await store.get_job(new_record_id()) is None
@@ -72,13 +72,13 @@ class SchedulingContract(ContractBase):
         self, store: AsyncJobStore
     ) -> None:
         first = _scheduled_id(await store.schedule(_job("a", uid="k", params={"v": 1})))
-        before = await store.find_jobs()
+        before = await self.all_records(store)
         # One global namespace: another job name does not make the identifier free.
         outcome = await store.schedule(
             _job("b", uid="k", params={"v": 2}, priority=5, at=T0 + _H, partition=2)
         )
         assert outcome == Duplicate(existing_id=first, unique_identifier="k")
-        assert await store.find_jobs() == before
+        assert await self.all_records(store) == before
 
     async def test_unique_identifier_is_free_again_after_completion(
         self, store: AsyncJobStore
@@ -93,23 +93,23 @@ class SchedulingContract(ContractBase):
         result = await store.schedule_many(jobs)
         assert (result.scheduled_count, result.skipped_count, result.errors) == (4, 0, ())
         assert result.outcomes == tuple(Scheduled(job.id) for job in jobs)
-        assert {r.id for r in await store.find_jobs()} == {job.id for job in jobs}
+        assert {r.id for r in await self.all_records(store)} == {job.id for job in jobs}
 
     async def test_schedule_many_retry_of_a_landed_batch_writes_nothing(
         self, store: AsyncJobStore
     ) -> None:
         jobs = [_job(uid="u"), _job(partition=1)]
         await store.schedule_many(jobs)
-        before = await store.find_jobs()
+        before = await self.all_records(store)
         result = await store.schedule_many(jobs)
         assert (result.scheduled_count, result.skipped_count, result.errors) == (2, 0, ())
         assert result.outcomes == tuple(Scheduled(job.id) for job in jobs)
-        assert await store.find_jobs() == before
+        assert await self.all_records(store) == before
 
     async def test_schedule_many_of_nothing(self, store: AsyncJobStore) -> None:
         result = await store.schedule_many([])
         assert (result.scheduled_count, result.skipped_count, result.errors) == (0, 0, ())
-        assert await store.find_jobs() == []
+        assert await self.all_records(store) == []
 
     async def test_schedule_many_skips_a_duplicate_inside_the_batch(
         self, store: AsyncJobStore
@@ -118,7 +118,7 @@ class SchedulingContract(ContractBase):
             [_job(uid="a", params={"v": 1}), _job(uid="a", params={"v": 2}), _job(uid="b")]
         )
         assert (result.scheduled_count, result.skipped_count, result.errors) == (2, 1, ())
-        records = await store.find_jobs()
+        records = await self.all_records(store)
         assert sorted(r.unique_identifier or "" for r in records) == ["a", "b"]
         assert len(result.outcomes) == 3
         assert sum(isinstance(outcome, Duplicate) for outcome in result.outcomes) == 1
@@ -155,7 +155,7 @@ class SchedulingContract(ContractBase):
         batch = [_job(partition=1), _job(uid="s"), _job(uid="t")]
         result = await store.schedule_many(batch, session=None)
         assert (result.scheduled_count, result.skipped_count, result.errors) == (2, 1, ())
-        assert {r.id for r in await store.find_jobs()} == {job.id, batch[0].id, batch[2].id}
+        assert {r.id for r in await self.all_records(store)} == {job.id, batch[0].id, batch[2].id}
 
     # ---------------------------------------------------------------- recurrent records
 
