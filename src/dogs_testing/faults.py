@@ -92,6 +92,9 @@ WRITE_METHODS: Final = frozenset(
         "backfill_retention",
         "unlock_all",
         "write_history_many",
+        "delete_job",
+        "modify_job",
+        "delete_jobs",
     }
 )
 #: Port methods that only read.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,7 +13,15 @@ import anyio
 import pytest
 import trio.testing
 
-from dogs_core.domain.records import ClaimRequest, JobRecord, NewJob, Scheduled
+from dogs_core.domain.records import (
+    ClaimRequest,
+    HistoryStatus,
+    JobRecord,
+    JobState,
+    NewJob,
+    Scheduled,
+)
+from dogs_core.domain.steering import JobChange
 from dogs_core.errors import InvalidOptionError, TransientStoreError
 from dogs_core.ports import AsyncJobStore
 from dogs_testing.contract import JobStoreContract
@@ -261,3 +270,76 @@ async def test_every_port_method_is_wrapped() -> None:
     }
     with pytest.raises(InvalidOptionError):
         FaultyJobStore(object())  # type: ignore[arg-type]
+
+
+async def steered_store() -> tuple[InMemoryJobStore, FaultyJobStore, list[str]]:
+    """An in-memory store with two records scheduled in an hour and one failed ("job-2")."""
+    inner = InMemoryJobStore()
+    await inner.schedule_many([new_job(n) for n in range(3)])
+    later = NOW + timedelta(hours=1)
+    for n in range(3):
+        claimed = await inner.claim(claim_request(f"lock-{n}"))
+        assert claimed is not None
+        assert claimed.job_id == f"job-{n}"
+        if n == 2:
+            assert await inner.mark_max_tries_reached(
+                "job-2", claimed.lock_id, now=NOW, expires_at=None
+            )
+        else:
+            assert await inner.reschedule(
+                claimed.job_id, claimed.lock_id, next_run_at=later, priority=None, reset_tries=True
+            )
+    return inner, FaultyJobStore(inner), ["job-0", "job-1", "job-2"]
+
+
+STEERING_CALLS: dict[str, Callable[[AsyncJobStore], Awaitable[object]]] = {
+    "delete_job": lambda store: store.delete_job("job-0"),
+    "modify_job": lambda store: store.modify_job("job-0", JobChange(priority=9), now=NOW),
+    "delete_jobs": lambda store: store.delete_jobs(job_name="j", state=JobState.FAILED, now=NOW),
+}
+
+
+@pytest.mark.parametrize("method", sorted(STEERING_CALLS))
+async def test_the_operators_writes_fault_like_every_write(method: str) -> None:
+    """``delete_job``, ``modify_job`` and ``delete_jobs`` are writes: an error before them
+    writes nothing, an error after them was applied and says so."""
+    inner, store, _ = await steered_store()
+    before = await inner.find_jobs()
+    store.fail_next(method, FaultKind.ERROR_BEFORE)
+    with pytest.raises(TransientStoreError) as caught:
+        await STEERING_CALLS[method](store)
+    assert caught.value.write_may_have_applied is False
+    assert await inner.find_jobs() == before
+    store.fail_next(method, FaultKind.ERROR_AFTER)
+    with pytest.raises(TransientStoreError) as caught:
+        await STEERING_CALLS[method](store)
+    assert caught.value.write_may_have_applied is True
+    assert await inner.find_jobs() != before  # applied, its reply lost
+    assert store.stats.count(method) == 2
+
+
+async def test_plans_target_the_operators_methods_and_reads_pass_their_filters() -> None:
+    inner, store, ids = await steered_store()
+    targets = frozenset({"delete_job", "modify_job", "delete_jobs", "find_jobs"})
+    store.plan = FaultPlan(FaultRule(FaultKind.ERROR_BEFORE, targets, max_count=4))
+    for method in sorted(STEERING_CALLS):
+        with pytest.raises(TransientStoreError):
+            await STEERING_CALLS[method](store)
+    with pytest.raises(TransientStoreError):
+        await store.find_jobs()
+    assert store.stats.by_method() == dict.fromkeys(targets, 1)
+    # With the rule spent, the calls reach the store with every argument.
+    [failed] = await store.find_jobs(job_name="j", state=JobState.FAILED, now=NOW, limit=5)
+    assert failed.id == ids[2]
+    assert [r.id for r in await store.find_jobs(after=ids[0], limit=1)] == [ids[1]]
+    assert await store.delete_jobs(job_name="j", state=JobState.FAILED, now=NOW, dry_run=True) == 1
+    deleted = await store.delete_job(ids[2], unless_failed=True)
+    assert deleted is None
+    change = JobChange(next_run_at=NOW, tries=0, revive=True)
+    modified = await store.modify_job(ids[2], change, now=NOW)
+    assert modified is not None
+    assert modified.state(NOW) is JobState.DUE
+    assert await store.get_executions("j", status=HistoryStatus.CANCELLED) == []
+    assert set(await inner.find_jobs()) == set(await store.find_jobs())
+    ambiguous = FaultPlan.random(ambiguous_rate=1.0, methods=targets)
+    assert ambiguous.rules[0].methods == targets - {"find_jobs"}
