@@ -1,16 +1,17 @@
-"""A small Jobs registry for the ``dogs`` command tests (tests/test_cli.py)."""
+"""A small Jobs registry for the ``dogs`` command tests (tests/test_cli.py, test_cli_jobs.py)."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import anyio
 
-from dogs_core import JobContext, Jobs
+from dogs_core import JobContext, Jobs, RetryPolicy
 
-__all__ = ["Greeting", "jobs"]
+__all__ = ["Greeting", "flaky_fixed", "jobs"]
 
 log = logging.getLogger("tests.cli_jobs")
 
@@ -35,6 +36,18 @@ async def nap(params: dict[str, Any] | None, ctx: JobContext) -> None:
 @jobs.event
 async def greet(params: Greeting, ctx: JobContext) -> str:
     return f"hello {params.name}"
+
+
+#: Until a test sets it, ``flaky`` fails (the bug a ``dogs jobs retry`` runs into once fixed).
+flaky_fixed = {"fixed": False}
+
+
+@jobs.event(max_tries=2, retry=RetryPolicy(base=timedelta(milliseconds=10), jitter=0))
+async def flaky(params: dict[str, Any] | None, ctx: JobContext) -> str:
+    """Fails until ``flaky_fixed["fixed"]`` is set, then succeeds."""
+    if not flaky_fixed["fixed"]:
+        raise RuntimeError(f"flaky is broken (try {ctx.tries})")
+    return "fixed"
 
 
 @jobs.recurrent(run_every="1h")

@@ -5,6 +5,8 @@
     dogs worker myapp.jobs:jobs --uri mongodb://localhost/app --workers-count 16
     dogs schedule myapp.jobs:jobs send_welcome --params '{"user_id": 42}' --run-in 5m
     dogs status [--json]
+    dogs jobs list|show|cancel|retry|reschedule|delete ...   # see dogs_mongo.cli_jobs
+    dogs history --name send_welcome [--status error] [--json]
     dogs unlock-all [--yes]
     dogs mongod [--dbpath DIR] [--port N]       # a local development server
     dogs --version
@@ -20,7 +22,7 @@ still running then expire after their lock time, as after a crash).
 
 What every command shares (the database options, the errors, the connection) is in
 :mod:`dogs_mongo.cli_common`; what the commands print is formatted in
-:mod:`dogs_mongo.cli_output`.
+:mod:`dogs_mongo.cli_output` and :mod:`dogs_mongo.cli_tables`.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ from dogs_mongo.cli_common import (
     user_errors,
     when,
 )
+from dogs_mongo.cli_jobs import history, jobs_app
 from dogs_mongo.cli_output import format_age, print_schedule_outcome, print_status
 from dogs_mongo.mongod import MongodError, start_local_mongod
 
@@ -409,6 +412,12 @@ def status(
 
     statuses, now = run(go)
     print_status(statuses, now, records_collection=records_collection, as_json=as_json)
+
+
+# -- dogs jobs, dogs history (dogs_mongo.cli_jobs) -------------------------------------------
+
+app.add_typer(jobs_app, name="jobs")
+app.command("history")(history)
 
 
 # -- dogs unlock-all ---------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 input), loading a registry, the container of the options given, the connection check and the
 run of an async body.
 
-:mod:`dogs_mongo.cli` (``worker``, ``schedule``, ``status``, ``unlock-all``, ``mongod``) builds
-on this module, and so can other command modules without importing each other's commands.
+:mod:`dogs_mongo.cli` (``worker``, ``schedule``, ``status``, ``unlock-all``, ``mongod``) and
+:mod:`dogs_mongo.cli_jobs` (``jobs ...``, ``history``) both build on this module, so neither
+imports the other's commands.
 """
 
 from __future__ import annotations

@@ -1,0 +1,524 @@
+"""``dogs jobs`` and ``dogs history``: see and steer single jobs from the shell.
+
+::
+
+    dogs jobs list [--name N] [--state failed] [--unique-key K] [--limit 20] [--after ID] [--json]
+    dogs jobs show ID [--json]
+    dogs jobs cancel ID | --unique-key K [--name N --registry MODULE:REGISTRY]
+    dogs jobs retry ID
+    dogs jobs reschedule ID (--run-in 10m | --run-at 2026-01-01T09:00Z) [--priority 5]
+    dogs jobs delete ID
+    dogs jobs delete --state failed [--name N] [--yes]      # without --yes: a dry run
+    dogs history (--job-id ID | --name N) [--status error] [--limit 20] [--json]
+
+Each command is one call of :class:`~dogs_core.runtime.client.DogsClient` (``find_jobs``,
+``get_job`` and ``get_executions``, ``cancel``, ``retry_now``, ``reschedule``, ``delete``,
+``delete_jobs``). Exit codes: 0 when it was done, 1 when the job was not in a state for it (not
+found, running, already over), 2 for bad input or an unreachable server (one ``Error:`` line).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+
+from dogs_core.domain import validation
+from dogs_core.domain.records import HistoryRecord, HistoryStatus, JobRecord, JobState, JobType
+from dogs_core.domain.steering import (
+    MAX_PAGE_SIZE,
+    Cancelled,
+    CancelOutcome,
+    Deleted,
+    DeleteOutcome,
+    JobPage,
+    Rescheduled,
+    RescheduleOutcome,
+    check_bulk_state,
+    check_state,
+)
+from dogs_core.jobs import Jobs
+from dogs_core.runtime.client import DogsClient
+from dogs_mongo import queries as q
+from dogs_mongo.cli_common import (
+    EXIT_NOT_DONE,
+    AppDirOption,
+    DatabaseOption,
+    DriverChoice,
+    DriverOption,
+    HistoryOption,
+    LogLevel,
+    LogLevelOption,
+    RecordsOption,
+    TimeoutOption,
+    UriOption,
+    connected_client,
+    fail,
+    flags_named,
+    load_registry,
+    make_container,
+    run,
+    setup_logging,
+    user_errors,
+    when,
+)
+from dogs_mongo.cli_tables import (
+    cancel_message,
+    delete_message,
+    print_history,
+    print_job,
+    print_page,
+    reschedule_message,
+)
+from dogs_mongo.container import DogsContainer
+
+__all__ = ["history", "jobs_app"]
+
+T = TypeVar("T")
+
+jobs_app = typer.Typer(
+    name="jobs",
+    help="See and steer single jobs: list, show, cancel, retry, reschedule, delete.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+JobIdArgument = Annotated[
+    str, typer.Argument(metavar="ID", help="The job's id.", show_default=False)
+]
+OptionalJobIdArgument = Annotated[
+    str | None, typer.Argument(metavar="[ID]", help="The job's id.", show_default=False)
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+NameOption = Annotated[str | None, typer.Option("--name", help="Only the jobs of this name.")]
+RegistryOption = Annotated[
+    str | None,
+    typer.Option(
+        "--registry",
+        metavar="MODULE:REGISTRY",
+        help="The Jobs registry of the job: it says whether a unique key is scoped per job, "
+        "and gives a recurrent job's schedule (needed to cancel its run).",
+    ),
+]
+
+
+# -- the connection and the inputs -------------------------------------------------------------
+
+
+def _call(
+    container: DogsContainer,
+    body: Callable[[DogsClient], Awaitable[T]],
+    jobs: Jobs | None = None,
+) -> T:
+    """Run ``body`` with the client of ``container`` (connected first, closed after)."""
+
+    async def go() -> T:
+        async with connected_client(container, jobs) as client:
+            with user_errors():
+                return await body(client)
+
+    return run(go)
+
+
+def _done(message: str, ok: bool) -> None:
+    """Print the outcome; exit 1 when the action was not done."""
+    typer.echo(message)
+    if not ok:
+        raise typer.Exit(EXIT_NOT_DONE)
+
+
+def _count(flag: str, text: str, *, maximum: int | None = None) -> int:
+    """A count given as ``flag``: an integer from 1 to ``maximum``."""
+    try:
+        value = int(text)
+    except ValueError:
+        fail(f"{flag} {shlex.quote(text)}: must be an integer")
+    if value < 1 or (maximum is not None and value > maximum):
+        upper = f" and {maximum}" if maximum is not None else ""
+        fail(f"{flag} {text}: must be {'between 1' + upper if upper else 'at least 1'}")
+    return value
+
+
+def _state(text: str | None, *, bulk: bool = False) -> JobState | None:
+    if text is None:
+        return None
+    with flags_named({"state": ("--state", text)}):
+        return check_bulk_state(text) if bulk else check_state(text)
+
+
+def _history_status(text: str | None) -> HistoryStatus | None:
+    if text is None:
+        return None
+    try:
+        return HistoryStatus(text)
+    except ValueError:
+        choices = ", ".join(status.value for status in HistoryStatus)
+        fail(f"--status {shlex.quote(text)}: expected one of {choices}")
+
+
+def _priority(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        fail(f"--priority {shlex.quote(text)}: must be an integer (higher runs first)")
+    with flags_named({"priority": ("--priority", text)}):
+        return validation.priority("priority", value)
+
+
+def _text(flag: str, text: str | None) -> str | None:
+    if text is not None and not text.strip():
+        fail(f"{flag} {shlex.quote(text)}: must not be empty")
+    return text
+
+
+def _registry(spec: str | None, app_dir: Path) -> Jobs | None:
+    return None if spec is None else load_registry(spec, app_dir)
+
+
+def _container(
+    uri: str | None,
+    database: str | None,
+    driver: DriverChoice,
+    timeout: float,
+    records_collection: str,
+    history_collection: str,
+    log_level: LogLevel,
+) -> DogsContainer:
+    setup_logging(log_level)
+    return make_container(uri, database, driver, timeout, records_collection, history_collection)
+
+
+# -- dogs jobs list ----------------------------------------------------------------------------
+
+
+@jobs_app.command("list")
+def list_jobs(
+    name: NameOption = None,
+    state: Annotated[
+        str | None,
+        typer.Option(
+            "--state",
+            help="scheduled, due, running, retrying, stale or failed.",
+            show_default=False,
+        ),
+    ] = None,
+    unique_key: Annotated[
+        str | None, typer.Option("--unique-key", help="Only the job holding this unique key.")
+    ] = None,
+    limit: Annotated[
+        str, typer.Option("--limit", help=f"Jobs per page (1 to {MAX_PAGE_SIZE}).")
+    ] = "20",
+    after: Annotated[
+        str | None, typer.Option("--after", help="The cursor printed by the previous page.")
+    ] = None,
+    as_json: JsonOption = False,
+    registry: RegistryOption = None,
+    app_dir: AppDirOption = Path("."),
+    uri: UriOption = None,
+    database: DatabaseOption = None,
+    driver: DriverOption = DriverChoice.ASYNC,
+    timeout: TimeoutOption = 5.0,
+    records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
+    history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
+    log_level: LogLevelOption = LogLevel.WARNING,
+) -> None:
+    """List job records in creation order, a page at a time, by name, state or unique key."""
+    wanted = _state(state)
+    size = _count("--limit", limit, maximum=MAX_PAGE_SIZE)
+    _text("--name", name)
+    _text("--unique-key", unique_key)
+    _text("--after", after)
+    jobs = _registry(registry, app_dir)
+    container = _container(
+        uri, database, driver, timeout, records_collection, history_collection, log_level
+    )
+
+    async def go(client: DogsClient) -> tuple[JobPage, datetime]:
+        page = await client.find_jobs(
+            name, state=wanted, unique_key=unique_key, limit=size, after=after
+        )
+        return page, client.clock.now()
+
+    page, now = _call(container, go, jobs)
+    following = None
+    if page.next_after is not None:
+        flags = {"--name": name, "--state": state, "--unique-key": unique_key, "--limit": limit}
+        given = [f"{flag} {shlex.quote(value)}" for flag, value in flags.items() if value]
+        following = " ".join(["dogs jobs list", *given, "--after", page.next_after])
+    print_page(page, now, as_json=as_json, next_command=following)
+
+
+# -- dogs jobs show ----------------------------------------------------------------------------
+
+
+@jobs_app.command("show")
+def show(
+    job_id: JobIdArgument,
+    executions: Annotated[
+        str, typer.Option("--executions", help="How many of its last executions to show.")
+    ] = "5",
+    as_json: JsonOption = False,
+    uri: UriOption = None,
+    database: DatabaseOption = None,
+    driver: DriverOption = DriverChoice.ASYNC,
+    timeout: TimeoutOption = 5.0,
+    records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
+    history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
+    log_level: LogLevelOption = LogLevel.WARNING,
+) -> None:
+    """Show one job: its record, state and owner, and its last executions."""
+    _text("ID", job_id)
+    count = _count("--executions", executions)
+    container = _container(
+        uri, database, driver, timeout, records_collection, history_collection, log_level
+    )
+
+    async def go(client: DogsClient) -> tuple[JobRecord | None, list[HistoryRecord], datetime]:
+        record = await client.get_job(job_id)
+        rows = await client.get_executions(job_id=job_id, limit=count)
+        return record, rows, client.clock.now()
+
+    record, rows, now = _call(container, go)
+    if record is None and not rows:
+        _done(f"Not found: no job {job_id} (no record and no history)", ok=False)
+    print_job(job_id, record, rows, now, as_json=as_json)
+
+
+# -- dogs jobs cancel --------------------------------------------------------------------------
+
+
+@jobs_app.command("cancel")
+def cancel(
+    job_id: OptionalJobIdArgument = None,
+    unique_key: Annotated[
+        str | None, typer.Option("--unique-key", help="Cancel the job holding this unique key.")
+    ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option("--name", help="With --unique-key: the job whose scope holds the key."),
+    ] = None,
+    registry: RegistryOption = None,
+    app_dir: AppDirOption = Path("."),
+    uri: UriOption = None,
+    database: DatabaseOption = None,
+    driver: DriverOption = DriverChoice.ASYNC,
+    timeout: TimeoutOption = 5.0,
+    records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
+    history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
+    log_level: LogLevelOption = LogLevel.WARNING,
+) -> None:
+    """Cancel a job: an event job's record is removed (a running execution is stopped), a
+    recurrent job skips its current run. History: a 'cancelled' row."""
+    if (job_id is None) == (unique_key is None):
+        fail("pass a job ID or --unique-key, not both and not neither")
+    if name is not None and unique_key is None:
+        fail("--name scopes a --unique-key; a job ID needs no --name")
+    if name is not None and registry is None:
+        fail("--name needs --registry MODULE:REGISTRY: the job's definition says its key scope")
+    _text("ID", job_id)
+    _text("--unique-key", unique_key)
+    jobs = _registry(registry, app_dir)
+    container = _container(
+        uri, database, driver, timeout, records_collection, history_collection, log_level
+    )
+
+    async def go(client: DogsClient) -> CancelOutcome:
+        if job_id is not None and jobs is None:
+            record = await client.get_job(job_id)
+            if record is not None and record.type is JobType.RECURRENT:
+                fail(
+                    f"{job_id} is the recurrent job {record.job_name!r}: pass --registry "
+                    "MODULE:REGISTRY (skipping its run needs its schedule), or remove the "
+                    "record with `dogs jobs delete`"
+                )
+        return await client.cancel(job_id, unique_key=unique_key, job=name)
+
+    outcome = _call(container, go, jobs)
+    _done(cancel_message(outcome), ok=isinstance(outcome, Cancelled))
+
+
+# -- dogs jobs retry / reschedule --------------------------------------------------------------
+
+
+@jobs_app.command("retry")
+def retry(
+    job_id: JobIdArgument,
+    uri: UriOption = None,
+    database: DatabaseOption = None,
+    driver: DriverOption = DriverChoice.ASYNC,
+    timeout: TimeoutOption = 5.0,
+    records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
+    history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
+    log_level: LogLevelOption = LogLevel.WARNING,
+) -> None:
+    """Make a job due now. A failed job (at its attempt limit) gets a fresh budget of tries;
+    a scheduled or retrying one keeps its tries. A running job is left alone."""
+    _text("ID", job_id)
+    container = _container(
+        uri, database, driver, timeout, records_collection, history_collection, log_level
+    )
+
+    async def go(client: DogsClient) -> tuple[RescheduleOutcome, datetime]:
+        return await client.retry_now(job_id), client.clock.now()
+
+    outcome, now = _call(container, go)
+    _done(reschedule_message(outcome, now), ok=isinstance(outcome, Rescheduled))
+
+
+@jobs_app.command("reschedule")
+def reschedule(
+    job_id: JobIdArgument,
+    run_in: Annotated[
+        str | None, typer.Option("--run-in", help="Delay from now, e.g. 90s, 10m, 1h30m.")
+    ] = None,
+    run_at: Annotated[
+        str | None,
+        typer.Option("--run-at", help="ISO 8601 time with a timezone, e.g. 2026-01-01T09:00Z."),
+    ] = None,
+    priority: Annotated[str | None, typer.Option("--priority", help="A new priority.")] = None,
+    uri: UriOption = None,
+    database: DatabaseOption = None,
+    driver: DriverOption = DriverChoice.ASYNC,
+    timeout: TimeoutOption = 5.0,
+    records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
+    history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
+    log_level: LogLevelOption = LogLevel.WARNING,
+) -> None:
+    """Move a job that is not running to another time (--run-in or --run-at) and/or give it
+    another --priority. A failed job is revived as `dogs jobs retry` does."""
+    _text("ID", job_id)
+    moment = when(run_in, run_at)
+    new_priority = _priority(priority)
+    if not moment and new_priority is None:
+        fail("pass --run-in, --run-at or --priority")
+    container = _container(
+        uri, database, driver, timeout, records_collection, history_collection, log_level
+    )
+
+    async def go(client: DogsClient) -> tuple[RescheduleOutcome, datetime]:
+        outcome = await client.reschedule(job_id, priority=new_priority, **moment)
+        return outcome, client.clock.now()
+
+    outcome, now = _call(container, go)
+    _done(reschedule_message(outcome, now), ok=isinstance(outcome, Rescheduled))
+
+
+# -- dogs jobs delete --------------------------------------------------------------------------
+
+
+@jobs_app.command("delete")
+def delete(
+    job_id: OptionalJobIdArgument = None,
+    name: NameOption = None,
+    state: Annotated[
+        str | None,
+        typer.Option(
+            "--state",
+            help="Delete every record in this state: scheduled, due, retrying, stale, failed.",
+        ),
+    ] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Delete them (without it: count only).")
+    ] = False,
+    uri: UriOption = None,
+    database: DatabaseOption = None,
+    driver: DriverOption = DriverChoice.ASYNC,
+    timeout: TimeoutOption = 5.0,
+    records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
+    history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
+    log_level: LogLevelOption = LogLevel.WARNING,
+) -> None:
+    """Delete one record that is not running (no history row), or every record of a state
+    (--state, optionally --name): a dry run that counts them unless --yes."""
+    if job_id is not None and (name is not None or state is not None):
+        fail("pass a job ID, or --state (and --name) for a bulk delete, not both")
+    if job_id is None and state is None:
+        fail("pass a job ID, or --state (and --name) for a bulk delete")
+    _text("ID", job_id)
+    _text("--name", name)
+    bulk_state = _state(state, bulk=True)
+    container = _container(
+        uri, database, driver, timeout, records_collection, history_collection, log_level
+    )
+    if job_id is not None:
+        _delete_one(container, job_id)
+        return
+    assert bulk_state is not None
+
+    async def go(client: DogsClient) -> int:
+        return await client.delete_jobs(name, state=bulk_state, dry_run=not yes)
+
+    count = _call(container, go)
+    which = f"{bulk_state.value} record(s)" + (f" of {name}" if name else "")
+    if yes:
+        typer.echo(f"Deleted {count} {which}.")
+        return
+    again = " ".join(["dogs jobs delete", *(["--name", shlex.quote(name)] if name else [])])
+    typer.echo(
+        f"Would delete {count} {which} (a dry run: nothing was deleted). To delete them: "
+        f"{again} --state {bulk_state.value} --yes"
+    )
+
+
+def _delete_one(container: DogsContainer, job_id: str) -> None:
+    async def go(client: DogsClient) -> tuple[DeleteOutcome, datetime]:
+        return await client.delete(job_id), client.clock.now()
+
+    outcome, now = _call(container, go)
+    message = delete_message(outcome, now)
+    if isinstance(outcome, Deleted) and outcome.record.type is JobType.RECURRENT:
+        message += "; a recurrent record comes back when a worker with its definition starts"
+    _done(message, ok=isinstance(outcome, Deleted))
+
+
+# -- dogs history ------------------------------------------------------------------------------
+
+
+def history(
+    job_id: Annotated[
+        str | None, typer.Option("--job-id", help="The executions of this job.")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="The executions of the jobs of this name.")
+    ] = None,
+    status: Annotated[
+        str | None,
+        typer.Option(
+            "--status", help="Only this status: success, error, stale, cancelled or snoozed."
+        ),
+    ] = None,
+    limit: Annotated[str, typer.Option("--limit", help="How many executions.")] = "20",
+    as_json: JsonOption = False,
+    uri: UriOption = None,
+    database: DatabaseOption = None,
+    driver: DriverOption = DriverChoice.ASYNC,
+    timeout: TimeoutOption = 5.0,
+    records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
+    history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
+    log_level: LogLevelOption = LogLevel.WARNING,
+) -> None:
+    """Finished executions, newest first, of one job (--job-id) or job name (--name)."""
+    if job_id is None and name is None:
+        fail("pass --job-id or --name (or both)")
+    _text("--job-id", job_id)
+    _text("--name", name)
+    wanted = _history_status(status)
+    count = _count("--limit", limit)
+    container = _container(
+        uri, database, driver, timeout, records_collection, history_collection, log_level
+    )
+
+    async def go(client: DogsClient) -> tuple[list[HistoryRecord], datetime]:
+        rows = await client.get_executions(name, job_id=job_id, status=wanted, limit=count)
+        return rows, client.clock.now()
+
+    rows, now = _call(container, go)
+    print_history(rows, now, as_json=as_json)
