@@ -111,7 +111,7 @@ async def test_a_client_on_a_manual_clock_schedules_relative_to_it() -> None:
     client = DogsClient(store, jobs, clock=clock)
     clock.advance("1d")
     await client.schedule(ping, run_in="5m")
-    (record,) = await client.find_jobs(ping)
+    (record,) = (await client.find_jobs(ping)).jobs
     assert record.next_run_at == DEFAULT_START + timedelta(days=1, minutes=5)
 
 

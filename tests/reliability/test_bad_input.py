@@ -683,4 +683,4 @@ def test_the_blocking_client_refuses_bad_input_and_writes_nothing() -> None:
             with pytest.raises(error) as caught:
                 call(client)
             assert shown in str(caught.value)
-        assert client.find_jobs() == []
+        assert client.find_jobs().jobs == ()
