@@ -24,6 +24,8 @@ from dogs_core.domain.records import (
     JobStatus,
     JobType,
     NewJob,
+    Owner,
+    PreviousAttempt,
 )
 from dogs_core.errors import InvalidOptionError
 from dogs_mongo import queries as q
@@ -75,6 +77,16 @@ DOGS_HISTORY_INDEXES: list[dict[str, Any]] = [
     {"v": 2, "key": {"expiresAt": 1}, "name": "expiresAt_1", "expireAfterSeconds": 0},
 ]
 
+# The index we add to Dogs' records indexes (docs/differences.md): the failed records only.
+ADDITIVE_RECORD_INDEXES: list[dict[str, Any]] = [
+    {
+        "v": 2,
+        "key": {"status": 1, "jobName": 1, "_id": 1},
+        "name": "jobs_dogs_records_failed",
+        "partialFilterExpression": {"status": "maxTriesReached"},
+    },
+]
+
 # The one index we add to Dogs' (docs/differences.md): the history of one job id, newest first.
 ADDITIVE_HISTORY_INDEXES: list[dict[str, Any]] = [
     {"v": 2, "key": {"jobId": 1, "startedAt": -1}, "name": "jobId_1_startedAt_-1"},
@@ -105,9 +117,13 @@ def _request(hint: str = "byJobName", partition: int = 2) -> ClaimRequest:
     )
 
 
-def test_record_indexes_are_dogs_indexes_in_creation_order() -> None:
-    assert [spec.as_list_indexes_entry() for spec in q.RECORD_INDEXES] == DOGS_RECORD_INDEXES
-    for entry in DOGS_RECORD_INDEXES:
+def test_record_indexes_are_dogs_indexes_in_creation_order_then_one_additive_index() -> None:
+    assert [spec.as_list_indexes_entry() for spec in q.RECORD_INDEXES] == [
+        *DOGS_RECORD_INDEXES,
+        *ADDITIVE_RECORD_INDEXES,
+    ]
+    assert q.RECORD_INDEXES[-1].name == q.FAILED_INDEX_NAME
+    for entry in [*DOGS_RECORD_INDEXES, *ADDITIVE_RECORD_INDEXES]:
         assert list(next(s for s in q.RECORD_INDEXES if s.name == entry["name"]).keys) == list(
             entry["key"].items()
         )  # key order matters
@@ -181,25 +197,47 @@ def test_eligible_filter_is_dogs_selector() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_find_one_and_update_claim_is_dogs_find_and_modify() -> None:
-    command = q.find_one_and_update_claim(_request())
+OWNER = Owner(host="web-1", pid=4242, instance_id="i-7f3a")
+OWNER_DOCUMENT = {"host": "web-1", "pid": 4242, "instanceId": "i-7f3a"}
+
+
+def test_find_one_and_update_claim_is_dogs_find_and_modify_plus_the_owner() -> None:
+    command = q.find_one_and_update_claim(dataclasses.replace(_request(), owner=OWNER))
     assert command.filter == _selector(NOW)
-    assert command.update == {
-        "$set": {
-            "lockId": "BEwq9RsrPe4g5DvEe",
-            "lockedUntil": NOW + timedelta(seconds=30),
-            "lastRunAt": NOW,
-        },
-        "$inc": {"tries": 1},
+    dogs_set = {
+        "lockId": "BEwq9RsrPe4g5DvEe",
+        "lockedUntil": NOW + timedelta(seconds=30),
+        "lastRunAt": NOW,
     }
+    assert command.update == {
+        "$set": {**dogs_set, "lockOwner": OWNER_DOCUMENT},  # Dogs' $set, then ours
+        "$inc": {"tries": 1},
+        "$unset": {"lockReleasedAt": "", "staleAttempt": ""},  # additive fields only
+    }
+    assert list(command.update["$set"])[:3] == list(dogs_set)
     assert command.sort == {"priority": -1, "nextRunAt": 1}
     assert list(command.sort) == ["priority", "nextRunAt"]
     assert command.hint == {"partition": 1, "jobName": 1, "priority": -1, "nextRunAt": 1}
+    # Without an owner, the owner of an earlier claim is removed.
+    ownerless = q.claim_update(_request())
+    assert ownerless["$set"] == dogs_set
+    assert ownerless["$unset"] == {"lockReleasedAt": "", "staleAttempt": "", "lockOwner": ""}
+    bson.encode(command.update)
+
+
+_RELEASED = {
+    "$and": [
+        {"$eq": [{"$type": "$lockReleasedAt"}, "date"]},
+        {"$gte": ["$lockReleasedAt", "$lockedUntil"]},
+    ]
+}
+_STALE = {"$and": [{"$eq": [{"$type": "$lockedUntil"}, "date"]}, {"$not": [_RELEASED]}]}
 
 
 def test_sorted_update_one_claim_command_documents() -> None:
     """MongoDB 8 (wire >= 25): updateOne(filter, pipeline, {sort, hint})."""
-    command = q.sorted_update_one_claim(_request(hint="globalPriority", partition=5))
+    request = dataclasses.replace(_request(hint="globalPriority", partition=5), owner=OWNER)
+    command = q.sorted_update_one_claim(request)
     assert command.filter == _selector(NOW, partition=5)
     assert command.update == [
         {
@@ -208,7 +246,23 @@ def test_sorted_update_one_claim_command_documents() -> None:
                 "lockedUntil": NOW + timedelta(seconds=30),
                 "lastRunAt": NOW,
                 "tries": {"$add": [{"$ifNull": ["$tries", 0]}, 1]},
-                "claimWasStale": {"$eq": [{"$type": "$lockedUntil"}, "date"]},
+                # Stale: a lock was left that was not released at shutdown.
+                "claimWasStale": _STALE,
+                "staleAttempt": {
+                    "$cond": [
+                        _STALE,
+                        {
+                            "executionId": "$lockId",
+                            "startedAt": "$lastRunAt",
+                            "lockedUntil": "$lockedUntil",
+                            "tries": {"$ifNull": ["$tries", 0]},
+                            "owner": "$lockOwner",
+                        },
+                        "$$REMOVE",
+                    ]
+                },
+                "lockOwner": {"$literal": OWNER_DOCUMENT},
+                "lockReleasedAt": "$$REMOVE",
             }
         }
     ]
@@ -217,11 +271,14 @@ def test_sorted_update_one_claim_command_documents() -> None:
     assert q.lock_id_filter("BEwq9RsrPe4g5DvEe") == {"lockId": "BEwq9RsrPe4g5DvEe"}
     # Every literal of the pipeline is encodable (a pipeline update is a BSON array).
     bson.encode({"u": command.update})
+    ownerless = q.claim_update_pipeline(_request())
+    assert ownerless[0]["$set"]["lockOwner"] == "$$REMOVE"
+    assert q.released_expression() == _RELEASED
+    assert q.stale_lock_expression() == _STALE
 
 
-def test_claim_from_before_image_counts_the_try_and_staleness() -> None:
-    request = _request()
-    before = {
+def _before_image(**fields: Any) -> dict[str, Any]:
+    return {
         "_id": "01a22a06-8e4b-7354-ac27-5fd6a8ccc894",
         "jobName": "sleep",
         "type": "event",
@@ -229,10 +286,20 @@ def test_claim_from_before_image_counts_the_try_and_staleness() -> None:
         "nextRunAt": NOW - timedelta(hours=1),
         "partition": 3,
         "params": {"ms": 2500},
-        "lockedUntil": NOW - timedelta(seconds=1),
-        "lockId": "old",
-        "tries": 2,
+        **fields,
     }
+
+
+def test_claim_from_before_image_counts_the_try_and_staleness() -> None:
+    request = dataclasses.replace(_request(), owner=OWNER)
+    old_owner = {"host": "web-0", "pid": 7, "instanceId": "i-dead"}
+    before = _before_image(
+        lastRunAt=NOW - timedelta(seconds=31),
+        lockedUntil=NOW - timedelta(seconds=1),
+        lockId="old",
+        lockOwner=old_owner,
+        tries=2,
+    )
     claimed = q.claim_from_before_image(request, before)
     assert (claimed.job_id, claimed.job_name, claimed.type) == (
         before["_id"],
@@ -249,13 +316,48 @@ def test_claim_from_before_image_counts_the_try_and_staleness() -> None:
     assert claimed.execution_id == claimed.lock_id == request.lock_id
     assert claimed.locked_until == NOW + timedelta(seconds=30)
     assert claimed.last_run_at == NOW
-    fresh = {k: v for k, v in before.items() if k not in ("lockedUntil", "lockId", "tries")}
-    claimed = q.claim_from_before_image(request, fresh)
+    assert claimed.owner == OWNER
+    assert claimed.previous_attempt == PreviousAttempt(
+        execution_id="old",
+        started_at=NOW - timedelta(seconds=31),
+        locked_until=NOW - timedelta(seconds=1),
+        tries=2,
+        owner=Owner(host="web-0", pid=7, instance_id="i-dead"),
+    )
+    claimed = q.claim_from_before_image(request, _before_image())
     assert (claimed.tries, claimed.was_stale, claimed.params) == (1, False, {"ms": 2500})
+    assert claimed.previous_attempt is None
+
+
+def test_a_released_lock_is_not_stale_on_the_before_image_path() -> None:
+    request = _request()
+    released = _before_image(
+        lockedUntil=NOW - timedelta(seconds=5),
+        lockReleasedAt=NOW - timedelta(seconds=5),
+        lockId="gone",
+        tries=1,
+    )
+    claimed = q.claim_from_before_image(request, released)
+    assert (claimed.was_stale, claimed.previous_attempt, claimed.tries) == (False, None, 2)
+    # A later claim (a Node worker's) moved lockedUntil past the release: stale again.
+    reclaimed = {**released, "lockedUntil": NOW - timedelta(seconds=1)}
+    claimed = q.claim_from_before_image(request, reclaimed)
+    assert claimed.was_stale
+    assert claimed.previous_attempt is not None
+    assert (claimed.previous_attempt.execution_id, claimed.previous_attempt.owner) == (
+        "gone",
+        None,
+    )
+    # A lock without a lockId (a pre-4.6 Node worker's) is stale, with no attempt to name.
+    lockless = _before_image(lockedUntil=NOW - timedelta(seconds=1))
+    claimed = q.claim_from_before_image(request, lockless)
+    assert (claimed.was_stale, claimed.previous_attempt) == (True, None)
+    assert q.was_stale_before({"lockedUntil": NOW, "lockReleasedAt": None})
+    assert not q.was_stale_before({"lockReleasedAt": NOW})
 
 
 def test_claim_from_read_back_takes_tries_and_staleness_from_the_document() -> None:
-    request = _request()
+    request = dataclasses.replace(_request(), owner=OWNER)
     after = {
         "_id": "r1",
         "jobName": "tick",
@@ -266,8 +368,15 @@ def test_claim_from_read_back_takes_tries_and_staleness_from_the_document() -> N
         "params": None,
         "lockId": request.lock_id,
         "lockedUntil": NOW + timedelta(seconds=30),
+        "lockOwner": OWNER_DOCUMENT,
         "tries": 4,
         "claimWasStale": True,
+        "staleAttempt": {
+            "executionId": "old",
+            "startedAt": NOW - timedelta(minutes=1),
+            "lockedUntil": NOW - timedelta(seconds=30),
+            "tries": 3,
+        },
     }
     claimed = q.claim_from_read_back(request, after)
     assert (claimed.type, claimed.tries, claimed.was_stale, claimed.params) == (
@@ -276,6 +385,17 @@ def test_claim_from_read_back_takes_tries_and_staleness_from_the_document() -> N
         True,
         None,
     )
+    assert claimed.owner == OWNER
+    assert claimed.previous_attempt == PreviousAttempt(
+        execution_id="old",
+        started_at=NOW - timedelta(minutes=1),
+        locked_until=NOW - timedelta(seconds=30),
+        tries=3,
+        owner=None,
+    )
+    fresh = {k: v for k, v in after.items() if k != "staleAttempt"}
+    claimed = q.claim_from_read_back(request, {**fresh, "claimWasStale": False})
+    assert (claimed.was_stale, claimed.previous_attempt) == (False, None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -365,41 +485,61 @@ def test_fenced_filters() -> None:
     assert q.mark_max_tries_filter("j", "l") == {"_id": "j", "lockId": "l", "type": "event"}
 
 
-def test_reschedule_update_is_dogs_recurrent_reschedule() -> None:
+# Dogs' three lock fields, then ours (who held the lock, its release, the attempt it took over).
+_LOCK_UNSET = {
+    "lockId": "",
+    "lockedUntil": "",
+    "claimWasStale": "",
+    "lockOwner": "",
+    "lockReleasedAt": "",
+    "staleAttempt": "",
+}
+
+
+def test_reschedule_update_is_dogs_recurrent_reschedule_plus_our_lock_fields() -> None:
     next_run = datetime(2026, 11, 30, 1, 16, 42, 880_123, tzinfo=UTC)
-    assert q.reschedule_update(next_run_at=next_run, priority=100, reset_tries=True) == {
+    update = q.reschedule_update(next_run_at=next_run, priority=100, reset_tries=True)
+    assert update == {
         "$set": {
             "nextRunAt": datetime(2026, 11, 30, 1, 16, 42, 880_000, tzinfo=UTC),
             "priority": 100,
             "tries": 0,
         },
-        "$unset": {"lockId": "", "lockedUntil": "", "claimWasStale": ""},
+        "$unset": _LOCK_UNSET,
     }
+    assert list(update["$unset"])[:3] == ["lockId", "lockedUntil", "claimWasStale"]  # Dogs'
     assert q.reschedule_update(next_run_at=NOW, priority=None, reset_tries=False) == {
         "$set": {"nextRunAt": NOW},
-        "$unset": {"lockId": "", "lockedUntil": "", "claimWasStale": ""},
+        "$unset": _LOCK_UNSET,
     }
+    # A snoozed run gives its try back: the count is set (and wins over reset_tries).
+    for reset in (False, True):
+        snoozed = q.reschedule_update(next_run_at=NOW, priority=None, reset_tries=reset, tries=2)
+        assert snoozed["$set"] == {"nextRunAt": NOW, "tries": 2}
+    with pytest.raises(TypeError, match="tries must be an int"):
+        q.reschedule_update(next_run_at=NOW, priority=None, reset_tries=False, tries=1.5)  # type: ignore[arg-type]
 
 
 def test_mark_max_tries_update() -> None:
     expires = NOW + timedelta(days=7)
     assert q.mark_max_tries_update(now=NOW, expires_at=expires) == {
         "$set": {"status": "maxTriesReached", "maxTriesReachedAt": NOW, "expiresAt": expires},
-        "$unset": {"lockId": "", "lockedUntil": "", "claimWasStale": ""},
+        "$unset": _LOCK_UNSET,
     }
     assert q.mark_max_tries_update(now=NOW, expires_at=None) == {
         "$set": {"status": "maxTriesReached", "maxTriesReachedAt": NOW},
-        "$unset": {"lockId": "", "lockedUntil": "", "claimWasStale": "", "expiresAt": ""},
+        "$unset": {**_LOCK_UNSET, "expiresAt": ""},
     }
 
 
 def test_small_updates() -> None:
     assert q.extend_lock_update(NOW) == {"$set": {"lockedUntil": NOW}}
     assert q.demote_stale_update() == {"$set": {"priority": 0}}
-    assert q.release_lock_update(NOW) == {"$set": {"lockedUntil": NOW}}
-    assert q.unlock_all_update() == {
-        "$unset": {"lockId": "", "lockedUntil": "", "claimWasStale": ""}
+    # The release keeps lockId and lockOwner; lockReleasedAt says it was given back.
+    assert q.release_lock_update(NOW + timedelta(microseconds=700)) == {
+        "$set": {"lockedUntil": NOW, "lockReleasedAt": NOW}
     }
+    assert q.unlock_all_update() == {"$unset": _LOCK_UNSET}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -585,9 +725,9 @@ def test_backfill_retention_is_dogs_pipeline() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_history_update_is_dogs_upsert() -> None:
+def _heartbeat_row(**fields: Any) -> HistoryRecord:
     started = datetime(2026, 11, 30, 1, 16, 42, 379_000, tzinfo=UTC)
-    record = HistoryRecord(
+    row = HistoryRecord(
         execution_id="BEwq9RsrPe4g5DvEe",
         job_id="01a22a06-8df4-74ee-bb9e-15fd5d373b86",
         job_name="heartbeat",
@@ -600,24 +740,42 @@ def test_history_update_is_dogs_upsert() -> None:
         expires_at=started + timedelta(days=7, milliseconds=8),
         result={"beat": 1796001402380},
     )
+    return dataclasses.replace(row, **fields)
+
+
+def test_history_update_is_dogs_row_inserted_whole_once() -> None:
+    started = datetime(2026, 11, 30, 1, 16, 42, 379_000, tzinfo=UTC)
+    record = _heartbeat_row()
     assert q.history_filter("BEwq9RsrPe4g5DvEe") == {"executionId": "BEwq9RsrPe4g5DvEe"}
-    assert q.history_update(record, "01a22a06-8e13-768f-a0fe-82ae8cd1ff31") == {
-        "$setOnInsert": {"_id": "01a22a06-8e13-768f-a0fe-82ae8cd1ff31", "status": "success"},
-        "$set": {
-            "jobId": "01a22a06-8df4-74ee-bb9e-15fd5d373b86",
-            "executionId": "BEwq9RsrPe4g5DvEe",
-            "jobName": "heartbeat",
-            "type": "recurrent",
-            "priority": 100,
-            "tries": 1,
-            "startedAt": started,
-            "endedAt": started + timedelta(milliseconds=8),
-            "duration": 8,
-            "expiresAt": started + timedelta(days=7, milliseconds=8),
-            "errorMessage": None,
-            "result": {"beat": 1796001402380},
-        },
+    # Dogs sends {$setOnInsert: {_id, status}, $set: <the rest>}; the row is the same, all of
+    # it on insert only, then our four additive fields.
+    dogs_row = {
+        "_id": "01a22a06-8e13-768f-a0fe-82ae8cd1ff31",
+        "status": "success",
+        "jobId": "01a22a06-8df4-74ee-bb9e-15fd5d373b86",
+        "executionId": "BEwq9RsrPe4g5DvEe",
+        "jobName": "heartbeat",
+        "type": "recurrent",
+        "priority": 100,
+        "tries": 1,
+        "startedAt": started,
+        "endedAt": started + timedelta(milliseconds=8),
+        "duration": 8,
+        "expiresAt": started + timedelta(days=7, milliseconds=8),
+        "errorMessage": None,
+        "result": {"beat": 1796001402380},
     }
+    update = q.history_update(record, "01a22a06-8e13-768f-a0fe-82ae8cd1ff31")
+    assert update == {
+        "$setOnInsert": {
+            **dogs_row,
+            "wasStale": False,
+            "errorType": None,
+            "errorTraceback": None,
+            "owner": None,
+        }
+    }
+    assert list(update["$setOnInsert"])[: len(dogs_row)] == list(dogs_row)
 
 
 def test_history_round_trip() -> None:
@@ -636,12 +794,44 @@ def test_history_round_trip() -> None:
         params={"kind": "fail"},
         error_message="intentional failure (fail job)",
         unique_identifier="u",
+        was_stale=True,
+        error_type="builtins.RuntimeError",
+        error_traceback='Traceback (most recent call last):\n  File "x.py"\nRuntimeError: no',
+        owner=OWNER,
     )
-    update = q.history_update(record, "h1")
-    document = {**update["$setOnInsert"], **update["$set"]}
+    document = q.history_update(record, "h1")["$setOnInsert"]
     assert document["params"] == {"kind": "fail"}
     assert document["uniqueIdentifier"] == "u"
+    assert document["owner"] == OWNER_DOCUMENT
     assert q.history_from_document(document) == record
+    bson.encode(document)
+    # A row Dogs wrote has none of the additive fields.
+    dogs_row = dict(document)
+    for field in ("wasStale", "errorType", "errorTraceback", "owner"):
+        dogs_row.pop(field)
+    read = q.history_from_document(dogs_row)
+    assert (read.was_stale, read.error_type, read.error_traceback, read.owner) == (
+        False,
+        None,
+        None,
+        None,
+    )
+    for status in ("cancelled", "snoozed"):
+        assert q.history_from_document({**document, "status": status}).status == status
+
+
+def test_history_many_updates_keep_the_first_row_of_each_execution_whole() -> None:
+    ids = iter(f"h{i}" for i in range(10))
+    first = _heartbeat_row(status=HistoryStatus.CANCELLED, error_message="cancelled")
+    later = _heartbeat_row(status=HistoryStatus.SUCCESS, result={"late": True})
+    other = _heartbeat_row(execution_id="other")
+    updates = q.history_many_updates([first, other, later], lambda: next(ids))
+    assert updates == [
+        ({"executionId": first.execution_id}, q.history_update(first, "h0")),
+        ({"executionId": "other"}, q.history_update(other, "h1")),
+    ]
+    with pytest.raises(TypeError, match="tries must be an int"):  # a dropped row is checked too
+        q.history_many_updates([first, dataclasses.replace(later, tries=0.5)], lambda: "x")  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -705,12 +895,11 @@ def test_document_from_record_round_trips() -> None:
     )
     document = q.document_from_record(record)
     assert "expiresAt" not in document
+    assert "lockOwner" not in document
     assert document["params"] is None
     assert q.record_from_document(document) == record
-
-
-def test_status_counts_pipeline_shape() -> None:
-    pipeline = q.status_counts_pipeline(NOW)
-    assert [next(iter(stage)) for stage in pipeline] == ["$project", "$group", "$sort"]
-    group = pipeline[1]["$group"]
-    assert set(group) == {"_id", "due", "later", "running", "stale", "terminal", "oldestDueAt"}
+    released = dataclasses.replace(record, lock_owner=OWNER, lock_released_at=NOW)
+    document = q.document_from_record(released)
+    assert (document["lockOwner"], document["lockReleasedAt"]) == (OWNER_DOCUMENT, NOW)
+    assert list(document)[-2:] == ["lockOwner", "lockReleasedAt"]  # after Dogs' fields
+    assert q.record_from_document(document) == released

@@ -4,7 +4,7 @@ through a recording fake, input checks, and transient errors from an unreachable
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -13,7 +13,7 @@ import pytest
 from pymongo import AsyncMongoClient, MongoClient, ReturnDocument
 from pymongo.write_concern import WriteConcern
 
-from dogs_core.domain.records import ClaimRequest, NewJob
+from dogs_core.domain.records import ClaimRequest, JobState, NewJob
 from dogs_core.errors import InvalidOptionError, InvalidParamsError, TransientStoreError
 from dogs_core.ports import AsyncJobStore, JobStore, StoreCapabilities
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
@@ -284,3 +284,33 @@ async def test_unstorable_params_are_refused_before_any_io(
         (1, InvalidParamsError),
     ]
     assert result.outcomes == (None, None)
+
+
+@pytest.mark.anyio
+async def test_operator_calls_refuse_bad_input_before_any_io(
+    unconnected_client: AsyncMongoClient[Any],
+) -> None:
+    """Every refusal below is raised before a server is selected (the client has none)."""
+    store = AsyncMongoJobStore(unconnected_client, "db")
+    refusals: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+        ("now", lambda: store.find_jobs(state=JobState.DUE)),
+        ("state", lambda: store.find_jobs(state="nowhere", now=NOW)),  # type: ignore[arg-type]
+        ("limit", lambda: store.find_jobs(limit=0)),
+        ("after", lambda: store.find_jobs(after=5)),  # type: ignore[arg-type]
+        ("job_name", lambda: store.find_jobs(job_name=b"a")),  # type: ignore[arg-type]
+        ("state", lambda: store.delete_jobs(job_name=None, state=JobState.RUNNING, now=NOW)),
+        (
+            "dry_run",
+            lambda: store.delete_jobs(job_name=None, state=JobState.DUE, now=NOW, dry_run=1),  # type: ignore[arg-type]
+        ),
+        ("job_id", lambda: store.delete_job(None)),  # type: ignore[arg-type]
+        ("unless_failed", lambda: store.delete_job("j", unless_failed="yes")),  # type: ignore[arg-type]
+        ("change", lambda: store.modify_job("j", {"priority": 1}, now=NOW)),  # type: ignore[arg-type]
+        ("status", lambda: store.get_executions("a", status="lost")),  # type: ignore[arg-type]
+        ("job_name", lambda: store.get_executions()),
+    ]
+    for field, call in refusals:
+        with pytest.raises(InvalidOptionError) as refused:
+            await call()
+        assert refused.value.field == field, field
+    assert await store.get_executions("a", limit=0) == []  # nothing to read: nothing sent

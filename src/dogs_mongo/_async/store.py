@@ -9,7 +9,6 @@ async file, then regenerate. Every document it sends is built by
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -28,7 +27,6 @@ from pymongo.write_concern import WriteConcern
 
 from dogs_core.domain import validation
 from dogs_core.domain.batches import check_completions
-from dogs_core.domain.feeds import check_history_filter
 from dogs_core.domain.partitions import check_chosen_partition
 from dogs_core.domain.records import (
     BulkScheduleResult,
@@ -36,7 +34,6 @@ from dogs_core.domain.records import (
     HistoryRecord,
     ItemError,
     JobRecord,
-    NameStatus,
     NewJob,
     Scheduled,
     ScheduleOutcome,
@@ -59,6 +56,7 @@ from dogs_mongo._async.claims import (
     choose_claim_path,
 )
 from dogs_mongo._async.indexes import ensure_indexes
+from dogs_mongo._async.steering import MongoSteering
 from dogs_mongo.errors import is_transient, translate_errors
 
 __all__ = [
@@ -79,7 +77,7 @@ _CODEC_OPTIONS: CodecOptions[dict[str, Any]] = CodecOptions(
 Document = dict[str, Any]
 
 
-class AsyncMongoJobStore(MongoClaims, MongoChanges):
+class AsyncMongoJobStore(MongoClaims, MongoChanges, MongoSteering):
     """:class:`~dogs_core.ports.AsyncJobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 
     ``client`` is a PyMongo ``AsyncMongoClient``. (The async store also accepts a Motor client:
@@ -87,8 +85,9 @@ class AsyncMongoJobStore(MongoClaims, MongoChanges):
     codec options (timezone-aware UTC datetimes), whatever the client's. It does not close a
     client it was given; :meth:`from_uri` makes a store that owns (and closes) its client.
 
-    ``write_concern`` applies to claims and every fenced write (lock extension, completion,
-    rescheduling, terminal marking, demotion, release). ``None`` (the default) keeps the
+    ``write_concern`` applies to claims, every fenced write (lock extension, completion,
+    rescheduling, terminal marking, demotion, release) and the operators' writes
+    (``delete_job``, ``modify_job``, ``delete_jobs``). ``None`` (the default) keeps the
     client's, which on a replica set is ``w: "majority"``: a claim then waits until a majority
     has journaled it (a few ms per claim on one node; throughput comes from concurrent claimers),
     and it survives a failover. ``WriteConcern(w=1)`` is faster, but a claim acknowledged by a
@@ -141,6 +140,7 @@ class AsyncMongoJobStore(MongoClaims, MongoChanges):
         self._capabilities_lock = anyio.Lock()
         self._setup_done = False
         self._capabilities: StoreCapabilities | None = None
+        self._missing_hints: set[str] = set()  # indexes found missing by hinted reads
 
     @classmethod
     def from_uri(cls, uri: str, database: str, **options: Any) -> AsyncMongoJobStore:
@@ -466,9 +466,10 @@ class AsyncMongoJobStore(MongoClaims, MongoChanges):
         next_run_at: datetime,
         priority: int | None,
         reset_tries: bool,
+        tries: int | None = None,
     ) -> bool:
         update = q.reschedule_update(
-            next_run_at=next_run_at, priority=priority, reset_tries=reset_tries
+            next_run_at=next_run_at, priority=priority, reset_tries=reset_tries, tries=tries
         )
         return await self._fenced_update("reschedule", q.fenced_filter(job_id, lock_id), update)
 
@@ -571,13 +572,14 @@ class AsyncMongoJobStore(MongoClaims, MongoChanges):
 
     async def write_history_many(self, records: Sequence[HistoryRecord]) -> None:
         """One unordered ``bulkWrite`` of upserts per :data:`~dogs_mongo.queries.MAX_BATCH_SIZE`
-        executions (records of one execution id are merged into one upsert, see
+        executions, each with the whole row in ``$setOnInsert`` (the first record of an
+        execution id in the call is its upsert, see
         :func:`~dogs_mongo.queries.history_many_updates`); nothing is sent for no record.
         Every update is built before the first is sent, so an invalid record writes nothing.
         There is no duplicate-key case to handle (``executionId`` is not a unique index and each
         upsert inserts a fresh ``_id``): a write error propagates.
         A write concern error is a ``TransientStoreError`` (the writes may have applied);
-        retrying is safe, the first status written still wins."""
+        retrying is safe, the first row written still wins whole."""
         requests = [
             UpdateOne(filter_, update, upsert=True)
             for filter_, update in q.history_many_updates(records, new_record_id)
@@ -605,70 +607,14 @@ class AsyncMongoJobStore(MongoClaims, MongoChanges):
                 ) from error
             sent += len(batch)
 
-    async def get_executions(
-        self,
-        job_name: str | None = None,
-        *,
-        job_id: str | None = None,
-        limit: int = 20,
-        skip: int = 0,
-    ) -> list[HistoryRecord]:
-        check_history_filter(job_name, job_id)
-        validation.integer("limit", limit, minimum=0)
-        validation.integer("skip", skip, minimum=0)
-        if limit == 0:
-            return []
-        with translate_errors("get_executions", write=False):
-            cursor = (
-                self._history.find(q.get_executions_filter(job_name, job_id))
-                .sort(q.get_executions_sort())
-                .skip(skip)
-                .limit(limit)
-            )
-            documents = await cursor.to_list(None)
-        return [q.history_from_document(document) for document in documents]
-
     # ------------------------------------------------------------------------------------------
-    # Reads
+    # Reads (find_jobs, status_counts, get_executions: MongoSteering)
     # ------------------------------------------------------------------------------------------
 
     async def get_job(self, job_id: str) -> JobRecord | None:
         with translate_errors("get_job", write=False):
             document = await self._records.find_one({"_id": job_id})
         return None if document is None else q.record_from_document(document)
-
-    async def find_jobs(
-        self, *, job_name: str | None = None, limit: int | None = None
-    ) -> list[JobRecord]:
-        if limit is not None:
-            validation.integer("limit", limit, minimum=0)
-        if limit == 0:
-            return []
-        with translate_errors("find_jobs", write=False):
-            cursor = self._records.find(q.find_jobs_filter(job_name), allow_disk_use=True).sort(
-                q.find_jobs_sort()
-            )
-            if limit is not None:
-                cursor = cursor.limit(limit)
-            documents = await cursor.to_list(None)
-        return [q.record_from_document(document) for document in documents]
-
-    async def status_counts(self, *, now: datetime) -> list[NameStatus]:
-        with translate_errors("status_counts", write=False):
-            cursor = await _resolve(self._records.aggregate(q.status_counts_pipeline(now)))
-            rows: list[Document] = await cursor.to_list(None)
-        return [
-            NameStatus(
-                job_name=str(row["_id"]),
-                due=int(row["due"]),
-                scheduled_later=int(row["later"]),
-                running=int(row["running"]),
-                stale=int(row["stale"]),
-                terminal=int(row["terminal"]),
-                oldest_due_at=row.get("oldestDueAt"),
-            )
-            for row in rows
-        ]
 
     async def close(self) -> None:
         """Close the client when this store created it (:meth:`from_uri`)."""
@@ -679,13 +625,6 @@ class AsyncMongoJobStore(MongoClaims, MongoChanges):
 # ----------------------------------------------------------------------------------------------
 # Helpers
 # ----------------------------------------------------------------------------------------------
-
-
-async def _resolve(value: Any) -> Any:
-    """PyMongo's async API returns some cursors from a coroutine, Motor returns them directly."""
-    if inspect.isawaitable(value):
-        return await value
-    return value
 
 
 def _in_transaction(session: Any) -> bool:

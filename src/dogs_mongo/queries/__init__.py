@@ -12,7 +12,8 @@ Stored types follow Dogs exactly: ``_id`` is a UUIDv7 string, ``priority``, ``pa
 job has none. Field order of inserted documents is the order Dogs uses.
 
 The builders live in submodules by what they build (:mod:`~dogs_mongo.queries.indexes`,
-``claims``, ``writes``, ``reads``, ``history``, ``changes``, ``documents``, ``common``); this
+``claims``, ``states``, ``writes``, ``reads``, ``history``, ``changes``, ``documents``,
+``common``); this
 package re-exports all of them, so ``from dogs_mongo import queries as q`` gives every name.
 """
 
@@ -50,7 +51,10 @@ from dogs_mongo.queries.claims import (
     hint_spec,
     lock_id_filter,
     lock_ids_filter,
+    released_expression,
     sorted_update_one_claim,
+    stale_lock_expression,
+    was_stale_before,
 )
 from dogs_mongo.queries.common import (
     CLAIM_SORT,
@@ -71,19 +75,32 @@ from dogs_mongo.queries.history import (
     history_update,
 )
 from dogs_mongo.queries.indexes import (
+    FAILED_INDEX_NAME,
     HISTORY_INDEXES,
     HISTORY_JOB_ID_INDEX_NAME,
     RECORD_INDEXES,
     IndexSpec,
 )
 from dogs_mongo.queries.reads import (
-    find_jobs_filter,
-    find_jobs_sort,
+    FindJobsQuery,
+    delete_jobs_query,
+    executions_in_order,
+    executions_page,
+    executions_window_filters,
+    find_jobs_query,
     get_executions_filter,
     get_executions_sort,
     probe_execution_millis,
     probe_explain_command,
     status_counts_pipeline,
+)
+from dogs_mongo.queries.states import (
+    STATE_FILTERS,
+    failed_filter,
+    not_failed_filter,
+    not_locked_after,
+    state_filter,
+    state_hint,
 )
 from dogs_mongo.queries.writes import (
     RECONCILE_PROJECTION,
@@ -92,6 +109,7 @@ from dogs_mongo.queries.writes import (
     batches,
     complete_filter,
     complete_many_filter,
+    delete_job_filter,
     demote_stale_update,
     document_from_new_job,
     document_from_record,
@@ -102,6 +120,8 @@ from dogs_mongo.queries.writes import (
     ids_filter,
     mark_max_tries_filter,
     mark_max_tries_update,
+    modify_job_filter,
+    modify_job_update,
     partition_needs_repair,
     reconcile_cas_filter,
     reconcile_select_filter,
@@ -125,6 +145,7 @@ __all__ = [
     "CLAIM_SORT",
     "DEFAULT_HISTORY_COLLECTION",
     "DEFAULT_RECORDS_COLLECTION",
+    "FAILED_INDEX_NAME",
     "HINTS",
     "HINT_BY_JOB_NAME",
     "HINT_GLOBAL_PRIORITY",
@@ -137,8 +158,10 @@ __all__ = [
     "RECONCILE_PROJECTION",
     "RECORD_INDEXES",
     "RELEASE_SLACK_MS",
+    "STATE_FILTERS",
     "CandidateQuery",
     "ClaimCommand",
+    "FindJobsQuery",
     "IndexSpec",
     "backfill_retention_filter",
     "backfill_retention_update",
@@ -152,16 +175,21 @@ __all__ = [
     "claims_from_read_back",
     "complete_filter",
     "complete_many_filter",
+    "delete_job_filter",
+    "delete_jobs_query",
     "demote_stale_update",
     "document_from_new_job",
     "document_from_record",
     "eligible_filter",
     "ensure_recurrent_filter",
     "ensure_recurrent_update",
+    "executions_in_order",
+    "executions_page",
+    "executions_window_filters",
     "extend_lock_update",
+    "failed_filter",
     "fenced_filter",
-    "find_jobs_filter",
-    "find_jobs_sort",
+    "find_jobs_query",
     "find_one_and_update_claim",
     "get_executions_filter",
     "get_executions_sort",
@@ -177,6 +205,10 @@ __all__ = [
     "lock_ids_filter",
     "mark_max_tries_filter",
     "mark_max_tries_update",
+    "modify_job_filter",
+    "modify_job_update",
+    "not_failed_filter",
+    "not_locked_after",
     "partition_needs_repair",
     "probe_execution_millis",
     "probe_explain_command",
@@ -187,11 +219,16 @@ __all__ = [
     "record_changes_pipeline",
     "record_from_document",
     "release_lock_update",
+    "released_expression",
     "reschedule_update",
     "sorted_update_one_claim",
+    "stale_lock_expression",
+    "state_filter",
+    "state_hint",
     "status_counts_pipeline",
     "unique_identifier_filter",
     "unlock_all_filter",
     "unlock_all_update",
     "upsert_unique_update",
+    "was_stale_before",
 ]

@@ -7,13 +7,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from dogs_core.domain.records import ClaimedJob, ClaimRequest, to_millis
+from dogs_core.domain.records import ClaimedJob, ClaimRequest, PreviousAttempt, to_millis
 from dogs_mongo.queries.common import (
     CLAIM_SORT,
     _int,
     _job_type,
+    _optional_datetime,
     _optional_int,
     _optional_str,
+    _owner,
+    _owner_document,
     _params,
 )
 from dogs_mongo.queries.indexes import RECORD_INDEXES
@@ -103,12 +106,54 @@ class ClaimCommand:
     hint: dict[str, int]
 
 
+def released_expression() -> dict[str, Any]:
+    """The aggregation expression "the last lock was given back": ``lockReleasedAt`` is a date
+    not before ``lockedUntil`` (:attr:`JobRecord.lock_released`). ``release_lock`` writes both
+    to the same time; a later claim (ours or a Node worker's) moves ``lockedUntil`` past it."""
+    return {
+        "$and": [
+            {"$eq": [{"$type": "$lockReleasedAt"}, "date"]},
+            {"$gte": ["$lockReleasedAt", "$lockedUntil"]},
+        ]
+    }
+
+
+def stale_lock_expression() -> dict[str, Any]:
+    """The aggregation expression "a lock was left, not given back": ``lockedUntil`` is a date
+    and the lock was not released. On an eligible record (its lock expired) it says whether a
+    claim takes over a dead attempt (``claimWasStale``)."""
+    return {
+        "$and": [
+            {"$eq": [{"$type": "$lockedUntil"}, "date"]},
+            {"$not": [released_expression()]},
+        ]
+    }
+
+
+def _stale_attempt_expression(stale: Mapping[str, Any]) -> dict[str, Any]:
+    """``staleAttempt``: the lock a stale claim takes over, read from the document before the
+    claim (missing fields are left out); removed when the claim is not stale."""
+    attempt = {
+        "executionId": "$lockId",
+        "startedAt": "$lastRunAt",
+        "lockedUntil": "$lockedUntil",
+        "tries": {"$ifNull": ["$tries", 0]},
+        "owner": "$lockOwner",
+    }
+    return {"$cond": [stale, attempt, "$$REMOVE"]}
+
+
 def claim_update_pipeline(request: ClaimRequest) -> list[dict[str, Any]]:
-    """The pipeline update of the MongoDB 8 sorted ``updateOne`` claim.
+    """The pipeline update of the pipeline claims (``claim_many`` and MongoDB 8's sorted
+    ``updateOne``).
 
     One ``$set`` stage: its expressions all read the document as it was before the stage, so
-    ``claimWasStale`` sees the previous ``lockedUntil``.
+    ``claimWasStale`` and ``staleAttempt`` see the previous lock. Besides Dogs' fields it writes
+    ``lockOwner`` (removed when the request has no owner), removes ``lockReleasedAt``, and
+    writes ``staleAttempt`` only when the claim takes over a lock that was not released.
     """
+    owner = _owner_document(request.owner)
+    stale = stale_lock_expression()
     return [
         {
             "$set": {
@@ -116,22 +161,32 @@ def claim_update_pipeline(request: ClaimRequest) -> list[dict[str, Any]]:
                 "lockedUntil": to_millis(request.locked_until),
                 "lastRunAt": to_millis(request.now),
                 "tries": {"$add": [{"$ifNull": ["$tries", 0]}, 1]},
-                "claimWasStale": {"$eq": [{"$type": "$lockedUntil"}, "date"]},
+                "claimWasStale": stale,
+                "staleAttempt": _stale_attempt_expression(stale),
+                "lockOwner": "$$REMOVE" if owner is None else {"$literal": owner},
+                "lockReleasedAt": "$$REMOVE",
             }
         }
     ]
 
 
 def claim_update(request: ClaimRequest) -> dict[str, Any]:
-    """The classic update of the ``findOneAndUpdate`` claim (returnDocument: before)."""
-    return {
-        "$set": {
-            "lockId": request.lock_id,
-            "lockedUntil": to_millis(request.locked_until),
-            "lastRunAt": to_millis(request.now),
-        },
-        "$inc": {"tries": 1},
+    """The classic update of the ``findOneAndUpdate`` claim (returnDocument: before): Dogs'
+    ``$set`` and ``$inc``, plus ``lockOwner``; the ``$unset`` removes ``lockReleasedAt`` (and
+    ``lockOwner`` when the request has none, and the ``staleAttempt`` of an earlier pipeline
+    claim: this path reads the previous attempt from its before-image)."""
+    to_set: dict[str, Any] = {
+        "lockId": request.lock_id,
+        "lockedUntil": to_millis(request.locked_until),
+        "lastRunAt": to_millis(request.now),
     }
+    to_unset = {"lockReleasedAt": "", "staleAttempt": ""}
+    owner = _owner_document(request.owner)
+    if owner is None:
+        to_unset["lockOwner"] = ""
+    else:
+        to_set["lockOwner"] = owner
+    return {"$set": to_set, "$inc": {"tries": 1}, "$unset": to_unset}
 
 
 def sorted_update_one_claim(request: ClaimRequest) -> ClaimCommand:
@@ -160,7 +215,10 @@ def lock_id_filter(lock_id: str) -> dict[str, Any]:
 
 
 def claim_from_read_back(request: ClaimRequest, doc: Mapping[str, Any]) -> ClaimedJob:
-    """The claimed job from the document read back by ``lockId`` (sorted path)."""
+    """The claimed job from the document read back by ``lockId`` (the pipeline claims):
+    ``tries`` and ``was_stale`` as the claim wrote them, the previous attempt from the
+    ``staleAttempt`` it wrote."""
+    was_stale = bool(doc.get("claimWasStale", False))
     return ClaimedJob(
         job_id=str(doc["_id"]),
         execution_id=request.lock_id,
@@ -172,15 +230,30 @@ def claim_from_read_back(request: ClaimRequest, doc: Mapping[str, Any]) -> Claim
         locked_until=to_millis(request.locked_until),
         partition=_optional_int(doc.get("partition")),
         unique_identifier=_optional_str(doc.get("uniqueIdentifier")),
-        was_stale=bool(doc.get("claimWasStale", False)),
+        was_stale=was_stale,
         last_run_at=to_millis(request.now),
         next_run_at=doc.get("nextRunAt"),
+        owner=request.owner,
+        previous_attempt=_previous_attempt(doc.get("staleAttempt")) if was_stale else None,
     )
 
 
 def claim_from_before_image(request: ClaimRequest, before: Mapping[str, Any]) -> ClaimedJob:
     """The claimed job from the image ``findOneAndUpdate`` returned (before the update):
-    ``tries`` is the old value plus one, ``was_stale`` whether the record was locked before."""
+    ``tries`` is the old value plus one; ``was_stale`` whether the record had a lock that was
+    not released (:func:`was_stale_before`), and then its ``previous_attempt`` is that lock."""
+    was_stale = was_stale_before(before)
+    previous = None
+    if was_stale:
+        previous = _previous_attempt(
+            {
+                "executionId": before.get("lockId"),
+                "startedAt": before.get("lastRunAt"),
+                "lockedUntil": before.get("lockedUntil"),
+                "tries": before.get("tries") or 0,
+                "owner": before.get("lockOwner"),
+            }
+        )
     return ClaimedJob(
         job_id=str(before["_id"]),
         execution_id=request.lock_id,
@@ -192,9 +265,38 @@ def claim_from_before_image(request: ClaimRequest, before: Mapping[str, Any]) ->
         locked_until=to_millis(request.locked_until),
         partition=_optional_int(before.get("partition")),
         unique_identifier=_optional_str(before.get("uniqueIdentifier")),
-        was_stale=before.get("lockedUntil") is not None,
+        was_stale=was_stale,
         last_run_at=to_millis(request.now),
         next_run_at=before.get("nextRunAt"),
+        owner=request.owner,
+        previous_attempt=previous,
+    )
+
+
+def was_stale_before(before: Mapping[str, Any]) -> bool:
+    """:func:`stale_lock_expression` on a document: a ``lockedUntil`` that was not released."""
+    locked_until = _optional_datetime(before.get("lockedUntil"))
+    if locked_until is None:
+        return False
+    released_at = _optional_datetime(before.get("lockReleasedAt"))
+    return released_at is None or released_at < locked_until
+
+
+def _previous_attempt(value: Any) -> PreviousAttempt | None:
+    """The :class:`PreviousAttempt` of a ``staleAttempt`` document; ``None`` when it cannot say
+    which execution held the lock (a lock without ``lockId``: a pre-4.6 Node worker's)."""
+    if not isinstance(value, Mapping):
+        return None
+    execution_id = value.get("executionId")
+    locked_until = _optional_datetime(value.get("lockedUntil"))
+    if not isinstance(execution_id, str) or locked_until is None:
+        return None
+    return PreviousAttempt(
+        execution_id=execution_id,
+        started_at=_optional_datetime(value.get("startedAt")),
+        locked_until=locked_until,
+        tries=_optional_int(value.get("tries")) or 0,
+        owner=_owner(value.get("owner")),
     )
 
 

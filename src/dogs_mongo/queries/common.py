@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Final
 
-from dogs_core.domain.records import JobType
+from dogs_core.domain.records import JobType, Owner
 
 DEFAULT_RECORDS_COLLECTION: Final = "orionjs.jobs_dogs_records"
 DEFAULT_HISTORY_COLLECTION: Final = "orionjs.jobs_dogs_history"
@@ -26,10 +27,16 @@ CLAIM_SORT: Final[Mapping[str, int]] = {"priority": -1, "nextRunAt": 1}
 
 LOCK_ID_INDEX_NAME: Final = "jobs_dogs_records_lock_id"
 
+#: Every field of a lock, unset when a lock ends (a reschedule, a terminal mark, ``unlock_all``):
+#: Dogs' three, then ours (additive, docs/differences.md): who holds it, when it was given
+#: back, and the attempt a stale claim took over.
 _LOCK_FIELDS_UNSET: Final[Mapping[str, str]] = {
     "lockId": "",
     "lockedUntil": "",
     "claimWasStale": "",
+    "lockOwner": "",
+    "lockReleasedAt": "",
+    "staleAttempt": "",
 }
 
 
@@ -76,3 +83,36 @@ def _require_int(name: str, value: int) -> int:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     raise TypeError(f"{name} must be an int, got {value!r}")
+
+
+def _optional_datetime(value: Any) -> datetime | None:
+    return value if isinstance(value, datetime) else None
+
+
+# --------------------------------------------------------------------------------------------
+# Owners (additive ``lockOwner`` on records, ``owner`` on history rows)
+# --------------------------------------------------------------------------------------------
+
+
+def _owner_document(owner: Owner | None) -> dict[str, Any] | None:
+    """``{host, pid, instanceId}`` (``pid`` a BSON int), or ``None``."""
+    if owner is None:
+        return None
+    return {
+        "host": str(owner.host),
+        "pid": _require_int("owner.pid", owner.pid),
+        "instanceId": str(owner.instance_id),
+    }
+
+
+def _owner(value: Any) -> Owner | None:
+    """The :class:`Owner` of a stored owner document; ``None`` when it is missing or is not
+    one (another writer's shape is read as no owner rather than refused)."""
+    if not isinstance(value, Mapping):
+        return None
+    host, pid, instance_id = value.get("host"), value.get("pid"), value.get("instanceId")
+    if not isinstance(host, str) or not isinstance(instance_id, str):
+        return None
+    if isinstance(pid, bool) or not isinstance(pid, int | float) or not math.isfinite(pid):
+        return None
+    return Owner(host=host, pid=int(pid), instance_id=instance_id)

@@ -6,7 +6,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from dogs_core.domain.records import JobRecord, JobStatus
-from dogs_mongo.queries.common import _int, _job_type, _optional_int, _optional_str, _params
+from dogs_mongo.queries.common import (
+    _int,
+    _job_type,
+    _optional_datetime,
+    _optional_int,
+    _optional_str,
+    _owner,
+    _params,
+)
 
 # --------------------------------------------------------------------------------------------
 # Records
@@ -15,7 +23,9 @@ from dogs_mongo.queries.common import _int, _job_type, _optional_int, _optional_
 
 def record_from_document(doc: Mapping[str, Any]) -> JobRecord:
     """A stored record (from Dogs or from us) as a :class:`JobRecord`. Numbers stored as BSON
-    doubles by other writers are read as ``int``; a missing ``status`` is pending (``None``)."""
+    doubles by other writers are read as ``int``; a missing ``status`` is pending (``None``).
+    Our additive ``lockOwner`` and ``lockReleasedAt`` are read when present (a record only Node
+    workers touched has neither); ``staleAttempt`` is the claims' business, not the record's."""
     status = doc.get("status")
     return JobRecord(
         id=str(doc["_id"]),
@@ -34,4 +44,6 @@ def record_from_document(doc: Mapping[str, Any]) -> JobRecord:
         status=None if status is None else JobStatus(status),
         max_tries_reached_at=doc.get("maxTriesReachedAt"),
         expires_at=doc.get("expiresAt"),
+        lock_owner=_owner(doc.get("lockOwner")),
+        lock_released_at=_optional_datetime(doc.get("lockReleasedAt")),
     )

@@ -1,4 +1,5 @@
-"""History rows: the upserts of ``write_history_many`` and the mapping back to records."""
+"""History rows: the upserts of ``write_history_many`` (the first row of an execution wins
+whole) and the mapping back to records."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ from datetime import timedelta
 from typing import Any
 
 from dogs_core.domain.records import HistoryRecord, HistoryStatus, JobType, to_millis
-from dogs_mongo.queries.common import _int, _job_type, _optional_str, _params, _require_int
+from dogs_mongo.queries.common import (
+    _int,
+    _job_type,
+    _optional_str,
+    _owner,
+    _owner_document,
+    _params,
+    _require_int,
+)
 
 # --------------------------------------------------------------------------------------------
 # History (§2.3, §3.14)
@@ -19,9 +28,13 @@ def history_filter(execution_id: str) -> dict[str, Any]:
 
 
 def history_update(record: HistoryRecord, record_id: str) -> dict[str, Any]:
-    """Upsert by ``executionId``: ``status`` (and ``_id``) only on insert, so the first status
-    written for an execution wins; everything else in ``$set``."""
-    to_set: dict[str, Any] = {
+    """Upsert by ``executionId`` with every field in ``$setOnInsert``: the first row written
+    for an execution wins whole, and a later one writes nothing. (Dogs puts only ``status`` and
+    ``_id`` there and the rest in ``$set``; see docs/differences.md.) Dogs' fields in Dogs'
+    order, then our additive ``wasStale``, ``errorType``, ``errorTraceback`` and ``owner``."""
+    document: dict[str, Any] = {
+        "_id": record_id,
+        "status": HistoryStatus(record.status).value,
         "jobId": record.job_id,
         "executionId": record.execution_id,
         "jobName": record.job_name,
@@ -30,40 +43,37 @@ def history_update(record: HistoryRecord, record_id: str) -> dict[str, Any]:
         "tries": _require_int("tries", record.tries),
     }
     if record.unique_identifier is not None:
-        to_set["uniqueIdentifier"] = record.unique_identifier
-    to_set["startedAt"] = to_millis(record.started_at)
-    to_set["endedAt"] = to_millis(record.ended_at)
-    to_set["duration"] = _duration_ms(record)
-    to_set["expiresAt"] = to_millis(record.expires_at)
-    to_set["errorMessage"] = record.error_message
+        document["uniqueIdentifier"] = record.unique_identifier
+    document["startedAt"] = to_millis(record.started_at)
+    document["endedAt"] = to_millis(record.ended_at)
+    document["duration"] = _duration_ms(record)
+    document["expiresAt"] = to_millis(record.expires_at)
+    document["errorMessage"] = record.error_message
     if record.params is not None:
-        to_set["params"] = dict(record.params)
-    to_set["result"] = record.result
-    return {
-        "$setOnInsert": {"_id": record_id, "status": HistoryStatus(record.status).value},
-        "$set": to_set,
-    }
+        document["params"] = dict(record.params)
+    document["result"] = record.result
+    document["wasStale"] = bool(record.was_stale)
+    document["errorType"] = record.error_type
+    document["errorTraceback"] = record.error_traceback
+    document["owner"] = _owner_document(record.owner)
+    return {"$setOnInsert": document}
 
 
 def history_many_updates(
     records: Sequence[HistoryRecord], new_id: Callable[[], str]
 ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """The ``(filter, update)`` upserts of ``write_history_many``, one per execution id, in
-    order of first appearance. Records of one execution id are merged into one upsert with the
-    result of writing them one after the other: ``$setOnInsert`` (the status) of the first,
-    ``$set`` of the later ones over the earlier ones. (The operations of an unordered
-    ``bulkWrite`` may run in any order, and ``executionId`` is not a unique index: two upserts of
-    one new execution in one batch could insert two rows.) ``new_id`` gives the ``_id`` of each
-    upsert. Every update is built before anything is sent: an invalid record raises here."""
-    merged: dict[str, dict[str, Any]] = {}
+    order of first appearance: the first record of an execution id is its upsert, and later
+    ones are dropped (writing them after it would write nothing). (The operations of an
+    unordered ``bulkWrite`` may run in any order, and ``executionId`` is not a unique index:
+    two upserts of one new execution in one batch could insert two rows.) ``new_id`` gives the
+    ``_id`` of each upsert. Every update is built before anything is sent: an invalid record,
+    kept or dropped, raises here."""
+    first: dict[str, dict[str, Any]] = {}
     for record in records:
         update = history_update(record, new_id())
-        previous = merged.get(record.execution_id)
-        if previous is None:
-            merged[record.execution_id] = update
-        else:
-            previous["$set"] = {**previous["$set"], **update["$set"]}
-    return [(history_filter(execution_id), update) for execution_id, update in merged.items()]
+        first.setdefault(record.execution_id, update)
+    return [(history_filter(execution_id), update) for execution_id, update in first.items()]
 
 
 def _duration_ms(record: HistoryRecord) -> int:
@@ -88,4 +98,8 @@ def history_from_document(doc: Mapping[str, Any]) -> HistoryRecord:
         result=doc.get("result"),
         error_message=_optional_str(doc.get("errorMessage")),
         unique_identifier=_optional_str(doc.get("uniqueIdentifier")),
+        was_stale=bool(doc.get("wasStale", False)),
+        error_type=_optional_str(doc.get("errorType")),
+        error_traceback=_optional_str(doc.get("errorTraceback")),
+        owner=_owner(doc.get("owner")),
     )

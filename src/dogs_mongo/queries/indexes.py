@@ -1,5 +1,6 @@
 """Index specs of both collections, exactly as ``listIndexes`` shows them for Dogs 4.6.8, plus
-one additive history index (:data:`HISTORY_JOB_ID_INDEX_NAME`)."""
+one additive index on each: the failed records (:data:`FAILED_INDEX_NAME`) and the history of
+one job (:data:`HISTORY_JOB_ID_INDEX_NAME`), both in docs/differences.md."""
 
 from __future__ import annotations
 
@@ -76,6 +77,11 @@ def _normalize_options(options: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
+#: The one records index Dogs does not create: the failed (``maxTriesReached``) records by job
+#: name and id, partial, so it holds only those. ``find_jobs(state=failed)`` pages over it and
+#: a bulk delete of failed jobs finds them through it.
+FAILED_INDEX_NAME: Final = "jobs_dogs_records_failed"
+
 RECORD_INDEXES: Final[tuple[IndexSpec, ...]] = (
     IndexSpec(
         "jobs_dogs_records_partition_priority_next_run",
@@ -92,6 +98,12 @@ RECORD_INDEXES: Final[tuple[IndexSpec, ...]] = (
         "jobName_1",
         (("jobName", 1),),
         {"unique": True, "partialFilterExpression": {"type": "recurrent"}},
+    ),
+    # Additive (not one of Dogs' indexes; docs/differences.md).
+    IndexSpec(
+        FAILED_INDEX_NAME,
+        (("status", 1), ("jobName", 1), ("_id", 1)),
+        {"partialFilterExpression": {"status": "maxTriesReached"}},
     ),
 )
 

@@ -7,8 +7,15 @@ from datetime import datetime, timedelta
 from typing import Any, Final, TypeVar
 
 from dogs_core.domain.records import JobRecord, JobStatus, JobType, NewJob, to_millis
+from dogs_core.domain.steering import JobChange
 from dogs_mongo.queries.claims import _lock_free, _not_terminal
-from dogs_mongo.queries.common import _LOCK_FIELDS_UNSET, MAX_BATCH_SIZE, _require_int
+from dogs_mongo.queries.common import (
+    _LOCK_FIELDS_UNSET,
+    MAX_BATCH_SIZE,
+    _owner_document,
+    _require_int,
+)
+from dogs_mongo.queries.states import not_failed_filter, not_locked_after
 
 # --------------------------------------------------------------------------------------------
 # Fenced writes (§3.16) and their updates
@@ -61,13 +68,16 @@ def extend_lock_update(locked_until: datetime) -> dict[str, Any]:
 
 
 def reschedule_update(
-    *, next_run_at: datetime, priority: int | None, reset_tries: bool
+    *, next_run_at: datetime, priority: int | None, reset_tries: bool, tries: int | None = None
 ) -> dict[str, Any]:
-    """Set the next run (and priority, and ``tries = 0``) and release the lock."""
+    """Set the next run (and priority, and ``tries``: the given count, else 0 when
+    ``reset_tries``) and end the lock: Dogs' three lock fields and our additive ones."""
     to_set: dict[str, Any] = {"nextRunAt": to_millis(next_run_at)}
     if priority is not None:
         to_set["priority"] = _require_int("priority", priority)
-    if reset_tries:
+    if tries is not None:
+        to_set["tries"] = _require_int("tries", tries)
+    elif reset_tries:
         to_set["tries"] = 0
     return {"$set": to_set, "$unset": dict(_LOCK_FIELDS_UNSET)}
 
@@ -95,8 +105,11 @@ def demote_stale_update() -> dict[str, Any]:
 
 
 def release_lock_update(now: datetime) -> dict[str, Any]:
-    """``lockedUntil = now``; ``lockId`` is kept so late writes still fail their fence."""
-    return {"$set": {"lockedUntil": to_millis(now)}}
+    """``lockedUntil = lockReleasedAt = now``: claimable at once, and released rather than
+    stale (:func:`~dogs_mongo.queries.claims.released_expression`). ``lockId`` and
+    ``lockOwner`` are kept, so late writes still fail their fence once another claim took it."""
+    now = to_millis(now)
+    return {"$set": {"lockedUntil": now, "lockReleasedAt": now}}
 
 
 def unlock_all_filter() -> dict[str, Any]:
@@ -105,6 +118,47 @@ def unlock_all_filter() -> dict[str, Any]:
 
 def unlock_all_update() -> dict[str, Any]:
     return {"$unset": dict(_LOCK_FIELDS_UNSET)}
+
+
+# --------------------------------------------------------------------------------------------
+# Operators' writes (``modify_job``, ``delete_job``): not fenced, compare-and-set on the lock
+# --------------------------------------------------------------------------------------------
+
+
+def modify_job_filter(job_id: str, now: datetime) -> dict[str, Any]:
+    """Record ``job_id`` unless it is running at ``now``."""
+    return {"_id": job_id, **not_locked_after(now)}
+
+
+def modify_job_update(change: JobChange) -> dict[str, Any]:
+    """The ``$set`` (and, to revive a failed record, the ``$unset``) of ``change``; an empty
+    document when it changes nothing. The lock fields are left alone."""
+    to_set: dict[str, Any] = {}
+    if change.next_run_at is not None:
+        to_set["nextRunAt"] = to_millis(change.next_run_at)
+    if change.priority is not None:
+        to_set["priority"] = _require_int("priority", change.priority)
+    if change.tries is not None:
+        to_set["tries"] = _require_int("tries", change.tries)
+    update: dict[str, Any] = {}
+    if to_set:
+        update["$set"] = to_set
+    if change.revive:
+        update["$unset"] = {"status": "", "maxTriesReachedAt": "", "expiresAt": ""}
+    return update
+
+
+def delete_job_filter(
+    job_id: str, *, unless_running_at: datetime | None, unless_failed: bool
+) -> dict[str, Any]:
+    """Record ``job_id``, unless its lock is live at ``unless_running_at`` or (with
+    ``unless_failed``) it is failed."""
+    filter_: dict[str, Any] = {"_id": job_id}
+    if unless_running_at is not None:
+        filter_.update(not_locked_after(unless_running_at))
+    if unless_failed:
+        filter_.update(not_failed_filter())
+    return filter_
 
 
 # --------------------------------------------------------------------------------------------
@@ -131,7 +185,8 @@ def document_from_new_job(job: NewJob) -> dict[str, Any]:
 
 def document_from_record(record: JobRecord) -> dict[str, Any]:
     """The stored document of a whole record (tests and migrations seed raw records with it):
-    Dogs' field names, fields that are ``None`` left out (``params`` is stored as ``null``)."""
+    Dogs' field names, then our additive ``lockOwner`` and ``lockReleasedAt``; fields that are
+    ``None`` left out (``params`` is stored as ``null``)."""
     doc: dict[str, Any] = {
         "_id": record.id,
         "jobName": record.job_name,
@@ -151,6 +206,8 @@ def document_from_record(record: JobRecord) -> dict[str, Any]:
         ("status", None if record.status is None else JobStatus(record.status).value),
         ("maxTriesReachedAt", _optional_millis(record.max_tries_reached_at)),
         ("expiresAt", _optional_millis(record.expires_at)),
+        ("lockOwner", _owner_document(record.lock_owner)),
+        ("lockReleasedAt", _optional_millis(record.lock_released_at)),
     ]
     for name, value in optional:
         if value is not None or name == "params":
