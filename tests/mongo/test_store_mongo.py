@@ -36,7 +36,12 @@ from dogs_core.ids import new_execution_id, new_record_id
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_mongo import queries as q
 
-from .test_queries import ADDITIVE_HISTORY_INDEXES, DOGS_HISTORY_INDEXES, DOGS_RECORD_INDEXES
+from .test_queries import (
+    ADDITIVE_HISTORY_INDEXES,
+    ADDITIVE_RECORD_INDEXES,
+    DOGS_HISTORY_INDEXES,
+    DOGS_RECORD_INDEXES,
+)
 
 pytestmark = [pytest.mark.mongo, pytest.mark.anyio]
 
@@ -153,8 +158,9 @@ async def test_list_indexes_equal_the_dogs_spec(async_store: AsyncMongoJobStore)
     print("listIndexes", async_store.history_collection.name)
     for index in history:
         print("  ", index)
-    assert records == [_ID_INDEX, *DOGS_RECORD_INDEXES]  # names, key order, options, order
-    # Dogs' history indexes, then exactly one additive index (docs/differences.md).
+    # Dogs' indexes (names, key order, options, order), then exactly one additive index on each
+    # collection (docs/differences.md).
+    assert records == [_ID_INDEX, *DOGS_RECORD_INDEXES, *ADDITIVE_RECORD_INDEXES]
     assert history == [_ID_INDEX, *DOGS_HISTORY_INDEXES, *ADDITIVE_HISTORY_INDEXES]
     assert async_store.records_collection.name == "orionjs.jobs_dogs_records"
     assert async_store.history_collection.name == "orionjs.jobs_dogs_history"
@@ -391,7 +397,7 @@ async def test_stored_bson_types_match_dogs(async_store: AsyncMongoJobStore) -> 
     await async_store.write_history_many([execution])
     history = async_store.history_collection
     [row] = await history.find({}).to_list(None)
-    assert await _types(history, row["_id"]) == {  # examples.historySuccessEvent
+    assert await _types(history, row["_id"]) == {  # examples.historySuccessEvent, then ours
         "_id": "string",
         "executionId": "string",
         "duration": "int",
@@ -408,6 +414,10 @@ async def test_stored_bson_types_match_dogs(async_store: AsyncMongoJobStore) -> 
         "tries": "int",
         "type": "string",
         "uniqueIdentifier": "string",
+        "wasStale": "bool",  # the additive fields (docs/differences.md)
+        "errorType": "null",
+        "errorTraceback": "null",
+        "owner": "null",
     }
     assert len(row["_id"]) == 36  # a UUIDv7 string
     assert row["_id"][14] == "7"
@@ -434,7 +444,7 @@ async def test_concurrent_bulk_schedulers_with_overlapping_identifiers(
     assert sum(r.scheduled_count for r in results) == 250
     assert sum(r.skipped_count for r in results) == 750
     assert [r.errors for r in results] == [()] * 4
-    records = await async_store.find_jobs()
+    records = await async_store.find_jobs(limit=1000)
     assert len(records) == 250
     assert len({r.unique_identifier for r in records}) == 250
     owners = {r.unique_identifier: r.id for r in records}
