@@ -290,6 +290,8 @@ def test_bulk_delete_is_a_dry_run_without_yes(
     assert done.stdout.strip() == "Deleted 3 scheduled record(s) of nap."
     assert all(store.get_job(job_id) is None for job_id in ids)
     assert store.get_job(kept) is not None
+    nothing = dogs("jobs", "delete", "--state", "failed")
+    assert nothing.stdout.strip() == "Nothing to delete: 0 failed record(s)."
 
 
 @pytest.mark.mongo

@@ -16,6 +16,7 @@ import pytest
 from examples import (
     custom_adapter,
     long_job_heartbeat,
+    managing_jobs,
     quickstart_async,
     recurrent_cron,
     sync_app,
@@ -114,6 +115,7 @@ def test_transactional_schedule_without_a_database(capsys: pytest.CaptureFixture
         "recurrent_cron.py",
         "long_job_heartbeat.py",
         "transactional_schedule.py",
+        "managing_jobs.py",
     ],
 )
 def test_examples_run_as_scripts(script: str) -> None:
@@ -197,4 +199,39 @@ def test_wait_for_result_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixt
     wait_for_result.main(["--uri", mongodb_uri])
     out = output_of(capsys)
     for line in WAIT_FOR_LINES:
+        assert line in out
+
+
+MANAGING_JOBS_LINES = (
+    "find_jobs(state='scheduled'): ['send_report']",
+    "find_jobs(state='due'): ['import_file']",
+    "cancel send_report: Cancelled, was running: False",
+    "history of send_report: ['cancelled']",
+    "import_file: error on try 2: ValueError: cannot parse a.csv",
+    "find_jobs(state='failed'): [('import_file', 2)]",
+    "retry_now import_file: due, tries 0",
+    "import_file: success on try 1: imported a.csv",
+    "history of import_file, newest first:\n"
+    "  try 1  success   imported a.csv\n"
+    "  try 2  error     ValueError: cannot parse a.csv\n"
+    "  try 1  error     ValueError: cannot parse a.csv\n",
+    "cancel crunch while it runs: Cancelled, was running: True",
+    "crunch stopped: True",
+    "get_result(crunch): cancelled",
+    "poll_feed: polled on try 1; history ['success', 'snoozed']",
+)
+
+
+def test_managing_jobs(capsys: pytest.CaptureFixture[str]) -> None:
+    managing_jobs.main([])
+    out = output_of(capsys)
+    for line in MANAGING_JOBS_LINES:
+        assert line in out
+
+
+@pytest.mark.mongo
+def test_managing_jobs_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    managing_jobs.main(["--uri", mongodb_uri])
+    out = output_of(capsys)
+    for line in MANAGING_JOBS_LINES:
         assert line in out

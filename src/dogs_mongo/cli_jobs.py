@@ -458,8 +458,8 @@ def delete(
 
     count = _call(container, go)
     which = f"{bulk_state.value} record(s)" + (f" of {name}" if name else "")
-    if yes:
-        typer.echo(f"Deleted {count} {which}.")
+    if yes or count == 0:
+        typer.echo(f"{'Deleted' if yes else 'Nothing to delete:'} {count} {which}.")
         return
     again = " ".join(["dogs jobs delete", *(["--name", shlex.quote(name)] if name else [])])
     typer.echo(
