@@ -142,8 +142,8 @@ async def run_demo(store: AsyncJobStore, events: int, store_name: str) -> None:
             while time.monotonic() < deadline:
                 progress.update(mail, completed=completed["send_email"])
                 progress.update(resize, completed=completed["resize_image"])
-                pending = await client.find_jobs(send_email, limit=1) + await client.find_jobs(
-                    resize_image, limit=1
+                pending = len(await client.find_jobs(send_email, limit=1)) + len(
+                    await client.find_jobs(resize_image, limit=1)
                 )
                 if not pending:
                     break
@@ -158,16 +158,18 @@ async def summarize(client: DogsClient, elapsed: float) -> None:
     table = Table(title="Summary (from the job history)")
     for column in ("job", "runs ok", "failed attempts", "stale", "still queued"):
         table.add_column(column, justify="right" if column != "job" else "left")
+    counts = {status.job_name: status for status in await client.status()}
     for name in jobs.names:
         history = await client.get_executions(name, limit=100_000)
         statuses = Counter(record.status for record in history)
-        queued = await client.find_jobs(name)
+        left = counts.get(name)
+        queued = 0 if left is None else left.due + left.scheduled_later + left.running + left.stale
         table.add_row(
             name,
             str(statuses[HistoryStatus.SUCCESS]),
             str(statuses[HistoryStatus.ERROR]),
             str(statuses[HistoryStatus.STALE]),
-            str(len(queued)),
+            str(queued),
         )
     console.print(table)
     done = completed["send_email"] + completed["resize_image"]

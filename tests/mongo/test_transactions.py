@@ -171,7 +171,7 @@ async def test_an_aborted_transaction_leaves_no_record(side: Side) -> None:
     assert isinstance(scheduled[0], Scheduled)
     assert scheduled[1].scheduled_count == 1
     assert await side.client.get_job(scheduled[0].id) is None
-    assert await side.client.find_jobs() == []
+    assert list(await side.client.find_jobs()) == []
     assert await side.orders() == []
 
 
@@ -374,7 +374,7 @@ async def test_a_value_that_is_not_a_session_is_refused(side: Side) -> None:
     assert raised.value.field == "session"
     with pytest.raises(InvalidOptionError, match=r"^session="):
         await side.client.schedule_many("confirm_order", [{}], session=side.mongo)
-    assert await side.client.find_jobs() == []
+    assert list(await side.client.find_jobs()) == []
 
 
 async def test_a_session_of_the_other_driver_is_refused_by_pymongo(
@@ -394,4 +394,4 @@ async def test_a_session_of_the_other_driver_is_refused_by_pymongo(
         async with async_mongo_client.start_session() as async_session:
             with pytest.raises(ValueError, match="must be a ClientSession"):
                 await side.client.schedule("confirm_order", {"order_id": 1}, session=async_session)
-    assert await side.client.find_jobs() == []
+    assert list(await side.client.find_jobs()) == []

@@ -176,11 +176,17 @@ class RecordingStore(InMemoryJobStore):
         next_run_at: datetime,
         priority: int | None,
         reset_tries: bool,
+        tries: int | None = None,
     ) -> bool:
         self.calls.append("reschedule")
         self.reschedules.append((anyio.current_time(), next_run_at))
         return await super().reschedule(
-            job_id, lock_id, next_run_at=next_run_at, priority=priority, reset_tries=reset_tries
+            job_id,
+            lock_id,
+            next_run_at=next_run_at,
+            priority=priority,
+            reset_tries=reset_tries,
+            tries=tries,
         )
 
     async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
@@ -208,6 +214,10 @@ class RecordingStore(InMemoryJobStore):
     def history(self, job_name: str) -> list[HistoryRecord]:
         """Every history row of ``job_name``, oldest first."""
         return list(reversed(self.sync.get_executions(job_name, limit=10_000)))
+
+    def job_history(self, job_id: str) -> list[HistoryRecord]:
+        """Every history row of one job, oldest first."""
+        return list(reversed(self.sync.get_executions(job_id=job_id, limit=10_000)))
 
     def successful_claims(self) -> list[ClaimedJob]:
         return [call.result for call in self.claims if call.result is not None]

@@ -17,9 +17,15 @@ invariants checked throughout and at the end:
   lost lock makes the execution stale when the write returns).
 * **Tries are counted at every claim**: each claim of an event record returns
   ``tries`` = the number of times that record has been claimed.
-* **Nothing is lost.** Given time without crashes, every scheduled event job ends either
-  deleted after exactly one successful (owning) execution, or marked ``maxTriesReached`` with
-  no successful execution; nothing is left locked.
+  An operator's ``retry_now`` or ``reschedule`` of a failed record and a handler's ``Snooze``
+  set the stored tries back; the count follows them.
+* **Nothing is lost.** Given time without crashes, every scheduled event job ends in exactly one
+  final state: deleted after exactly one successful (owning) execution, deleted by an
+  operator's ``cancel`` with a ``cancelled`` row and no successful one, or marked
+  ``maxTriesReached`` with no successful execution; nothing is left locked.
+
+Operators act meanwhile: ``cancel``, ``retry_now`` and ``reschedule`` of a scheduled job, at any
+moment (also while it runs, while it is being claimed, during a renewal).
 """
 
 from __future__ import annotations
@@ -38,21 +44,24 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dogs_core import AlreadyFinished, Cancelled, NotFound, Rescheduled, Running, Snooze
 from dogs_core.domain.records import (
     ClaimedJob,
     ClaimRequest,
     HistoryStatus,
+    JobRecord,
     JobStatus,
     JobType,
     Scheduled,
 )
+from dogs_core.domain.steering import JobChange
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import DogsClient, JobContext, LoopClock, Workers
 from dogs_core.runtime.execution import Execution
 from dogs_testing.memory import SyncInMemoryJobStore
 from tests.runtime.conftest import START, RecordingStore, assert_nothing_locked
 
-Step = Literal["ok", "fail", "hang", "long", "extend"]
+Step = Literal["ok", "fail", "hang", "long", "extend", "snooze"]
 Kind = Literal["plain", "zombie", "beat", "capped"]
 
 LOCK_TIME = 10
@@ -90,7 +99,23 @@ class Jump:
     seconds: int
 
 
-Action = Schedule | Sleep | Crash | Stop | Jump
+@dataclass(frozen=True)
+class Cancel:
+    job: int
+
+
+@dataclass(frozen=True)
+class RetryNow:
+    job: int
+
+
+@dataclass(frozen=True)
+class Move:
+    job: int
+    run_in: int
+
+
+Action = Schedule | Sleep | Crash | Stop | Jump | Cancel | RetryNow | Move
 
 
 @dataclass(frozen=True)
@@ -119,6 +144,8 @@ class Tracker:
     renewing: dict[str, tuple[datetime, float]] = field(default_factory=dict)  # write starts
     claims: Counter[str] = field(default_factory=Counter)
     handler_successes: Counter[str] = field(default_factory=Counter)  # owner or zombie
+    snoozed: set[str] = field(default_factory=set)  # jobs whose handler snoozed once
+    cancelled: set[str] = field(default_factory=set)  # jobs an operator's cancel removed
     jump_instant: float | None = None
 
     def check(self) -> None:
@@ -197,6 +224,36 @@ class TrackingStore(RecordingStore):
             self.tracker.deadlines[lock_id] = locked_until
         return matched
 
+    async def reschedule(
+        self,
+        job_id: str,
+        lock_id: str,
+        *,
+        next_run_at: datetime,
+        priority: int | None,
+        reset_tries: bool,
+        tries: int | None = None,
+    ) -> bool:
+        matched = await super().reschedule(
+            job_id,
+            lock_id,
+            next_run_at=next_run_at,
+            priority=priority,
+            reset_tries=reset_tries,
+            tries=tries,
+        )
+        if matched and tries is not None:
+            self.tracker.claims[job_id] = tries  # a snooze gave its try back
+        return matched
+
+    async def modify_job(
+        self, job_id: str, change: JobChange, *, now: datetime
+    ) -> JobRecord | None:
+        record = await super().modify_job(job_id, change, now=now)
+        if record is not None and change.tries is not None:
+            self.tracker.claims[job_id] = change.tries  # a failed job revived
+        return record
+
 
 # -- the jobs -------------------------------------------------------------------------------------
 
@@ -210,6 +267,12 @@ def build_jobs(tracker: Tracker) -> Jobs:
         step: Step = plan[ctx.tries - 1] if ctx.tries <= len(plan) else "ok"
         if kind == "beat" and step == "hang":
             step = "long"  # a heartbeat would keep a hanging job alive forever
+        if step == "snooze":
+            if ctx.job_id in tracker.snoozed:
+                step = "ok"  # the same try comes back after a snooze: snooze once per job
+            else:
+                tracker.snoozed.add(ctx.job_id)
+                raise Snooze(7)
         tracker.enter(ctx)
         try:
             if step == "extend":
@@ -341,11 +404,13 @@ def run_scenario(config: Config, actions: list[Action]) -> None:
                     instance.crash()
                     await anyio.lowlevel.checkpoint()
                     await instance.start(tg)
-                else:
+                elif isinstance(action, Stop):
                     instance = instances[action.instance % len(instances)]
                     assert instance.workers is not None
                     await instance.workers.stop(action.grace)
                     await instance.start(tg)
+                elif scheduled:
+                    await operate(client, tracker, scheduled, action)
 
             def settled() -> bool:
                 for job_id in scheduled:
@@ -375,7 +440,10 @@ def run_scenario(config: Config, actions: list[Action]) -> None:
                 if row.job_id == job_id
             ]
             successes = [row for row in name_rows if row.status is HistoryStatus.SUCCESS]
-            if record is None:
+            if record is None and job_id in tracker.cancelled:
+                assert successes == [], f"{job_id} was cancelled and succeeded"
+                assert HistoryStatus.CANCELLED in {row.status for row in name_rows}
+            elif record is None:
                 assert len(successes) == 1, f"{job_id} was deleted after {len(successes)} successes"
                 assert tracker.handler_successes[job_id] >= 1
             else:
@@ -390,9 +458,28 @@ def run_scenario(config: Config, actions: list[Action]) -> None:
     anyio.run(main, backend="trio", backend_options={"clock": mock_clock})
 
 
+async def operate(
+    client: DogsClient, tracker: Tracker, scheduled: list[str], action: Cancel | RetryNow | Move
+) -> None:
+    """An operator's action on one of the scheduled jobs."""
+    job_id = scheduled[action.job % len(scheduled)]
+    if isinstance(action, Cancel):
+        outcome = await client.cancel(job_id)
+        if isinstance(outcome, Cancelled):
+            tracker.cancelled.add(job_id)
+        else:
+            assert isinstance(outcome, NotFound | AlreadyFinished), outcome
+    elif isinstance(action, RetryNow):
+        moved = await client.retry_now(job_id)
+        assert isinstance(moved, Rescheduled | Running | NotFound), moved
+    else:
+        moved = await client.reschedule(job_id, run_in=action.run_in)
+        assert isinstance(moved, Rescheduled | Running | NotFound), moved
+
+
 # -- strategies ---------------------------------------------------------------------------------
 
-steps = st.sampled_from(["ok", "fail", "hang", "long", "extend"])
+steps = st.sampled_from(["ok", "fail", "hang", "long", "extend", "snooze"])
 schedules = st.builds(
     Schedule,
     kind=st.sampled_from(["plain", "zombie", "beat", "capped"]),
@@ -407,6 +494,9 @@ actions = st.one_of(
     st.builds(Crash, st.integers(0, 2)),
     st.builds(Stop, st.integers(0, 2), st.none() | st.integers(0, 8)),
     st.builds(Jump, st.integers(1, 30)),
+    st.builds(Cancel, st.integers(0, 9)),
+    st.builds(RetryNow, st.integers(0, 9)),
+    st.builds(Move, st.integers(0, 9), st.integers(0, 30)),
 )
 configs = st.builds(
     Config,
@@ -446,5 +536,29 @@ def test_a_crash_during_a_long_run_and_a_jump() -> None:
             Stop(1, 2),
             Schedule("plain", 0, ("hang", "hang", "hang", "hang"), None),
             Sleep(30),
+        ],
+    )
+
+
+def test_operators_cancel_retry_and_move_jobs_while_they_run() -> None:
+    """The operator actions against running, hanging, failing and snoozing jobs."""
+    run_scenario(
+        Config(instances=2, workers_count=2, n_partitions=2, extend_delay=1),
+        [
+            Schedule("plain", 0, ("long", "ok"), None),
+            Schedule("zombie", 0, ("hang", "hang"), None),
+            Schedule("beat", 0, ("long",), None),
+            Schedule("plain", 0, ("fail", "fail", "fail", "fail"), None),
+            Schedule("capped", 0, ("snooze", "fail"), None),
+            Schedule("plain", 30, ("ok",), None),
+            Sleep(3),
+            Cancel(0),
+            Cancel(1),
+            Cancel(2),
+            Move(5, 2),
+            Sleep(60),
+            RetryNow(3),
+            Cancel(4),
+            Sleep(20),
         ],
     )

@@ -21,6 +21,7 @@ The lifecycle, and who moves a record between states (``JobRecord.state``)::
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -138,6 +139,15 @@ class JobPage:
 
     jobs: tuple[JobRecord, ...]
     next_after: str | None
+
+    def __iter__(self) -> Iterator[JobRecord]:
+        return iter(self.jobs)
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def __getitem__(self, index: int) -> JobRecord:
+        return self.jobs[index]
 
 
 # -- decisions -------------------------------------------------------------------------------
