@@ -210,7 +210,8 @@ def test_find_one_and_update_claim_is_dogs_find_and_modify_plus_the_owner() -> N
         "lastRunAt": NOW,
     }
     assert command.update == {
-        "$set": {**dogs_set, "lockOwner": OWNER_DOCUMENT},  # Dogs' $set, then ours
+        # Dogs' $set, then ours: the owner names the lock it owns
+        "$set": {**dogs_set, "lockOwner": {**OWNER_DOCUMENT, "lockId": "BEwq9RsrPe4g5DvEe"}},
         "$inc": {"tries": 1},
         "$unset": {"lockReleasedAt": "", "staleAttempt": ""},  # additive fields only
     }
@@ -261,7 +262,7 @@ def test_sorted_update_one_claim_command_documents() -> None:
                         "$$REMOVE",
                     ]
                 },
-                "lockOwner": {"$literal": OWNER_DOCUMENT},
+                "lockOwner": {"$literal": {**OWNER_DOCUMENT, "lockId": "BEwq9RsrPe4g5DvEe"}},
                 "lockReleasedAt": "$$REMOVE",
             }
         }
@@ -900,6 +901,24 @@ def test_document_from_record_round_trips() -> None:
     assert q.record_from_document(document) == record
     released = dataclasses.replace(record, lock_owner=OWNER, lock_released_at=NOW)
     document = q.document_from_record(released)
-    assert (document["lockOwner"], document["lockReleasedAt"]) == (OWNER_DOCUMENT, NOW)
+    owned = {**OWNER_DOCUMENT, "lockId": record.lock_id}
+    assert (document["lockOwner"], document["lockReleasedAt"]) == (owned, NOW)
     assert list(document)[-2:] == ["lockOwner", "lockReleasedAt"]  # after Dogs' fields
     assert q.record_from_document(document) == released
+
+
+def test_an_owner_of_an_earlier_lock_is_no_owner() -> None:
+    # A Node Dogs claim replaces lockId and leaves our lockOwner: it no longer names the holder.
+    document = {
+        "_id": "r1",
+        "jobName": "mail",
+        "type": "event",
+        "priority": 100,
+        "nextRunAt": NOW,
+        "lockId": "node-lock",
+        "lockedUntil": NOW + timedelta(seconds=30),
+        "lockOwner": {**OWNER_DOCUMENT, "lockId": "our-old-lock"},
+    }
+    assert q.record_from_document(document).lock_owner is None
+    document["lockOwner"] = {**OWNER_DOCUMENT, "lockId": "node-lock"}
+    assert q.record_from_document(document).lock_owner == OWNER

@@ -138,6 +138,7 @@ _OWNER_TYPES = {
     "lockOwner.host": "string",
     "lockOwner.pid": "int",
     "lockOwner.instanceId": "string",
+    "lockOwner.lockId": "string",
 }
 
 
@@ -156,7 +157,8 @@ def test_pipeline_claims_write_the_owner_the_release_and_the_attempt_they_took_o
     stored = records.find_one({"_id": job.id})
     assert stored is not None
     assert stored["lockReleasedAt"] == stored["lockedUntil"] == T0 + _S
-    assert stored["lockOwner"] == {"host": "host-a", "pid": 4242, "instanceId": "w1"}  # kept
+    kept = {"host": "host-a", "pid": 4242, "instanceId": "w1", "lockId": first.lock_id}
+    assert stored["lockOwner"] == kept
     assert _types(records, job.id)["lockReleasedAt"] == "date"
 
     # A claim of the released record is no recovery: nothing was killed.

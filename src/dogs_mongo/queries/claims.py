@@ -152,7 +152,7 @@ def claim_update_pipeline(request: ClaimRequest) -> list[dict[str, Any]]:
     ``lockOwner`` (removed when the request has no owner), removes ``lockReleasedAt``, and
     writes ``staleAttempt`` only when the claim takes over a lock that was not released.
     """
-    owner = _owner_document(request.owner)
+    owner = _owner_document(request.owner, lock_id=request.lock_id)
     stale = stale_lock_expression()
     return [
         {
@@ -181,7 +181,7 @@ def claim_update(request: ClaimRequest) -> dict[str, Any]:
         "lastRunAt": to_millis(request.now),
     }
     to_unset = {"lockReleasedAt": "", "staleAttempt": ""}
-    owner = _owner_document(request.owner)
+    owner = _owner_document(request.owner, lock_id=request.lock_id)
     if owner is None:
         to_unset["lockOwner"] = ""
     else:
@@ -296,7 +296,7 @@ def _previous_attempt(value: Any) -> PreviousAttempt | None:
         started_at=_optional_datetime(value.get("startedAt")),
         locked_until=locked_until,
         tries=_optional_int(value.get("tries")) or 0,
-        owner=_owner(value.get("owner")),
+        owner=_owner(value.get("owner"), lock_id=execution_id),
     )
 
 

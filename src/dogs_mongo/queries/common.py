@@ -94,21 +94,29 @@ def _optional_datetime(value: Any) -> datetime | None:
 # --------------------------------------------------------------------------------------------
 
 
-def _owner_document(owner: Owner | None) -> dict[str, Any] | None:
-    """``{host, pid, instanceId}`` (``pid`` a BSON int), or ``None``."""
+def _owner_document(owner: Owner | None, *, lock_id: str | None = None) -> dict[str, Any] | None:
+    """``{host, pid, instanceId}`` (``pid`` a BSON int), or ``None``. A record's ``lockOwner``
+    also names the ``lockId`` it owns: a Node Dogs worker's later claim changes ``lockId`` but
+    leaves ``lockOwner`` alone, and the mismatch then tells readers the owner is unknown."""
     if owner is None:
         return None
-    return {
+    document: dict[str, Any] = {
         "host": str(owner.host),
         "pid": _require_int("owner.pid", owner.pid),
         "instanceId": str(owner.instance_id),
     }
+    if lock_id is not None:
+        document["lockId"] = lock_id
+    return document
 
 
-def _owner(value: Any) -> Owner | None:
+def _owner(value: Any, *, lock_id: object = None) -> Owner | None:
     """The :class:`Owner` of a stored owner document; ``None`` when it is missing or is not
-    one (another writer's shape is read as no owner rather than refused)."""
+    one (another writer's shape is read as no owner rather than refused), or when it names a
+    ``lockId`` other than ``lock_id`` (it owned an earlier lock: a Node worker took it since)."""
     if not isinstance(value, Mapping):
+        return None
+    if "lockId" in value and value.get("lockId") != lock_id:
         return None
     host, pid, instance_id = value.get("host"), value.get("pid"), value.get("instanceId")
     if not isinstance(host, str) or not isinstance(instance_id, str):

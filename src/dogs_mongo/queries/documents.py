@@ -44,6 +44,6 @@ def record_from_document(doc: Mapping[str, Any]) -> JobRecord:
         status=None if status is None else JobStatus(status),
         max_tries_reached_at=doc.get("maxTriesReachedAt"),
         expires_at=doc.get("expiresAt"),
-        lock_owner=_owner(doc.get("lockOwner")),
+        lock_owner=_owner(doc.get("lockOwner"), lock_id=doc.get("lockId")),
         lock_released_at=_optional_datetime(doc.get("lockReleasedAt")),
     )

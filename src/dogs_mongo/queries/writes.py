@@ -206,7 +206,7 @@ def document_from_record(record: JobRecord) -> dict[str, Any]:
         ("status", None if record.status is None else JobStatus(record.status).value),
         ("maxTriesReachedAt", _optional_millis(record.max_tries_reached_at)),
         ("expiresAt", _optional_millis(record.expires_at)),
-        ("lockOwner", _owner_document(record.lock_owner)),
+        ("lockOwner", _owner_document(record.lock_owner, lock_id=record.lock_id)),
         ("lockReleasedAt", _optional_millis(record.lock_released_at)),
     ]
     for name, value in optional:
