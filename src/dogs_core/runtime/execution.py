@@ -353,15 +353,6 @@ class Execution:
     async def _handle_stale(self, reason: StaleReason) -> None:
         services, job, definition = self.services, self.job, self.definition
         ended_at = services.clock.now()
-        if await stopped_by_operator(services, job):
-            # Cancelled (or unlocked) by an operator, who wrote this execution's history row.
-            logger.warning("%s (%s) was cancelled by an operator", job.job_name, job.job_id)
-            self.cancel_requested = True
-            if self._handler_scope is not None and not self._finished:
-                self._handler_scope.cancel()
-            self._calls.cancel_all()
-            self._free(stale=True)
-            return
         logger.warning(
             "execution %s of %s (%s) went stale (%s)",
             job.execution_id,
@@ -371,6 +362,15 @@ class Execution:
         )
         if definition.on_stale is not None:
             services.spawn_background(self._run_on_stale)
+        if await stopped_by_operator(services, job):
+            # Cancelled by an operator, who wrote this execution's history row: stop the
+            # handler even with cancel_on_stale=False, and write nothing more.
+            logger.warning("%s (%s) was cancelled by an operator", job.job_name, job.job_id)
+            self.cancel_requested = True
+            if self._handler_scope is not None and not self._finished:
+                self._handler_scope.cancel()
+            self._free(stale=True)
+            return
         command = decide(definition, job, Stale(), services.policy, ended_at, services.rng.random())
         try:
             await self._writer.perform(command)
