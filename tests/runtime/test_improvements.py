@@ -206,7 +206,7 @@ async def test_stop_with_grace_drains_then_cancels_and_releases_the_rest() -> No
         name = params["name"]
         if ctx.tries > 1:
             events.append(("rerun", name, now()))
-            assert ctx.was_stale
+            assert not ctx.was_stale  # released at shutdown: interrupted, not stale
             return
         try:
             await anyio.sleep(params["seconds"])
@@ -232,8 +232,10 @@ async def test_stop_with_grace_drains_then_cancels_and_releases_the_rest() -> No
         await second.stop()
     assert events[-1] == ("rerun", "slow", 6.0)
     rerun = h.store.successful_claims()[-1]
-    assert rerun.was_stale
+    assert not rerun.was_stale, "a released lock is no stale lock"
     assert rerun.tries == 2
+    statuses = [row.status for row in reversed(h.store.sync.get_executions(job_id=rerun.job_id))]
+    assert statuses == [HistoryStatus.CANCELLED, HistoryStatus.SUCCESS]
     assert h.store.records() == []
 
 
@@ -253,7 +255,9 @@ async def test_stop_with_zero_grace_cancels_everything_at_once() -> None:
         assert now() == 1.0
     assert len(h.store.records()) == 3
     assert_nothing_locked(h.store, at=h.at(1))
-    assert h.store.history("job") == [], "a cancelled run is no attempt outcome"
+    rows = h.store.history("job")
+    assert [row.status for row in rows] == [HistoryStatus.CANCELLED] * 3, "one row per attempt"
+    assert {row.error_message for row in rows} == {"cancelled at shutdown"}
 
 
 async def test_a_timeout_cancels_an_async_handler_and_counts_a_failed_attempt() -> None:

@@ -141,7 +141,8 @@ class Execution:
             )
         finally:
             reset_current(token)
-            self._free(stale=self._stale)  # every path that did not free the slot already
+            if not self._stale:  # a stale execution's slot is freed after its demotion
+                self._free(stale=False)  # every path that did not free the slot already
             self._task_ended()
 
     async def _lifecycle(self) -> None:
@@ -302,12 +303,8 @@ class Execution:
 
     async def _reached_max_tries(self) -> None:
         job = self.job
-        logger.warning(
-            "job %s (%s) reached its attempt limit after %d tries",
-            job.job_name,
-            job.job_id,
-            job.tries,
-        )
+        what = (job.job_name, job.job_id, job.tries)
+        logger.warning("job %s (%s) reached its attempt limit after %d tries", *what)
         hook = self.services.settings.on_max_tries_reached
         if hook is not None:
             try:
@@ -351,15 +348,16 @@ class Execution:
             self._on_stale(StaleReason.EXTERNAL)
 
     async def _handle_stale(self, reason: StaleReason) -> None:
+        try:
+            await self._stale_writes(reason)
+        finally:
+            self._free(stale=True)
+
+    async def _stale_writes(self, reason: StaleReason) -> None:
         services, job, definition = self.services, self.job, self.definition
         ended_at = services.clock.now()
-        logger.warning(
-            "execution %s of %s (%s) went stale (%s)",
-            job.execution_id,
-            job.job_name,
-            job.job_id,
-            reason,
-        )
+        what = (job.execution_id, job.job_name, job.job_id, reason)
+        logger.warning("execution %s of %s (%s) went stale (%s)", *what)
         if definition.on_stale is not None:
             services.spawn_background(self._run_on_stale)
         if await stopped_by_operator(services, job):
@@ -369,7 +367,6 @@ class Execution:
             self.cancel_requested = True
             if self._handler_scope is not None and not self._finished:
                 self._handler_scope.cancel()
-            self._free(stale=True)
             return
         command = decide(definition, job, Stale(), services.policy, ended_at, services.rng.random())
         try:

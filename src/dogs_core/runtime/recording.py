@@ -29,9 +29,10 @@ async def submit_history(services: ExecutionServices, record: HistoryRecord) -> 
 
 
 async def stopped_by_operator(services: ExecutionServices, job: ClaimedJob) -> bool:
-    """Whether ``job``'s lock was lost to an operator: its record is gone (cancelled or
-    deleted) or has no lock (a cancelled recurrent run, ``unlock_all``). A worker that took over
-    an expired lock leaves a lock id of its own. ``False`` when the record cannot be read."""
+    """Whether ``job``'s lock was lost to an operator's cancel (or delete): its record is gone
+    although this execution had not ended it (no worker deletes a record it does not hold).
+    Any other loss (another worker's claim after expiry, ``unlock_all``, a cancelled recurrent
+    run) is plain staleness. ``False`` when the record cannot be read."""
     try:
         with anyio.CancelScope(shield=True), anyio.fail_after(HISTORY_WRITE_TIMEOUT):
             record = await retry_transient(
@@ -40,4 +41,4 @@ async def stopped_by_operator(services: ExecutionServices, job: ClaimedJob) -> b
     except Exception:
         logger.exception("could not read stale job %s", job.job_id)
         return False
-    return record is None or record.lock_id is None
+    return record is None
