@@ -147,7 +147,11 @@ async def test_a_killed_worker_s_jobs_are_recovered_after_their_locks_expire(
         assert first.process.returncode == -signal.SIGKILL
 
     # The dead worker's locks are still held: nobody released them.
-    locked = [record for record in await store.find_jobs(limit=1_000_000) if record.locked_until is not None]
+    locked = [
+        record
+        for record in await store.find_jobs(limit=1_000_000)
+        if record.locked_until is not None
+    ]
     assert len(locked) == VICTIMS
     assert all(record.job_name == "victim" for record in locked)
 
@@ -182,7 +186,9 @@ async def test_a_killed_worker_s_jobs_are_recovered_after_their_locks_expire(
                 (False, 2, True, "started"),  # recovered: one more try, seen as interrupted
                 (False, 2, True, "done"),
             ]
-    assert await store.find_jobs(limit=1_000_000) == [], "every job completed: nothing is left, nothing lost"
+    assert await store.find_jobs(limit=1_000_000) == [], (
+        "every job completed: nothing is left, nothing lost"
+    )
     recovered_at = min(
         r["_id"].generation_time for r in rows if r["pid"] == os.getpid() and r["tries"] == 2
     )
