@@ -133,7 +133,7 @@ async def test_cancel_by_unique_key_and_the_key_is_free_again() -> None:
     first = await h.client.schedule(mail, run_in=60, unique_key="user-1")
     outcome = await h.client.cancel(unique_key="user-1", job=mail)
     assert isinstance(outcome, Cancelled)
-    assert outcome.job_id == first.id
+    assert outcome.job_id == first.id  # type: ignore[union-attr]
     again = await h.client.schedule(mail, run_in=60, unique_key="user-1")
     assert again.id != first.id  # type: ignore[union-attr]
     assert isinstance(await h.client.cancel(unique_key="user-2", job=mail), NotFound)
