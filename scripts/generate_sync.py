@@ -85,6 +85,7 @@ REPLACEMENTS = {
     "_async": "_sync",
     "anyio": "threading",  # anyio.Lock() -> threading.Lock()
     "DogsClient": "SyncDogsClient",
+    "AsyncLeases": "SyncLeases",
 }
 
 #: What differs from REPLACEMENTS in the modules of one package (the first part of the path

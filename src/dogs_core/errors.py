@@ -165,6 +165,17 @@ class JobContendedError(DogsError, RuntimeError):
         )
 
 
+class LockHeldError(DogsError):
+    """``client.lock(name)`` found the lease held by someone else (after its ``wait``)."""
+
+    def __init__(self, name: str, held: object = None) -> None:
+        self.name = name
+        self.held = held
+        owner = getattr(held, "owner", None)
+        detail = "" if owner is None else f" by {owner} until {getattr(held, 'expires_at', '?')}"
+        super().__init__(f"lock {name!r} is held{detail}")
+
+
 class WaitTimeoutError(DogsError, TimeoutError):
     """``wait_for`` gave up: the job had not ended within its ``timeout``."""
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
+from dogs_core.domain.controls import Lease
 from dogs_core.domain.records import (
     BulkScheduleResult,
     ClaimedJob,
@@ -313,7 +314,8 @@ class AsyncJobStore(Protocol):
         ``now`` (no lock, or ``locked_until <= now``), in one atomic step, and return the record
         after the change; ``None`` when nothing matched (no such record, or it is running).
         ``revive`` removes ``status``, ``max_tries_reached_at`` and ``expires_at``. The lock
-        fields are kept (a stale holder's late writes still fail their fence)."""
+        fields are kept: the next claim takes the record over as stale (until then a stale
+        holder's fenced writes still match, as they would without the change)."""
         ...
 
     async def delete_jobs(
@@ -330,6 +332,89 @@ class AsyncJobStore(Protocol):
         retrying records whose ``next_run_at <= now``), ``scheduled_later`` (the rest of
         scheduled and retrying), ``running``, ``stale``, ``terminal`` (failed), and
         ``oldest_due_at``: the oldest ``next_run_at`` of the due and stale records."""
+        ...
+
+    # -- fleet controls (dogs_core.domain.controls) ---------------------------------------------
+
+    async def set_paused(self, job_name: str, paused: bool, *, now: datetime) -> bool:
+        """Pause (``paused``) or resume ``job_name`` (``"*"``: every name) fleet-wide. Returns
+        whether this call changed anything (pausing a paused name is ``False``)."""
+        ...
+
+    async def paused_names(self) -> frozenset[str]:
+        """The paused job names (``"*"`` among them when every name is paused)."""
+        ...
+
+    async def acquire_slot(
+        self,
+        job_name: str,
+        key: str,
+        *,
+        limit: int,
+        holder: str,
+        until: datetime,
+        now: datetime,
+    ) -> int | None:
+        """Take one of the ``limit`` concurrency slots ``0 .. limit-1`` of ``(job_name, key)``
+        for ``holder`` (an execution's lock id) until ``until``, atomically: a slot is free when
+        nobody holds it or its holder's ``until`` is ``<= now``. Returns the slot's index, or
+        ``None`` when all are held. Two calls never get one slot both; slots of a larger index
+        (a limit lowered since) are never handed out. Taking a slot ``holder`` already holds
+        returns it again."""
+        ...
+
+    async def renew_slot(
+        self, job_name: str, key: str, index: int, *, holder: str, until: datetime
+    ) -> bool:
+        """Fenced by ``holder``: move the slot's ``until``. ``False`` when another holds it."""
+        ...
+
+    async def release_slot(self, job_name: str, key: str, index: int, *, holder: str) -> bool:
+        """Fenced by ``holder``: free the slot. ``False`` when another holds it (or nobody)."""
+        ...
+
+    async def held_slots(self, *, now: datetime) -> dict[str, int]:
+        """Per job name, how many slots are held at ``now`` (all keys together)."""
+        ...
+
+    async def take_rate_token(
+        self,
+        job_name: str,
+        key: str,
+        *,
+        limit: int,
+        window_start: datetime,
+        window_end: datetime,
+    ) -> bool:
+        """Count one start of ``(job_name, key)`` in the window ``[window_start, window_end)``
+        if fewer than ``limit`` were counted there, atomically; ``False`` when the window is
+        full. A store may forget a window once it has ended."""
+        ...
+
+    async def acquire_lease(
+        self, name: str, *, owner: str, until: datetime, now: datetime
+    ) -> int | None:
+        """Take the lease ``name`` for ``owner`` until ``until`` when nobody holds it or the
+        holder's ``until`` is ``<= now``, atomically, and return its fencing token: one more than
+        the token of the previous acquisition of ``name`` (1 the first time), never reused.
+        ``None`` when it is held (also by ``owner``: a lease is not reentrant)."""
+        ...
+
+    async def renew_lease(
+        self, name: str, *, owner: str, token: int, until: datetime, now: datetime
+    ) -> bool:
+        """Fenced by ``owner`` and ``token``, and only while the lease has not lapsed at ``now``:
+        move its ``until``. ``False`` when it was lost."""
+        ...
+
+    async def release_lease(self, name: str, *, owner: str, token: int) -> bool:
+        """Fenced by ``owner`` and ``token``: give the lease back (the token sequence is
+        kept). ``False`` when it was no longer held by them."""
+        ...
+
+    async def get_lease(self, name: str) -> Lease | None:
+        """The lease ``name`` as stored (its last holder, token and ``until``, possibly lapsed),
+        or ``None`` when nobody ever held it or it was released."""
         ...
 
     async def close(self) -> None:
@@ -448,5 +533,50 @@ class JobStore(Protocol):
     ) -> int: ...
 
     def status_counts(self, *, now: datetime) -> list[NameStatus]: ...
+
+    def set_paused(self, job_name: str, paused: bool, *, now: datetime) -> bool: ...
+
+    def paused_names(self) -> frozenset[str]: ...
+
+    def acquire_slot(
+        self,
+        job_name: str,
+        key: str,
+        *,
+        limit: int,
+        holder: str,
+        until: datetime,
+        now: datetime,
+    ) -> int | None: ...
+
+    def renew_slot(
+        self, job_name: str, key: str, index: int, *, holder: str, until: datetime
+    ) -> bool: ...
+
+    def release_slot(self, job_name: str, key: str, index: int, *, holder: str) -> bool: ...
+
+    def held_slots(self, *, now: datetime) -> dict[str, int]: ...
+
+    def take_rate_token(
+        self,
+        job_name: str,
+        key: str,
+        *,
+        limit: int,
+        window_start: datetime,
+        window_end: datetime,
+    ) -> bool: ...
+
+    def acquire_lease(
+        self, name: str, *, owner: str, until: datetime, now: datetime
+    ) -> int | None: ...
+
+    def renew_lease(
+        self, name: str, *, owner: str, token: int, until: datetime, now: datetime
+    ) -> bool: ...
+
+    def release_lease(self, name: str, *, owner: str, token: int) -> bool: ...
+
+    def get_lease(self, name: str) -> Lease | None: ...
 
     def close(self) -> None: ...

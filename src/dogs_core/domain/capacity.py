@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from dogs_core.domain.definitions import JobDefinition
 from dogs_core.errors import InvalidOptionError, UnknownJobError, WorkersStateError
 
 __all__ = ["CapacityLedger", "Claimable", "Reservation"]
@@ -88,6 +89,7 @@ class CapacityLedger:
     __slots__ = (
         "_active",
         "_active_by_name",
+        "_blocked",
         "_caps",
         "_outstanding",
         "_reserved_by_name",
@@ -112,6 +114,7 @@ class CapacityLedger:
         self._active_by_name = dict.fromkeys(self._caps, 0)
         self._reserved_by_name = dict.fromkeys(self._caps, 0)
         self._outstanding: set[Reservation] = set()
+        self._blocked: frozenset[str] = frozenset()
 
     # -- queries -------------------------------------------------------------------------
 
@@ -171,7 +174,20 @@ class CapacityLedger:
         names = self._open_names()
         return Claimable(names, len(names) < len(self._caps), self.free_slots)
 
+    @property
+    def blocked(self) -> frozenset[str]:
+        """Names left out of every claim whatever their capacity (paused, held back)."""
+        return self._blocked
+
     # -- commands ------------------------------------------------------------------------
+
+    def set_blocked(self, names: Iterable[str]) -> bool:
+        """Leave ``names`` out of claims from now on (unknown names are ignored); ``True`` when
+        a name became claimable again. Reservations already made keep what they offered."""
+        blocked = frozenset(name for name in names if name in self._caps)
+        reopened = bool(self._blocked - blocked)
+        self._blocked = blocked
+        return reopened
 
     def reserve(self, names: Iterable[str] | None = None) -> Reservation | None:
         """Hold capacity for one claim, or return ``None`` when no claim can be sent.
@@ -234,6 +250,8 @@ class CapacityLedger:
     # -- internals -----------------------------------------------------------------------
 
     def _below_cap(self, name: str) -> bool:
+        if name in self._blocked:
+            return False
         cap = self._caps[name]
         return cap is None or self._active_by_name[name] + self._reserved_by_name[name] < cap
 
@@ -243,3 +261,8 @@ class CapacityLedger:
     def _check_known(self, name: object) -> None:
         if not isinstance(name, str) or name not in self._caps:
             raise UnknownJobError(name, list(self._caps))
+
+
+def caps_of(definitions: Iterable[JobDefinition]) -> dict[str, int | None]:
+    """Per-server caps by job name (recurrent jobs have none: one record runs at a time)."""
+    return {d.name: getattr(d, "max_parallel_executions_per_server", None) for d in definitions}

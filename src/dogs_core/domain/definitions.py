@@ -41,6 +41,7 @@ from datetime import datetime, timedelta
 from typing import Any, ClassVar, Literal, TypeAlias, TypedDict
 
 from dogs_core.domain import validation
+from dogs_core.domain.controls import RateLimit, rate_limit_option
 from dogs_core.domain.params import (
     MAX_PARAMS_BSON_SIZE,
     NamedJob,
@@ -207,6 +208,9 @@ class EventJobOptions(_CommonOptions, total=False):
     max_parallel_executions_per_server: int | None
     params_model: _AnyType | None
     unique_scope: UniqueScope
+    global_concurrency: int | None
+    concurrency_key: Callable[[Any], object] | None
+    rate_limit: RateLimit | tuple[int, DurationLike] | None
 
 
 class RecurrentJobOptions(_CommonOptions, total=False):
@@ -259,6 +263,14 @@ class EventJobDefinition:
     ``unique_scope``
         ``"global"`` (default; Dogs' one namespace of unique keys) or ``"job"`` (unique keys are
         scoped to this job name).
+    ``global_concurrency``
+        at most this many executions at once across every Python worker sharing the store
+        (int >= 1), per value of ``concurrency_key(params)`` when given; None (default) = no
+        fleet-wide limit (see :mod:`dogs_core.domain.controls`).
+    ``rate_limit``
+        at most ``limit`` starts per ``period`` across the fleet: a
+        :class:`~dogs_core.domain.controls.RateLimit` (with an optional key function) or a
+        ``(limit, period)`` tuple; None (default) = no rate limit.
     """
 
     type: ClassVar[JobType] = JobType.EVENT
@@ -279,6 +291,9 @@ class EventJobDefinition:
     timeout: timedelta | None
     unique_scope: UniqueScope
     is_async: bool
+    global_concurrency: int | None
+    concurrency_key: Callable[[Any], object] | None
+    rate_limit: RateLimit | None
 
     def __init__(
         self,
@@ -298,6 +313,9 @@ class EventJobDefinition:
         heartbeat: bool | float = False,
         timeout: DurationLike | None = None,
         unique_scope: UniqueScope = "global",
+        global_concurrency: int | None = None,
+        concurrency_key: Callable[[Any], object] | None = None,
+        rate_limit: RateLimit | tuple[int, DurationLike] | None = None,
     ) -> None:
         _set_common(
             self,
@@ -328,6 +346,19 @@ class EventJobDefinition:
         if unique_scope not in ("global", "job"):
             raise InvalidOptionError("unique_scope", unique_scope, "must be 'global' or 'job'")
         set_(self, "unique_scope", unique_scope)
+        set_(
+            self,
+            "global_concurrency",
+            _optional_int(global_concurrency, "global_concurrency", minimum=1),
+        )
+        if concurrency_key is not None:
+            validation.callable_value("concurrency_key", concurrency_key)
+            if global_concurrency is None:
+                raise InvalidOptionError(
+                    "concurrency_key", concurrency_key, "needs global_concurrency"
+                )
+        set_(self, "concurrency_key", concurrency_key)
+        set_(self, "rate_limit", rate_limit_option(rate_limit))
         if params_model is None:
             params_model = derive_params_model(self.handler)
         elif not is_params_model(params_model):

@@ -148,10 +148,12 @@ class Release:
 
 @dataclass(frozen=True, slots=True)
 class Defer:
-    """Push the record back to ``next_run_at`` without touching priority or tries (fenced)."""
+    """Push the record back to ``next_run_at`` without touching priority (fenced); ``tries``
+    when given (a job refused by a fleet limit gives its try back)."""
 
     next_run_at: datetime
     history: None = None
+    tries: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,7 @@ from dogs_core.domain.renewal import StaleReason
 from dogs_core.errors import ExecutionCancelledError
 from dogs_core.runtime.context import JobContext, reset_current, set_current
 from dogs_core.runtime.fenced import FencedWriter
+from dogs_core.runtime.gates import FleetGate, gate_for
 from dogs_core.runtime.invocation import (
     HandlerResult,
     Interrupted,
@@ -95,6 +96,7 @@ class Execution:
         self._handler_scope: anyio.CancelScope | None = None
         self._calls = UserCalls(services.thread_limiter, job.job_name)
         self._keeper: LockKeeper | None = None
+        self._gate: FleetGate | None = None
         self._open_tasks = 1  # run() itself, plus what _spawn started and has not ended
         self._started_at: datetime | None = None
         # Loop time at which the stored lockedUntil was computed (the claim request, then the
@@ -155,6 +157,9 @@ class Execution:
         if killed is not None:
             self._spawn(submit_history, services, killed)
         lock_time = definition.effective_lock_time(services.settings.default_lock_time)
+        gate = self._gate = gate_for(services, job, definition)
+        if gate is not None and not await gate.enter(self._writer, lock_time):
+            return  # refused by a fleet limit: given back, its try not counted
         if not await self._apply_lock_time(lock_time):
             return
         keeper = LockKeeper(
@@ -166,6 +171,7 @@ class Execution:
             deadlines=services.deadlines,
             spawn=self._spawn,
             on_stale=self._on_stale,
+            write=None if gate is None else gate.lock_write(),
         )
         self._keeper = keeper
         keeper.start()
@@ -179,12 +185,9 @@ class Execution:
         self._finished = True
         ended_at = services.clock.now()
         if self._stale:
-            logger.info(
-                "ignoring the late %s of stale execution %s of %s",
-                "success" if isinstance(result, Returned) else "result",
-                job.execution_id,
-                job.job_name,
-            )
+            late = "success" if isinstance(result, Returned) else "result"
+            what = (late, job.execution_id, job.job_name)
+            logger.info("ignoring the late %s of stale execution %s of %s", *what)
             return
         happened = await self._what_happened(result)
         command = decide(
@@ -290,13 +293,8 @@ class Execution:
         if isinstance(command, Defer):
             # Another deployment owns the name. Dogs leaves such a record locked until its lock
             # expires, again and again; we push it back by one lock time so it does not spin.
-            logger.error(
-                "record %s of %r is a %s job but the definition here is %s; deferring it",
-                job.job_id,
-                job.job_name,
-                job.type,
-                self.definition.type,
-            )
+            what = (job.job_id, job.job_name, job.type, self.definition.type)
+            logger.error("record %s of %r is a %s job but the definition here is %s", *what)
             await self._writer.perform(command)
         elif await self._writer.perform(command):
             await self._reached_max_tries()
@@ -397,6 +395,8 @@ class Execution:
         the lifecycle ends without either."""
         if not self._freed:
             self._freed = True
+            if self._gate is not None:
+                self._spawn(self._gate.leave)
             self.services.report(self.job, Milestone.FREED_STALE if stale else Milestone.FREED)
 
     def _spawn(self, func: Callable[..., Awaitable[None]], *args: Any) -> None:

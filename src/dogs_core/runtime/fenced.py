@@ -107,7 +107,7 @@ class FencedWriter:
         if isinstance(command, Reschedule):
             priority, reset, tries = command.priority, command.reset_tries, command.tries
         else:
-            priority, reset, tries = None, False, None
+            priority, reset, tries = None, False, command.tries
 
         async def rescheduled() -> bool:
             record = await store.get_job(job.job_id)

@@ -20,6 +20,7 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
+from dogs_core.domain.controls import Lease
 from dogs_core.domain.records import (
     BulkScheduleResult,
     ClaimedJob,
@@ -239,6 +240,78 @@ class ForwardingJobStore(ABC):
 
     async def status_counts(self, *, now: datetime) -> list[NameStatus]:
         return cast("list[NameStatus]", await self._forward("status_counts", now=now))
+
+    async def set_paused(self, job_name: str, paused: bool, *, now: datetime) -> bool:
+        return cast(bool, await self._forward("set_paused", job_name, paused, now=now))
+
+    async def paused_names(self) -> frozenset[str]:
+        return cast("frozenset[str]", await self._forward("paused_names"))
+
+    async def acquire_slot(
+        self,
+        job_name: str,
+        key: str,
+        *,
+        limit: int,
+        holder: str,
+        until: datetime,
+        now: datetime,
+    ) -> int | None:
+        result = await self._forward(
+            "acquire_slot", job_name, key, limit=limit, holder=holder, until=until, now=now
+        )
+        return cast("int | None", result)
+
+    async def renew_slot(
+        self, job_name: str, key: str, index: int, *, holder: str, until: datetime
+    ) -> bool:
+        result = await self._forward("renew_slot", job_name, key, index, holder=holder, until=until)
+        return cast(bool, result)
+
+    async def release_slot(self, job_name: str, key: str, index: int, *, holder: str) -> bool:
+        return cast(bool, await self._forward("release_slot", job_name, key, index, holder=holder))
+
+    async def held_slots(self, *, now: datetime) -> dict[str, int]:
+        return cast("dict[str, int]", await self._forward("held_slots", now=now))
+
+    async def take_rate_token(
+        self,
+        job_name: str,
+        key: str,
+        *,
+        limit: int,
+        window_start: datetime,
+        window_end: datetime,
+    ) -> bool:
+        result = await self._forward(
+            "take_rate_token",
+            job_name,
+            key,
+            limit=limit,
+            window_start=window_start,
+            window_end=window_end,
+        )
+        return cast(bool, result)
+
+    async def acquire_lease(
+        self, name: str, *, owner: str, until: datetime, now: datetime
+    ) -> int | None:
+        result = await self._forward("acquire_lease", name, owner=owner, until=until, now=now)
+        return cast("int | None", result)
+
+    async def renew_lease(
+        self, name: str, *, owner: str, token: int, until: datetime, now: datetime
+    ) -> bool:
+        result = await self._forward(
+            "renew_lease", name, owner=owner, token=token, until=until, now=now
+        )
+        return cast(bool, result)
+
+    async def release_lease(self, name: str, *, owner: str, token: int) -> bool:
+        return cast(bool, await self._forward("release_lease", name, owner=owner, token=token))
+
+    async def get_lease(self, name: str) -> Lease | None:
+        return cast("Lease | None", await self._forward("get_lease", name))
 
     async def close(self) -> None:
         await self._forward("close")

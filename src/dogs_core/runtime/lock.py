@@ -1,14 +1,15 @@
-"""Drives the sans-I/O :class:`~dogs_core.domain.renewal.RenewalMachine` of one execution.
+"""Drives the sans-I/O :class:`~dogs_core.domain.renewal.RenewalMachine` of one lock.
 
-The machine decides; this class performs its commands: fenced ``extend_lock`` writes, the one
+The machine decides; this class performs its commands: the fenced renewal writes (a job's
+``extend_lock``, and its concurrency slot's renewal; or a lease's ``renew_lease``), the one
 watchdog timer, waking the callers of ``extend_lock_time`` and reporting staleness.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from datetime import timedelta
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import anyio
@@ -34,6 +35,10 @@ if TYPE_CHECKING:
 
 Spawn = Callable[..., None]
 """Starts ``func(*args)`` as a task tied to the execution: ``spawn(func, *args)``."""
+
+RenewWrite = Callable[[datetime], Awaitable[bool]]
+"""One fenced renewal write to ``until``: ``True`` when it matched, ``False`` when the lock was
+lost; it raises on a store error."""
 
 __all__ = ["LockKeeper"]
 
@@ -61,19 +66,29 @@ class LockKeeper:
     def __init__(
         self,
         *,
-        job: ClaimedJob,
-        store: AsyncJobStore,
+        job: ClaimedJob | None = None,
+        store: AsyncJobStore | None = None,
         clock: Clock,
         lock_time: timedelta,
         deadlines: Deadlines,
         spawn: Spawn,
         on_stale: Callable[[StaleReason], None],
         locked_at: float | None = None,
+        write: RenewWrite | None = None,
+        label: str | None = None,
     ) -> None:
         """``locked_at`` is the loop time at which the current ``lockedUntil`` was computed
-        (before the write that stored it); the initial watchdog fires ``lock_time`` after it."""
-        self._job = job
-        self._store = store
+        (before the write that stored it); the initial watchdog fires ``lock_time`` after it.
+        ``write`` performs one renewal (default: ``store.extend_lock`` of ``job``); ``label``
+        names the lock in logs (default: the job's name and id)."""
+        if write is None:
+            if job is None or store is None:
+                raise TypeError("LockKeeper needs a job and its store, or a write")
+            write = _job_lock_write(job, store)
+        if label is None:
+            label = "a lock" if job is None else f"{job.job_name} ({job.job_id})"
+        self._renew = write
+        self._label = label
         self._clock = clock
         self._deadlines = deadlines
         self._spawn = spawn
@@ -100,12 +115,7 @@ class LockKeeper:
         self._fire_if_due(now)
         result = self._machine.request(seconds, now)
         if not isinstance(result, Accepted):
-            logger.warning(
-                "extend_lock_time ignored for %s (%s): %s",
-                self._job.job_name,
-                self._job.job_id,
-                result.reason,
-            )
+            logger.warning("extend_lock_time ignored for %s: %s", self._label, result.reason)
             return False
         ticket = self._tickets.get(result.ticket)
         if ticket is None:
@@ -198,13 +208,9 @@ class LockKeeper:
         locked_until = self._clock.now() + timedelta(seconds=command.extra)
         try:
             with anyio.fail_after(self._write_timeout):
-                matched = await self._store.extend_lock(
-                    self._job.job_id, self._job.lock_id, locked_until
-                )
+                matched = await self._renew(locked_until)
         except Exception as error:
-            logger.warning(
-                "lock renewal of %s (%s) failed: %r", self._job.job_name, self._job.job_id, error
-            )
+            logger.warning("lock renewal of %s failed: %r", self._label, error)
             self._perform(self._machine.write_failed(command.write_id, error, anyio.current_time()))
             return
         now = anyio.current_time()
@@ -212,3 +218,10 @@ class LockKeeper:
             self._perform(self._machine.write_succeeded(command.write_id, now))
         else:
             self._perform(self._machine.write_lost_lock(command.write_id, now))
+
+
+def _job_lock_write(job: ClaimedJob, store: AsyncJobStore) -> RenewWrite:
+    async def write(until: datetime) -> bool:
+        return await store.extend_lock(job.job_id, job.lock_id, until)
+
+    return write

@@ -55,6 +55,9 @@ class ExecutionServices:
     """Starts a fire-and-forget task tied to the workers' lifetime (``on_stale``)."""
     report: Callable[[ClaimedJob, Milestone], None]
     """Told what an execution reached (see :class:`Milestone`)."""
+    hold_back: Callable[[str, float], None]
+    """Leave job name ``name`` out of claims until loop time ``until`` (a fleet limit refused
+    one of its jobs)."""
 
 
 def build_services(
@@ -66,6 +69,7 @@ def build_services(
     spawn: Callable[[Callable[[], Coroutine[Any, Any, None]]], None],
     spawn_background: Callable[[Callable[[], Coroutine[Any, Any, None]]], None],
     report: Callable[[ClaimedJob, Milestone], None],
+    hold_back: Callable[[str, float], None] | None = None,
 ) -> ExecutionServices:
     """The services of one ``Workers``: one timer task for every lock watchdog, and the
     completions and history rows of concurrent executions written in batches (group commit)."""
@@ -91,7 +95,12 @@ def build_services(
         spawn=spawn,
         spawn_background=spawn_background,
         report=report,
+        hold_back=hold_back or _hold_nothing_back,
     )
+
+
+def _hold_nothing_back(name: str, until: float) -> None:
+    """The default ``hold_back``: claims of a refused name simply miss until it is admitted."""
 
 
 async def _write_history_batch(store: AsyncJobStore, records: list[HistoryRecord]) -> list[None]:

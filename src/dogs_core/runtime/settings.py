@@ -21,6 +21,7 @@ from dogs_core.domain.records import DEFAULT_RETENTION
 from dogs_core.domain.schedules import DEFAULT_MAX_TRIES
 from dogs_core.domain.validation import DurationLike
 from dogs_core.errors import InvalidOptionError
+from dogs_core.jobs import Jobs
 
 __all__ = [
     "ACCEPTED_NAMES",
@@ -292,3 +293,15 @@ def check_names(options: Mapping[str, object], reason: str) -> None:
 def worker_option(name: str) -> WorkerOption:
     """The row of the worker option ``name``."""
     return _BY_NAME[name]
+
+
+def check_worker_arguments(jobs: object, settings: object, options: dict[str, Any]) -> None:
+    """The arguments of ``Workers(store, jobs, settings=..., **options)``, before anything else."""
+    if settings is not None and options:
+        raise InvalidOptionError(
+            "options", sorted(options), "pass either settings or keyword options, not both"
+        )
+    if not isinstance(jobs, Jobs):
+        raise InvalidOptionError("jobs", jobs, "must be a dogs_core.Jobs registry")
+    if len(jobs) == 0:
+        raise InvalidOptionError("jobs", jobs, "the registry has no jobs to run")

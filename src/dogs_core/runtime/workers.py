@@ -27,25 +27,26 @@ from typing import Any, Self
 import anyio
 import anyio.abc
 
-from dogs_core.domain.capacity import CapacityLedger
+from dogs_core.domain.capacity import CapacityLedger, caps_of
 from dogs_core.domain.definitions import JobDefinition
 from dogs_core.domain.hints import Hint, HintSelector, claim_hint
 from dogs_core.domain.pacing import Claim, ClaimPacer, Sleep
 from dogs_core.domain.partitions import PartitionRotation
 from dogs_core.domain.records import ClaimedJob, Owner
 from dogs_core.domain.schedules import parse_duration
-from dogs_core.errors import InvalidOptionError, WorkersStateError
+from dogs_core.errors import WorkersStateError
 from dogs_core.ids import new_execution_id
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock, StoreCapabilities
 from dogs_core.runtime.claiming import send_claim
 from dogs_core.runtime.clock import SystemClock
 from dogs_core.runtime.execution import Execution
+from dogs_core.runtime.fleet import FleetHolds
 from dogs_core.runtime.maintenance import ensure_recurrent_records, start_maintenance
 from dogs_core.runtime.retry import retry_transient
 from dogs_core.runtime.runners import RunnerPool
 from dogs_core.runtime.services import HISTORY_WRITE_TIMEOUT, Milestone, build_services
-from dogs_core.runtime.settings import DurationLike, WorkerSettings
+from dogs_core.runtime.settings import DurationLike, WorkerSettings, check_worker_arguments
 from dogs_core.runtime.signal import Signal
 from dogs_core.runtime.watching import ChangeWatcher
 
@@ -77,7 +78,7 @@ class Workers:
         on_execution_ended: Callable[[ClaimedJob], None] | None = None,
         **options: Any,
     ) -> None:
-        _check_arguments(jobs, settings, options)
+        check_worker_arguments(jobs, settings, options)
         self.settings = settings if settings is not None else WorkerSettings(**options)
         self.store = store
         self.jobs = jobs
@@ -89,7 +90,7 @@ class Workers:
         self._names = tuple(self._definitions)
         self._on_execution_ended = on_execution_ended
         self._pacer = ClaimPacer(
-            CapacityLedger(self.settings.workers_count, _caps(jobs)),
+            CapacityLedger(self.settings.workers_count, caps_of(jobs)),
             PartitionRotation(self.settings.n_partitions, self.rng),
             batch_size=self.settings.claim_batch_size,
             poll_interval=self.settings.poll_interval.total_seconds(),
@@ -103,6 +104,14 @@ class Workers:
             spawn=self._spawn_for_execution,
             spawn_background=self._spawn_background,
             report=self._on_milestone,
+            hold_back=lambda name, until: self._holds.hold_back(name, until),
+        )
+        self._holds = FleetHolds(
+            store,
+            self._pacer.ledger,
+            self._names,
+            refresh_interval=self.settings.poll_interval.total_seconds(),
+            on_reopen=self.wake,
         )
         self._watcher = self._change_watcher() if self.settings.watch_changes else None
         self._active: dict[str, Execution] = {}
@@ -284,16 +293,17 @@ class Workers:
         self._capabilities = await retry_transient(
             store.capabilities, what="capability detection", attempts=None
         )
+        settings, clock, rng = self.settings, self.clock, self.rng
+        what = (len(self._names), settings.workers_count, settings.n_partitions)
+        path = self._capabilities.claim_path
         logger.info(
             "workers starting: %d job(s), workers_count=%d, n_partitions=%d, claim path %s",
-            len(self._names),
-            self.settings.workers_count,
-            self.settings.n_partitions,
-            self._capabilities.claim_path,
+            *what,
+            path,
         )
-        settings, clock, rng = self.settings, self.clock, self.rng
         if self._watcher is not None:
             background.start_soon(self._watcher.run, name="dogs change feed")
+        background.start_soon(self._holds.run, name="dogs fleet holds")
         start_maintenance(
             background,
             store,
@@ -304,13 +314,12 @@ class Workers:
             rng=rng,
             probe=self._capabilities.supports_probe,
         )
+        definitions = list(self._definitions.values())
         await ensure_recurrent_records(
-            store,
-            list(self._definitions.values()),
-            n_partitions=settings.n_partitions,
-            clock=clock,
-            rng=rng,
+            store, definitions, n_partitions=settings.n_partitions, clock=clock, rng=rng
         )
+        with contextlib.suppress(Exception):  # else the holds' loop reads them in a moment
+            await self._holds.refresh()  # no paused name is claimed at startup
 
     async def _serve_until_stopped(self) -> None:
         async with anyio.create_task_group() as executions:
@@ -386,9 +395,8 @@ class Workers:
 
     def _start_execution(self, job: ClaimedJob, requested_at: float) -> None:
         if job.was_stale:
-            logger.info(
-                "running job %s (%s) that was stale; try %d", job.job_name, job.job_id, job.tries
-            )
+            what = (job.job_name, job.job_id, job.tries)
+            logger.info("running job %s (%s) that was stale; try %d", *what)
         definition = self._definitions[job.job_name]
         execution = Execution(self._services, job, definition, lock_from=requested_at)
         self._active[job.execution_id] = execution
@@ -408,6 +416,7 @@ class Workers:
         del self._active[key]  # each execution frees its slot exactly once
         if milestone is Milestone.FREED:
             self._finishing.add(key)
+        self._holds.slot_freed(job.job_name)
         if self._pacer.released(job.job_name):
             self._wake.notify()  # a capped name is claimable again: look now
         self._capacity.notify()
@@ -426,19 +435,3 @@ class Workers:
         if group is None:
             raise WorkersStateError("workers are not running")
         group.start_soon(func)
-
-
-def _check_arguments(jobs: object, settings: object, options: dict[str, Any]) -> None:
-    if settings is not None and options:
-        raise InvalidOptionError(
-            "options", sorted(options), "pass either settings or keyword options, not both"
-        )
-    if not isinstance(jobs, Jobs):
-        raise InvalidOptionError("jobs", jobs, "must be a dogs_core.Jobs registry")
-    if len(jobs) == 0:
-        raise InvalidOptionError("jobs", jobs, "the registry has no jobs to run")
-
-
-def _caps(jobs: Jobs) -> dict[str, int | None]:
-    """Per-server caps by name (recurrent jobs have none: one record runs at a time)."""
-    return {d.name: getattr(d, "max_parallel_executions_per_server", None) for d in jobs}

@@ -45,6 +45,7 @@ from dogs_core.jobs import Jobs
 from dogs_core.ports import Clock, JobStore
 from dogs_core.runtime._sync.retry import retry_transient
 from dogs_core.runtime._sync.steering import SteeringClient
+from dogs_core.runtime.leases import SyncLeases
 from dogs_core.runtime.scheduling import (
     HISTORY_GRACE,
     HISTORY_LOOKBACK,
@@ -65,7 +66,7 @@ __all__ = ["SyncDogsClient"]
 logger = logging.getLogger("dogs.client")
 
 
-class SyncDogsClient(SteeringClient):
+class SyncDogsClient(SteeringClient, SyncLeases):
     """Schedules event jobs and reads what the workers recorded.
 
     ``jobs`` is optional: with a registry, jobs may be named by string and a definition that

@@ -1,0 +1,89 @@
+"""Which job names one ``Workers`` instance leaves out of its claims, fleet-wide decisions seen
+locally: names paused in the store (read again every poll interval) and names held back for a
+while after a fleet limit refused one of their jobs (:mod:`dogs_core.runtime.gates`)."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+
+import anyio
+
+from dogs_core.domain.capacity import CapacityLedger
+from dogs_core.domain.controls import EVERY_JOB
+from dogs_core.ports import AsyncJobStore
+from dogs_core.runtime.signal import Signal
+
+__all__ = ["FleetHolds"]
+
+logger = logging.getLogger("dogs.workers")
+
+
+class FleetHolds:
+    """Keeps the ledger's blocked names: paused ones, and held-back ones until their time."""
+
+    def __init__(
+        self,
+        store: AsyncJobStore,
+        ledger: CapacityLedger,
+        names: Sequence[str],
+        *,
+        refresh_interval: float,
+        on_reopen: Callable[[], None],
+    ) -> None:
+        self._store = store
+        self._ledger = ledger
+        self._names = tuple(names)
+        self._refresh_interval = refresh_interval
+        self._on_reopen = on_reopen
+        self._paused: frozenset[str] = frozenset()
+        self._held_until: dict[str, float] = {}
+        self._changed = Signal()
+
+    @property
+    def paused(self) -> frozenset[str]:
+        """The names of this instance that are paused (as last read)."""
+        return self._paused
+
+    def hold_back(self, name: str, until: float) -> None:
+        """Leave ``name`` out of claims until loop time ``until``."""
+        self._held_until[name] = max(until, self._held_until.get(name, -math.inf))
+        self._apply()
+        self._changed.notify()
+
+    def slot_freed(self, name: str) -> None:
+        """An execution of ``name`` here gave its concurrency slot back: try it again now."""
+        if self._held_until.pop(name, None) is not None:
+            self._apply()
+
+    async def refresh(self) -> None:
+        """Read the paused names once."""
+        paused = await self._store.paused_names()
+        self._paused = (
+            frozenset(self._names) if EVERY_JOB in paused else frozenset(paused) & set(self._names)
+        )
+        self._apply()
+
+    async def run(self) -> None:
+        """Refresh the pauses every interval and end holds on time, until cancelled."""
+        next_refresh = anyio.current_time()
+        while True:
+            now = anyio.current_time()
+            if now >= next_refresh:
+                next_refresh = now + self._refresh_interval
+                try:
+                    await self.refresh()
+                except Exception as error:
+                    logger.warning("could not read the paused job names: %r", error)
+            expired = [name for name, until in self._held_until.items() if until <= now]
+            for name in expired:
+                del self._held_until[name]
+            if expired:
+                self._apply()
+            wake_at = min([next_refresh, *self._held_until.values()])
+            await self._changed.wait(max(wake_at - anyio.current_time(), 0.0))
+
+    def _apply(self) -> None:
+        if self._ledger.set_blocked(self._paused | self._held_until.keys()):
+            self._on_reopen()
