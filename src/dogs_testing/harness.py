@@ -243,7 +243,7 @@ class JobsHarness:
             if not workers.running:
                 raise WorkersStateError("the workers stopped while starting; see the dogs logs")
             if workers.capabilities is not None:
-                present = {r.job_name for r in self.store.sync.find_jobs()}
+                present = {r.job_name for r in self.store.sync.all_records()}
                 if recurrent <= present:
                     return
             await anyio.lowlevel.checkpoint()
@@ -345,7 +345,7 @@ class JobsHarness:
     def _due(self) -> list[JobRecord]:
         runnable = self._runnable_names()
         now = self.clock.now()
-        return [r for r in self.store.sync.find_jobs() if r.is_eligible(runnable, now)]
+        return [r for r in self.store.sync.all_records() if r.is_eligible(runnable, now)]
 
     def _next_wait(self, remaining: float) -> float:
         """How long to wait before looking again: until the next moment a record of these
@@ -354,7 +354,7 @@ class JobsHarness:
         runnable = self._runnable_names()
         now = self.clock.now()
         soonest: datetime | None = None
-        for record in self.store.sync.find_jobs():
+        for record in self.store.sync.all_records():
             if record.job_name not in runnable or _is_terminal(record):
                 continue
             for moment in (record.next_run_at, record.locked_until):
@@ -372,11 +372,11 @@ class JobsHarness:
     def scheduled(self, job: JobDefinition | str | None = None) -> list[JobRecord]:
         """The records still to run (pending, running, waiting for a retry, and the records of
         recurrent jobs), of one job or all, in claim order. Terminal records (an event job that
-        reached its attempt limit) are left out: see ``harness.store.sync.find_jobs()``."""
+        reached its attempt limit) are left out: see ``harness.store.sync.all_records()``."""
         name = _name(job) if job is not None else None
         return [
             record
-            for record in self.store.sync.find_jobs(job_name=name)
+            for record in self.store.sync.all_records(job_name=name)
             if not _is_terminal(record)
         ]
 
