@@ -664,3 +664,144 @@ def test_a_claim_keeps_every_other_field() -> None:
         lock_owner=owner,
         lock_released_at=None,
     )
+
+
+# ---------------------------------------------------------------------- fleet controls
+
+
+@pytest.mark.parametrize("limit", [0, -1, True, 1.5, "2"])
+def test_controls_refuse_a_bad_limit_and_write_nothing(limit: Any) -> None:
+    store = SyncInMemoryJobStore()
+    with pytest.raises(InvalidOptionError) as refused:
+        store.acquire_slot("a", "", limit=limit, holder="h", until=T0 + S, now=T0)
+    assert refused.value.field == "limit"
+    with pytest.raises(InvalidOptionError) as refused:
+        store.take_rate_token("a", "", limit=limit, window_start=T0, window_end=T0 + S)
+    assert refused.value.field == "limit"
+    assert store.held_slots(now=T0) == {}
+    assert store.take_rate_token("a", "", limit=1, window_start=T0, window_end=T0 + S)
+    with pytest.raises(InvalidOptionError, match="paused"):
+        store.set_paused("a", 1, now=T0)  # type: ignore[arg-type]
+    assert store.paused_names() == frozenset()
+
+
+def test_the_lowest_free_slot_is_handed_out() -> None:
+    store = SyncInMemoryJobStore()
+
+    def take(holder: str, *, limit: int = 4, now: datetime = T0) -> int | None:
+        return store.acquire_slot("a", "", limit=limit, holder=holder, until=now + S, now=now)
+
+    assert [take(h) for h in "pqrs"] == [0, 1, 2, 3]
+    assert store.release_slot("a", "", 2, holder="r")
+    assert store.release_slot("a", "", 0, holder="p")
+    assert [take("t"), take("u"), take("v")] == [0, 2, None]
+    assert take("w", now=T0 + S) == 0  # every slot lapsed: the lowest again
+    assert store.slot_holders(now=T0 + S) == {("a", "", 0): "w"}
+
+
+def test_slot_holders_shows_who_holds_what() -> None:
+    store = SyncInMemoryJobStore()
+    store.acquire_slot("a", "k", limit=2, holder="h1", until=T0 + 10 * S, now=T0)
+    store.acquire_slot("a", "k", limit=2, holder="h2", until=T0 + 20 * S, now=T0)
+    store.acquire_slot("b", "", limit=2, holder="h3", until=T0 + 10 * S, now=T0)
+    assert store.slot_holders(now=T0) == {
+        ("a", "k", 0): "h1",
+        ("a", "k", 1): "h2",
+        ("b", "", 0): "h3",
+    }
+    assert store.slot_holders(now=T0 + 10 * S) == {("a", "k", 1): "h2"}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_the_async_face_shows_slot_holders(anyio_backend: str) -> None:
+    store = InMemoryJobStore()
+    assert await store.acquire_slot("a", "", limit=1, holder="h", until=T0 + S, now=T0) == 0
+    assert await store.slot_holders(now=T0) == {("a", "", 0): "h"}
+    assert store.sync.held_slots(now=T0) == {"a": 1}
+
+
+def test_a_rate_window_is_forgotten_a_day_after_its_end() -> None:
+    store = SyncInMemoryJobStore()
+
+    def take(start: datetime) -> bool:
+        return store.take_rate_token("a", "k", limit=1, window_start=start, window_end=start + S)
+
+    assert take(T0)
+    assert not take(T0)
+    assert take(T0 + DAY)  # another window, less than a day after the first one's end
+    assert not take(T0)  # the first window is remembered
+    assert take(T0 + DAY + S)  # a day after the first one's end: it is forgotten
+    assert take(T0)  # a window nobody remembers starts afresh
+    assert not take(T0 + DAY)  # still remembered
+
+
+def test_a_lapsed_lease_nobody_took_is_released_by_its_owner() -> None:
+    """As MongoDB's release (fenced by owner and token, not by time)."""
+    store = SyncInMemoryJobStore()
+    assert store.acquire_lease("x", owner="o", until=T0 + S, now=T0) == 1
+    assert store.release_lease("x", owner="o", token=1)
+    assert store.get_lease("x") is None
+    assert store.acquire_lease("x", owner="o", until=T0 + 3 * S, now=T0 + 2 * S) == 2
+
+
+def test_controls_times_are_kept_in_milliseconds() -> None:
+    store = SyncInMemoryJobStore()
+    until = T0 + S + timedelta(microseconds=999)
+    assert store.acquire_slot("a", "", limit=1, holder="h", until=until, now=T0) == 0
+    assert store.held_slots(now=T0 + S + timedelta(microseconds=500)) == {}  # both in ms
+    assert store.acquire_lease("x", owner="o", until=until, now=T0) == 1
+    lease = store.get_lease("x")
+    assert lease is not None
+    assert lease.expires_at == T0 + S
+    assert store.acquire_lease("x", owner="p", until=T0 + DAY, now=until) == 2
+
+
+def test_threads_never_share_a_slot_a_token_or_a_lease() -> None:
+    """Threads taking and giving back slots, rate tokens and a lease: never more than the
+    limit held at once, never more tokens than the window's limit, tokens never repeated."""
+    store = SyncInMemoryJobStore()
+    limit, rounds = 3, 150
+    guard = threading.Lock()
+    holding: set[int] = set()
+    leases: list[int] = []
+    most = [0]  # slots held at once
+    tokens: list[bool] = []
+    lease_holders = [0]  # 1 while a thread holds the lease
+
+    def worker(n: int) -> None:
+        for r in range(rounds):
+            holder = f"w{n}-{r}"
+            index = store.acquire_slot("a", "", limit=limit, holder=holder, until=T0 + S, now=T0)
+            if index is not None:
+                with guard:
+                    assert index not in holding, index
+                    holding.add(index)
+                    most[0] = max(most[0], len(holding))
+                with guard:
+                    holding.discard(index)
+                assert store.release_slot("a", "", index, holder=holder)
+            token = store.acquire_lease("x", owner=holder, until=T0 + S, now=T0)
+            if token is not None:
+                with guard:
+                    assert not lease_holders[0], token
+                    lease_holders[0] = 1
+                    leases.append(token)
+                with guard:
+                    lease_holders[0] = 0
+                assert store.release_lease("x", owner=holder, token=token)
+            taken = store.take_rate_token("a", "", limit=500, window_start=T0, window_end=T0 + S)
+            with guard:
+                tokens.append(taken)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert 1 <= most[0] <= limit
+    assert leases == sorted(leases)
+    assert leases == list(range(1, len(leases) + 1))
+    assert tokens.count(True) == 500
+    assert store.held_slots(now=T0) == {}
+    assert store.get_lease("x") is None

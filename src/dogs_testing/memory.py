@@ -26,6 +26,10 @@ What it emulates of MongoDB and @orion-js/dogs:
 * the operators' steps (``delete_job``, ``modify_job``, ``delete_jobs``) are atomic against
   claims and fenced writes (one lock), as MongoDB's single-document updates are; states are
   :meth:`~dogs_core.domain.records.JobRecord.state` (``dogs_testing._memory_steering``);
+* the fleet controls (pauses, concurrency slots, rate windows, leases) are one atomic step each
+  under the same lock, as MongoDB's single-document writes are; a free slot is the lowest free
+  index, a slot its holder holds is handed back to it, a window is forgotten a day after its end
+  and a lease's token sequence is kept forever (``dogs_testing._memory_controls``);
 * change feeds (``watch_records``, ``watch_history``) fed by every write that may make a record
   claimable and by each history row's first write, from any thread, with the job name,
   partition and next run of every change (a MongoDB update event has only the fields it set):
@@ -54,8 +58,8 @@ of ``limit`` costs ``O(n log limit)``), ``status_counts``, ``delete_jobs``, ``un
 ``reconcile_partitions`` (over the given names) scan records; they are not on the hot path.
 
 The state and its indexes (and their upkeep) are in ``dogs_testing._memory_state``, the
-operators' reads and writes in ``dogs_testing._memory_steering``; this module holds the two faces
-of the port over them.
+operators' reads and writes in ``dogs_testing._memory_steering``, the fleet controls in
+``dogs_testing._memory_controls``; this module holds the two faces of the port over them.
 """
 
 from __future__ import annotations
@@ -93,6 +97,7 @@ from dogs_core.errors import InvalidOptionError, SessionNotSupportedError, Store
 from dogs_core.ids import new_record_id
 from dogs_core.ports import Clock, StoreCapabilities
 from dogs_core.runtime.forwarding import ForwardingJobStore
+from dogs_testing._memory_controls import MemoryControls
 from dogs_testing._memory_state import (
     _CAPABILITIES,
     _copy_params,
@@ -117,7 +122,7 @@ _NO_LOCK: dict[str, Any] = {
 }
 
 
-class SyncInMemoryJobStore(MemorySteering):
+class SyncInMemoryJobStore(MemorySteering, MemoryControls):
     """The in-memory store, sync face (:class:`~dogs_core.ports.JobStore`). Thread-safe.
 
     ``clock`` enables TTL emulation: records and history rows whose ``expires_at`` is not after
@@ -499,6 +504,11 @@ class InMemoryJobStore(ForwardingJobStore):
     async def all_records(self, job_name: str | None = None) -> list[JobRecord]:
         """See :meth:`SyncInMemoryJobStore.all_records`."""
         return cast("list[JobRecord]", await self._forward("all_records", job_name))
+
+    async def slot_holders(self, *, now: datetime) -> dict[tuple[str, str, int], str]:
+        """See :meth:`SyncInMemoryJobStore.slot_holders`."""
+        result = await self._forward("slot_holders", now=now)
+        return cast("dict[tuple[str, str, int], str]", result)
 
     async def _forward(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
         await anyio.lowlevel.checkpoint()
