@@ -40,6 +40,7 @@ from __future__ import annotations
 from dogs_testing.contract.admin import AdminContract
 from dogs_testing.contract.base import T0
 from dogs_testing.contract.claims import ClaimContract
+from dogs_testing.contract.controls import ControlsContract
 from dogs_testing.contract.feeds import FeedContract
 from dogs_testing.contract.fenced_writes import FencedWriteContract
 from dogs_testing.contract.history import HistoryContract
@@ -57,9 +58,10 @@ class JobStoreContract(
     AdminContract,
     FeedContract,
     SteeringContract,
+    ControlsContract,
 ):
     """The adapter contract suite. See the module documentation for how to run it.
 
     Its tests come by area from :mod:`dogs_testing.contract.scheduling`, ``.claims``,
-    ``.fenced_writes``, ``.history``, ``.admin``, ``.feeds`` and ``.steering``; the fixtures,
-    hooks and helpers from :class:`dogs_testing.contract.base.ContractBase`."""
+    ``.fenced_writes``, ``.history``, ``.admin``, ``.feeds``, ``.steering`` and ``.controls``; the
+    fixtures, hooks and helpers from :class:`dogs_testing.contract.base.ContractBase`."""
