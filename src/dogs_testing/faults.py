@@ -95,6 +95,14 @@ WRITE_METHODS: Final = frozenset(
         "delete_job",
         "modify_job",
         "delete_jobs",
+        "set_paused",
+        "acquire_slot",
+        "renew_slot",
+        "release_slot",
+        "take_rate_token",
+        "acquire_lease",
+        "renew_lease",
+        "release_lease",
     }
 )
 #: Port methods that only read.
@@ -106,6 +114,9 @@ READ_METHODS: Final = frozenset(
         "get_job",
         "find_jobs",
         "status_counts",
+        "paused_names",
+        "held_slots",
+        "get_lease",
     }
 )
 #: Port methods that open a change feed (faulted batch by batch).

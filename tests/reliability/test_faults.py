@@ -27,6 +27,8 @@ from dogs_core.ports import AsyncJobStore
 from dogs_testing.contract import JobStoreContract
 from dogs_testing.faults import (
     PORT_METHODS,
+    READ_METHODS,
+    WRITE_METHODS,
     FaultKind,
     FaultPlan,
     FaultRule,
@@ -343,3 +345,131 @@ async def test_plans_target_the_operators_methods_and_reads_pass_their_filters()
     assert set(await inner.find_jobs()) == set(await store.find_jobs())
     ambiguous = FaultPlan.random(ambiguous_rate=1.0, methods=targets)
     assert ambiguous.rules[0].methods == targets - {"find_jobs"}
+
+
+# -- the fleet controls ---------------------------------------------------------------------------
+
+LATER = NOW + timedelta(hours=1)
+
+
+async def controlled_store() -> tuple[InMemoryJobStore, FaultyJobStore]:
+    """An in-memory store where "h" holds slot 0 of "j" and "o" holds lease "x" (token 1),
+    both until NOW + 30 s."""
+    inner = InMemoryJobStore()
+    until = NOW + timedelta(seconds=30)
+    assert await inner.acquire_slot("j", "", limit=2, holder="h", until=until, now=NOW) == 0
+    assert await inner.acquire_lease("x", owner="o", until=until, now=NOW) == 1
+    return inner, FaultyJobStore(inner)
+
+
+async def _expires_at(store: AsyncJobStore, name: str) -> datetime | None:
+    lease = await store.get_lease(name)
+    return None if lease is None else lease.expires_at
+
+
+Call = Callable[[AsyncJobStore], Awaitable[object]]
+
+#: Each write of the controls, and whether it landed (read from the inner store).
+CONTROL_WRITES: dict[str, tuple[Call, Callable[[InMemoryJobStore], Awaitable[bool]]]] = {
+    "set_paused": (
+        lambda s: s.set_paused("j", True, now=NOW),
+        lambda inner: _contains(inner.paused_names(), "j"),
+    ),
+    "acquire_slot": (
+        lambda s: s.acquire_slot("j", "", limit=2, holder="h2", until=LATER, now=NOW),
+        lambda inner: _contains(inner.slot_holders(now=NOW), ("j", "", 1)),
+    ),
+    "renew_slot": (
+        lambda s: s.renew_slot("j", "", 0, holder="h", until=LATER),
+        lambda inner: _contains(inner.held_slots(now=LATER - timedelta(seconds=1)), "j"),
+    ),
+    "release_slot": (
+        lambda s: s.release_slot("j", "", 0, holder="h"),
+        lambda inner: _lacks(inner.held_slots(now=NOW), "j"),
+    ),
+    "take_rate_token": (
+        lambda s: s.take_rate_token("j", "", limit=1, window_start=NOW, window_end=LATER),
+        lambda inner: _lacks_token(inner),
+    ),
+    "acquire_lease": (
+        lambda s: s.acquire_lease("y", owner="p", until=LATER, now=NOW),
+        lambda inner: _is_not_none(inner.get_lease("y")),
+    ),
+    "renew_lease": (
+        lambda s: s.renew_lease("x", owner="o", token=1, until=LATER, now=NOW),
+        lambda inner: _equals(_expires_at(inner, "x"), LATER),
+    ),
+    "release_lease": (
+        lambda s: s.release_lease("x", owner="o", token=1),
+        lambda inner: _equals(inner.get_lease("x"), None),
+    ),
+}
+
+
+async def _contains(found: Awaitable[Any], item: object) -> bool:
+    return item in await found
+
+
+async def _lacks(found: Awaitable[Any], item: object) -> bool:
+    return item not in await found
+
+
+async def _is_not_none(found: Awaitable[object]) -> bool:
+    return await found is not None
+
+
+async def _equals(found: Awaitable[object], expected: object) -> bool:
+    return await found == expected
+
+
+async def _lacks_token(inner: InMemoryJobStore) -> bool:
+    """Whether the window's one token is gone (asking takes it when it is not)."""
+    return not await inner.take_rate_token("j", "", limit=1, window_start=NOW, window_end=LATER)
+
+
+@pytest.mark.parametrize("method", sorted(CONTROL_WRITES))
+async def test_the_controls_writes_fault_like_every_write(method: str) -> None:
+    """An error before a control's write writes nothing; an error after it was applied and
+    says so (``write_may_have_applied``): a slot, token or lease may be held by a caller that
+    never learned it."""
+    call, landed = CONTROL_WRITES[method]
+    assert method in WRITE_METHODS
+    inner, store = await controlled_store()
+    store.fail_next(method, FaultKind.ERROR_BEFORE)
+    with pytest.raises(TransientStoreError) as caught:
+        await call(store)
+    assert caught.value.write_may_have_applied is False
+    assert not await landed(inner)
+    inner, store = await controlled_store()
+    store.fail_next(method, FaultKind.ERROR_AFTER)
+    with pytest.raises(TransientStoreError) as caught:
+        await call(store)
+    assert caught.value.write_may_have_applied is True
+    assert await landed(inner)  # applied, its reply lost
+    assert store.stats.count(method, FaultKind.ERROR_AFTER) == 1
+
+
+async def test_the_controls_reads_are_never_ambiguous_and_pass_their_arguments() -> None:
+    inner, store = await controlled_store()
+    reads = {"paused_names", "held_slots", "get_lease"}
+    assert reads <= READ_METHODS
+    for method in sorted(reads):
+        store.fail_next(method, FaultKind.ERROR_AFTER)
+    for call in (
+        store.paused_names(),
+        store.held_slots(now=NOW),
+        store.get_lease("x"),
+    ):
+        with pytest.raises(TransientStoreError) as caught:
+            await call
+        assert caught.value.write_may_have_applied is False
+    assert store.stats.by_method() == dict.fromkeys(reads, 1)
+    assert await store.held_slots(now=NOW) == {"j": 1}
+    assert await store.held_slots(now=NOW + timedelta(seconds=30)) == {}
+    lease = await store.get_lease("x")
+    assert lease is not None
+    assert (lease.owner, lease.token) == ("o", 1)
+    assert await store.set_paused("*", True, now=NOW)
+    assert await store.paused_names() == await inner.paused_names() == frozenset({"*"})
+    ambiguous = FaultPlan.random(ambiguous_rate=1.0, methods=reads | set(CONTROL_WRITES))
+    assert ambiguous.rules[0].methods == frozenset(CONTROL_WRITES)
