@@ -922,3 +922,104 @@ def test_an_owner_of_an_earlier_lock_is_no_owner() -> None:
     assert q.record_from_document(document).lock_owner is None
     document["lockOwner"] = {**OWNER_DOCUMENT, "lockId": "node-lock"}
     assert q.record_from_document(document).lock_owner == OWNER
+
+
+# ---------------------------------------------------------------------------------------------
+# The controls collection (additive: Node Dogs never reads it)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_controls_indexes_are_the_ttl_and_kind_by_job_name() -> None:
+    assert q.DEFAULT_CONTROLS_COLLECTION == "orionjs.jobs_dogs_controls"
+    assert [spec.as_list_indexes_entry() for spec in q.CONTROL_INDEXES] == [
+        {
+            "v": 2,
+            "key": {"purgeAt": 1},
+            "name": "jobs_dogs_controls_purge_at_ttl",
+            "expireAfterSeconds": 0,
+        },
+        {"v": 2, "key": {"kind": 1, "jobName": 1}, "name": "jobs_dogs_controls_kind_job_name"},
+    ]
+
+
+def test_control_ids_keep_their_field_order() -> None:
+    """An embedded ``_id`` equals another only with the same fields in the same order."""
+    assert list(q.slot_id("echo", "k", 2)) == ["slot", "key", "i"]
+    assert list(q.rate_id("echo", "k", NOW)) == ["rate", "key", "w"]
+    assert q.pause_id("*") == {"pause": "*"}
+    assert q.lease_id("nightly") == {"lease": "nightly"}
+    encoded = bson.encode({"_id": q.slot_id("echo", "k", 2)})
+    assert bson.decode(encoded)["_id"]["i"] == 2
+
+
+def test_acquire_slot_filter_and_update() -> None:
+    until = NOW + timedelta(minutes=1, microseconds=999)
+    assert q.acquire_slot_filter("echo", "", limit=2, holder="h", now=NOW) == {
+        "_id": {"$in": [q.slot_id("echo", "", 0), q.slot_id("echo", "", 1)]},
+        "$or": [{"holder": None}, {"until": {"$lte": NOW}}, {"holder": "h"}],
+    }
+    assert q.acquire_slot_update("h", until) == {
+        "$set": {
+            "holder": "h",
+            "until": NOW + timedelta(minutes=1),
+            "purgeAt": NOW + timedelta(days=1, minutes=1),
+        }
+    }
+    assert q.ACQUIRE_SLOT_SORT == (("until", -1),)
+    [(filter_, update)] = q.create_slot_upserts("echo", "k", limit=1, now=NOW)
+    assert filter_ == {"_id": q.slot_id("echo", "k", 0)}
+    assert update["$setOnInsert"]["holder"] is None
+    assert update["$setOnInsert"]["until"] == datetime(1970, 1, 1, tzinfo=UTC)
+    assert update["$setOnInsert"]["purgeAt"] == NOW + timedelta(days=1)
+    assert q.release_slot_update() == {
+        "$set": {"holder": None, "until": datetime(1970, 1, 1, tzinfo=UTC)}
+    }
+
+
+def test_rate_token_is_one_conditional_increment() -> None:
+    end = NOW + timedelta(minutes=1)
+    assert q.take_rate_token_filter("echo", "k", limit=5, window_start=NOW) == {
+        "_id": {"rate": "echo", "key": "k", "w": NOW},
+        "count": {"$lt": 5},
+    }
+    assert q.take_rate_token_update("echo", "k", window_end=end) == {
+        "$inc": {"count": 1},
+        "$setOnInsert": {
+            "kind": "rate",
+            "jobName": "echo",
+            "key": "k",
+            "purgeAt": end + timedelta(days=1),
+        },
+    }
+
+
+def test_lease_filters_fence_by_owner_and_token() -> None:
+    update = q.acquire_lease_update("o", NOW)
+    assert update == {"$set": {"kind": "lease", "owner": "o", "until": NOW}, "$inc": {"token": 1}}
+    assert isinstance(update["$inc"]["token"], bson.Int64)  # the token is a long from the start
+    assert q.acquire_lease_filter("n", NOW) == {
+        "_id": {"lease": "n"},
+        "$or": [{"owner": None}, {"until": {"$lte": NOW}}],
+    }
+    assert q.renew_lease_filter("n", "o", 3, NOW) == {
+        "_id": {"lease": "n"},
+        "owner": "o",
+        "token": 3,
+        "until": {"$gt": NOW},
+    }
+    assert q.lease_from_document("n", None) is None
+    assert q.lease_from_document("n", {"owner": None, "token": 2, "until": NOW}) is None
+    lease = q.lease_from_document("n", {"owner": "o", "token": bson.Int64(2), "until": NOW})
+    assert lease is not None
+    assert (lease.owner, lease.token, lease.expires_at) == ("o", 2, NOW)
+    assert type(lease.token) is int
+
+
+def test_held_slots_pipeline_counts_live_holders_by_name() -> None:
+    assert q.held_slots_pipeline(NOW) == [
+        {"$match": {"kind": "slot", "holder": {"$ne": None}, "until": {"$gt": NOW}}},
+        {"$group": {"_id": "$jobName", "held": {"$sum": 1}}},
+    ]
+    assert q.held_slots_from_rows([{"_id": "echo", "held": 2}, {"_id": None, "held": 1}]) == {
+        "echo": 2
+    }

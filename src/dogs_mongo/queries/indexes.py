@@ -1,6 +1,7 @@
 """Index specs of both collections, exactly as ``listIndexes`` shows them for Dogs 4.6.8, plus
 one additive index on each: the failed records (:data:`FAILED_INDEX_NAME`) and the history of
-one job (:data:`HISTORY_JOB_ID_INDEX_NAME`), both in docs/differences.md."""
+one job (:data:`HISTORY_JOB_ID_INDEX_NAME`), both in docs/differences.md; and the two indexes of
+the additive controls collection (:data:`CONTROL_INDEXES`)."""
 
 from __future__ import annotations
 
@@ -117,4 +118,15 @@ HISTORY_INDEXES: Final[tuple[IndexSpec, ...]] = (
     # Additive (not one of Dogs' indexes; docs/differences.md): the history of one job id,
     # newest first (``get_executions(job_id=...)``, the history feed's consumers).
     IndexSpec(HISTORY_JOB_ID_INDEX_NAME, (("jobId", 1), ("startedAt", -1))),
+)
+
+#: The controls collection (additive, docs/differences.md): its documents' ``purgeAt`` (slots
+#: and rate windows a day after their time; pauses and leases have none), and the documents of
+#: one kind by job name (``paused_names``, ``held_slots``).
+CONTROLS_PURGE_INDEX_NAME: Final = "jobs_dogs_controls_purge_at_ttl"
+CONTROLS_KIND_INDEX_NAME: Final = "jobs_dogs_controls_kind_job_name"
+
+CONTROL_INDEXES: Final[tuple[IndexSpec, ...]] = (
+    IndexSpec(CONTROLS_PURGE_INDEX_NAME, (("purgeAt", 1),), {"expireAfterSeconds": 0}),
+    IndexSpec(CONTROLS_KIND_INDEX_NAME, (("kind", 1), ("jobName", 1))),
 )
