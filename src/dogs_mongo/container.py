@@ -43,6 +43,10 @@ Configuration
     ``records_collection``, ``history_collection``
         Collection names; Dogs' ``orionjs.jobs_dogs_records`` / ``orionjs.jobs_dogs_history``
         by default, so Python and Node workers can share a database.
+    ``controls_collection``
+        The collection of the fleet controls (pauses, global concurrency slots, rate windows,
+        leases); ``orionjs.jobs_dogs_controls`` by default. Only Python workers use it (Node
+        Dogs ignores it; docs/differences.md).
     ``driver``
         ``"async"`` (PyMongo ``AsyncMongoClient``, the default) or ``"sync"`` (``MongoClient``,
         the store's calls run in worker threads). ``blocking_workers`` needs ``"sync"``: an

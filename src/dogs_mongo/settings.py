@@ -47,6 +47,7 @@ class DogsSettings:
     database: str | None = None
     records_collection: str = q.DEFAULT_RECORDS_COLLECTION
     history_collection: str = q.DEFAULT_HISTORY_COLLECTION
+    controls_collection: str = q.DEFAULT_CONTROLS_COLLECTION
     driver: Driver = "async"
     write_concern: WriteConcern | None = None
     server_selection_timeout: timedelta | None = None
@@ -85,6 +86,9 @@ class DogsSettings:
             database=_database_name(values["database"]),
             records_collection=_collection_name("records_collection", values["records_collection"]),
             history_collection=_collection_name("history_collection", values["history_collection"]),
+            controls_collection=_collection_name(
+                "controls_collection", values["controls_collection"]
+            ),
             driver=_driver(values["driver"]),
             write_concern=_write_concern(values["write_concern"]),
             server_selection_timeout=v.optional(v.positive_duration)(
@@ -132,6 +136,7 @@ class DogsSettings:
         return {
             "records_collection": self.records_collection,
             "history_collection": self.history_collection,
+            "controls_collection": self.controls_collection,
             "write_concern": self.write_concern,
             "claim_path": self.claim_path,
         }

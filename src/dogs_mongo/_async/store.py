@@ -55,6 +55,7 @@ from dogs_mongo._async.claims import (
     MongoClaims,
     choose_claim_path,
 )
+from dogs_mongo._async.controls import MongoControls
 from dogs_mongo._async.indexes import ensure_indexes
 from dogs_mongo._async.steering import MongoSteering
 from dogs_mongo.errors import is_transient, translate_errors
@@ -77,7 +78,7 @@ _CODEC_OPTIONS: CodecOptions[dict[str, Any]] = CodecOptions(
 Document = dict[str, Any]
 
 
-class AsyncMongoJobStore(MongoClaims, MongoChanges, MongoSteering):
+class AsyncMongoJobStore(MongoClaims, MongoChanges, MongoSteering, MongoControls):
     """:class:`~dogs_core.ports.AsyncJobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 
     ``client`` is a PyMongo ``AsyncMongoClient``. (The async store also accepts a Motor client:
@@ -86,15 +87,15 @@ class AsyncMongoJobStore(MongoClaims, MongoChanges, MongoSteering):
     client it was given; :meth:`from_uri` makes a store that owns (and closes) its client.
 
     ``write_concern`` applies to claims, every fenced write (lock extension, completion,
-    rescheduling, terminal marking, demotion, release) and the operators' writes
-    (``delete_job``, ``modify_job``, ``delete_jobs``). ``None`` (the default) keeps the
-    client's, which on a replica set is ``w: "majority"``: a claim then waits until a majority
-    has journaled it (a few ms per claim on one node; throughput comes from concurrent claimers),
-    and it survives a failover. ``WriteConcern(w=1)`` is faster, but a claim acknowledged by a
-    primary that fails before replicating it is rolled back: the new primary sees the record
-    unclaimed and another worker may run the job while the first execution still runs (its
-    fenced writes then fail). Unacknowledged (``w=0``) concerns are refused: fencing needs
-    the matched count.
+    rescheduling, terminal marking, demotion, release), the operators' writes (``delete_job``,
+    ``modify_job``, ``delete_jobs``) and every write of the fleet controls (``controls_collection``:
+    pauses, slots, rate tokens, leases; :class:`MongoControls`). ``None`` (the default) keeps the
+    client's, which on a replica set is ``w: "majority"``: a claim then waits until a majority has
+    journaled it (a few ms per claim on one node; throughput comes from concurrent claimers), and it
+    survives a failover. ``WriteConcern(w=1)`` is faster, but a claim acknowledged by a primary that
+    fails before replicating it is rolled back: the new primary sees the record unclaimed and
+    another worker may run the job while the first execution still runs (its fenced writes then
+    fail). Unacknowledged (``w=0``) concerns are refused: fencing needs the matched count.
 
     ``claim_path`` forces a claim implementation (benchmarks, tests); ``"auto"`` detects it once
     per store: the MongoDB 8 sorted ``updateOne`` when ``hello.maxWireVersion >= 25`` and the
@@ -108,6 +109,7 @@ class AsyncMongoJobStore(MongoClaims, MongoChanges, MongoSteering):
         *,
         records_collection: str = q.DEFAULT_RECORDS_COLLECTION,
         history_collection: str = q.DEFAULT_HISTORY_COLLECTION,
+        controls_collection: str = q.DEFAULT_CONTROLS_COLLECTION,
         write_concern: WriteConcern | None = None,
         claim_path: str = q.CLAIM_PATH_AUTO,
         owns_client: bool = False,
@@ -131,6 +133,12 @@ class AsyncMongoJobStore(MongoClaims, MongoChanges, MongoSteering):
             self._records
             if write_concern is None
             else self._records.with_options(write_concern=write_concern)
+        )
+        # The controls decide on the primary, under the claims' write concern.
+        self._controls: AsyncCollection[Document] = self._db.get_collection(
+            controls_collection,
+            read_preference=ReadPreference.PRIMARY,
+            write_concern=write_concern,
         )
         # Claim read-backs and reconciler scans read their own writes: primary, local.
         self._primary: AsyncCollection[Document] = self._records.with_options(
@@ -160,6 +168,10 @@ class AsyncMongoJobStore(MongoClaims, MongoChanges, MongoSteering):
     def history_collection(self) -> AsyncCollection[Document]:
         return self._history
 
+    @property
+    def controls_collection(self) -> AsyncCollection[Document]:
+        return self._controls
+
     def __repr__(self) -> str:
         return (
             f"<{type(self).__name__} database={self._db.name!r} "
@@ -171,15 +183,16 @@ class AsyncMongoJobStore(MongoClaims, MongoChanges, MongoSteering):
     # ------------------------------------------------------------------------------------------
 
     async def setup(self) -> None:
-        """Create the indexes of both collections (non-fatal, logged). An index that exists with
-        other options is dropped and recreated. Done once per store; retried on a later call
-        only when a transient error prevented it."""
+        """Create the indexes of the three collections (non-fatal, logged). An index that
+        exists with other options is dropped and recreated. Done once per store; retried on a
+        later call only when a transient error prevented it."""
         async with self._setup_lock:
             if self._setup_done:
                 return
             records_ok = await ensure_indexes(self._records, q.RECORD_INDEXES)
             history_ok = await ensure_indexes(self._history, q.HISTORY_INDEXES)
-            self._setup_done = records_ok and history_ok
+            controls_ok = await ensure_indexes(self._controls, q.CONTROL_INDEXES)
+            self._setup_done = records_ok and history_ok and controls_ok
 
     async def capabilities(self) -> StoreCapabilities:
         """Once per store, after :meth:`setup`: which claim path this server supports."""
