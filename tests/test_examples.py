@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from examples import (
     custom_adapter,
+    fleet_limits,
+    leases,
     long_job_heartbeat,
     managing_jobs,
     quickstart_async,
@@ -116,6 +118,8 @@ def test_transactional_schedule_without_a_database(capsys: pytest.CaptureFixture
         "long_job_heartbeat.py",
         "transactional_schedule.py",
         "managing_jobs.py",
+        "fleet_limits.py",
+        "leases.py",
     ],
 )
 def test_examples_run_as_scripts(script: str) -> None:
@@ -235,3 +239,59 @@ def test_managing_jobs_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixtur
     out = output_of(capsys)
     for line in MANAGING_JOBS_LINES:
         assert line in out
+
+
+FLEET_LIMITS_LINES = (
+    "render_pdf: 12 jobs, at most 3 at once (limit 3)",
+    "sync_account: 9 jobs, at most 1 at once per account (limit 1)",
+    "call_partner: 10 starts in ",
+    "at most 4 in one (limit 4)",  # 3 windows or more: how the first one falls is chance
+    "render_pdf history: 12 rows, all on try 1: True",
+    "paused: ['send_newsletter']",
+    "send_newsletter while paused: 0 of 3 ran",
+    "send_newsletter after resume: 3 of 3 ran",
+)
+
+
+def test_fleet_limits(capsys: pytest.CaptureFixture[str]) -> None:
+    fleet_limits.main([])
+    out = output_of(capsys)
+    for line in FLEET_LIMITS_LINES:
+        assert line in out
+
+
+@pytest.mark.mongo
+def test_fleet_limits_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    fleet_limits.main(["--uri", mongodb_uri])
+    out = output_of(capsys)
+    for line in FLEET_LIMITS_LINES:
+        assert line in out
+
+
+LEASES_LINES = (
+    "took 'nightly-cleanup': token 1, lost: False",
+    "a second try while it is held: LockHeldError",
+    "three hosts took it in turn: 3 holders, at most 1 at once",
+    "cleaned by the first holder (token 1)",
+    "a late write with the old token 1 is refused: True",
+    "a sync script took it: token 5, its write accepted: True",
+)
+
+
+def _check_leases(out: str) -> None:
+    for line in LEASES_LINES:
+        assert line in out
+    # The hosts take it in any order; the tokens follow the order they took it in.
+    tokens = [int(token) for token in re.findall(r"cleaned by host-\w \(token (\d+)\)", out)]
+    assert tokens == [2, 3, 4], out
+
+
+def test_leases(capsys: pytest.CaptureFixture[str]) -> None:
+    leases.main([])
+    _check_leases(output_of(capsys))
+
+
+@pytest.mark.mongo
+def test_leases_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    leases.main(["--uri", mongodb_uri])
+    _check_leases(output_of(capsys))
