@@ -53,23 +53,31 @@ MAX_KEY_LENGTH = 256
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class RateLimit:
-    """At most ``limit`` starts per ``period`` (a fixed window) across the fleet, per value of
-    ``key(params)`` when given (for example ``key=lambda p: p.account_id``)."""
+    """At most ``limit`` starts per ``period`` (a fixed window; a timedelta, seconds or a string
+    such as ``"1m"``) across the fleet, per value of ``key(params)`` when given (for example
+    ``key=lambda p: p.account_id``)."""
 
     limit: int
     period: timedelta
-    key: Callable[[Any], object] | None = None
+    key: Callable[[Any], object] | None
 
-    def __post_init__(self) -> None:
-        validation.positive_int("rate_limit.limit", self.limit)
-        period = validation.positive_duration("rate_limit.period", self.period)
-        if period < timedelta(milliseconds=1):
-            raise InvalidOptionError("rate_limit.period", self.period, "must be at least 1 ms")
-        object.__setattr__(self, "period", period)
-        if self.key is not None:
-            validation.callable_value("rate_limit.key", self.key)
+    def __init__(
+        self,
+        limit: int,
+        period: validation.DurationLike,
+        key: Callable[[Any], object] | None = None,
+    ) -> None:
+        set_ = object.__setattr__
+        set_(self, "limit", validation.positive_int("rate_limit.limit", limit))
+        window = validation.positive_duration("rate_limit.period", period)
+        if window < timedelta(milliseconds=1):
+            raise InvalidOptionError("rate_limit.period", period, "must be at least 1 ms")
+        set_(self, "period", window)
+        if key is not None:
+            validation.callable_value("rate_limit.key", key)
+        set_(self, "key", key)
 
 
 def rate_limit_option(value: object) -> RateLimit | None:
