@@ -7,6 +7,7 @@
     dogs status [--json]
     dogs jobs list|show|cancel|retry|reschedule|delete ...   # see dogs_mongo.cli_jobs
     dogs history --name send_welcome [--status error] [--json]
+    dogs pause NAME | --all, dogs resume NAME | --all     # see dogs_mongo.cli_controls
     dogs unlock-all [--yes]
     dogs mongod [--dbpath DIR] [--port N]       # a local development server
     dogs --version
@@ -78,8 +79,9 @@ from dogs_mongo.cli_common import (
     user_errors,
     when,
 )
+from dogs_mongo.cli_controls import ControlsOption, fleet_view, pause, resume
 from dogs_mongo.cli_jobs import history, jobs_app
-from dogs_mongo.cli_output import format_age, print_schedule_outcome, print_status
+from dogs_mongo.cli_output import FleetView, format_age, print_schedule_outcome, print_status
 from dogs_mongo.mongod import MongodError, start_local_mongod
 
 __all__ = ["app", "format_age", "load_registry", "main", "package_version"]
@@ -396,28 +398,36 @@ def status(
     timeout: TimeoutOption = 5.0,
     records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
     history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
+    controls_collection: ControlsOption = q.DEFAULT_CONTROLS_COLLECTION,
     log_level: LogLevelOption = LogLevel.WARNING,
 ) -> None:
     """Per job name: due, later, running, stale and terminal counts, and the oldest job waiting
-    to run (due, or stale: waiting for recovery)."""
+    to run (due, or stale: waiting for recovery); the paused names and the concurrency slots
+    held."""
     setup_logging(log_level)
     container = make_container(
-        uri, database, driver, timeout, records_collection, history_collection
-    )
+        uri, database, driver, timeout, records_collection, history_collection,
+        controls_collection=controls_collection,
+    )  # fmt: skip
 
-    async def go() -> tuple[list[NameStatus], datetime]:
+    async def go() -> tuple[list[NameStatus], datetime, FleetView]:
         async with connected_client(container) as client:
             now = client.clock.now()
-            return await client.status(), now
+            return await client.status(), now, await fleet_view(client, now)
 
-    statuses, now = run(go)
-    print_status(statuses, now, records_collection=records_collection, as_json=as_json)
+    statuses, now, fleet = run(go)
+    print_status(statuses, now, records_collection=records_collection, as_json=as_json, fleet=fleet)
 
 
 # -- dogs jobs, dogs history (dogs_mongo.cli_jobs) -------------------------------------------
 
 app.add_typer(jobs_app, name="jobs")
 app.command("history")(history)
+
+# -- dogs pause, dogs resume (dogs_mongo.cli_controls) -----------------------------------------
+
+app.command("pause")(pause)
+app.command("resume")(resume)
 
 
 # -- dogs unlock-all ---------------------------------------------------------------------------

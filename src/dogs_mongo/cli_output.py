@@ -1,5 +1,5 @@
 """What the ``dogs`` command prints: the outcome of ``dogs schedule`` and the counts of
-``dogs status``, as a table or as JSON.
+``dogs status`` (with the paused names and the concurrency slots held), as a table or as JSON.
 
 Pure presentation: the commands in :mod:`dogs_mongo.cli` read the database and hand the results
 here; nothing in this module talks to MongoDB or parses options.
@@ -8,7 +8,8 @@ here; nothing in this module talks to MongoDB or parses options.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,9 +17,17 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from dogs_core.domain.controls import EVERY_JOB
 from dogs_core.domain.records import Duplicate, NameStatus, Scheduled
 
-__all__ = ["format_age", "print_schedule_outcome", "print_status", "status_json", "status_table"]
+__all__ = [
+    "FleetView",
+    "format_age",
+    "print_schedule_outcome",
+    "print_status",
+    "status_json",
+    "status_table",
+]
 
 #: The count columns of ``dogs status``, in order, after the job name.
 _COUNT_COLUMNS = ("Due", "Later", "Running", "Stale", "Terminal")
@@ -35,33 +44,77 @@ def print_schedule_outcome(outcome: Scheduled | Duplicate) -> None:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class FleetView:
+    """What ``dogs status`` shows of the fleet controls: the paused names (``"*"``: every job)
+    and the concurrency slots held per name (``None``: the store does not say)."""
+
+    paused: frozenset[str] = frozenset()
+    held_slots: Mapping[str, int] | None = None
+
+    def paused_text(self, name: str) -> str:
+        """``yes`` (paused on its own), ``all`` (under the pause of every job) or ``-``."""
+        return "yes" if name in self.paused else "all" if EVERY_JOB in self.paused else "-"
+
+    def with_names(self, statuses: Sequence[NameStatus]) -> list[NameStatus]:
+        """``statuses``, then a row of zeros for each name paused or holding slots that has no
+        records, by name."""
+        held = {name for name, count in (self.held_slots or {}).items() if count}
+        extra = (self.paused - {EVERY_JOB}) | held
+        present = {item.job_name for item in statuses}
+        return [*statuses, *(NameStatus(name) for name in sorted(extra - present))]
+
+
 def print_status(
-    statuses: Sequence[NameStatus], now: datetime, *, records_collection: str, as_json: bool
+    statuses: Sequence[NameStatus],
+    now: datetime,
+    *,
+    records_collection: str,
+    as_json: bool,
+    fleet: FleetView | None = None,
 ) -> None:
     """The counts of ``dogs status`` read at ``now``: a JSON list (``--json``), else a table
-    titled with the records collection (or a line saying it holds no records)."""
+    titled with the records collection (or a line saying it holds no records). With ``fleet``,
+    the paused names and the slots held: in every JSON row, and as columns of the table when
+    something is paused (then also a line when every job is) or slots are held."""
+    fleet = fleet or FleetView()
+    statuses = fleet.with_names(statuses)
     if as_json:
-        typer.echo(json.dumps([status_json(item, now) for item in statuses], indent=2))
+        rows = [status_json(item, now, fleet) for item in statuses]
+        typer.echo(json.dumps(rows, indent=2))
         return
     console = Console()
+    if EVERY_JOB in fleet.paused:
+        console.print("Every job is paused (dogs resume --all lifts it).", highlight=False)
     if not statuses:
         console.print(f"No job records in {records_collection}.", highlight=False)
         return
-    console.print(status_table(statuses, now, records_collection=records_collection))
+    console.print(status_table(statuses, now, records_collection=records_collection, fleet=fleet))
 
 
 def status_table(
-    statuses: Sequence[NameStatus], now: datetime, *, records_collection: str
+    statuses: Sequence[NameStatus],
+    now: datetime,
+    *,
+    records_collection: str,
+    fleet: FleetView | None = None,
 ) -> Table:
-    """One row per job name: its counts and the age of its oldest due job (``-`` for none)."""
+    """One row per job name: its counts and the age of its oldest due job (``-`` for none);
+    ``Paused`` when a name is paused, ``Slots held`` when a name holds slots."""
+    fleet = fleet or FleetView()
+    held = fleet.held_slots if fleet.held_slots and any(fleet.held_slots.values()) else None
     table = Table(title=f"Dogs jobs ({records_collection})")
     table.add_column("Job")
     for column in _COUNT_COLUMNS:
         table.add_column(column, justify="right")
     table.add_column("Oldest due", justify="right")
+    if fleet.paused:
+        table.add_column("Paused")
+    if held is not None:
+        table.add_column("Slots held", justify="right")
     for item in statuses:
         age = None if item.oldest_due_at is None else now - item.oldest_due_at
-        table.add_row(
+        cells = [
             item.job_name,
             str(item.due),
             str(item.scheduled_later),
@@ -69,14 +122,22 @@ def status_table(
             str(item.stale),
             str(item.terminal),
             "-" if age is None else format_age(age),
-        )
+        ]
+        if fleet.paused:
+            cells.append(fleet.paused_text(item.job_name))
+        if held is not None:
+            cells.append(str(held.get(item.job_name, 0)))
+        table.add_row(*cells)
     return table
 
 
-def status_json(item: NameStatus, now: datetime) -> dict[str, Any]:
+def status_json(item: NameStatus, now: datetime, fleet: FleetView | None = None) -> dict[str, Any]:
     """One job name's counts as JSON: times in ISO 8601 UTC, the oldest due job's age in
-    seconds (never negative)."""
+    seconds (never negative), whether it is paused (on its own or with every job) and the
+    slots it holds (``null`` when the store does not say)."""
+    fleet = fleet or FleetView()
     oldest = item.oldest_due_at
+    held = None if fleet.held_slots is None else fleet.held_slots.get(item.job_name, 0)
     return {
         "job_name": item.job_name,
         "due": item.due,
@@ -88,6 +149,8 @@ def status_json(item: NameStatus, now: datetime) -> dict[str, Any]:
         "oldest_due_age_seconds": (
             None if oldest is None else round(max(0.0, (now - oldest).total_seconds()), 3)
         ),
+        "paused": fleet.paused_text(item.job_name) != "-",
+        "held_slots": held,
     }
 
 

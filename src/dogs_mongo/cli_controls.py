@@ -1,0 +1,189 @@
+"""``dogs pause`` and ``dogs resume``: stop and restart the claims of a job name, or of every
+name, across every Python worker sharing the database; and what ``dogs status`` reads of the
+fleet controls (:func:`fleet_view`).
+
+::
+
+    dogs pause NAME | --all
+    dogs resume NAME | --all
+
+Each is one call of :class:`~dogs_core.runtime.client.DogsClient` (``pause``, ``resume``, then
+``paused`` to say what stays paused). Workers see a change within one poll interval; running
+executions finish. Pausing a paused name, or resuming one that is not paused, says so and exits
+0 (the name is in the state asked for). Bad input is one ``Error:`` line and exit code 2. Node
+Dogs workers ignore pauses (docs/fleet-controls.md).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated
+
+import typer
+
+from dogs_core.domain.controls import EVERY_JOB
+from dogs_core.runtime.client import DogsClient
+from dogs_mongo import queries as q
+from dogs_mongo.cli_common import (
+    DatabaseOption,
+    DriverChoice,
+    DriverOption,
+    HistoryOption,
+    LogLevel,
+    LogLevelOption,
+    RecordsOption,
+    TimeoutOption,
+    UriOption,
+    connected_client,
+    fail,
+    make_container,
+    run,
+    setup_logging,
+    user_errors,
+)
+from dogs_mongo.cli_output import FleetView
+
+__all__ = ["ControlsOption", "fleet_view", "pause", "resume"]
+
+ControlsOption = Annotated[
+    str,
+    typer.Option(
+        "--controls-collection",
+        help="Controls collection (pauses, concurrency slots, rate windows, leases).",
+        rich_help_panel="Database",
+    ),
+]
+NameArgument = Annotated[
+    str | None,
+    typer.Argument(metavar="[NAME]", help="The job name.", show_default=False),
+]
+AllOption = Annotated[bool, typer.Option("--all", help="Every job name at once.")]
+
+
+async def fleet_view(client: DogsClient, now: datetime) -> FleetView:
+    """The paused names and, when the store can count them, the slots held per name."""
+    paused = await client.paused()
+    try:
+        held: dict[str, int] | None = await client.store.held_slots(now=now)
+    except NotImplementedError:
+        held = None
+    return FleetView(paused=paused, held_slots=held)
+
+
+def _target(name: str | None, every: bool, action: str) -> str | None:
+    """The job name of ``NAME`` / ``--all`` (``None``: every job), checked."""
+    if name is not None and every:
+        fail("pass a job NAME or --all, not both")
+    if every:
+        return None
+    if name is None:
+        fail(f"pass a job NAME, or --all to {action} every job")
+    if not name.strip():
+        fail(f"NAME {shlex.quote(name)}: must not be empty")
+    if name == EVERY_JOB:
+        fail(f"NAME {shlex.quote(name)}: pass --all to {action} every job")
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    changed: bool
+    paused: frozenset[str]
+    has_records: bool
+
+
+def _set_paused(
+    target: str | None,
+    paused: bool,
+    uri: str | None,
+    database: str | None,
+    driver: DriverChoice,
+    timeout: float,
+    collections: tuple[str, str, str],
+    log_level: LogLevel,
+) -> _Outcome:
+    """Pause or resume ``target`` (``None``: every job); then read what is paused and, for a
+    name just paused, whether it has records at all."""
+    setup_logging(log_level)
+    records, history, controls = collections
+    container = make_container(
+        uri, database, driver, timeout, records, history, controls_collection=controls
+    )
+
+    async def go() -> _Outcome:
+        async with connected_client(container) as client:
+            with user_errors():
+                if paused:
+                    changed = await client.pause(target)
+                else:
+                    changed = await client.resume(target)
+                has_records = True
+                if paused and changed and target is not None:
+                    has_records = bool((await client.find_jobs(target, limit=1)).jobs)
+                return _Outcome(changed, await client.paused(), has_records)
+
+    return run(go)
+
+
+def pause(
+    name: NameArgument = None,
+    every: AllOption = False,
+    uri: UriOption = None,
+    database: DatabaseOption = None,
+    driver: DriverOption = DriverChoice.ASYNC,
+    timeout: TimeoutOption = 5.0,
+    records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
+    history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
+    controls_collection: ControlsOption = q.DEFAULT_CONTROLS_COLLECTION,
+    log_level: LogLevelOption = LogLevel.WARNING,
+) -> None:
+    """Stop every Python worker from claiming a job name (or every name, --all) within one
+    poll interval; running executions finish. Undo with dogs resume."""
+    target = _target(name, every, "pause")
+    collections = (records_collection, history_collection, controls_collection)
+    outcome = _set_paused(target, True, uri, database, driver, timeout, collections, log_level)
+    if not outcome.changed:
+        typer.echo(
+            "Every job was already paused." if target is None else f"{target} was already paused."
+        )
+        return
+    what, it = ("every job", "") if target is None else (target, " it")
+    typer.echo(
+        f"Paused {what}: Python workers stop claiming{it} within one poll interval; "
+        "running executions finish."
+    )
+    if not outcome.has_records:
+        typer.echo(
+            f"Note: no job records named {target!r} (a typo?); it is paused anyway.", err=True
+        )
+
+
+def resume(
+    name: NameArgument = None,
+    every: AllOption = False,
+    uri: UriOption = None,
+    database: DatabaseOption = None,
+    driver: DriverOption = DriverChoice.ASYNC,
+    timeout: TimeoutOption = 5.0,
+    records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
+    history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
+    controls_collection: ControlsOption = q.DEFAULT_CONTROLS_COLLECTION,
+    log_level: LogLevelOption = LogLevel.WARNING,
+) -> None:
+    """Let Python workers claim a paused job name again (--all: lift the pause of every job;
+    names paused on their own stay paused)."""
+    target = _target(name, every, "resume")
+    collections = (records_collection, history_collection, controls_collection)
+    outcome = _set_paused(target, False, uri, database, driver, timeout, collections, log_level)
+    changed, paused = outcome.changed, outcome.paused
+    if target is None:
+        typer.echo("Resumed every job." if changed else "There was no pause of every job.")
+        alone = sorted(paused - {EVERY_JOB})
+        if alone:
+            typer.echo(f"Still paused on their own: {', '.join(alone)} (dogs resume NAME).")
+        return
+    typer.echo(f"Resumed {target}." if changed else f"{target} was not paused.")
+    if EVERY_JOB in paused:
+        typer.echo(f"Every job is still paused, {target} too (dogs resume --all).")
