@@ -111,7 +111,7 @@ class Workers:
             self._pacer.ledger,
             self._names,
             refresh_interval=self.settings.poll_interval.total_seconds(),
-            on_reopen=self.wake,
+            on_reopen=self._reopened,
         )
         self._watcher = self._change_watcher() if self.settings.watch_changes else None
         self._active: dict[str, Execution] = {}
@@ -180,6 +180,11 @@ class Workers:
         ``partitions``, when known: they are claimed in first)."""
         self._pacer.wake(partitions)
         self._wake.notify()
+
+    def _reopened(self) -> None:
+        """A paused or held-back name is claimable again: lanes waiting for capacity look too."""
+        self.wake()
+        self._capacity.notify()
 
     # -- lifecycle --------------------------------------------------------------------------
 
