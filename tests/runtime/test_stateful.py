@@ -45,6 +45,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dogs_core import AlreadyFinished, Cancelled, NotFound, Rescheduled, Running, Snooze
+from dogs_core.domain.controls import RateLimit, rate_window
 from dogs_core.domain.records import (
     ClaimedJob,
     ClaimRequest,
@@ -62,7 +63,10 @@ from dogs_testing.memory import SyncInMemoryJobStore
 from tests.runtime.conftest import START, RecordingStore, assert_nothing_locked
 
 Step = Literal["ok", "fail", "hang", "long", "extend", "snooze"]
-Kind = Literal["plain", "zombie", "beat", "capped"]
+Kind = Literal["plain", "zombie", "beat", "capped", "limited", "rated"]
+KINDS: tuple[Kind, ...] = ("plain", "zombie", "beat", "capped", "limited", "rated")
+GLOBAL_LIMIT = 2
+RATE = RateLimit(2, 15)
 
 LOCK_TIME = 10
 POLL = 5
@@ -105,6 +109,12 @@ class Cancel:
 
 
 @dataclass(frozen=True)
+class Pause:
+    kind: Kind | None  # None: every job
+    resume: bool
+
+
+@dataclass(frozen=True)
 class RetryNow:
     job: int
 
@@ -115,7 +125,7 @@ class Move:
     run_in: int
 
 
-Action = Schedule | Sleep | Crash | Stop | Jump | Cancel | RetryNow | Move
+Action = Schedule | Sleep | Crash | Stop | Jump | Cancel | RetryNow | Move | Pause
 
 
 @dataclass(frozen=True)
@@ -145,6 +155,7 @@ class Tracker:
     claims: Counter[str] = field(default_factory=Counter)
     handler_successes: Counter[str] = field(default_factory=Counter)  # owner or zombie
     snoozed: set[str] = field(default_factory=set)  # jobs whose handler snoozed once
+    rated_starts: list[datetime] = field(default_factory=list)  # starts of "rated" handlers
     cancelled: set[str] = field(default_factory=set)  # jobs an operator's cancel removed
     jump_instant: float | None = None
 
@@ -171,7 +182,25 @@ class Tracker:
 
     def enter(self, ctx: JobContext) -> None:
         self.running.setdefault(ctx.job_id, {})[ctx.execution_id] = ctx
+        if ctx.job_name == "rated":
+            self.rated_starts.append(self.clock.now())
         self.check()
+        self.check_limited()
+
+    def check_limited(self) -> None:
+        """Never more than GLOBAL_LIMIT live executions of "limited" hold their lock, across
+        every instance (the one-live-owner rule covers the rest)."""
+        now = self.clock.now()
+        holders = [
+            ctx
+            for executions in self.running.values()
+            for ctx in executions.values()
+            if ctx.job_name == "limited"
+            and not _stale(ctx)
+            and self.deadlines[ctx.execution_id] > now
+        ]
+        if len(holders) > GLOBAL_LIMIT:
+            raise Violation(f"{len(holders)} executions of the limited job run at once")
 
     def leave(self, ctx: JobContext) -> None:
         executions = self.running.get(ctx.job_id, {})
@@ -305,6 +334,14 @@ def build_jobs(tracker: Tracker) -> Jobs:
     async def capped(params: dict[str, Any] | None, ctx: JobContext) -> str:
         return await body(params, ctx, "capped")
 
+    @jobs.event(global_concurrency=GLOBAL_LIMIT)
+    async def limited(params: dict[str, Any] | None, ctx: JobContext) -> str:
+        return await body(params, ctx, "limited")
+
+    @jobs.event(rate_limit=RATE)
+    async def rated(params: dict[str, Any] | None, ctx: JobContext) -> str:
+        return await body(params, ctx, "rated")
+
     @jobs.recurrent(run_every=20)
     async def ticker(ctx: JobContext) -> None:
         await anyio.sleep(1)
@@ -378,6 +415,7 @@ def run_scenario(config: Config, actions: list[Action]) -> None:
                 while True:
                     await anyio.sleep(1)
                     tracker.check()
+                    tracker.check_limited()
 
             tg.start_soon(monitor)
             instances = [Instance(i, make) for i in range(config.instances)]
@@ -409,8 +447,15 @@ def run_scenario(config: Config, actions: list[Action]) -> None:
                     assert instance.workers is not None
                     await instance.workers.stop(action.grace)
                     await instance.start(tg)
+                elif isinstance(action, Pause):
+                    if action.resume:
+                        await client.resume(action.kind)
+                    else:
+                        await client.pause(action.kind)
                 elif scheduled:
                     await operate(client, tracker, scheduled, action)
+            for paused in await client.paused():  # let everything finish
+                await client.resume(None if paused == "*" else paused)
 
             def settled() -> bool:
                 for job_id in scheduled:
@@ -431,13 +476,12 @@ def run_scenario(config: Config, actions: list[Action]) -> None:
 
         end = clock.now()
         assert_nothing_locked(store, at=end)
+        windows = Counter(rate_window(start, RATE.period)[0] for start in tracker.rated_starts)
+        assert max(windows.values(), default=0) <= RATE.limit, windows
         for job_id in scheduled:
             record = store.record(job_id)
             name_rows = [
-                row
-                for name in ("plain", "zombie", "beat", "capped")
-                for row in store.history(name)
-                if row.job_id == job_id
+                row for name in KINDS for row in store.history(name) if row.job_id == job_id
             ]
             successes = [row for row in name_rows if row.status is HistoryStatus.SUCCESS]
             if record is None and job_id in tracker.cancelled:
@@ -482,7 +526,7 @@ async def operate(
 steps = st.sampled_from(["ok", "fail", "hang", "long", "extend", "snooze"])
 schedules = st.builds(
     Schedule,
-    kind=st.sampled_from(["plain", "zombie", "beat", "capped"]),
+    kind=st.sampled_from(KINDS),
     run_in=st.integers(0, 60),
     plan=st.lists(steps, max_size=5).map(tuple),
     key=st.none() | st.sampled_from(["k1", "k2"]),
@@ -495,6 +539,7 @@ actions = st.one_of(
     st.builds(Stop, st.integers(0, 2), st.none() | st.integers(0, 8)),
     st.builds(Jump, st.integers(1, 30)),
     st.builds(Cancel, st.integers(0, 9)),
+    st.builds(Pause, st.none() | st.sampled_from(KINDS), st.booleans()),
     st.builds(RetryNow, st.integers(0, 9)),
     st.builds(Move, st.integers(0, 9), st.integers(0, 30)),
 )
