@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from benchmarks import claims, pickup, throughput
+from benchmarks import claims, global_limit, pickup, throughput
 
 pytestmark = [pytest.mark.mongo, pytest.mark.slow]
 
@@ -110,6 +110,29 @@ def test_pickup_quick(mongodb_uri: str, tmp_path: Path, capsys: pytest.CaptureFi
     assert report.count("| ok |") == len(pickup.MODES)
     results = json.loads((tmp_path / "pickup.json").read_text())["results"]
     assert {r["mode"]: len(r["latencies_ms"]) for r in results} == pickup.QUICK_SAMPLES
+
+
+def test_global_limit_quick(
+    mongodb_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = global_limit.main(["--quick", "--uri", mongodb_uri, "--out", str(tmp_path)])
+    output = capsys.readouterr().out
+    assert status == 0, output
+    for scenario in global_limit.SCENARIOS:
+        assert scenario.label in output
+    assert "FAILED" not in output
+    report = (tmp_path / "global_limit.md").read_text()
+    assert "| Scenario | Jobs |" in report
+    assert report.count("| ok |") == len(global_limit.SCENARIOS)
+    results = json.loads((tmp_path / "global_limit.json").read_text())["results"]
+    by_scenario = {r["scenario"]: r for r in results}
+    assert by_scenario["no limit"]["controls_writes"] == 0, "no limit, no controls writes"
+    assert by_scenario["no limit"]["refused"] == 0
+
+
+def test_global_limit_rejects_a_bad_size() -> None:
+    with pytest.raises(SystemExit):
+        global_limit.main(["--jobs", "0"])
 
 
 def test_pickup_rejects_a_bad_size() -> None:
