@@ -685,6 +685,48 @@ def test_controls_refuse_a_bad_limit_and_write_nothing(limit: Any) -> None:
     assert store.paused_names() == frozenset()
 
 
+BAD_CONTROL_CALLS: dict[str, tuple[str, Callable[[SyncInMemoryJobStore], object]]] = {
+    "empty name": ("job_name", lambda s: s.set_paused("", True, now=T0)),
+    "blank name": (
+        "job_name",
+        lambda s: s.acquire_slot(" ", "", limit=1, holder="h", until=T0, now=T0),
+    ),
+    "key too long": (
+        "key",
+        lambda s: s.acquire_slot("a", "k" * 257, limit=1, holder="h", until=T0, now=T0),
+    ),
+    "key not a str": ("key", lambda s: s.release_slot("a", 1, 0, holder="h")),  # type: ignore[arg-type]
+    "empty holder": (
+        "holder",
+        lambda s: s.acquire_slot("a", "", limit=1, holder="", until=T0, now=T0),
+    ),
+    "negative index": ("index", lambda s: s.renew_slot("a", "", -1, holder="h", until=T0)),
+    "bool index": ("index", lambda s: s.release_slot("a", "", True, holder="h")),
+    "window ends first": (
+        "window_end",
+        lambda s: s.take_rate_token("a", "", limit=1, window_start=T0, window_end=T0),
+    ),
+    "empty lease": ("name", lambda s: s.acquire_lease("", owner="o", until=T0, now=T0)),
+    "empty owner": ("owner", lambda s: s.renew_lease("x", owner="", token=1, until=T0, now=T0)),
+    "token 0": ("token", lambda s: s.release_lease("x", owner="o", token=0)),
+    "lease name read": ("name", lambda s: s.get_lease("")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONTROL_CALLS))
+def test_controls_refuse_bad_input_as_the_mongodb_store_does(case: str) -> None:
+    field, call = BAD_CONTROL_CALLS[case]
+    store = SyncInMemoryJobStore()
+    with pytest.raises(InvalidOptionError) as refused:
+        call(store)
+    assert refused.value.field == field
+    assert (store.paused_names(), store.held_slots(now=T0), store.get_lease("x")) == (
+        frozenset(),
+        {},
+        None,
+    )
+
+
 def test_the_lowest_free_slot_is_handed_out() -> None:
     store = SyncInMemoryJobStore()
 

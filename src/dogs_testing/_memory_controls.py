@@ -16,7 +16,10 @@ What is kept:
   kept forever (the token sequence must survive a release).
 
 Times are kept truncated to the millisecond (BSON dates), so every comparison is made in
-milliseconds, as on MongoDB.
+milliseconds, as on MongoDB. Input is checked as the MongoDB store checks it (non-empty names,
+holders and owners, a key of at most ``MAX_KEY_LENGTH`` characters, a limit and a token of at
+least 1, an index of at least 0, a window that ends after it starts): ``InvalidOptionError``,
+and nothing is written.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from dogs_core.domain import validation
-from dogs_core.domain.controls import Lease
+from dogs_core.domain.controls import MAX_KEY_LENGTH, Lease
 from dogs_core.domain.records import to_millis
+from dogs_core.errors import InvalidOptionError
 from dogs_core.ports import Clock
 from dogs_testing._memory_state import MemoryState
 
@@ -74,6 +78,7 @@ class MemoryControls(MemoryState):
 
     def set_paused(self, job_name: str, paused: bool, *, now: datetime) -> bool:
         """Pause (or resume) ``job_name``; ``"*"`` is stored as a name like any other."""
+        validation.text("job_name", job_name)
         validation.boolean("paused", paused)
         with self._state():
             if not paused:
@@ -101,7 +106,9 @@ class MemoryControls(MemoryState):
     ) -> int | None:
         """The slot ``holder`` already holds among ``0 .. limit-1`` (held again until
         ``until``), else the lowest free one (never held, released, or lapsed at ``now``)."""
+        _check_limit_key(job_name, key)
         validation.positive_int("limit", limit)
+        validation.text("holder", holder)
         at, until = to_millis(now), to_millis(until)
         with self._state():
             slots = self._slots.setdefault((job_name, key), {})
@@ -117,6 +124,7 @@ class MemoryControls(MemoryState):
         self, job_name: str, key: str, index: int, *, holder: str, until: datetime
     ) -> bool:
         """Fenced by ``holder`` only: a lapsed slot nobody took over is renewed too."""
+        _check_slot(job_name, key, index, holder)
         with self._state():
             held = self._slots.get((job_name, key), {}).get(index)
             if held is None or held.holder != holder:
@@ -125,6 +133,7 @@ class MemoryControls(MemoryState):
             return True
 
     def release_slot(self, job_name: str, key: str, index: int, *, holder: str) -> bool:
+        _check_slot(job_name, key, index, holder)
         with self._state():
             slots = self._slots.get((job_name, key))
             held = None if slots is None else slots.get(index)
@@ -169,8 +178,11 @@ class MemoryControls(MemoryState):
         window_start: datetime,
         window_end: datetime,
     ) -> bool:
+        _check_limit_key(job_name, key)
         validation.positive_int("limit", limit)
         start, end = to_millis(window_start), to_millis(window_end)
+        if end <= start:
+            raise InvalidOptionError("window_end", window_end, "must be after window_start")
         with self._state():
             windows = self._windows.setdefault((job_name, key), {})
             _forget_windows(windows, start)
@@ -185,6 +197,8 @@ class MemoryControls(MemoryState):
     # ------------------------------------------------------------------ leases
 
     def acquire_lease(self, name: str, *, owner: str, until: datetime, now: datetime) -> int | None:
+        validation.text("name", name)
+        validation.text("owner", owner)
         at = to_millis(now)
         with self._state():
             row = self._leases.get(name)
@@ -197,6 +211,7 @@ class MemoryControls(MemoryState):
     def renew_lease(
         self, name: str, *, owner: str, token: int, until: datetime, now: datetime
     ) -> bool:
+        _check_lease(name, owner, token)
         at = to_millis(now)
         with self._state():
             row = self._held_lease(name, owner, token)
@@ -208,6 +223,7 @@ class MemoryControls(MemoryState):
     def release_lease(self, name: str, *, owner: str, token: int) -> bool:
         """Fenced by ``owner`` and ``token`` only: a lapsed lease nobody took over is released
         too (as MongoDB's ``updateOne({_id, owner, token})``)."""
+        _check_lease(name, owner, token)
         with self._state():
             row = self._held_lease(name, owner, token)
             if row is None:
@@ -216,6 +232,7 @@ class MemoryControls(MemoryState):
             return True
 
     def get_lease(self, name: str) -> Lease | None:
+        validation.text("name", name)
         with self._state():
             row = self._leases.get(name)
             if row is None or row.owner is None:
@@ -227,6 +244,26 @@ class MemoryControls(MemoryState):
         if row is None or row.owner is None or row.owner != owner or row.token != token:
             return None
         return row
+
+
+def _check_limit_key(job_name: str, key: str) -> None:
+    """A job name (non-empty) and a limit key (``""`` is the whole name's), checked as the
+    MongoDB store checks them."""
+    validation.text("job_name", job_name)
+    if not isinstance(key, str) or len(key) > MAX_KEY_LENGTH:
+        raise InvalidOptionError("key", key, f"must be a str of at most {MAX_KEY_LENGTH}")
+
+
+def _check_slot(job_name: str, key: str, index: int, holder: str) -> None:
+    _check_limit_key(job_name, key)
+    validation.integer("index", index, minimum=0)
+    validation.text("holder", holder)
+
+
+def _check_lease(name: str, owner: str, token: int) -> None:
+    validation.text("name", name)
+    validation.text("owner", owner)
+    validation.positive_int("token", token)
 
 
 def _own_slot(slots: dict[int, _Held], holder: str, limit: int) -> int | None:
