@@ -1,6 +1,8 @@
 """The MongoDB change feeds on a real mongod: what the $match lets through, resuming after the
-stream's cursor dies, giving up after repeated failures, a standalone server, closing; and the
-additive history index on a database Dogs created.
+stream's cursor dies, giving up after repeated failures, a standalone server, closing; the
+pause feed on the controls collection (pauses and resumes of another client, and nothing of the
+slots, rate windows and leases written there); and the additive history index on a database
+Dogs created.
 
 Every wait is bounded by the contract's generous safety timeout; nothing asserts a duration.
 """
@@ -25,6 +27,7 @@ import pytest
 from pymongo import AsyncMongoClient, MongoClient
 from pymongo.errors import PyMongoError
 
+from dogs_core.domain.controls import DEFAULT_KEY, EVERY_JOB
 from dogs_core.domain.records import ClaimRequest, NewJob, to_millis
 from dogs_core.domain.wakeups import RecordChange
 from dogs_core.errors import ChangeFeedUnavailableError, TransientStoreError
@@ -292,6 +295,106 @@ async def test_closing_a_sync_feed_in_threads_closes_its_cursor(
 
 
 # ---------------------------------------------------------------------------------------------
+# The pause feed
+# ---------------------------------------------------------------------------------------------
+
+
+def _is_name(name: str) -> Any:
+    return lambda names: name in names
+
+
+def _other_controls(other: MongoJobStore, now: datetime) -> None:
+    """Slots, a rate window and a lease written by ``other``: inserts (the documents are
+    created on demand), updates and deletes of the controls collection, none of them a pause."""
+    later = now + timedelta(minutes=1)
+    assert other.acquire_slot("a", DEFAULT_KEY, limit=2, holder="h", until=later, now=now) == 0
+    assert other.renew_slot("a", DEFAULT_KEY, 0, holder="h", until=later + timedelta(minutes=1))
+    assert other.release_slot("a", DEFAULT_KEY, 0, holder="h")
+    assert other.take_rate_token("a", DEFAULT_KEY, limit=1, window_start=now, window_end=later)
+    token = other.acquire_lease("a", owner="o", until=later, now=now)
+    assert token is not None
+    assert other.renew_lease("a", owner="o", token=token, until=later, now=now)
+    assert other.release_lease("a", owner="o", token=token)
+    other.controls_collection.delete_many({"kind": {"$ne": q.KIND_PAUSE}})
+
+
+async def test_pauses_of_another_client_are_reported_and_the_other_controls_are_not(
+    store: AsyncMongoJobStore,
+    sync_mongo_client: MongoClient[dict[str, Any]],
+    mongo_database_name: str,
+) -> None:
+    other = MongoJobStore(sync_mongo_client, mongo_database_name)
+    now = _now()
+    async with aclosing(store.watch_pauses()) as feed:
+        await opened(feed)
+
+        def write() -> None:
+            assert other.set_paused("a", True, now=now)
+            assert not other.set_paused("a", True, now=now)  # already paused: no event
+            _other_controls(other, now)
+            other.controls_collection.update_one(  # an update of a pause: not a pause
+                {"_id": q.pause_id("a")}, {"$set": {"pausedAt": now + timedelta(seconds=1)}}
+            )
+            assert other.set_paused("a", False, now=now)
+            assert not other.set_paused("b", False, now=now)  # not paused: no event
+            assert other.set_paused(EVERY_JOB, True, now=now)
+            assert other.set_paused("marker", True, now=now)
+
+        await anyio.to_thread.run_sync(write)
+        names = await read_until(feed, _is_name("marker"))
+    assert names == ["a", "a", EVERY_JOB, "marker"]
+    assert await store.paused_names() == frozenset({EVERY_JOB, "marker"})
+
+
+async def test_the_pause_feed_reopens_after_failures_from_the_token(
+    store: AsyncMongoJobStore, fail_point: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="dogs.mongo.store")
+    async with aclosing(store.watch_pauses()) as feed:
+        await opened(feed)
+        # Paused while the stream is failing: reported once it is reopened after its token.
+        assert await store.set_paused("a", True, now=_now())
+        fail_point(["getMore", "aggregate"], times=3)  # getMore, PyMongo's resume, ours
+        names = await read_until(feed, _is_name("a"))
+    assert names == ["a"]
+    assert "watch_pauses: reopening the change stream" in caplog.text
+
+
+async def test_a_killed_pause_feed_cursor_is_resumed(
+    store: AsyncMongoJobStore, sync_mongo_client: MongoClient[dict[str, Any]]
+) -> None:
+    controls = store.controls_collection.name
+    ns = f"{store.database_name}.{controls}"
+    async with aclosing(store.watch_pauses()) as feed:
+        await opened(feed)
+        cursors = await _change_stream_cursors(sync_mongo_client, ns)
+        assert cursors, "the pause feed's change stream cursor is not on the server"
+        await anyio.to_thread.run_sync(
+            lambda: sync_mongo_client[store.database_name].command(
+                "killCursors", controls, cursors=cursors
+            )
+        )
+        assert await store.set_paused("a", True, now=_now())
+        assert await store.set_paused("a", False, now=_now())
+        names = await read_until(feed, lambda names: names.count("a") == 2)
+    assert names == ["a", "a"]
+
+
+async def test_a_sync_pause_feed_in_threads_reports_a_resume(
+    sync_mongo_client: MongoClient[dict[str, Any]], mongo_database_name: str
+) -> None:
+    sync_store = MongoJobStore(sync_mongo_client, mongo_database_name)
+    sync_store.setup()
+    assert sync_store.set_paused("a", True, now=_now())
+    store = ThreadedJobStore(sync_store)
+    async with aclosing(store.watch_pauses()) as feed:
+        await opened(feed)
+        assert await store.set_paused("a", False, now=_now())
+        names = await read_until(feed, _is_name("a"))
+    assert names == ["a"]
+
+
+# ---------------------------------------------------------------------------------------------
 # A standalone server
 # ---------------------------------------------------------------------------------------------
 
@@ -351,7 +454,12 @@ async def test_a_standalone_server_has_no_change_feeds(standalone_uri: str) -> N
     try:
         store = AsyncMongoJobStore(client, "dogs_standalone")
         await store.setup()
-        for feed in (store.watch_records(["a"]), store.watch_history(job_ids=["x"])):
+        feeds = (
+            store.watch_records(["a"]),
+            store.watch_history(job_ids=["x"]),
+            store.watch_pauses(),
+        )
+        for feed in feeds:
             async with aclosing(feed):
                 with pytest.raises(ChangeFeedUnavailableError, match="replica set"):
                     await feed.__anext__()
@@ -365,9 +473,10 @@ async def test_a_standalone_server_has_no_change_feeds_in_threads(standalone_uri
     client: MongoClient[dict[str, Any]] = MongoClient(standalone_uri, tz_aware=True)
     with client:
         store = ThreadedJobStore(MongoJobStore(client, "dogs_standalone_sync"))
-        async with aclosing(store.watch_records(["a"])) as feed:
-            with pytest.raises(ChangeFeedUnavailableError):
-                await feed.__anext__()
+        for feed in (store.watch_records(["a"]), store.watch_pauses()):
+            async with aclosing(feed):
+                with pytest.raises(ChangeFeedUnavailableError):
+                    await feed.__anext__()
         client.drop_database("dogs_standalone_sync")
 
 

@@ -4,8 +4,8 @@
 
 Part of the async adapter (the source of truth): ``scripts/generate_sync.py`` generates
 ``_sync/changes.py`` from this module. :class:`MongoChanges` is a base of the store class; it
-uses the store's records and history collections. The pipelines and the mapping of events are
-in :mod:`dogs_mongo.queries.changes`.
+uses the store's records, history and controls collections (the pause feed). The pipelines and
+the mapping of events are in :mod:`dogs_mongo.queries.changes`.
 
 A feed opens its change stream at its first ``__anext__`` (which yields ``[]`` once it is open:
 a change made after that is reported), then yields a batch per ``getMore`` that brought events,
@@ -83,10 +83,11 @@ def _resumable(error: PyMongoError) -> bool:
 
 
 class MongoChanges:
-    """The feeds of the store (``watch_records``, ``watch_history``)."""
+    """The feeds of the store (``watch_records``, ``watch_history``, ``watch_pauses``)."""
 
     _records: Collection[Document]
     _history: Collection[Document]
+    _controls: Collection[Document]
 
     def watch_records(self, job_names: Sequence[str]) -> Generator[list[RecordChange], None]:
         """Inserts of ``job_names``, and the updates that may make any record claimable
@@ -111,6 +112,11 @@ class MongoChanges:
             ),
             q.history_change,
         )
+
+    def watch_pauses(self) -> Generator[list[str], None]:
+        """The names paused or resumed: the inserts and deletes of pause documents in the
+        controls collection (its slots, rate windows and leases are not watched)."""
+        return _feed("watch_pauses", self._controls, q.pause_changes_pipeline, q.pause_change)
 
 
 def _feed(

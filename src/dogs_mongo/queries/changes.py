@@ -1,4 +1,4 @@
-"""Change streams: the pipelines of the two feeds, and their events turned into port values.
+"""Change streams: the pipelines of the three feeds, and their events turned into port values.
 
 The records feed (``watch_records``) watches the records collection for what may make a record
 claimable, and nothing else, so that an instance is not woken by the claims and lock renewals
@@ -21,6 +21,12 @@ unless repaired) is unknown (``None``): the consumer treats it as concerning eve
 
 The history feed (``watch_history``) reports history rows as they are first written: the first
 upsert of an execution id is an ``insert`` event, filtered by ``jobId`` and ``jobName``.
+
+The pause feed (``watch_pauses``) watches the controls collection for the inserts (a pause) and
+deletes (a resume) of pause documents only, recognised by their ``_id`` (``{pause: name}``,
+which a delete event carries in ``documentKey`` too), so that the slots, rate windows and leases
+written there all the time wake nobody. The event reports the name only: the consumer reads
+the pauses.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from typing import Any, Final
 
 from dogs_core.domain.records import HistoryRecord, JobStatus
 from dogs_core.domain.wakeups import RecordChange
+from dogs_mongo.queries.controls import PAUSE_ID_FIELD
 from dogs_mongo.queries.history import history_from_document
 
 __all__ = [
@@ -38,6 +45,8 @@ __all__ = [
     "RELEASE_SLACK_MS",
     "history_change",
     "history_changes_pipeline",
+    "pause_change",
+    "pause_changes_pipeline",
     "record_change",
     "record_changes_pipeline",
 ]
@@ -117,6 +126,19 @@ def history_changes_pipeline(
     return [{"$match": match}, {"$project": {"fullDocument": 1}}]
 
 
+def pause_changes_pipeline() -> list[dict[str, Any]]:
+    """The ``watch`` pipeline of the pause feed: inserts and deletes of pause documents."""
+    return [
+        {
+            "$match": {
+                "operationType": {"$in": ["insert", "delete"]},
+                f"documentKey._id.{PAUSE_ID_FIELD}": {"$exists": True},
+            }
+        },
+        {"$project": {"documentKey": 1}},
+    ]
+
+
 def record_change(event: Mapping[str, Any]) -> RecordChange:
     """The change an event of the records feed reports (``None`` where it does not say)."""
     if event.get("operationType") == "insert":
@@ -143,6 +165,13 @@ def history_change(event: Mapping[str, Any]) -> HistoryRecord | None:
         return history_from_document(document)
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def pause_change(event: Mapping[str, Any]) -> str | None:
+    """The job name (or ``"*"``) an event of the pause feed paused or resumed (``None`` for an
+    event without one: it is skipped)."""
+    key = (event.get("documentKey") or {}).get("_id")
+    return _str(key.get(PAUSE_ID_FIELD)) if isinstance(key, Mapping) else None
 
 
 def _str(value: Any) -> str | None:

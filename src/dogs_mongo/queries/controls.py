@@ -53,8 +53,12 @@ Document = dict[str, Any]
 # --------------------------------------------------------------------------------------------
 
 
+#: The field naming the job of a pause's ``_id`` (the pause feed matches on it).
+PAUSE_ID_FIELD: Final = "pause"
+
+
 def pause_id(job_name: str) -> Document:
-    return {"pause": job_name}
+    return {PAUSE_ID_FIELD: job_name}
 
 
 def pause_document(job_name: str, now: datetime) -> Document:
