@@ -1,6 +1,8 @@
 """The in-memory store's change feeds beyond the contract: writes from other threads wake the
 async face (asyncio and trio), heartbeats follow a virtual clock, a burst is one batch, closing
-a feed unsubscribes it, and ThreadedJobStore advances and closes a sync feed in threads."""
+a feed unsubscribes it, the pause feed is woken by the pauses and resumes that changed
+something (of the other face too), and ThreadedJobStore advances and closes a sync feed in
+threads."""
 
 from __future__ import annotations
 
@@ -91,6 +93,41 @@ def test_the_sync_face_is_a_generator_with_heartbeats() -> None:
     writer.join()
     assert next(feed) == [row]
     assert next(feed) == []  # a heartbeat after FEED_HEARTBEAT_SECONDS of nothing
+    feed.close()
+    assert not store._feeds.watched
+
+
+async def test_a_pause_from_another_thread_wakes_the_async_pause_feed() -> None:
+    store = InMemoryJobStore()
+    async with aclosing(store.watch_pauses()) as feed:
+        assert await feed.__anext__() == []
+        assert store.sync._feeds.watched
+
+        def pause_twice_then_resume() -> None:
+            assert store.sync.set_paused("a", True, now=T0)
+            assert not store.sync.set_paused("a", True, now=T0)  # no change: not offered
+            assert store.sync.set_paused("a", False, now=T0)
+
+        thread = threading.Thread(target=pause_twice_then_resume)
+        thread.start()
+        names: list[str] = []
+        with anyio.fail_after(SAFETY):
+            while len(names) < 2:
+                names.extend(await feed.__anext__())
+        thread.join()
+    assert names == ["a", "a"]
+    assert not store.sync._feeds.watched
+
+
+def test_the_sync_pause_feed_is_a_generator_with_heartbeats() -> None:
+    store = SyncInMemoryJobStore()
+    feed = store.watch_pauses()
+    assert next(feed) == []
+    assert not store.set_paused("a", False, now=T0)  # not paused: nothing to report
+    assert next(feed) == []  # a heartbeat
+    assert store.set_paused("*", True, now=T0)
+    assert store.set_paused("b", True, now=T0)
+    assert next(feed) == ["*", "b"]  # what came since the last batch, in one batch
     feed.close()
     assert not store._feeds.watched
 

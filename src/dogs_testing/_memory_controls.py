@@ -5,7 +5,8 @@ one atomic step, as each of the MongoDB store's single-document writes is. See
 
 What is kept:
 
-* pauses: the paused names (``"*"`` is one of them when every name is paused);
+* pauses: the paused names (``"*"`` is one of them when every name is paused); a pause or a
+  resume that changed them is offered to the pause feed (``watch_pauses``), a no-op is not;
 * slots: per ``(job_name, key)``, the held slots by index with their holder and ``until``; a
   released slot is forgotten (a missing slot is free), a lapsed one stays its holder's (its
   renewal and release still match) until another holder takes it over;
@@ -24,6 +25,7 @@ and nothing is written.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -81,16 +83,23 @@ class MemoryControls(MemoryState):
         validation.text("job_name", job_name)
         validation.boolean("paused", paused)
         with self._state():
-            if not paused:
-                return self._paused.pop(job_name, None) is not None
-            if job_name in self._paused:
-                return False
-            self._paused[job_name] = to_millis(now)
+            if paused == (job_name in self._paused):
+                return False  # nothing changes: nothing for the pause feed either
+            if paused:
+                self._paused[job_name] = to_millis(now)
+            else:
+                del self._paused[job_name]
+            self._feeds.offer_pause(job_name)
             return True
 
     def paused_names(self) -> frozenset[str]:
         with self._state():
             return frozenset(self._paused)
+
+    def watch_pauses(self) -> Generator[list[str], None, None]:
+        """The port's feed of the names paused or resumed (by a call that changed something;
+        see :mod:`dogs_testing._memory_feeds`)."""
+        return self._feeds.watch_pauses()
 
     # ------------------------------------------------------------------ concurrency slots
 

@@ -1,9 +1,10 @@
 """The change feeds of the in-memory store: who listens, and how a write reaches them.
 
 Every write of the in-memory state that may make a record claimable (an insert, a reschedule,
-a release, an unlock, a partition repair) and every history row first written is offered to
-the :class:`FeedHub` of that state, under the state's lock, from whatever thread wrote it. Each
-subscriber keeps what it accepts in a buffer of its own:
+a release, an unlock, a partition repair), every history row first written and every pause or
+resume that changed something is offered to the :class:`FeedHub` of that state, under the
+state's lock, from whatever thread wrote it. Each subscriber keeps what it accepts in a buffer
+of its own:
 
 * a sync feed (:meth:`FeedHub.watch_records`) in a ``queue.SimpleQueue``, read with a timeout
   of :data:`~dogs_core.domain.feeds.FEED_HEARTBEAT_SECONDS` (the heartbeat);
@@ -89,16 +90,17 @@ class _Waker:
 
 
 class FeedHub:
-    """The subscribers of one in-memory state. :meth:`offer_record` and :meth:`offer_history`
-    are called by the state's writes; the ``watch_*`` methods open feeds."""
+    """The subscribers of one in-memory state. :meth:`offer_record`, :meth:`offer_history` and
+    :meth:`offer_pause` are called by the state's writes; the ``watch_*`` methods open feeds."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # kind ("records", "history") -> its subscribers, replaced (never mutated) under the
-        # lock, so that a writer reads a consistent tuple without taking it.
+        # kind ("records", "history", "pauses") -> its subscribers, replaced (never mutated)
+        # under the lock, so that a writer reads a consistent tuple without taking it.
         self._subscribers: dict[str, tuple[_Subscriber[Any], ...]] = {
             "records": (),
             "history": (),
+            "pauses": (),
         }
 
     # ------------------------------------------------------------------ the writers' side
@@ -128,6 +130,12 @@ class FeedHub:
             if subscriber.accepts(row):
                 subscriber.deliver(copy(row))
 
+    def offer_pause(self, job_name: str) -> None:
+        """``job_name`` (or ``"*"``) was paused or resumed (a call that changed nothing is not
+        offered)."""
+        for subscriber in self._subscribers["pauses"]:
+            subscriber.deliver(job_name)
+
     # ------------------------------------------------------------------ the feeds
 
     # Every feed is a generator that checks its arguments at its first next(), as the MongoDB
@@ -141,6 +149,9 @@ class FeedHub:
     ) -> Generator[list[HistoryRecord], None, None]:
         return self._sync_feed("history", lambda: _history_filter(job_ids, job_names))
 
+    def watch_pauses(self) -> Generator[list[str], None, None]:
+        return self._sync_feed("pauses", lambda: _every)
+
     def watch_records_async(
         self, job_names: Sequence[str]
     ) -> AsyncGenerator[list[RecordChange], None]:
@@ -150,6 +161,9 @@ class FeedHub:
         self, *, job_ids: Sequence[str] | None = None, job_names: Sequence[str] | None = None
     ) -> AsyncGenerator[list[HistoryRecord], None]:
         return self._async_feed("history", lambda: _history_filter(job_ids, job_names))
+
+    def watch_pauses_async(self) -> AsyncGenerator[list[str], None]:
+        return self._async_feed("pauses", lambda: _every)
 
     def _sync_feed(
         self, kind: str, accepts: Callable[[], Callable[[T], bool]]
@@ -212,6 +226,10 @@ class FeedHub:
             self._subscribers[kind] = tuple(
                 s for s in self._subscribers[kind] if s is not subscriber
             )
+
+
+def _every(_: object) -> bool:
+    return True
 
 
 def _name_filter(job_names: Sequence[str]) -> Callable[[RecordChange], bool]:

@@ -30,10 +30,11 @@ What it emulates of MongoDB and @orion-js/dogs:
   under the same lock, as MongoDB's single-document writes are; a free slot is the lowest free
   index, a slot its holder holds is handed back to it, a window is forgotten a day after its end
   and a lease's token sequence is kept forever (``dogs_testing._memory_controls``);
-* change feeds (``watch_records``, ``watch_history``) fed by every write that may make a record
-  claimable and by each history row's first write, from any thread, with the job name,
-  partition and next run of every change (a MongoDB update event has only the fields it set):
-  see ``dogs_testing._memory_feeds``;
+* change feeds (``watch_records``, ``watch_history``, ``watch_pauses``) fed by every write that
+  may make a record claimable, by each history row's first write and by each pause or resume
+  that changed something, from any thread, with the job name, partition and next run of every
+  record change (a MongoDB update event has only the fields it set): see
+  ``dogs_testing._memory_feeds``;
 * TTL retention: when the store has a ``clock``, records and history rows whose ``expires_at`` is
   ``<= clock.now()`` are purged lazily at the next call (MongoDB's TTL monitor is later than that,
   up to a minute; a test must not rely on the record surviving past its ``expires_at``).
