@@ -19,9 +19,9 @@
     Raise :class:`~dogs_core.errors.ChangeFeedUnavailableError` from a change feed, as a
     standalone MongoDB server does (feeds only).
 
-A change feed (``watch_records``, ``watch_history``) is one call per batch asked for: each
-``__anext__`` of the feed is matched against the plan like a call of its method (so
-``fail_next("watch_records", skip_calls=2)`` fails the third batch, the first being the open
+A change feed (``watch_records``, ``watch_history``, ``watch_pauses``) is one call per batch
+asked for: each ``__anext__`` of the feed is matched against the plan like a call of its method
+(so ``fail_next("watch_records", skip_calls=2)`` fails the third batch, the first being the open
 signal). An error ends the feed, as a change stream that could not be resumed does; delays slow
 the batch; a disconnected store fails the next batch.
 
@@ -120,7 +120,7 @@ READ_METHODS: Final = frozenset(
     }
 )
 #: Port methods that open a change feed (faulted batch by batch).
-FEED_METHODS: Final = frozenset({"watch_records", "watch_history"})
+FEED_METHODS: Final = frozenset({"watch_records", "watch_history", "watch_pauses"})
 #: Every port method a plan may name (``close`` is never faulted).
 PORT_METHODS: Final = WRITE_METHODS | READ_METHODS | FEED_METHODS
 

@@ -4,7 +4,7 @@ Subclass :class:`JobStoreWrapper` and override :meth:`JobStoreWrapper.around` to
 inject faults, count or log them; every method of :class:`~dogs_core.ports.AsyncJobStore` is
 forwarded to ``inner`` through it (by :class:`~dogs_core.runtime.forwarding.ForwardingJobStore`),
 so a wrapper cannot forget one when the port grows. The change feeds (``watch_records``,
-``watch_history``) go through :meth:`JobStoreWrapper.around_feed` instead.
+``watch_history``, ``watch_pauses``) go through :meth:`JobStoreWrapper.around_feed` instead.
 """
 
 from __future__ import annotations

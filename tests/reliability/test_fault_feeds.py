@@ -4,8 +4,10 @@ a disconnected store fails the next batch, delays follow the (virtual) clock."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from datetime import UTC, datetime
+from typing import Any
 
 import anyio
 import pytest
@@ -42,7 +44,7 @@ def _job() -> NewJob:
 
 
 async def test_feeds_are_port_methods_a_plan_may_name() -> None:
-    assert {"watch_records", "watch_history"} == FEED_METHODS
+    assert {"watch_records", "watch_history", "watch_pauses"} == FEED_METHODS
     assert FEED_METHODS <= PORT_METHODS
 
 
@@ -51,8 +53,12 @@ async def test_feed_unavailable_at_the_first_batch(method: str) -> None:
     inner = InMemoryJobStore()
     store = FaultyJobStore(inner)
     store.fail_next(method, FaultKind.FEED_UNAVAILABLE)
-    feed = store.watch_records(["a"]) if method == "watch_records" else store.watch_history()
-    async with aclosing(feed):
+    feeds: dict[str, Callable[[], AsyncGenerator[list[Any], None]]] = {
+        "watch_records": lambda: store.watch_records(["a"]),
+        "watch_history": store.watch_history,
+        "watch_pauses": store.watch_pauses,
+    }
+    async with aclosing(feeds[method]()) as feed:
         with pytest.raises(ChangeFeedUnavailableError, match="injected"):
             await feed.__anext__()
     assert not inner.sync._feeds.watched  # the inner feed was never opened
@@ -81,6 +87,20 @@ async def test_error_after_loses_the_batch() -> None:
         await store.schedule(_job())
         with pytest.raises(TransientStoreError, match="lost a batch"):
             await feed.__anext__()
+
+
+async def test_the_pause_feed_is_faulted_batch_by_batch() -> None:
+    inner = InMemoryJobStore()
+    store = FaultyJobStore(inner)
+    store.fail_next("watch_pauses", FaultKind.ERROR_BEFORE, skip_calls=2)
+    async with aclosing(store.watch_pauses()) as feed:
+        assert await feed.__anext__() == []  # open
+        assert await store.set_paused("a", True, now=NOW)
+        assert await feed.__anext__() == ["a"]
+        with pytest.raises(TransientStoreError):
+            await feed.__anext__()
+    assert not inner.sync._feeds.watched
+    assert store.stats.count("watch_pauses", FaultKind.ERROR_BEFORE) == 1
 
 
 async def test_a_disconnected_store_fails_the_next_batch() -> None:
