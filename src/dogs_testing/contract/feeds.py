@@ -1,9 +1,10 @@
-"""The contract suite, part 6: the change feeds (``watch_records``, ``watch_history``) and the
-history of one job (``get_executions(job_id=...)``).
+"""The contract suite, part 6: the change feeds (``watch_records``, ``watch_history``,
+``watch_pauses``) and the history of one job (``get_executions(job_id=...)``).
 
 A feed is a notification: these tests check what must be reported (an insert after the feed
-is open, a reschedule, a release, a history row as first written) and what must not (another
-job name's insert, a lock renewal, a row's later writes, the rows other filters exclude), in
+is open, a reschedule, a release, a history row as first written, a pause and a resume) and what
+must not (another job name's insert, a lock renewal, a row's later writes, the rows other
+filters exclude, a pause or resume that changed nothing, the other fleet controls), in
 the order the store saw the writes: each test ends with a marker write and reads the feed up
 to it, so that nothing is asserted about time. Every read is bounded by a generous safety
 timeout (:data:`SAFETY_TIMEOUT`), which only turns a hang into a failure. The release tests use
@@ -22,6 +23,7 @@ from typing import Final, TypeVar
 import anyio
 import pytest
 
+from dogs_core.domain.controls import DEFAULT_KEY, EVERY_JOB
 from dogs_core.domain.records import HistoryRecord, to_millis
 from dogs_core.domain.wakeups import RecordChange
 from dogs_core.errors import InvalidOptionError
@@ -80,6 +82,10 @@ def _is_insert_at(at: datetime) -> Callable[[RecordChange], bool]:
 
 def _row_of(execution_id: str) -> Callable[[HistoryRecord], bool]:
     return lambda row: row.execution_id == execution_id
+
+
+def _name(job_name: str) -> Callable[[str], bool]:
+    return lambda name: name == job_name
 
 
 def _real_now() -> datetime:
@@ -212,6 +218,55 @@ class FeedContract(ContractBase):
 
     async def test_watch_history_heartbeats_while_idle(self, store: AsyncJobStore) -> None:
         async with aclosing(store.watch_history(job_ids=["nobody"])) as feed:
+            await opened(feed)
+            with anyio.fail_after(SAFETY_TIMEOUT):
+                assert await feed.__anext__() == []
+
+    # ---------------------------------------------------------------- watch_pauses
+
+    async def test_watch_pauses_reports_a_pause_and_a_resume(self, store: AsyncJobStore) -> None:
+        async with aclosing(store.watch_pauses()) as feed:
+            await opened(feed)
+            assert await store.set_paused("a", True, now=T0)
+            assert await read_until(feed, _up_to(_name("a"))) == ["a"]
+            assert await store.set_paused("a", False, now=T0 + _S)
+            assert await read_until(feed, _up_to(_name("a"))) == ["a"]
+        assert await store.paused_names() == frozenset()
+
+    async def test_watch_pauses_reports_every_job_and_not_what_changed_nothing(
+        self, store: AsyncJobStore
+    ) -> None:
+        async with aclosing(store.watch_pauses()) as feed:
+            await opened(feed)
+            assert await store.set_paused("a", True, now=T0)
+            assert await read_until(feed, _up_to(_name("a"))) == ["a"]
+            assert not await store.set_paused("a", True, now=T0 + _S)  # already paused
+            assert not await store.set_paused("b", False, now=T0)  # not paused
+            assert await store.set_paused(EVERY_JOB, True, now=T0)
+            assert await read_until(feed, _up_to(_name(EVERY_JOB))) == [EVERY_JOB]
+
+    async def test_watch_pauses_leaves_out_the_other_controls(self, store: AsyncJobStore) -> None:
+        async with aclosing(store.watch_pauses()) as feed:
+            await opened(feed)
+            await store.schedule(_job("a"))
+            index = await store.acquire_slot(
+                "a", DEFAULT_KEY, limit=1, holder="h", until=T0 + _MIN, now=T0
+            )
+            assert index == 0
+            assert await store.renew_slot("a", DEFAULT_KEY, 0, holder="h", until=T0 + _H)
+            assert await store.release_slot("a", DEFAULT_KEY, 0, holder="h")
+            assert await store.take_rate_token(
+                "a", DEFAULT_KEY, limit=1, window_start=T0, window_end=T0 + _MIN
+            )
+            token = await store.acquire_lease("a", owner="o", until=T0 + _MIN, now=T0)
+            assert token is not None
+            assert await store.renew_lease("a", owner="o", token=token, until=T0 + _H, now=T0)
+            assert await store.release_lease("a", owner="o", token=token)
+            assert await store.set_paused("marker", True, now=T0)
+            assert await read_until(feed, _up_to(_name("marker"))) == ["marker"]
+
+    async def test_watch_pauses_heartbeats_while_idle(self, store: AsyncJobStore) -> None:
+        async with aclosing(store.watch_pauses()) as feed:
             await opened(feed)
             with anyio.fail_after(SAFETY_TIMEOUT):
                 assert await feed.__anext__() == []
