@@ -345,6 +345,13 @@ class AsyncJobStore(Protocol):
         """The paused job names (``"*"`` among them when every name is paused)."""
         ...
 
+    def watch_pauses(self) -> AsyncGenerator[list[str], None]:
+        """A feed of pause changes: the job names (``"*"`` included) paused or resumed since the
+        last batch. Same shape, heartbeats and errors as :meth:`watch_records` (``[]`` once
+        open, ``[]`` again at least every few seconds, ``ChangeFeedUnavailableError`` where the
+        backend cannot watch). A notification only: read :meth:`paused_names` for the state."""
+        ...
+
     async def acquire_slot(
         self,
         job_name: str,
@@ -537,6 +544,8 @@ class JobStore(Protocol):
     def set_paused(self, job_name: str, paused: bool, *, now: datetime) -> bool: ...
 
     def paused_names(self) -> frozenset[str]: ...
+
+    def watch_pauses(self) -> Generator[list[str], None, None]: ...
 
     def acquire_slot(
         self,

@@ -242,3 +242,27 @@ async def test_a_lease_whose_renewal_fails_is_lost() -> None:
     with pytest.raises(InvalidOptionError, match="ttl"):
         async with h.client.lock("report", ttl=0.5):
             pass
+
+
+async def test_with_a_pause_feed_pause_and_resume_take_effect_at_once() -> None:
+    jobs = Jobs()
+    started: list[float] = []
+
+    @jobs.event
+    async def mail(params: Params, ctx: JobContext) -> None:
+        started.append(now())
+
+    h = Harness(jobs)
+    async with h.workers(poll_interval=60, watch_changes=True) as workers:
+        await anyio.sleep(1)
+        await h.client.pause(mail)
+        await anyio.sleep(0.1)
+        await h.client.schedule(mail)
+        await anyio.sleep(5)  # far less than a poll interval: only the feeds can tell
+        assert started == []
+        await h.client.resume(mail)
+        resumed = now()
+        await anyio.sleep(1)
+        await workers.stop()
+    assert len(started) == 1
+    assert started[0] - resumed < 1

@@ -1,9 +1,13 @@
 """Which job names one ``Workers`` instance leaves out of its claims, fleet-wide decisions seen
-locally: names paused in the store (read again every poll interval) and names held back for a
-while after a fleet limit refused one of their jobs (:mod:`dogs_core.runtime.gates`)."""
+locally: names paused in the store and names held back for a while after a fleet limit refused
+one of their jobs (:mod:`dogs_core.runtime.gates`).
+
+Pauses are read again every poll interval, and at once when the store's pause feed
+(``watch_pauses``: MongoDB change streams) reports a change, where it has one."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -12,12 +16,16 @@ import anyio
 
 from dogs_core.domain.capacity import CapacityLedger
 from dogs_core.domain.controls import EVERY_JOB
+from dogs_core.errors import ChangeFeedUnavailableError
 from dogs_core.ports import AsyncJobStore
 from dogs_core.runtime.signal import Signal
 
 __all__ = ["FleetHolds"]
 
 logger = logging.getLogger("dogs.workers")
+
+_FIRST_REOPEN_DELAY = 0.5
+_MAX_REOPEN_DELAY = 30.0
 
 
 class FleetHolds:
@@ -31,12 +39,14 @@ class FleetHolds:
         *,
         refresh_interval: float,
         on_reopen: Callable[[], None],
+        watch: bool = False,
     ) -> None:
         self._store = store
         self._ledger = ledger
         self._names = tuple(names)
         self._refresh_interval = refresh_interval
         self._on_reopen = on_reopen
+        self._watch = watch
         self._paused: frozenset[str] = frozenset()
         self._held_until: dict[str, float] = {}
         self._changed = Signal()
@@ -66,7 +76,31 @@ class FleetHolds:
         self._apply()
 
     async def run(self) -> None:
-        """Refresh the pauses every interval and end holds on time, until cancelled."""
+        """Refresh the pauses every interval (and when the feed reports a change) and end holds
+        on time, until cancelled."""
+        async with anyio.create_task_group() as group:
+            if self._watch:
+                group.start_soon(self._follow_feed)
+            await self._keep_time()
+
+    async def _follow_feed(self) -> None:
+        delay = _FIRST_REOPEN_DELAY
+        while True:
+            feed = self._store.watch_pauses()
+            try:
+                async with contextlib.aclosing(feed):
+                    async for batch in feed:
+                        delay = _FIRST_REOPEN_DELAY
+                        if batch:
+                            await self.refresh()
+            except ChangeFeedUnavailableError:
+                return  # no feed here: the poll interval it is
+            except Exception as error:
+                logger.warning("pause feed failed, reopening in %.1fs: %r", delay, error)
+            await anyio.sleep(delay)
+            delay = min(delay * 2, _MAX_REOPEN_DELAY)
+
+    async def _keep_time(self) -> None:
         next_refresh = anyio.current_time()
         while True:
             now = anyio.current_time()

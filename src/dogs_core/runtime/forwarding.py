@@ -247,6 +247,9 @@ class ForwardingJobStore(ABC):
     async def paused_names(self) -> frozenset[str]:
         return cast("frozenset[str]", await self._forward("paused_names"))
 
+    def watch_pauses(self) -> AsyncGenerator[list[str], None]:
+        return cast("AsyncGenerator[list[str], None]", self._forward_feed("watch_pauses"))
+
     async def acquire_slot(
         self,
         job_name: str,

@@ -112,6 +112,7 @@ class Workers:
             self._names,
             refresh_interval=self.settings.poll_interval.total_seconds(),
             on_reopen=self._reopened,
+            watch=self.settings.watch_changes,
         )
         self._watcher = self._change_watcher() if self.settings.watch_changes else None
         self._active: dict[str, Execution] = {}
