@@ -30,7 +30,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from dogs_core.domain import validation
-from dogs_core.domain.controls import MAX_KEY_LENGTH, Lease
+from dogs_core.domain.controls import (
+    Lease,
+    check_lease,
+    check_limit_key,
+    check_slot,
+)
 from dogs_core.domain.records import to_millis
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ports import Clock
@@ -115,7 +120,7 @@ class MemoryControls(MemoryState):
     ) -> int | None:
         """The slot ``holder`` already holds among ``0 .. limit-1`` (held again until
         ``until``), else the lowest free one (never held, released, or lapsed at ``now``)."""
-        _check_limit_key(job_name, key)
+        check_limit_key(job_name, key)
         validation.positive_int("limit", limit)
         validation.text("holder", holder)
         at, until = to_millis(now), to_millis(until)
@@ -133,7 +138,7 @@ class MemoryControls(MemoryState):
         self, job_name: str, key: str, index: int, *, holder: str, until: datetime
     ) -> bool:
         """Fenced by ``holder`` only: a lapsed slot nobody took over is renewed too."""
-        _check_slot(job_name, key, index, holder)
+        check_slot(job_name, key, index, holder)
         with self._state():
             held = self._slots.get((job_name, key), {}).get(index)
             if held is None or held.holder != holder:
@@ -142,7 +147,7 @@ class MemoryControls(MemoryState):
             return True
 
     def release_slot(self, job_name: str, key: str, index: int, *, holder: str) -> bool:
-        _check_slot(job_name, key, index, holder)
+        check_slot(job_name, key, index, holder)
         with self._state():
             slots = self._slots.get((job_name, key))
             held = None if slots is None else slots.get(index)
@@ -187,7 +192,7 @@ class MemoryControls(MemoryState):
         window_start: datetime,
         window_end: datetime,
     ) -> bool:
-        _check_limit_key(job_name, key)
+        check_limit_key(job_name, key)
         validation.positive_int("limit", limit)
         start, end = to_millis(window_start), to_millis(window_end)
         if end <= start:
@@ -220,7 +225,7 @@ class MemoryControls(MemoryState):
     def renew_lease(
         self, name: str, *, owner: str, token: int, until: datetime, now: datetime
     ) -> bool:
-        _check_lease(name, owner, token)
+        check_lease(name, owner, token)
         at = to_millis(now)
         with self._state():
             row = self._held_lease(name, owner, token)
@@ -232,7 +237,7 @@ class MemoryControls(MemoryState):
     def release_lease(self, name: str, *, owner: str, token: int) -> bool:
         """Fenced by ``owner`` and ``token`` only: a lapsed lease nobody took over is released
         too (as MongoDB's ``updateOne({_id, owner, token})``)."""
-        _check_lease(name, owner, token)
+        check_lease(name, owner, token)
         with self._state():
             row = self._held_lease(name, owner, token)
             if row is None:
@@ -253,26 +258,6 @@ class MemoryControls(MemoryState):
         if row is None or row.owner is None or row.owner != owner or row.token != token:
             return None
         return row
-
-
-def _check_limit_key(job_name: str, key: str) -> None:
-    """A job name (non-empty) and a limit key (``""`` is the whole name's), checked as the
-    MongoDB store checks them."""
-    validation.text("job_name", job_name)
-    if not isinstance(key, str) or len(key) > MAX_KEY_LENGTH:
-        raise InvalidOptionError("key", key, f"must be a str of at most {MAX_KEY_LENGTH}")
-
-
-def _check_slot(job_name: str, key: str, index: int, holder: str) -> None:
-    _check_limit_key(job_name, key)
-    validation.integer("index", index, minimum=0)
-    validation.text("holder", holder)
-
-
-def _check_lease(name: str, owner: str, token: int) -> None:
-    validation.text("name", name)
-    validation.text("owner", owner)
-    validation.positive_int("token", token)
 
 
 def _own_slot(slots: dict[int, _Held], holder: str, limit: int) -> int | None:

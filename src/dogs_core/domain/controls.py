@@ -41,6 +41,9 @@ __all__ = [
     "Admission",
     "Lease",
     "RateLimit",
+    "check_lease",
+    "check_limit_key",
+    "check_slot",
     "limit_key",
     "rate_window",
 ]
@@ -168,3 +171,25 @@ class Lease:
     owner: str
     token: int
     expires_at: datetime
+
+
+def check_limit_key(job_name: object, key: object) -> None:
+    """A store's check of a job name (non-empty) and a limit key (``""`` is the whole name's,
+    at most :data:`MAX_KEY_LENGTH` characters): ``InvalidOptionError`` naming the field."""
+    validation.text("job_name", job_name)
+    if not isinstance(key, str) or len(key) > MAX_KEY_LENGTH:
+        raise InvalidOptionError("key", key, f"must be a str of at most {MAX_KEY_LENGTH}")
+
+
+def check_slot(job_name: object, key: object, index: object, holder: object) -> None:
+    """A store's check of a slot's name, key, index (>= 0) and holder (non-empty)."""
+    check_limit_key(job_name, key)
+    validation.integer("index", index, minimum=0)
+    validation.text("holder", holder)
+
+
+def check_lease(name: object, owner: object, token: object) -> None:
+    """A store's check of a lease's name and owner (non-empty) and token (>= 1)."""
+    validation.text("name", name)
+    validation.text("owner", owner)
+    validation.positive_int("token", token)

@@ -26,7 +26,12 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 from pymongo.synchronous.collection import Collection
 
 from dogs_core.domain import validation
-from dogs_core.domain.controls import MAX_KEY_LENGTH, Lease
+from dogs_core.domain.controls import (
+    Lease,
+    check_lease,
+    check_limit_key,
+    check_slot,
+)
 from dogs_core.errors import InvalidOptionError
 from dogs_mongo import queries as q
 from dogs_mongo._sync.changes import _resolve
@@ -91,7 +96,7 @@ class MongoControls:
         """One ``findOneAndUpdate`` over the ids of the slots ``0 .. limit-1``; when it matches
         nothing, the missing slots are created free (one unordered bulk of upserts) and it is
         tried once more."""
-        _check_limit_key(job_name, key)
+        check_limit_key(job_name, key)
         validation.positive_int("limit", limit)
         validation.text("holder", holder)
         index = self._take_slot(job_name, key, limit, holder, until, now)
@@ -132,7 +137,7 @@ class MongoControls:
     def renew_slot(
         self, job_name: str, key: str, index: int, *, holder: str, until: datetime
     ) -> bool:
-        _check_slot(job_name, key, index, holder)
+        check_slot(job_name, key, index, holder)
         with translate_errors("renew_slot", write=True):
             result = self._controls.update_one(
                 q.held_slot_filter(job_name, key, index, holder), q.renew_slot_update(until)
@@ -140,7 +145,7 @@ class MongoControls:
         return result.matched_count == 1
 
     def release_slot(self, job_name: str, key: str, index: int, *, holder: str) -> bool:
-        _check_slot(job_name, key, index, holder)
+        check_slot(job_name, key, index, holder)
         with translate_errors("release_slot", write=True):
             result = self._controls.update_one(
                 q.held_slot_filter(job_name, key, index, holder), q.release_slot_update()
@@ -170,7 +175,7 @@ class MongoControls:
         insert is refused with a duplicate key when the counter exists and is full, and also
         when another caller created it at the same moment: then the counter exists, and the
         same conditional ``$inc`` without the upsert decides."""
-        _check_limit_key(job_name, key)
+        check_limit_key(job_name, key)
         validation.positive_int("limit", limit)
         if window_end <= window_start:
             raise InvalidOptionError("window_end", window_end, "must be after window_start")
@@ -210,7 +215,7 @@ class MongoControls:
     def renew_lease(
         self, name: str, *, owner: str, token: int, until: datetime, now: datetime
     ) -> bool:
-        _check_lease(name, owner, token)
+        check_lease(name, owner, token)
         with translate_errors("renew_lease", write=True):
             result = self._controls.update_one(
                 q.renew_lease_filter(name, owner, token, now), q.renew_lease_update(until)
@@ -218,7 +223,7 @@ class MongoControls:
         return result.matched_count == 1
 
     def release_lease(self, name: str, *, owner: str, token: int) -> bool:
-        _check_lease(name, owner, token)
+        check_lease(name, owner, token)
         with translate_errors("release_lease", write=True):
             result = self._controls.update_one(
                 q.held_lease_filter(name, owner, token), q.release_lease_update()
@@ -230,22 +235,3 @@ class MongoControls:
         with translate_errors("get_lease", write=False):
             document = self._controls.find_one({"_id": q.lease_id(name)})
         return q.lease_from_document(name, document)
-
-
-def _check_limit_key(job_name: str, key: str) -> None:
-    """A job name (non-empty) and a limit key (``""`` is the whole name's)."""
-    validation.text("job_name", job_name)
-    if not isinstance(key, str) or len(key) > MAX_KEY_LENGTH:
-        raise InvalidOptionError("key", key, f"must be a str of at most {MAX_KEY_LENGTH}")
-
-
-def _check_slot(job_name: str, key: str, index: int, holder: str) -> None:
-    _check_limit_key(job_name, key)
-    validation.integer("index", index, minimum=0)
-    validation.text("holder", holder)
-
-
-def _check_lease(name: str, owner: str, token: int) -> None:
-    validation.text("name", name)
-    validation.text("owner", owner)
-    validation.positive_int("token", token)
