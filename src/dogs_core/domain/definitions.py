@@ -223,6 +223,24 @@ class RecurrentJobOptions(_CommonOptions, total=False):
     next_run: Callable[[datetime], datetime] | None
 
 
+def _set_fleet_limits(
+    definition: object,
+    global_concurrency: object,
+    concurrency_key: object,
+    rate_limit: object,
+) -> None:
+    """An event job's fleet-wide limits (:mod:`dogs_core.domain.controls`), checked."""
+    set_ = object.__setattr__
+    limit = _optional_int(global_concurrency, "global_concurrency", minimum=1)
+    if concurrency_key is not None:
+        validation.callable_value("concurrency_key", concurrency_key)
+        if limit is None:
+            raise InvalidOptionError("concurrency_key", concurrency_key, "needs global_concurrency")
+    set_(definition, "global_concurrency", limit)
+    set_(definition, "concurrency_key", concurrency_key)
+    set_(definition, "rate_limit", rate_limit_option(rate_limit))
+
+
 # --------------------------------------------------------------------------------------------
 # Definitions
 
@@ -336,29 +354,12 @@ class EventJobDefinition:
         )
         set_ = object.__setattr__
         set_(self, "max_tries", _optional_int(max_tries, "max_tries", minimum=1))
-        set_(
-            self,
-            "max_parallel_executions_per_server",
-            _optional_int(
-                max_parallel_executions_per_server, "max_parallel_executions_per_server", minimum=0
-            ),
-        )
+        cap = "max_parallel_executions_per_server"
+        set_(self, cap, _optional_int(max_parallel_executions_per_server, cap, minimum=0))
         if unique_scope not in ("global", "job"):
             raise InvalidOptionError("unique_scope", unique_scope, "must be 'global' or 'job'")
         set_(self, "unique_scope", unique_scope)
-        set_(
-            self,
-            "global_concurrency",
-            _optional_int(global_concurrency, "global_concurrency", minimum=1),
-        )
-        if concurrency_key is not None:
-            validation.callable_value("concurrency_key", concurrency_key)
-            if global_concurrency is None:
-                raise InvalidOptionError(
-                    "concurrency_key", concurrency_key, "needs global_concurrency"
-                )
-        set_(self, "concurrency_key", concurrency_key)
-        set_(self, "rate_limit", rate_limit_option(rate_limit))
+        _set_fleet_limits(self, global_concurrency, concurrency_key, rate_limit)
         if params_model is None:
             params_model = derive_params_model(self.handler)
         elif not is_params_model(params_model):

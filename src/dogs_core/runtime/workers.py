@@ -106,14 +106,7 @@ class Workers:
             report=self._on_milestone,
             hold_back=lambda name, until: self._holds.hold_back(name, until),
         )
-        self._holds = FleetHolds(
-            store,
-            self._pacer.ledger,
-            self._names,
-            refresh_interval=self.settings.poll_interval.total_seconds(),
-            on_reopen=self._reopened,
-            watch=self.settings.watch_changes,
-        )
+        self._holds = self._fleet_holds()
         self._watcher = self._change_watcher() if self.settings.watch_changes else None
         self._active: dict[str, Execution] = {}
         self._finishing: set[str] = set()  # freed their slot, still writing history
@@ -133,6 +126,16 @@ class Workers:
         self._capabilities: StoreCapabilities | None = None
         self.claims_succeeded = 0
         """Jobs claimed so far (each starts one execution)."""
+
+    def _fleet_holds(self) -> FleetHolds:
+        return FleetHolds(
+            self.store,
+            self._pacer.ledger,
+            self._names,
+            refresh_interval=self.settings.poll_interval.total_seconds(),
+            on_reopen=self._reopened,
+            watch=self.settings.watch_changes,
+        )
 
     def _change_watcher(self) -> ChangeWatcher:
         return ChangeWatcher(

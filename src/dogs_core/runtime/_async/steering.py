@@ -18,9 +18,7 @@ from datetime import datetime, timedelta
 from typing import TypeAlias
 
 from dogs_core.domain import validation
-from dogs_core.domain.controls import EVERY_JOB
 from dogs_core.domain.definitions import (
-    EventJobDefinition,
     JobDefinition,
     RecurrentJobDefinition,
 )
@@ -264,33 +262,6 @@ class SteeringClient(ClientBase):
             logger.warning("deleted %d %s records of %s", count, wanted, name or "every job")
         return count
 
-    # -- fleet-wide pause ---------------------------------------------------------------------
-
-    async def pause(self, job: JobDefinition | str | None = None) -> bool:
-        """Stop every Python worker from claiming ``job`` (every job when ``None``); what runs
-        finishes. Workers see it within one poll interval. Returns whether it changed anything.
-        Node Dogs workers ignore pauses."""
-        name = _control_name(job)
-        changed = await retry_transient(
-            lambda: self.store.set_paused(name, True, now=self.clock.now()), what="pause"
-        )
-        logger.warning("paused %s", "every job" if name == EVERY_JOB else name)
-        return changed
-
-    async def resume(self, job: JobDefinition | str | None = None) -> bool:
-        """Undo :meth:`pause` of ``job`` (``None``: the pause of every job; a name paused on
-        its own stays paused)."""
-        name = _control_name(job)
-        changed = await retry_transient(
-            lambda: self.store.set_paused(name, False, now=self.clock.now()), what="resume"
-        )
-        logger.warning("resumed %s", "every job" if name == EVERY_JOB else name)
-        return changed
-
-    async def paused(self) -> frozenset[str]:
-        """The paused job names (``"*"`` among them when every job is paused)."""
-        return await retry_transient(self.store.paused_names, what="read pauses")
-
     # -- helpers ------------------------------------------------------------------------------
 
     async def _target(
@@ -421,18 +392,6 @@ class SteeringClient(ClientBase):
                 "so create the client with the Jobs registry that defines it",
             )
         return definition
-
-
-def _control_name(job: object) -> str:
-    if job is None:
-        return EVERY_JOB
-    if isinstance(job, str):
-        if not job or job == EVERY_JOB:
-            raise InvalidOptionError("job", job, "must be a job name (None pauses every job)")
-        return job
-    if isinstance(job, EventJobDefinition | RecurrentJobDefinition):
-        return job.name
-    raise InvalidOptionError("job", job, "must be a job definition, a job name or None")
 
 
 def _busy(action: str, job_id: str) -> JobContendedError:

@@ -1,0 +1,67 @@
+"""The fleet-wide pause of job names, as the clients offer it (``pause``, ``resume``,
+``paused``): one store write or read each (see :mod:`dogs_core.domain.controls`).
+
+This module is the source of truth; ``_sync/pausing.py`` is generated from it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from dogs_core.domain.controls import EVERY_JOB
+from dogs_core.domain.definitions import (
+    EventJobDefinition,
+    JobDefinition,
+    RecurrentJobDefinition,
+)
+from dogs_core.errors import InvalidOptionError
+from dogs_core.ports import AsyncJobStore
+from dogs_core.runtime._async.retry import retry_transient
+from dogs_core.runtime.scheduling import ClientBase
+
+__all__ = ["PauseClient"]
+
+logger = logging.getLogger("dogs.client")
+
+
+class PauseClient(ClientBase):
+    """Pause and resume job names for every Python worker sharing the store."""
+
+    store: AsyncJobStore
+
+    async def pause(self, job: JobDefinition | str | None = None) -> bool:
+        """Stop every Python worker from claiming ``job`` (every job when ``None``); what runs
+        finishes. Workers see it within one poll interval. Returns whether it changed anything.
+        Node Dogs workers ignore pauses."""
+        name = _control_name(job)
+        changed = await retry_transient(
+            lambda: self.store.set_paused(name, True, now=self.clock.now()), what="pause"
+        )
+        logger.warning("paused %s", "every job" if name == EVERY_JOB else name)
+        return changed
+
+    async def resume(self, job: JobDefinition | str | None = None) -> bool:
+        """Undo :meth:`pause` of ``job`` (``None``: the pause of every job; a name paused on
+        its own stays paused)."""
+        name = _control_name(job)
+        changed = await retry_transient(
+            lambda: self.store.set_paused(name, False, now=self.clock.now()), what="resume"
+        )
+        logger.warning("resumed %s", "every job" if name == EVERY_JOB else name)
+        return changed
+
+    async def paused(self) -> frozenset[str]:
+        """The paused job names (``"*"`` among them when every job is paused)."""
+        return await retry_transient(self.store.paused_names, what="read pauses")
+
+
+def _control_name(job: object) -> str:
+    if job is None:
+        return EVERY_JOB
+    if isinstance(job, str):
+        if not job or job == EVERY_JOB:
+            raise InvalidOptionError("job", job, "must be a job name (None pauses every job)")
+        return job
+    if isinstance(job, EventJobDefinition | RecurrentJobDefinition):
+        return job.name
+    raise InvalidOptionError("job", job, "must be a job definition, a job name or None")
