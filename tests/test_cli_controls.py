@@ -104,8 +104,8 @@ def test_pause_and_resume_a_name(dogs: Callable[..., Any], store: MongoJobStore)
     schedule(dogs, "nap", "--run-in", "1h")
     paused = dogs("pause", "nap")
     assert paused.stdout.strip() == (
-        "Paused nap: Python workers stop claiming it within one poll interval; "
-        "running executions finish."
+        "Paused nap: Python workers stop claiming it at once (within one poll interval "
+        "without change streams); running executions finish."
     )
     assert "Note:" not in paused.stderr
     assert store.paused_names() == frozenset({"nap"})
@@ -142,7 +142,7 @@ def test_the_pause_of_every_job_is_a_pause_of_its_own(
     schedule(dogs, "greet", "--params", '{"name": "Ada"}', "--run-in", "1h")
     dogs("pause", "greet")
     every = dogs("pause", "--all")
-    assert every.stdout.startswith("Paused every job: Python workers stop claiming within")
+    assert every.stdout.startswith("Paused every job: Python workers stop claiming at once")
     assert dogs("pause", "--all").stdout.strip() == "Every job was already paused."
     assert store.paused_names() == frozenset({"*", "greet"})
 

@@ -8,10 +8,11 @@ fleet controls (:func:`fleet_view`).
     dogs resume NAME | --all
 
 Each is one call of :class:`~dogs_core.runtime.client.DogsClient` (``pause``, ``resume``, then
-``paused`` to say what stays paused). Workers see a change within one poll interval; running
-executions finish. Pausing a paused name, or resuming one that is not paused, says so and exits
-0 (the name is in the state asked for). Bad input is one ``Error:`` line and exit code 2. Node
-Dogs workers ignore pauses (docs/fleet-controls.md).
+``paused`` to say what stays paused). Workers see a change at once through their pause feed
+(MongoDB change streams), else within one poll interval; running executions finish. Pausing a
+paused name, or resuming one that is not paused, says so and exits 0 (the name is in the state
+asked for). Bad input is one ``Error:`` line and exit code 2. Node Dogs workers ignore pauses
+(docs/fleet-controls.md).
 """
 
 from __future__ import annotations
@@ -139,8 +140,9 @@ def pause(
     controls_collection: ControlsOption = q.DEFAULT_CONTROLS_COLLECTION,
     log_level: LogLevelOption = LogLevel.WARNING,
 ) -> None:
-    """Stop every Python worker from claiming a job name (or every name, --all) within one
-    poll interval; running executions finish. Undo with dogs resume."""
+    """Stop every Python worker from claiming a job name (or every name, --all): at once with
+    change streams, else within one poll interval; running executions finish. Undo with dogs
+    resume."""
     target = _target(name, every, "pause")
     collections = (records_collection, history_collection, controls_collection)
     outcome = _set_paused(target, True, uri, database, driver, timeout, collections, log_level)
@@ -151,8 +153,8 @@ def pause(
         return
     what, it = ("every job", "") if target is None else (target, " it")
     typer.echo(
-        f"Paused {what}: Python workers stop claiming{it} within one poll interval; "
-        "running executions finish."
+        f"Paused {what}: Python workers stop claiming{it} at once (within one poll interval "
+        "without change streams); running executions finish."
     )
     if not outcome.has_records:
         typer.echo(
