@@ -1023,3 +1023,16 @@ def test_held_slots_pipeline_counts_live_holders_by_name() -> None:
     assert q.held_slots_from_rows([{"_id": "echo", "held": 2}, {"_id": None, "held": 1}]) == {
         "echo": 2
     }
+
+
+def test_a_holder_looks_at_its_own_window_of_slots_first() -> None:
+    assert q.slot_window(5, "h") == [0, 1, 2, 3, 4]  # a small limit: every slot at once
+    window = q.slot_window(1000, "holder-1")
+    assert len(window) == q.SLOT_WINDOW == len(set(window))
+    assert all(0 <= index < 1000 for index in window)
+    assert q.slot_window(1000, "holder-1") == window  # asking again looks at the same slots
+    starts = {q.slot_window(1000, f"holder-{n}")[0] for n in range(200)}
+    assert len(starts) > 150  # different holders aim at different slots
+    assert q.acquire_slot_filter("echo", "", limit=1000, holder="h", now=NOW, indices=[7, 8])[
+        "_id"
+    ] == {"$in": [q.slot_id("echo", "", 7), q.slot_id("echo", "", 8)]}

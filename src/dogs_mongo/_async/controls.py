@@ -91,24 +91,39 @@ class MongoControls:
         until: datetime,
         now: datetime,
     ) -> int | None:
-        """One ``findOneAndUpdate`` over the ids of the slots ``0 .. limit-1``; when it matches
-        nothing, the missing slots are created free (one unordered bulk of upserts) and it is
-        tried once more."""
+        """One ``findOneAndUpdate`` over the holder's window of slots
+        (:func:`~dogs_mongo.queries.controls.slot_window`), then, when it matched nothing, one
+        over the ids of all the slots ``0 .. limit-1``; when that matches nothing either, the
+        missing slots are created free (one unordered bulk of upserts) and it is tried once
+        more."""
         check_limit_key(job_name, key)
         validation.positive_int("limit", limit)
         validation.text("holder", holder)
-        index = await self._take_slot(job_name, key, limit, holder, until, now)
+        window = q.slot_window(limit, holder)
+        index = await self._take_slot(job_name, key, limit, holder, until, now, window)
+        if index is None and len(window) < limit:
+            index = await self._take_slot(job_name, key, limit, holder, until, now)
         if index is not None:
             return index
         await self._create_slots(job_name, key, limit, now)
         return await self._take_slot(job_name, key, limit, holder, until, now)
 
     async def _take_slot(
-        self, job_name: str, key: str, limit: int, holder: str, until: datetime, now: datetime
+        self,
+        job_name: str,
+        key: str,
+        limit: int,
+        holder: str,
+        until: datetime,
+        now: datetime,
+        indices: list[int] | None = None,
     ) -> int | None:
+        filter_ = q.acquire_slot_filter(
+            job_name, key, limit=limit, holder=holder, now=now, indices=indices
+        )
         with translate_errors("acquire_slot", write=True):
             document = await self._controls.find_one_and_update(
-                q.acquire_slot_filter(job_name, key, limit=limit, holder=holder, now=now),
+                filter_,
                 q.acquire_slot_update(holder, until),
                 projection=dict(q.SLOT_INDEX_PROJECTION),
                 sort=list(q.ACQUIRE_SLOT_SORT),

@@ -23,7 +23,8 @@ its fields in the same order): build them with these functions only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
@@ -98,13 +99,39 @@ def slot_ids(job_name: str, key: str, limit: int) -> list[Document]:
     return [slot_id(job_name, key, index) for index in range(limit)]
 
 
+#: How many slots one probe of ``acquire_slot`` looks at before it looks at all of them.
+SLOT_WINDOW: Final = 8
+
+
+def slot_window(limit: int, holder: str) -> list[int]:
+    """The indices a holder looks at first: :data:`SLOT_WINDOW` consecutive ones (wrapping)
+    from a start given by the holder's id, so concurrent claimers of a large limit mostly aim
+    at different documents (one ``$in`` over every slot, all aiming at the same first free one,
+    made them conflict), and a holder that asks again looks where it looked before."""
+    if limit <= SLOT_WINDOW:
+        return list(range(limit))
+    start = zlib.crc32(holder.encode()) % limit
+    return [(start + offset) % limit for offset in range(SLOT_WINDOW)]
+
+
 def acquire_slot_filter(
-    job_name: str, key: str, *, limit: int, holder: str, now: datetime
+    job_name: str,
+    key: str,
+    *,
+    limit: int,
+    holder: str,
+    now: datetime,
+    indices: Sequence[int] | None = None,
 ) -> Document:
-    """One of the limit's slots that is free (no holder, or its time ran out at ``now``) or
-    already held by ``holder``."""
+    """One of the limit's slots (of ``indices`` when given) that is free (no holder, or its
+    time ran out at ``now``) or already held by ``holder``."""
+    ids = (
+        slot_ids(job_name, key, limit)
+        if indices is None
+        else [slot_id(job_name, key, index) for index in indices]
+    )
     return {
-        "_id": {"$in": slot_ids(job_name, key, limit)},
+        "_id": {"$in": ids},
         "$or": [{"holder": None}, {"until": {"$lte": to_millis(now)}}, {"holder": holder}],
     }
 
