@@ -12,8 +12,8 @@ counts the jobs a limit refused (given back with their try, run later). The scen
   and giving back a slot, alone;
 - ``rate_limit=(1000000, 1s)``: a rate limit never reached: the cost of one token per start;
 - ``both``: the two limits above;
-- ``global_concurrency=1000``: a limit never reached, of many slots: a slot is taken by one
-  ``findOneAndUpdate`` over the ids of all of them, so its cost grows with the limit;
+- ``global_concurrency=1000``: a limit never reached, of many slots: whether the size of the
+  limit costs anything (a slot is looked for among a few chosen by the taker's id first);
 - ``global_concurrency=8``: a limit that is reached (8 slots for 32 workers): the refused jobs'
   claims and give-backs come on top.
 
