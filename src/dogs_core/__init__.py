@@ -5,6 +5,7 @@ the ports a store implements. Stores live in ``dogs_mongo`` (MongoDB) and ``dogs
 (in memory).
 """
 
+from dogs_core.domain.controls import RateLimit
 from dogs_core.domain.definitions import (
     Discard,
     EventJobDefinition,
@@ -45,6 +46,7 @@ from dogs_core.errors import (
     InvalidScheduleError,
     JobContendedError,
     JobNotRegisteredError,
+    LockHeldError,
     ScheduleOutcomeUnknownError,
     SessionNotSupportedError,
     StoreError,
@@ -109,10 +111,12 @@ __all__ = [
     "JobTimeoutError",
     "JobType",
     "Jobs",
+    "LockHeldError",
     "LoopClock",
     "NameStatus",
     "NotFound",
     "Owner",
+    "RateLimit",
     "RecurrentJobDefinition",
     "Rescheduled",
     "Retry",

@@ -11,7 +11,7 @@ import pytest
 
 from dogs_core.domain.controls import RateLimit, rate_window
 from dogs_core.domain.records import HistoryStatus
-from dogs_core.errors import InvalidOptionError, LockHeldError
+from dogs_core.errors import InvalidOptionError, LockHeldError, TransientStoreError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import JobContext
 from tests.runtime.conftest import Harness, RecordingStore, now
@@ -266,3 +266,32 @@ async def test_with_a_pause_feed_pause_and_resume_take_effect_at_once() -> None:
         await workers.stop()
     assert len(started) == 1
     assert started[0] - resumed < 1
+
+
+class FlakyLimits(RecordingStore):
+    """The rate tokens' store calls fail for a while (an outage of the controls)."""
+
+    failures = 10
+
+    async def take_rate_token(self, *args: Any, **kwargs: Any) -> bool:
+        if self.failures > 0:
+            self.failures -= 1
+            raise TransientStoreError("controls unreachable")
+        return await super().take_rate_token(*args, **kwargs)
+
+
+async def test_an_unreachable_limit_makes_the_job_wait_not_go_stale() -> None:
+    jobs = Jobs()
+    runs: list[tuple[int, bool]] = []
+
+    @jobs.event(rate_limit=(10, "1s"))
+    async def call_api(params: Params, ctx: JobContext) -> None:
+        runs.append((ctx.tries, ctx.was_stale))
+
+    h = Harness(jobs, store=FlakyLimits())
+    job_id = (await h.client.schedule(call_api)).id  # type: ignore[union-attr]
+    async with h.workers(default_lock_time=3, poll_interval=1) as workers:
+        await anyio.sleep(30)
+        await workers.stop()
+    assert runs == [(1, False)], "given back with its try, not recovered as stale"
+    assert [row.status for row in h.store.job_history(job_id)] == [HistoryStatus.SUCCESS]

@@ -76,12 +76,20 @@ class FleetGate:
                 "limit key of %s (%s) failed; using its name", job.job_name, job.job_id
             )
             needs = _name_wide(definition, now)
-        if needs.slot_key is not None and not await self._take_slot(needs, now + lock_time):
-            return await self._give_back(writer, now + _retry_after(self._services))
-        if needs.rate_key is not None and not await self._take_token(needs):
+        soon = now + _retry_after(self._services)
+        try:
+            if needs.slot_key is not None and not await self._take_slot(needs, now + lock_time):
+                return await self._give_back(writer, soon)
+            if needs.rate_key is not None and not await self._take_token(needs):
+                await self.leave()
+                assert needs.window_end is not None
+                return await self._give_back(writer, needs.window_end)
+        except Exception as error:
+            # The store kept failing (after the retries): the job waits as if refused, rather
+            # than sit locked until its lock expires and come back as a stale attempt.
+            logger.warning("fleet limit of %s (%s) unreachable, retrying: %r", *_ids(job), error)
             await self.leave()
-            assert needs.window_end is not None
-            return await self._give_back(writer, needs.window_end)
+            return await self._give_back(writer, soon)
         return True
 
     async def renew(self, until: datetime) -> bool:
@@ -149,9 +157,12 @@ class FleetGate:
         assert needs.window_start is not None
         assert needs.window_end is not None
         start, end, key = needs.window_start, needs.window_end, needs.rate_key
-        # Not retried after an ambiguous error: a token counted twice only delays a start.
-        return await store.take_rate_token(
-            job.job_name, key, limit=needs.rate, window_start=start, window_end=end
+        # Retried even after an ambiguous error: a token counted twice only delays a start.
+        return await retry_transient(
+            lambda: store.take_rate_token(
+                job.job_name, key, limit=needs.rate, window_start=start, window_end=end
+            ),
+            what=f"take a rate token of {job.job_name}",
         )
 
     async def _give_back(self, writer: FencedWriter, retry_at: datetime) -> bool:

@@ -37,7 +37,8 @@ class PauseClient(ClientBase):
         changed = await retry_transient(
             lambda: self.store.set_paused(name, True, now=self.clock.now()), what="pause"
         )
-        logger.warning("paused %s", "every job" if name == EVERY_JOB else name)
+        if changed:
+            logger.warning("paused %s", "every job" if name == EVERY_JOB else name)
         return changed
 
     async def resume(self, job: JobDefinition | str | None = None) -> bool:
@@ -47,7 +48,8 @@ class PauseClient(ClientBase):
         changed = await retry_transient(
             lambda: self.store.set_paused(name, False, now=self.clock.now()), what="resume"
         )
-        logger.warning("resumed %s", "every job" if name == EVERY_JOB else name)
+        if changed:
+            logger.warning("resumed %s", "every job" if name == EVERY_JOB else name)
         return changed
 
     async def paused(self) -> frozenset[str]:

@@ -39,7 +39,8 @@ class PauseClient(ClientBase):
         changed = retry_transient(
             lambda: self.store.set_paused(name, True, now=self.clock.now()), what="pause"
         )
-        logger.warning("paused %s", "every job" if name == EVERY_JOB else name)
+        if changed:
+            logger.warning("paused %s", "every job" if name == EVERY_JOB else name)
         return changed
 
     def resume(self, job: JobDefinition | str | None = None) -> bool:
@@ -49,7 +50,8 @@ class PauseClient(ClientBase):
         changed = retry_transient(
             lambda: self.store.set_paused(name, False, now=self.clock.now()), what="resume"
         )
-        logger.warning("resumed %s", "every job" if name == EVERY_JOB else name)
+        if changed:
+            logger.warning("resumed %s", "every job" if name == EVERY_JOB else name)
         return changed
 
     def paused(self) -> frozenset[str]:
