@@ -51,21 +51,13 @@ from dogs_core.domain.records import Duplicate, NameStatus, Scheduled
 from dogs_core.jobs import Jobs
 from dogs_core.runtime.settings import WORKER_OPTIONS, WorkerOption, WorkerSettings, worker_option
 from dogs_core.runtime.workers import Workers
-from dogs_mongo import queries as q
 from dogs_mongo.cli_common import (
     ENV_URI,
     AppDirOption,
-    DatabaseOption,
-    DriverChoice,
-    DriverOption,
-    HistoryOption,
+    Connection,
     LogLevel,
-    LogLevelOption,
     NPartitionsOption,
-    RecordsOption,
     RegistryArgument,
-    TimeoutOption,
-    UriOption,
     connect,
     connected_client,
     duration,
@@ -73,13 +65,13 @@ from dogs_mongo.cli_common import (
     flags_named,
     leaf,
     load_registry,
-    make_container,
     run,
     setup_logging,
     user_errors,
     when,
+    with_connection,
 )
-from dogs_mongo.cli_controls import ControlsOption, fleet_view, pause, resume
+from dogs_mongo.cli_controls import fleet_view, pause, resume
 from dogs_mongo.cli_jobs import history, jobs_app
 from dogs_mongo.cli_output import FleetView, format_age, print_schedule_outcome, print_status
 from dogs_mongo.mongod import MongodError, start_local_mongod
@@ -192,41 +184,27 @@ def _flag_names(flags: Mapping[str, str], n_partitions: int) -> dict[str, tuple[
 
 @app.command()
 @_with_worker_flags
+@with_connection(log_level=LogLevel.INFO, controls=True)
 def worker(
     registry: RegistryArgument,
-    uri: UriOption = None,
-    database: DatabaseOption = None,
     n_partitions: NPartitionsOption = 1,
     grace: Annotated[
         str,
         typer.Option("--grace", help="On SIGTERM/SIGINT, how long running jobs may finish."),
     ] = "30s",
-    driver: DriverOption = DriverChoice.ASYNC,
-    timeout: TimeoutOption = 5.0,
-    records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
-    history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
-    log_level: LogLevelOption = LogLevel.INFO,
-    app_dir: AppDirOption = Path("."),
     *,
+    connection: Connection,
+    app_dir: AppDirOption = Path("."),
     worker_flags: Mapping[str, str],
 ) -> None:
     """Run workers for the jobs of a registry until SIGTERM or SIGINT (then drain and exit 0)."""
-    setup_logging(log_level)
+    setup_logging(connection.log_level)
     jobs = load_registry(registry, app_dir)
     if len(jobs) == 0:
         fail(f"the registry {registry} has no jobs")
     options = _worker_options(worker_flags, n_partitions)
     grace_seconds = duration("--grace", grace).total_seconds()
-    container = make_container(
-        uri,
-        database,
-        driver,
-        timeout,
-        records_collection,
-        history_collection,
-        flags=_flag_names(worker_flags, n_partitions),
-        **options,
-    )
+    container = connection.container(_flag_names(worker_flags, n_partitions), **options)
 
     async def serve() -> None:
         try:
@@ -319,6 +297,7 @@ UniqueKeyOption = Annotated[
 
 
 @app.command()
+@with_connection()
 def schedule(
     registry: RegistryArgument,
     job: Annotated[str, typer.Argument(help="Name of the event job.", show_default=False)],
@@ -327,33 +306,19 @@ def schedule(
     run_at: RunAtOption = None,
     priority: PriorityOption = None,
     unique_key: UniqueKeyOption = None,
-    uri: UriOption = None,
-    database: DatabaseOption = None,
     n_partitions: NPartitionsOption = 1,
-    driver: DriverOption = DriverChoice.ASYNC,
-    timeout: TimeoutOption = 5.0,
-    records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
-    history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
-    log_level: LogLevelOption = LogLevel.WARNING,
+    *,
+    connection: Connection,
     app_dir: AppDirOption = Path("."),
 ) -> None:
     """Schedule one run of an event job; prints 'Scheduled <id>' or 'Duplicate <id>'."""
-    setup_logging(log_level)
+    setup_logging(connection.log_level)
     jobs = load_registry(registry, app_dir)
     definition = _event_job(jobs, job)
     parsed_params = _parse_params(definition, params)
     moment = when(run_in, run_at)
     flags = _flag_names({}, n_partitions)
-    container = make_container(
-        uri,
-        database,
-        driver,
-        timeout,
-        records_collection,
-        history_collection,
-        flags,
-        n_partitions=n_partitions,
-    )
+    container = connection.container(flags, n_partitions=n_partitions)
 
     async def go() -> Scheduled | Duplicate:
         async with connected_client(container, jobs) as client:
@@ -390,25 +355,16 @@ def _parse_params(definition: EventJobDefinition, params: str | None) -> object:
 
 
 @app.command()
+@with_connection(controls=True)
 def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
-    uri: UriOption = None,
-    database: DatabaseOption = None,
-    driver: DriverOption = DriverChoice.ASYNC,
-    timeout: TimeoutOption = 5.0,
-    records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
-    history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
-    controls_collection: ControlsOption = q.DEFAULT_CONTROLS_COLLECTION,
-    log_level: LogLevelOption = LogLevel.WARNING,
+    *,
+    connection: Connection,
 ) -> None:
     """Per job name: due, later, running, stale and terminal counts, and the oldest job waiting
     to run (due, or stale: waiting for recovery); the paused names and the concurrency slots
     held."""
-    setup_logging(log_level)
-    container = make_container(
-        uri, database, driver, timeout, records_collection, history_collection,
-        controls_collection=controls_collection,
-    )  # fmt: skip
+    container = connection.logged_container()
 
     async def go() -> tuple[list[NameStatus], datetime, FleetView]:
         async with connected_client(container) as client:
@@ -416,7 +372,8 @@ def status(
             return await client.status(), now, await fleet_view(client, now)
 
     statuses, now, fleet = run(go)
-    print_status(statuses, now, records_collection=records_collection, as_json=as_json, fleet=fleet)
+    records = connection.records_collection
+    print_status(statuses, now, records_collection=records, as_json=as_json, fleet=fleet)
 
 
 # -- dogs jobs, dogs history (dogs_mongo.cli_jobs) -------------------------------------------
@@ -434,21 +391,14 @@ app.command("resume")(resume)
 
 
 @app.command("unlock-all")
+@with_connection()
 def unlock_all(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    uri: UriOption = None,
-    database: DatabaseOption = None,
-    driver: DriverOption = DriverChoice.ASYNC,
-    timeout: TimeoutOption = 5.0,
-    records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
-    history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
-    log_level: LogLevelOption = LogLevel.WARNING,
+    *,
+    connection: Connection,
 ) -> None:
     """Release the lock of every job record (only when no worker is running)."""
-    setup_logging(log_level)
-    container = make_container(
-        uri, database, driver, timeout, records_collection, history_collection
-    )
+    container = connection.logged_container()
     if not yes:
         typer.confirm(
             "Release the lock of every job record? Jobs still running in a worker may then run "

@@ -1,4 +1,5 @@
-"""What every ``dogs`` command shares: the database options, the one-line errors (exit 2 for bad
+"""What every ``dogs`` command shares: the database options (:func:`with_connection` adds them
+to a command, which gets one :class:`Connection`), the one-line errors (exit 2 for bad
 input), loading a registry, the container of the options given, the connection check and the
 run of an async body.
 
@@ -11,11 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import importlib
+import inspect
 import logging
 import shlex
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
@@ -30,6 +34,7 @@ from dogs_core.errors import DogsError, JobNotRegisteredError, UnknownJobError, 
 from dogs_core.jobs import Jobs
 from dogs_core.runtime.client import DogsClient
 from dogs_core.runtime.settings import worker_option
+from dogs_mongo import queries as q
 from dogs_mongo.container import DogsContainer, redact_uri
 
 __all__ = [
@@ -39,6 +44,8 @@ __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_NOT_DONE",
     "AppDirOption",
+    "Connection",
+    "ControlsOption",
     "DatabaseOption",
     "DriverChoice",
     "DriverOption",
@@ -63,6 +70,7 @@ __all__ = [
     "setup_logging",
     "user_errors",
     "when",
+    "with_connection",
 ]
 
 T = TypeVar("T")
@@ -135,6 +143,14 @@ RecordsOption = Annotated[
 HistoryOption = Annotated[
     str,
     typer.Option("--history-collection", help="History collection.", rich_help_panel="Database"),
+]
+ControlsOption = Annotated[
+    str,
+    typer.Option(
+        "--controls-collection",
+        help="Controls collection (pauses, concurrency slots, rate windows, leases).",
+        rich_help_panel="Database",
+    ),
 ]
 NPartitionsOption = Annotated[
     int,
@@ -302,6 +318,91 @@ def make_container(
     if not uri:
         fail(f"no MongoDB URI: pass --uri or set ${ENV_URI}")
     return container
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """The database options of a command, as :func:`with_connection` hands them to it."""
+
+    uri: str | None
+    database: str | None
+    driver: DriverChoice
+    timeout: float
+    records_collection: str
+    history_collection: str
+    log_level: LogLevel
+    #: ``None`` when the command has no ``--controls-collection`` (the container's default).
+    controls_collection: str | None = None
+
+    def container(
+        self, flags: Mapping[str, tuple[str, object]] | None = None, **options: Any
+    ) -> DogsContainer:
+        """The container of these options (see :func:`make_container`)."""
+        if self.controls_collection is not None:
+            options["controls_collection"] = self.controls_collection
+        return make_container(
+            self.uri,
+            self.database,
+            self.driver,
+            self.timeout,
+            self.records_collection,
+            self.history_collection,
+            flags,
+            **options,
+        )
+
+    def logged_container(self) -> DogsContainer:
+        """The log set up at ``--log-level``, then the container of these options."""
+        setup_logging(self.log_level)
+        return self.container()
+
+
+def _connection_parameters(log_level: LogLevel, controls: bool) -> list[inspect.Parameter]:
+    options: list[tuple[str, object, object]] = [
+        ("uri", UriOption, None),
+        ("database", DatabaseOption, None),
+        ("driver", DriverOption, DriverChoice.ASYNC),
+        ("timeout", TimeoutOption, 5.0),
+        ("records_collection", RecordsOption, q.DEFAULT_RECORDS_COLLECTION),
+        ("history_collection", HistoryOption, q.DEFAULT_HISTORY_COLLECTION),
+    ]
+    if controls:
+        options.append(("controls_collection", ControlsOption, q.DEFAULT_CONTROLS_COLLECTION))
+    options.append(("log_level", LogLevelOption, log_level))
+    return [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=info)
+        for name, info, default in options
+    ]
+
+
+def with_connection(
+    *, log_level: LogLevel = LogLevel.WARNING, controls: bool = False
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a command the database options (``--uri``, ``--database``, ``--driver``,
+    ``--timeout``, ``--records-collection``, ``--history-collection``, with ``controls``
+    ``--controls-collection``) and ``--log-level`` (default ``log_level``) where its signature
+    declares the keyword-only ``connection: Connection``; the command receives them as that one
+    :class:`Connection`."""
+    added = _connection_parameters(log_level, controls)
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        signature = inspect.signature(command, eval_str=True)
+        if "connection" not in signature.parameters:
+            raise TypeError(f"{command.__name__} declares no connection parameter")
+        params: list[inspect.Parameter] = []
+        for parameter in signature.parameters.values():
+            params += added if parameter.name == "connection" else [parameter]
+
+        @functools.wraps(command)
+        def with_database(**kwargs: Any) -> None:
+            given = {parameter.name: kwargs.pop(parameter.name) for parameter in added}
+            command(**kwargs, connection=Connection(**given))
+
+        setattr(with_database, "__signature__", signature.replace(parameters=params))  # noqa: B010
+        with_database.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+        return with_database
+
+    return decorate
 
 
 async def connect(container: DogsContainer) -> None:

@@ -26,36 +26,18 @@ import typer
 
 from dogs_core.domain.controls import EVERY_JOB
 from dogs_core.runtime.client import DogsClient
-from dogs_mongo import queries as q
 from dogs_mongo.cli_common import (
-    DatabaseOption,
-    DriverChoice,
-    DriverOption,
-    HistoryOption,
-    LogLevel,
-    LogLevelOption,
-    RecordsOption,
-    TimeoutOption,
-    UriOption,
+    Connection,
     connected_client,
     fail,
-    make_container,
     run,
-    setup_logging,
     user_errors,
+    with_connection,
 )
 from dogs_mongo.cli_output import FleetView
 
-__all__ = ["ControlsOption", "fleet_view", "pause", "resume"]
+__all__ = ["fleet_view", "pause", "resume"]
 
-ControlsOption = Annotated[
-    str,
-    typer.Option(
-        "--controls-collection",
-        help="Controls collection (pauses, concurrency slots, rate windows, leases).",
-        rich_help_panel="Database",
-    ),
-]
 NameArgument = Annotated[
     str | None,
     typer.Argument(metavar="[NAME]", help="The job name.", show_default=False),
@@ -95,23 +77,10 @@ class _Outcome:
     has_records: bool
 
 
-def _set_paused(
-    target: str | None,
-    paused: bool,
-    uri: str | None,
-    database: str | None,
-    driver: DriverChoice,
-    timeout: float,
-    collections: tuple[str, str, str],
-    log_level: LogLevel,
-) -> _Outcome:
+def _set_paused(target: str | None, paused: bool, connection: Connection) -> _Outcome:
     """Pause or resume ``target`` (``None``: every job); then read what is paused and, for a
     name just paused, whether it has records at all."""
-    setup_logging(log_level)
-    records, history, controls = collections
-    container = make_container(
-        uri, database, driver, timeout, records, history, controls_collection=controls
-    )
+    container = connection.logged_container()
 
     async def go() -> _Outcome:
         async with connected_client(container) as client:
@@ -128,24 +97,18 @@ def _set_paused(
     return run(go)
 
 
+@with_connection(controls=True)
 def pause(
     name: NameArgument = None,
     every: AllOption = False,
-    uri: UriOption = None,
-    database: DatabaseOption = None,
-    driver: DriverOption = DriverChoice.ASYNC,
-    timeout: TimeoutOption = 5.0,
-    records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
-    history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
-    controls_collection: ControlsOption = q.DEFAULT_CONTROLS_COLLECTION,
-    log_level: LogLevelOption = LogLevel.WARNING,
+    *,
+    connection: Connection,
 ) -> None:
     """Stop every Python worker from claiming a job name (or every name, --all): at once with
     change streams, else within one poll interval; running executions finish. Undo with dogs
     resume."""
     target = _target(name, every, "pause")
-    collections = (records_collection, history_collection, controls_collection)
-    outcome = _set_paused(target, True, uri, database, driver, timeout, collections, log_level)
+    outcome = _set_paused(target, True, connection)
     if not outcome.changed:
         typer.echo(
             "Every job was already paused." if target is None else f"{target} was already paused."
@@ -162,23 +125,17 @@ def pause(
         )
 
 
+@with_connection(controls=True)
 def resume(
     name: NameArgument = None,
     every: AllOption = False,
-    uri: UriOption = None,
-    database: DatabaseOption = None,
-    driver: DriverOption = DriverChoice.ASYNC,
-    timeout: TimeoutOption = 5.0,
-    records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
-    history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
-    controls_collection: ControlsOption = q.DEFAULT_CONTROLS_COLLECTION,
-    log_level: LogLevelOption = LogLevel.WARNING,
+    *,
+    connection: Connection,
 ) -> None:
     """Let Python workers claim a paused job name again (--all: lift the pause of every job;
     names paused on their own stay paused)."""
     target = _target(name, every, "resume")
-    collections = (records_collection, history_collection, controls_collection)
-    outcome = _set_paused(target, False, uri, database, driver, timeout, collections, log_level)
+    outcome = _set_paused(target, False, connection)
     changed, paused = outcome.changed, outcome.paused
     if target is None:
         typer.echo("Resumed every job." if changed else "There was no pause of every job.")

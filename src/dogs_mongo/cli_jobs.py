@@ -43,28 +43,18 @@ from dogs_core.domain.steering import (
 )
 from dogs_core.jobs import Jobs
 from dogs_core.runtime.client import DogsClient
-from dogs_mongo import queries as q
 from dogs_mongo.cli_common import (
     EXIT_NOT_DONE,
     AppDirOption,
-    DatabaseOption,
-    DriverChoice,
-    DriverOption,
-    HistoryOption,
-    LogLevel,
-    LogLevelOption,
-    RecordsOption,
-    TimeoutOption,
-    UriOption,
+    Connection,
     connected_client,
     fail,
     flags_named,
     load_registry,
-    make_container,
     run,
-    setup_logging,
     user_errors,
     when,
+    with_connection,
 )
 from dogs_mongo.cli_tables import (
     cancel_message,
@@ -183,23 +173,11 @@ def _registry(spec: str | None, app_dir: Path) -> Jobs | None:
     return None if spec is None else load_registry(spec, app_dir)
 
 
-def _container(
-    uri: str | None,
-    database: str | None,
-    driver: DriverChoice,
-    timeout: float,
-    records_collection: str,
-    history_collection: str,
-    log_level: LogLevel,
-) -> DogsContainer:
-    setup_logging(log_level)
-    return make_container(uri, database, driver, timeout, records_collection, history_collection)
-
-
 # -- dogs jobs list ----------------------------------------------------------------------------
 
 
 @jobs_app.command("list")
+@with_connection()
 def list_jobs(
     name: NameOption = None,
     state: Annotated[
@@ -222,13 +200,8 @@ def list_jobs(
     as_json: JsonOption = False,
     registry: RegistryOption = None,
     app_dir: AppDirOption = Path("."),
-    uri: UriOption = None,
-    database: DatabaseOption = None,
-    driver: DriverOption = DriverChoice.ASYNC,
-    timeout: TimeoutOption = 5.0,
-    records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
-    history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
-    log_level: LogLevelOption = LogLevel.WARNING,
+    *,
+    connection: Connection,
 ) -> None:
     """List job records in creation order, a page at a time, by name, state or unique key."""
     wanted = _state(state)
@@ -237,9 +210,7 @@ def list_jobs(
     _text("--unique-key", unique_key)
     _text("--after", after)
     jobs = _registry(registry, app_dir)
-    container = _container(
-        uri, database, driver, timeout, records_collection, history_collection, log_level
-    )
+    container = connection.logged_container()
 
     async def go(client: DogsClient) -> tuple[JobPage, datetime]:
         page = await client.find_jobs(
@@ -260,26 +231,20 @@ def list_jobs(
 
 
 @jobs_app.command("show")
+@with_connection()
 def show(
     job_id: JobIdArgument,
     executions: Annotated[
         str, typer.Option("--executions", help="How many of its last executions to show.")
     ] = "5",
     as_json: JsonOption = False,
-    uri: UriOption = None,
-    database: DatabaseOption = None,
-    driver: DriverOption = DriverChoice.ASYNC,
-    timeout: TimeoutOption = 5.0,
-    records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
-    history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
-    log_level: LogLevelOption = LogLevel.WARNING,
+    *,
+    connection: Connection,
 ) -> None:
     """Show one job: its record, state and owner, and its last executions."""
     _text("ID", job_id)
     count = _count("--executions", executions)
-    container = _container(
-        uri, database, driver, timeout, records_collection, history_collection, log_level
-    )
+    container = connection.logged_container()
 
     async def go(client: DogsClient) -> tuple[JobRecord | None, list[HistoryRecord], datetime]:
         record = await client.get_job(job_id)
@@ -296,6 +261,7 @@ def show(
 
 
 @jobs_app.command("cancel")
+@with_connection()
 def cancel(
     job_id: OptionalJobIdArgument = None,
     unique_key: Annotated[
@@ -307,13 +273,8 @@ def cancel(
     ] = None,
     registry: RegistryOption = None,
     app_dir: AppDirOption = Path("."),
-    uri: UriOption = None,
-    database: DatabaseOption = None,
-    driver: DriverOption = DriverChoice.ASYNC,
-    timeout: TimeoutOption = 5.0,
-    records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
-    history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
-    log_level: LogLevelOption = LogLevel.WARNING,
+    *,
+    connection: Connection,
 ) -> None:
     """Cancel a job: an event job's record is removed (a running execution is stopped), a
     recurrent job skips its current run. History: a 'cancelled' row."""
@@ -326,9 +287,7 @@ def cancel(
     _text("ID", job_id)
     _text("--unique-key", unique_key)
     jobs = _registry(registry, app_dir)
-    container = _container(
-        uri, database, driver, timeout, records_collection, history_collection, log_level
-    )
+    container = connection.logged_container()
 
     async def go(client: DogsClient) -> CancelOutcome:
         if job_id is not None and jobs is None:
@@ -349,22 +308,16 @@ def cancel(
 
 
 @jobs_app.command("retry")
+@with_connection()
 def retry(
     job_id: JobIdArgument,
-    uri: UriOption = None,
-    database: DatabaseOption = None,
-    driver: DriverOption = DriverChoice.ASYNC,
-    timeout: TimeoutOption = 5.0,
-    records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
-    history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
-    log_level: LogLevelOption = LogLevel.WARNING,
+    *,
+    connection: Connection,
 ) -> None:
     """Make a job due now. A failed job (at its attempt limit) gets a fresh budget of tries;
     a scheduled or retrying one keeps its tries. A running job is left alone."""
     _text("ID", job_id)
-    container = _container(
-        uri, database, driver, timeout, records_collection, history_collection, log_level
-    )
+    container = connection.logged_container()
 
     async def go(client: DogsClient) -> tuple[RescheduleOutcome, datetime]:
         return await client.retry_now(job_id), client.clock.now()
@@ -374,6 +327,7 @@ def retry(
 
 
 @jobs_app.command("reschedule")
+@with_connection()
 def reschedule(
     job_id: JobIdArgument,
     run_in: Annotated[
@@ -384,13 +338,8 @@ def reschedule(
         typer.Option("--run-at", help="ISO 8601 time with a timezone, e.g. 2026-01-01T09:00Z."),
     ] = None,
     priority: Annotated[str | None, typer.Option("--priority", help="A new priority.")] = None,
-    uri: UriOption = None,
-    database: DatabaseOption = None,
-    driver: DriverOption = DriverChoice.ASYNC,
-    timeout: TimeoutOption = 5.0,
-    records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
-    history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
-    log_level: LogLevelOption = LogLevel.WARNING,
+    *,
+    connection: Connection,
 ) -> None:
     """Move a job that is not running to another time (--run-in or --run-at) and/or give it
     another --priority. A failed job is revived as `dogs jobs retry` does."""
@@ -399,9 +348,7 @@ def reschedule(
     new_priority = _priority(priority)
     if not moment and new_priority is None:
         fail("pass --run-in, --run-at or --priority")
-    container = _container(
-        uri, database, driver, timeout, records_collection, history_collection, log_level
-    )
+    container = connection.logged_container()
 
     async def go(client: DogsClient) -> tuple[RescheduleOutcome, datetime]:
         outcome = await client.reschedule(job_id, priority=new_priority, **moment)
@@ -415,6 +362,7 @@ def reschedule(
 
 
 @jobs_app.command("delete")
+@with_connection()
 def delete(
     job_id: OptionalJobIdArgument = None,
     name: NameOption = None,
@@ -428,13 +376,8 @@ def delete(
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Delete them (without it: count only).")
     ] = False,
-    uri: UriOption = None,
-    database: DatabaseOption = None,
-    driver: DriverOption = DriverChoice.ASYNC,
-    timeout: TimeoutOption = 5.0,
-    records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
-    history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
-    log_level: LogLevelOption = LogLevel.WARNING,
+    *,
+    connection: Connection,
 ) -> None:
     """Delete one record that is not running (no history row), or every record of a state
     (--state, optionally --name): a dry run that counts them unless --yes."""
@@ -445,9 +388,7 @@ def delete(
     _text("ID", job_id)
     _text("--name", name)
     bulk_state = _state(state, bulk=True)
-    container = _container(
-        uri, database, driver, timeout, records_collection, history_collection, log_level
-    )
+    container = connection.logged_container()
     if job_id is not None:
         _delete_one(container, job_id)
         return
@@ -482,6 +423,7 @@ def _delete_one(container: DogsContainer, job_id: str) -> None:
 # -- dogs history ------------------------------------------------------------------------------
 
 
+@with_connection()
 def history(
     job_id: Annotated[
         str | None, typer.Option("--job-id", help="The executions of this job.")
@@ -497,13 +439,8 @@ def history(
     ] = None,
     limit: Annotated[str, typer.Option("--limit", help="How many executions.")] = "20",
     as_json: JsonOption = False,
-    uri: UriOption = None,
-    database: DatabaseOption = None,
-    driver: DriverOption = DriverChoice.ASYNC,
-    timeout: TimeoutOption = 5.0,
-    records_collection: RecordsOption = q.DEFAULT_RECORDS_COLLECTION,
-    history_collection: HistoryOption = q.DEFAULT_HISTORY_COLLECTION,
-    log_level: LogLevelOption = LogLevel.WARNING,
+    *,
+    connection: Connection,
 ) -> None:
     """Finished executions, newest first, of one job (--job-id) or job name (--name)."""
     if job_id is None and name is None:
@@ -512,9 +449,7 @@ def history(
     _text("--name", name)
     wanted = _history_status(status)
     count = _count("--limit", limit)
-    container = _container(
-        uri, database, driver, timeout, records_collection, history_collection, log_level
-    )
+    container = connection.logged_container()
 
     async def go(client: DogsClient) -> tuple[list[HistoryRecord], datetime]:
         rows = await client.get_executions(name, job_id=job_id, status=wanted, limit=count)
