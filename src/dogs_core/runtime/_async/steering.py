@@ -191,7 +191,7 @@ class SteeringClient(ClientBase):
         a fresh budget of tries; a scheduled or retrying one keeps its tries. A running job is
         left alone (``Running``)."""
         validate_job_id(job_id)
-        return await self._modify(job_id, lambda record, now: retry_now_change(record, now))
+        return await self._modify(job_id, retry_now_change)
 
     async def reschedule(
         self,

@@ -35,28 +35,26 @@ class PauseClient(ClientBase):
         """Stop every Python worker from claiming ``job`` (every job when ``None``); what runs
         finishes. Workers see it within one poll interval. Returns whether it changed anything.
         Node Dogs workers ignore pauses."""
-        name = _control_name(job)
-        changed = retry_transient(
-            lambda: self.store.set_paused(name, True, now=self.clock.now()), what="pause"
-        )
-        if changed:
-            logger.warning("paused %s", "every job" if name == EVERY_JOB else name)
-        return changed
+        return self._set_paused(job, True)
 
     def resume(self, job: JobDefinition | str | None = None) -> bool:
         """Undo :meth:`pause` of ``job`` (``None``: the pause of every job; a name paused on
         its own stays paused)."""
-        name = _control_name(job)
-        changed = retry_transient(
-            lambda: self.store.set_paused(name, False, now=self.clock.now()), what="resume"
-        )
-        if changed:
-            logger.warning("resumed %s", "every job" if name == EVERY_JOB else name)
-        return changed
+        return self._set_paused(job, False)
 
     def paused(self) -> frozenset[str]:
         """The paused job names (``"*"`` among them when every job is paused)."""
         return retry_transient(self.store.paused_names, what="read pauses")
+
+    def _set_paused(self, job: JobDefinition | str | None, paused: bool) -> bool:
+        name = _control_name(job)
+        what = "pause" if paused else "resume"
+        changed = retry_transient(
+            lambda: self.store.set_paused(name, paused, now=self.clock.now()), what=what
+        )
+        if changed:
+            logger.warning("%sd %s", what, "every job" if name == EVERY_JOB else name)
+        return changed
 
 
 def _control_name(job: object) -> str:
