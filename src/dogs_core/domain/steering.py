@@ -210,7 +210,7 @@ def _row(
         job_name=record.job_name,
         type=record.type,
         priority=record.priority,
-        tries=record.tries or 0 if tries is None else tries,
+        tries=(record.tries or 0) if tries is None else tries,
         started_at=started,
         ended_at=ended_at,
         status=status,

@@ -10,12 +10,14 @@ until then, so a full limit costs one refused claim per instance and window, not
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 import anyio
 
-from dogs_core.domain.controls import Admission, admission
+from dogs_core.domain.controls import Admission, RateLimit, admission
 from dogs_core.domain.definitions import EventJobDefinition, JobDefinition, load_params
 from dogs_core.domain.outcome import Defer
 from dogs_core.domain.records import ClaimedJob
@@ -27,6 +29,8 @@ from dogs_core.runtime.services import ExecutionServices
 __all__ = ["FleetGate", "SlotHold", "gate_for"]
 
 logger = logging.getLogger("dogs.execution")
+
+KeyFunction = Callable[[Any], object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,25 +61,9 @@ class FleetGate:
 
     async def enter(self, writer: FencedWriter, lock_time: timedelta) -> bool:
         """Take what the job needs; ``False`` when refused (the job was given back)."""
-        services, job, definition = self._services, self._job, self._definition
+        services, job = self._services, self._job
         now = services.clock.now()
-        try:
-            params = load_params(definition, job.params)
-            needs = admission(
-                job_name=job.job_name,
-                global_concurrency=definition.global_concurrency,
-                concurrency_key=definition.concurrency_key,
-                rate_limit=definition.rate_limit,
-                params=params,
-                now=now,
-            )
-        except Exception:
-            # Params that no longer load, or a key function that fails: the handler would fail
-            # on them too; the whole name's limit applies instead of none.
-            logger.exception(
-                "limit key of %s (%s) failed; using its name", job.job_name, job.job_id
-            )
-            needs = _name_wide(definition, now)
+        needs = self._needs(now)
         soon = now + _retry_after(self._services)
         try:
             if needs.slot_key is not None and not await self._take_slot(needs, now + lock_time):
@@ -91,6 +79,29 @@ class FleetGate:
             await self.leave()
             return await self._give_back(writer, soon)
         return True
+
+    def _needs(self, now: datetime) -> Admission:
+        job, definition = self._job, self._definition
+
+        def needs(key: KeyFunction | None, rate_limit: RateLimit | None, params: Any) -> Admission:
+            return admission(
+                job_name=job.job_name,
+                global_concurrency=definition.global_concurrency,
+                concurrency_key=key,
+                rate_limit=rate_limit,
+                params=params,
+                now=now,
+            )
+
+        try:
+            params = load_params(definition, job.params)
+            return needs(definition.concurrency_key, definition.rate_limit, params)
+        except Exception:
+            # Params that no longer load, or a key function that fails: the handler would fail
+            # on them too; the whole name's limit applies instead of none.
+            logger.exception("limit key of %s (%s) failed; using its name", *_ids(job))
+            rate_limit = definition.rate_limit
+            return needs(None, None if rate_limit is None else replace(rate_limit, key=None), None)
 
     async def renew(self, until: datetime) -> bool:
         """Move the slot's expiry with the job's lock; ``False`` when it was taken away."""
@@ -186,19 +197,6 @@ def gate_for(
     if definition.global_concurrency is None and definition.rate_limit is None:
         return None
     return FleetGate(services, job, definition)
-
-
-def _name_wide(definition: EventJobDefinition, now: datetime) -> Admission:
-    return admission(
-        job_name=definition.name,
-        global_concurrency=definition.global_concurrency,
-        concurrency_key=None,
-        rate_limit=None
-        if definition.rate_limit is None
-        else type(definition.rate_limit)(definition.rate_limit.limit, definition.rate_limit.period),
-        params=None,
-        now=now,
-    )
 
 
 def _retry_after(services: ExecutionServices) -> timedelta:

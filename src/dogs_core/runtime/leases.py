@@ -115,7 +115,15 @@ async def hold_lease(
     store: AsyncJobStore, clock: Clock, name: object, *, ttl: object, wait: object
 ) -> AsyncIterator[LeaseHandle]:
     """Hold the lease ``name`` for the body of the ``async with``, renewed automatically."""
-    text, lease_time, wait_s = _check(name, ttl, wait)
+    async with _hold(store, clock, *_check(name, ttl, wait)) as lease:
+        yield lease
+
+
+@contextlib.asynccontextmanager
+async def _hold(
+    store: AsyncJobStore, clock: Clock, text: str, lease_time: timedelta, wait_s: float | None
+) -> AsyncIterator[LeaseHandle]:
+    """:func:`hold_lease` of arguments already checked (by :func:`_check`)."""
     lease = await _acquire(store, clock, text, lease_time, wait_s)
 
     def lose(reason: StaleReason) -> None:
@@ -178,8 +186,7 @@ class AsyncLeases:
         """``async with client.lock(name, ttl="30s", wait=None) as lease:`` (see the module
         documentation): raises :class:`~dogs_core.errors.LockHeldError` when the lease is held
         (after ``wait``), and ``InvalidOptionError`` for a bad name, ttl or wait."""
-        _check(name, ttl, wait)
-        return hold_lease(self.store, self.clock, name, ttl=ttl, wait=wait)
+        return _hold(self.store, self.clock, *_check(name, ttl, wait))
 
 
 class SyncLeases:
@@ -193,9 +200,9 @@ class SyncLeases:
         self, name: str, *, ttl: DurationLike = 30, wait: DurationLike | None = None
     ) -> Iterator[LeaseHandle]:
         """``with client.lock(name, ttl="30s", wait=None) as lease:``, as the async client's."""
-        _check(name, ttl, wait)
+        checked = _check(name, ttl, wait)  # before a thread is started for nothing
         store = ThreadedJobStore(self.store)
         with anyio.from_thread.start_blocking_portal() as portal:
-            held = hold_lease(store, self.clock, name, ttl=ttl, wait=wait)
+            held = _hold(store, self.clock, *checked)
             with portal.wrap_async_context_manager(held) as lease:
                 yield lease

@@ -96,6 +96,7 @@ class Workers:
             poll_interval=self.settings.poll_interval.total_seconds(),
         )
         self._hints = HintSelector()
+        self._holds = self._fleet_holds()
         self._services = build_services(
             store,
             self.settings,
@@ -104,9 +105,8 @@ class Workers:
             spawn=self._spawn_for_execution,
             spawn_background=self._spawn_background,
             report=self._on_milestone,
-            hold_back=lambda name, until: self._holds.hold_back(name, until),
+            hold_back=self._holds.hold_back,
         )
-        self._holds = self._fleet_holds()
         self._watcher = self._change_watcher() if self.settings.watch_changes else None
         self._active: dict[str, Execution] = {}
         self._finishing: set[str] = set()  # freed their slot, still writing history
