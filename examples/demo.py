@@ -34,6 +34,7 @@ from dogs_core import (
     HistoryStatus,
     JobContext,
     Jobs,
+    NameStatus,
     Retry,
     RetryPolicy,
     ScheduleItem,
@@ -142,10 +143,8 @@ async def run_demo(store: AsyncJobStore, events: int, store_name: str) -> None:
             while time.monotonic() < deadline:
                 progress.update(mail, completed=completed["send_email"])
                 progress.update(resize, completed=completed["resize_image"])
-                pending = len(await client.find_jobs(send_email, limit=1)) + len(
-                    await client.find_jobs(resize_image, limit=1)
-                )
-                if not pending:
+                counts = {status.job_name: status for status in await client.status()}
+                if not any(_unfinished(counts.get(job.name)) for job in (send_email, resize_image)):
                     break
                 await anyio.sleep(0.1)
         await first.stop(grace=5)
@@ -156,24 +155,31 @@ async def run_demo(store: AsyncJobStore, events: int, store_name: str) -> None:
 
 async def summarize(client: DogsClient, elapsed: float) -> None:
     table = Table(title="Summary (from the job history)")
-    for column in ("job", "runs ok", "failed attempts", "stale", "still queued"):
+    for column in ("job", "runs ok", "failed attempts", "stale", "gave up", "still queued"):
         table.add_column(column, justify="right" if column != "job" else "left")
     counts = {status.job_name: status for status in await client.status()}
     for name in jobs.names:
         history = await client.get_executions(name, limit=100_000)
         statuses = Counter(record.status for record in history)
         left = counts.get(name)
-        queued = 0 if left is None else left.due + left.scheduled_later + left.running + left.stale
         table.add_row(
             name,
             str(statuses[HistoryStatus.SUCCESS]),
             str(statuses[HistoryStatus.ERROR]),
             str(statuses[HistoryStatus.STALE]),
-            str(queued),
+            str(0 if left is None else left.terminal),
+            str(_unfinished(left)),
         )
     console.print(table)
     done = completed["send_email"] + completed["resize_image"]
     console.print(f"{done} event jobs done in {elapsed:.1f}s ({done / elapsed:.0f} jobs/s)")
+
+
+def _unfinished(counts: NameStatus | None) -> int:
+    """Records of a job that may still run (those at their attempt limit have given up)."""
+    if counts is None:
+        return 0
+    return counts.due + counts.scheduled_later + counts.running + counts.stale
 
 
 def main() -> None:
