@@ -28,6 +28,7 @@ from dogs_core.domain.records import (
     Scheduled,
 )
 from dogs_core.domain.schedules import CronSchedule, CustomSchedule, RetryPolicy, RunEvery
+from dogs_core.domain.stats import MAX_STATS_WINDOW, JobStats
 from dogs_core.domain.steering import (
     AlreadyFinished,
     Cancelled,
@@ -80,6 +81,7 @@ from dogs_core.runtime.blocking import BlockingDogsClient, BlockingWorkers
 __version__ = "0.1.0"
 
 __all__ = [
+    "MAX_STATS_WINDOW",
     "AlreadyFinished",
     "BlockingDogsClient",
     "BlockingWorkers",
@@ -107,6 +109,7 @@ __all__ = [
     "JobPage",
     "JobRecord",
     "JobState",
+    "JobStats",
     "JobStatus",
     "JobTimeoutError",
     "JobType",

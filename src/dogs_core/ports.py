@@ -52,6 +52,7 @@ from dogs_core.domain.records import (
     NewJob,
     ScheduleOutcome,
 )
+from dogs_core.domain.stats import JobStats
 from dogs_core.domain.steering import JobChange
 from dogs_core.domain.wakeups import RecordChange
 
@@ -334,6 +335,17 @@ class AsyncJobStore(Protocol):
         ``oldest_due_at``: the oldest ``next_run_at`` of the due and stale records."""
         ...
 
+    async def job_stats(
+        self, *, since: datetime, until: datetime, job_names: Sequence[str] | None = None
+    ) -> list[JobStats]:
+        """Per job name (of ``job_names`` when given), what its history rows whose
+        ``started_at`` is in ``[since, until)`` did (:class:`~dogs_core.domain.stats.JobStats`),
+        sorted by name; a name without a row in the window is absent. The window is checked by
+        :func:`~dogs_core.domain.stats.check_stats_window` (at most
+        :data:`~dogs_core.domain.stats.MAX_STATS_WINDOW`, ``InvalidOptionError``); the counts
+        follow :mod:`dogs_core.domain.stats` (nearest-rank percentiles, UTC minutes)."""
+        ...
+
     # -- fleet controls (dogs_core.domain.controls) ---------------------------------------------
 
     async def set_paused(self, job_name: str, paused: bool, *, now: datetime) -> bool:
@@ -540,6 +552,10 @@ class JobStore(Protocol):
     ) -> int: ...
 
     def status_counts(self, *, now: datetime) -> list[NameStatus]: ...
+
+    def job_stats(
+        self, *, since: datetime, until: datetime, job_names: Sequence[str] | None = None
+    ) -> list[JobStats]: ...
 
     def set_paused(self, job_name: str, paused: bool, *, now: datetime) -> bool: ...
 

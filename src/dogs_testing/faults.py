@@ -114,6 +114,7 @@ READ_METHODS: Final = frozenset(
         "get_job",
         "find_jobs",
         "status_counts",
+        "job_stats",
         "paused_names",
         "held_slots",
         "get_lease",

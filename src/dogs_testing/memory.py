@@ -60,7 +60,8 @@ of ``limit`` costs ``O(n log limit)``), ``status_counts``, ``delete_jobs``, ``un
 
 The state and its indexes (and their upkeep) are in ``dogs_testing._memory_state``, the
 operators' reads and writes in ``dogs_testing._memory_steering``, the fleet controls in
-``dogs_testing._memory_controls``; this module holds the two faces of the port over them.
+``dogs_testing._memory_controls``, the stats (``job_stats``, a scan of the names' history rows)
+in ``dogs_testing._memory_stats``; this module holds the two faces of the port over them.
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ from dogs_testing._memory_state import (
     _out,
     _stored,
 )
+from dogs_testing._memory_stats import MemoryStats
 from dogs_testing._memory_steering import MemorySteering
 
 __all__ = ["InMemoryJobStore", "SyncInMemoryJobStore"]
@@ -123,7 +125,7 @@ _NO_LOCK: dict[str, Any] = {
 }
 
 
-class SyncInMemoryJobStore(MemorySteering, MemoryControls):
+class SyncInMemoryJobStore(MemorySteering, MemoryControls, MemoryStats):
     """The in-memory store, sync face (:class:`~dogs_core.ports.JobStore`). Thread-safe.
 
     ``clock`` enables TTL emulation: records and history rows whose ``expires_at`` is not after

@@ -33,6 +33,7 @@ from dogs_core.domain.records import (
     NewJob,
     ScheduleOutcome,
 )
+from dogs_core.domain.stats import JobStats
 from dogs_core.domain.steering import JobChange
 from dogs_core.domain.wakeups import RecordChange
 from dogs_core.ports import AsyncJobStore, StoreCapabilities
@@ -240,6 +241,12 @@ class ForwardingJobStore(ABC):
 
     async def status_counts(self, *, now: datetime) -> list[NameStatus]:
         return cast("list[NameStatus]", await self._forward("status_counts", now=now))
+
+    async def job_stats(
+        self, *, since: datetime, until: datetime, job_names: Sequence[str] | None = None
+    ) -> list[JobStats]:
+        result = await self._forward("job_stats", since=since, until=until, job_names=job_names)
+        return cast("list[JobStats]", result)
 
     async def set_paused(self, job_name: str, paused: bool, *, now: datetime) -> bool:
         return cast(bool, await self._forward("set_paused", job_name, paused, now=now))

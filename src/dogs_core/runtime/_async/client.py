@@ -44,6 +44,7 @@ from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock
 from dogs_core.runtime._async.pausing import PauseClient
 from dogs_core.runtime._async.retry import retry_transient
+from dogs_core.runtime._async.stats import StatsClient
 from dogs_core.runtime._async.steering import SteeringClient
 from dogs_core.runtime.leases import AsyncLeases
 from dogs_core.runtime.scheduling import (
@@ -66,7 +67,7 @@ __all__ = ["DogsClient"]
 logger = logging.getLogger("dogs.client")
 
 
-class DogsClient(SteeringClient, PauseClient, AsyncLeases):
+class DogsClient(SteeringClient, PauseClient, StatsClient, AsyncLeases):
     """Schedules event jobs and reads what the workers recorded.
 
     ``jobs`` is optional: with a registry, jobs may be named by string and a definition that

@@ -45,6 +45,7 @@ from dogs_core.jobs import Jobs
 from dogs_core.ports import Clock, JobStore
 from dogs_core.runtime._sync.pausing import PauseClient
 from dogs_core.runtime._sync.retry import retry_transient
+from dogs_core.runtime._sync.stats import StatsClient
 from dogs_core.runtime._sync.steering import SteeringClient
 from dogs_core.runtime.leases import SyncLeases
 from dogs_core.runtime.scheduling import (
@@ -67,7 +68,7 @@ __all__ = ["SyncDogsClient"]
 logger = logging.getLogger("dogs.client")
 
 
-class SyncDogsClient(SteeringClient, PauseClient, SyncLeases):
+class SyncDogsClient(SteeringClient, PauseClient, StatsClient, SyncLeases):
     """Schedules event jobs and reads what the workers recorded.
 
     ``jobs`` is optional: with a registry, jobs may be named by string and a definition that
