@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
 
 import anyio
 
 from dogs_core.domain.controls import EVERY_JOB
 from dogs_core.domain.records import HistoryRecord, JobRecord, NameStatus
+from dogs_core.domain.stats import JobStats
 from dogs_core.domain.steering import JobPage
 from dogs_core.runtime.client import DogsClient
 
 __all__ = [
-    "JobStatsView",
     "NameRow",
     "Overview",
     "SearchResult",
@@ -36,33 +35,6 @@ __all__ = [
 logger = logging.getLogger("dogs.dashboard")
 
 
-class JobStatsView(Protocol):
-    """What the dashboard reads of a ``dogs_core.domain.stats.JobStats``."""
-
-    @property
-    def job_name(self) -> str: ...
-    @property
-    def runs(self) -> int: ...
-    @property
-    def succeeded(self) -> int: ...
-    @property
-    def failed(self) -> int: ...
-    @property
-    def stale(self) -> int: ...
-    @property
-    def failures_by_type(self) -> Mapping[str, int]: ...
-    @property
-    def duration_p50_ms(self) -> float | None: ...
-    @property
-    def duration_p95_ms(self) -> float | None: ...
-    @property
-    def duration_max_ms(self) -> float | None: ...
-    @property
-    def throughput(self) -> Sequence[tuple[datetime, int]]: ...
-    @property
-    def success_rate(self) -> float | None: ...
-
-
 @dataclass(frozen=True, slots=True)
 class NameRow:
     """One line of the overview: the counts of a job name, its pause and its stats."""
@@ -70,7 +42,7 @@ class NameRow:
     name: str
     status: NameStatus
     paused: bool
-    stats: JobStatsView | None
+    stats: JobStats | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,12 +63,12 @@ class StatsCache:
     window: timedelta
     cache_seconds: float
     clock: Callable[[], float] = time.monotonic
-    _value: list[JobStatsView] | None = None
+    _value: list[JobStats] | None = None
     _error: str | None = None
     _at: float = float("-inf")
     _lock: anyio.Lock = field(default_factory=anyio.Lock)
 
-    async def get(self) -> tuple[list[JobStatsView], str | None]:
+    async def get(self) -> tuple[list[JobStats], str | None]:
         """The stats of every name (empty with an error text when the store cannot say)."""
         async with self._lock:
             if self.clock() - self._at >= self.cache_seconds:
@@ -104,12 +76,9 @@ class StatsCache:
                 self._at = self.clock()
             return list(self._value or []), self._error
 
-    async def _compute(self) -> tuple[list[JobStatsView], str | None]:
-        stats: Any = getattr(self.client, "stats", None)
-        if stats is None:
-            return [], "this version of the client has no stats"
+    async def _compute(self) -> tuple[list[JobStats], str | None]:
         try:
-            return list(await stats(window=self.window)), None
+            return list(await self.client.stats(window=self.window)), None
         except NotImplementedError:
             return [], "the store cannot aggregate stats"
         except Exception as error:  # a panel, not the page: show why and keep serving
@@ -142,7 +111,7 @@ async def read_overview(client: DogsClient, stats_cache: StatsCache) -> Overview
     )
 
 
-def _summed(stats: Sequence[JobStatsView]) -> tuple[tuple[datetime, int], ...]:
+def _summed(stats: Sequence[JobStats]) -> tuple[tuple[datetime, int], ...]:
     """The throughput of every name added minute by minute."""
     totals: dict[datetime, int] = {}
     for row in stats:
