@@ -1,0 +1,263 @@
+"""OpenTelemetry tracing of Dogs: a span per scheduling call and a span per execution, linked.
+
+:class:`OpenTelemetryTracing` is a telemetry subscriber (``dogs_core.runtime.telemetry``)::
+
+    from dogs_integrations.otel import OpenTelemetryTracing
+    OpenTelemetryTracing().attach()          # the global tracer provider and propagator
+
+- ``schedule <job name>`` (kind ``PRODUCER``) spans a ``schedule``/``schedule_many`` call. It is
+  made current while the call runs, and its context is injected by the propagator into the
+  event's carrier, which the client stores on every record of the call (``traceContext``).
+- ``run <job name>`` (kind ``CONSUMER``) spans one execution, from its ``JobStarted`` to the
+  event that ends it. It starts a trace of its own (an execution is not part of the request that
+  scheduled it, which may have ended hours before) with a *link* to the scheduling span, read
+  back from the claimed record's ``traceContext``, so across processes as well. It is made current
+  in the execution's context, so the spans a handler opens are its children.
+
+Status: ``ERROR`` for an execution whose handler raised, whether the job is retried
+(``JobRetried``: this attempt failed, the job may not) or not (``JobFailed``), with the exception
+recorded; ``ERROR`` for a stale execution (it lost its lock). Success, snooze and cancellation
+leave it ``UNSET``, as instrumentation libraries should. ``dogs.job.outcome`` tells them apart.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Callable, Mapping
+from contextvars import Token
+from typing import Final
+
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.context import Context
+from opentelemetry.propagators.textmap import TextMapPropagator
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, TracerProvider
+from opentelemetry.util.types import AttributeValue
+
+from dogs_core.domain.events import (
+    Event,
+    ExecutionEnded,
+    JobFailed,
+    JobRetried,
+    JobScheduled,
+    JobStale,
+    JobStarted,
+    LockLost,
+    LockRenewed,
+    SchedulingEnded,
+    SchedulingStarted,
+)
+from dogs_core.domain.records import ClaimedJob
+from dogs_core.errors import InvalidOptionError
+from dogs_core.runtime.telemetry import TELEMETRY, Telemetry
+
+__all__ = ["OpenTelemetryTracing"]
+
+SCOPE: Final = "dogs_integrations.otel"
+"""The instrumentation scope of every span this module makes."""
+
+MESSAGING_SYSTEM: Final = "dogs"
+
+_EVENT_KINDS: Final = (
+    SchedulingStarted,
+    JobScheduled,
+    SchedulingEnded,
+    JobStarted,
+    ExecutionEnded,
+    LockRenewed,
+    LockLost,
+)
+
+
+def _version() -> str | None:
+    try:
+        return importlib.metadata.version("dogs-py")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - a source checkout
+        return None
+
+
+class OpenTelemetryTracing:
+    """Spans of scheduling calls and executions, from the events of a telemetry hub.
+
+    ``tracer_provider`` defaults to the global one (``opentelemetry.trace``, looked up at every
+    span, so one set after this object was made is used); ``propagator`` to the global
+    propagator (``opentelemetry.propagate``, W3C ``traceparent`` unless configured).
+    """
+
+    __slots__ = ("_propagator", "_runs", "_schedules", "_tracer")
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: TracerProvider | None = None,
+        propagator: TextMapPropagator | None = None,
+    ) -> None:
+        if tracer_provider is not None and not isinstance(tracer_provider, TracerProvider):
+            raise InvalidOptionError(
+                "tracer_provider", tracer_provider, "must be an opentelemetry TracerProvider"
+            )
+        if propagator is not None and not isinstance(propagator, TextMapPropagator):
+            raise InvalidOptionError(
+                "propagator", propagator, "must be an opentelemetry TextMapPropagator"
+            )
+        self._tracer = trace.get_tracer(SCOPE, _version(), tracer_provider)
+        self._propagator = propagator
+        self._schedules: dict[int, tuple[Span, Token[Context], int]] = {}
+        self._runs: dict[str, Span] = {}
+
+    def attach(self, telemetry: Telemetry = TELEMETRY) -> Callable[[], None]:
+        """Subscribe to ``telemetry`` (the process-wide hub by default) for the events this
+        tracing reads; returns the function that unsubscribes it."""
+        if not isinstance(telemetry, Telemetry):
+            raise InvalidOptionError("telemetry", telemetry, "must be a dogs Telemetry hub")
+        return telemetry.subscribe(self, *_EVENT_KINDS)
+
+    def __call__(self, event: Event) -> None:
+        """Turn one event into span work; other events are ignored."""
+        if isinstance(event, JobStarted):
+            self._job_started(event)
+        elif isinstance(event, ExecutionEnded):
+            self._execution_ended(event)
+        elif isinstance(event, LockRenewed):
+            until = event.locked_until.isoformat()
+            self._lock_event(event.job, "dogs.lock.renewed", {"dogs.lock.locked_until": until})
+        elif isinstance(event, LockLost):
+            self._lock_event(event.job, "dogs.lock.lost", {"dogs.lock.reason": event.reason})
+        elif isinstance(event, SchedulingStarted):
+            self._scheduling_started(event)
+        elif isinstance(event, JobScheduled):
+            self._job_scheduled(event)
+        elif isinstance(event, SchedulingEnded):
+            self._scheduling_ended(event)
+
+    # -- scheduling -----------------------------------------------------------------------------
+
+    def _scheduling_started(self, event: SchedulingStarted) -> None:
+        names = sorted(set(event.job_names))
+        attributes: dict[str, AttributeValue] = {
+            "messaging.system": MESSAGING_SYSTEM,
+            "messaging.operation.type": "send",
+            "messaging.operation.name": "schedule",
+            "dogs.schedule.count": event.count,
+        }
+        if len(names) == 1:
+            attributes["dogs.job.name"] = names[0]
+            attributes["messaging.destination.name"] = names[0]
+        else:
+            attributes["dogs.job.names"] = names
+        if event.count != 1:
+            attributes["messaging.batch.message_count"] = event.count
+        name = f"schedule {names[0]}" if len(names) == 1 else "schedule"
+        span = self._tracer.start_span(name, kind=SpanKind.PRODUCER, attributes=attributes)
+        current = trace.set_span_in_context(span)
+        token = otel_context.attach(current)
+        self._schedules[event.call_id] = (span, token, event.count)
+        if self._propagator is None:
+            propagate.inject(event.trace_context, context=current)
+        else:
+            self._propagator.inject(event.trace_context, context=current)
+
+    def _job_scheduled(self, event: JobScheduled) -> None:
+        entry = self._schedules.get(event.call_id)
+        if entry is None:
+            return
+        span, _, count = entry
+        if count == 1:
+            span.set_attribute("dogs.job.id", event.job_id)
+            span.set_attribute("messaging.message.id", event.job_id)
+            span.set_attribute("dogs.job.duplicate", event.duplicate)
+            span.set_attribute("dogs.job.priority", event.priority)
+            span.set_attribute("dogs.job.run_at", event.run_at.isoformat())
+            if event.unique_key is not None:
+                span.set_attribute("dogs.job.unique_key", event.unique_key)
+
+    def _scheduling_ended(self, event: SchedulingEnded) -> None:
+        entry = self._schedules.pop(event.call_id, None)
+        if entry is None:
+            return
+        span, token, _ = entry
+        span.set_attribute("dogs.schedule.scheduled", event.scheduled)
+        span.set_attribute("dogs.schedule.duplicates", event.duplicates)
+        if event.error is not None:
+            _record_error(span, event.error)
+        span.end()
+        otel_context.detach(token)
+
+    # -- executions -----------------------------------------------------------------------------
+
+    def _job_started(self, event: JobStarted) -> None:
+        job = event.job
+        links = self._links(job.trace_context)
+        # A root of its own (an empty parent context): the execution is not part of whatever
+        # was current where the workers started; the link leads to the scheduling call.
+        span = self._tracer.start_span(
+            f"run {job.job_name}",
+            context=Context(),
+            kind=SpanKind.CONSUMER,
+            attributes=_job_attributes(job),
+            links=links,
+        )
+        self._runs[job.execution_id] = span
+        # Never detached: this runs in the execution's own context copy, discarded with it, and
+        # its end may come on another task (a stale execution), where a detach would fail.
+        otel_context.attach(trace.set_span_in_context(span))
+
+    def _links(self, carrier: Mapping[str, str] | None) -> list[Link]:
+        if not carrier:
+            return []
+        if self._propagator is None:
+            extracted = propagate.extract(carrier)
+        else:
+            extracted = self._propagator.extract(carrier)
+        span_context = trace.get_current_span(extracted).get_span_context()
+        if not span_context.is_valid:
+            return []
+        return [Link(span_context, {"dogs.link": "scheduled_by"})]
+
+    def _execution_ended(self, event: ExecutionEnded) -> None:
+        span = self._runs.pop(event.job.execution_id, None)
+        if span is None:
+            return
+        span.set_attribute("dogs.job.outcome", event.outcome)
+        if isinstance(event, JobFailed | JobRetried):
+            _record_error(span, event.error, prefix=f"{event.outcome}: ")
+            if isinstance(event, JobRetried):
+                span.set_attribute("dogs.job.retry_at", event.retry_at.isoformat())
+        elif isinstance(event, JobStale):
+            span.set_attribute("dogs.job.stale_reason", event.reason)
+            span.set_status(Status(StatusCode.ERROR, f"stale: {event.reason}"))
+        span.end()
+
+    def _lock_event(
+        self, job: ClaimedJob, name: str, attributes: dict[str, AttributeValue]
+    ) -> None:
+        span = self._runs.get(job.execution_id)
+        if span is not None:
+            span.add_event(name, attributes)
+
+
+def _job_attributes(job: ClaimedJob) -> dict[str, AttributeValue]:
+    attributes: dict[str, AttributeValue] = {
+        "messaging.system": MESSAGING_SYSTEM,
+        "messaging.operation.type": "process",
+        "messaging.operation.name": "run",
+        "messaging.destination.name": job.job_name,
+        "messaging.message.id": job.job_id,
+        "dogs.job.name": job.job_name,
+        "dogs.job.id": job.job_id,
+        "dogs.execution.id": job.execution_id,
+        "dogs.job.tries": job.tries,
+        "dogs.job.priority": job.priority,
+        "dogs.job.type": str(job.type),
+        "dogs.job.was_stale": job.was_stale,
+    }
+    if job.partition is not None:
+        attributes["dogs.job.partition"] = job.partition
+    if job.unique_identifier is not None:
+        attributes["dogs.job.unique_key"] = job.unique_identifier
+    return attributes
+
+
+def _record_error(span: Span, error: BaseException, *, prefix: str = "") -> None:
+    span.record_exception(error)
+    span.set_status(Status(StatusCode.ERROR, f"{prefix}{type(error).__name__}: {error}"))
