@@ -57,6 +57,7 @@ from dogs_mongo._async.claims import (
 )
 from dogs_mongo._async.controls import MongoControls
 from dogs_mongo._async.indexes import ensure_indexes
+from dogs_mongo._async.stats import MongoStats
 from dogs_mongo._async.steering import MongoSteering
 from dogs_mongo.errors import is_transient, translate_errors
 
@@ -78,7 +79,7 @@ _CODEC_OPTIONS: CodecOptions[dict[str, Any]] = CodecOptions(
 Document = dict[str, Any]
 
 
-class AsyncMongoJobStore(MongoClaims, MongoChanges, MongoSteering, MongoControls):
+class AsyncMongoJobStore(MongoClaims, MongoChanges, MongoSteering, MongoControls, MongoStats):
     """:class:`~dogs_core.ports.AsyncJobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 
     ``client`` is a PyMongo ``AsyncMongoClient``. (The async store also accepts a Motor client:

@@ -59,6 +59,7 @@ from dogs_mongo._sync.claims import (
 )
 from dogs_mongo._sync.controls import MongoControls
 from dogs_mongo._sync.indexes import ensure_indexes
+from dogs_mongo._sync.stats import MongoStats
 from dogs_mongo._sync.steering import MongoSteering
 from dogs_mongo.errors import is_transient, translate_errors
 
@@ -80,7 +81,7 @@ _CODEC_OPTIONS: CodecOptions[dict[str, Any]] = CodecOptions(
 Document = dict[str, Any]
 
 
-class MongoJobStore(MongoClaims, MongoChanges, MongoSteering, MongoControls):
+class MongoJobStore(MongoClaims, MongoChanges, MongoSteering, MongoControls, MongoStats):
     """:class:`~dogs_core.ports.JobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 
     ``client`` is a PyMongo ``MongoClient``. (The async store also accepts a Motor client:

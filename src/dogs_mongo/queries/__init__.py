@@ -13,7 +13,8 @@ job has none. Field order of inserted documents is the order Dogs uses.
 
 The builders live in submodules by what they build (:mod:`~dogs_mongo.queries.indexes`,
 ``claims``, ``states``, ``writes``, ``reads``, ``history``, ``changes``, ``documents``,
-``controls`` (the additive controls collection), ``common``); this
+``controls`` (the additive controls collection), ``stats`` (the aggregations of
+``job_stats``), ``common``); this
 package re-exports all of them, so ``from dogs_mongo import queries as q`` gives every name.
 """
 
@@ -149,6 +150,13 @@ from dogs_mongo.queries.states import (
     state_filter,
     state_hint,
 )
+from dogs_mongo.queries.stats import (
+    STATS_HINT,
+    stats_from_documents,
+    stats_match,
+    stats_minutes_pipeline,
+    stats_summary_pipeline,
+)
 from dogs_mongo.queries.writes import (
     RECONCILE_PROJECTION,
     backfill_retention_filter,
@@ -222,6 +230,7 @@ __all__ = [
     "SLOT_INDEX_PROJECTION",
     "SLOT_WINDOW",
     "STATE_FILTERS",
+    "STATS_HINT",
     "CandidateQuery",
     "ClaimCommand",
     "FindJobsQuery",
@@ -315,6 +324,10 @@ __all__ = [
     "stale_lock_expression",
     "state_filter",
     "state_hint",
+    "stats_from_documents",
+    "stats_match",
+    "stats_minutes_pipeline",
+    "stats_summary_pipeline",
     "status_counts_pipeline",
     "take_rate_token_filter",
     "take_rate_token_update",

@@ -45,6 +45,7 @@ from dogs_testing.contract.feeds import FeedContract
 from dogs_testing.contract.fenced_writes import FencedWriteContract
 from dogs_testing.contract.history import HistoryContract
 from dogs_testing.contract.scheduling import SchedulingContract
+from dogs_testing.contract.stats import StatsContract
 from dogs_testing.contract.steering import SteeringContract
 
 __all__ = ["T0", "JobStoreContract"]
@@ -59,9 +60,11 @@ class JobStoreContract(
     FeedContract,
     SteeringContract,
     ControlsContract,
+    StatsContract,
 ):
     """The adapter contract suite. See the module documentation for how to run it.
 
     Its tests come by area from :mod:`dogs_testing.contract.scheduling`, ``.claims``,
-    ``.fenced_writes``, ``.history``, ``.admin``, ``.feeds``, ``.steering`` and ``.controls``; the
+    ``.fenced_writes``, ``.history``, ``.admin``, ``.feeds``, ``.steering``, ``.controls`` and
+    ``.stats``; the
     fixtures, hooks and helpers from :class:`dogs_testing.contract.base.ContractBase`."""

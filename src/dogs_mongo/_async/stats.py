@@ -1,0 +1,91 @@
+"""``job_stats`` on MongoDB: two aggregations of the history over a window, each one scan of
+the window's rows in Dogs' index ``{jobName: 1, startedAt: 1}``
+(:mod:`dogs_mongo.queries.stats`).
+
+Part of the async adapter (the source of truth): ``scripts/generate_sync.py`` generates
+``_sync/stats.py`` from this module. :class:`MongoStats` is a base of the store class and uses
+its history collection.
+
+What a read costs: the summary fetches every row of the window (keys and documents examined
+are the rows of the window) and keeps one duration (and the failure type of each error row) per
+row in memory to sort them; the per-minute counts are a covered scan of the same keys. The
+window is at most :data:`~dogs_core.domain.stats.MAX_STATS_WINDOW`; a name's pushed durations
+must fit in a ``$group``'s 100 MB (a few million rows of one name in one window). When the index
+is missing, the reads are sent again without the hint and a warning names it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final
+
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.errors import OperationFailure
+
+from dogs_core.domain.stats import JobStats, check_stats_names, check_stats_window
+from dogs_mongo import queries as q
+from dogs_mongo._async.changes import _resolve
+from dogs_mongo.errors import translate_errors
+
+__all__ = ["MongoStats"]
+
+log = logging.getLogger("dogs.mongo.store")
+
+Document = dict[str, Any]
+
+_BAD_VALUE: Final = 2  # the code of "hint provided does not correspond to an existing index"
+
+
+class MongoStats:
+    """The stats read of the store (``dogs stats``, ``client.stats``, the dashboard)."""
+
+    _history: AsyncCollection[Document]
+    _missing_hints: set[str]
+
+    async def job_stats(
+        self, *, since: datetime, until: datetime, job_names: Sequence[str] | None = None
+    ) -> list[JobStats]:
+        """The summary pipeline, then the per-minute one, both hinted to the index
+        (:func:`~dogs_mongo.queries.stats_summary_pipeline`,
+        :func:`~dogs_mongo.queries.stats_minutes_pipeline`)."""
+        start, end = check_stats_window(since, until)
+        names = check_stats_names(job_names)
+        if names == ():
+            return []
+        summary = q.stats_summary_pipeline(since=start, until=end, job_names=names)
+        minutes = q.stats_minutes_pipeline(since=start, until=end, job_names=names)
+        with translate_errors("job_stats", write=False):
+            summaries = await self._aggregate(summary)
+            counts = await self._aggregate(minutes) if summaries else []
+        return q.stats_from_documents(summaries, counts, since=start, until=end)
+
+    async def _aggregate(self, pipeline: list[Document]) -> list[Document]:
+        try:
+            return await self._run(pipeline, q.STATS_HINT)
+        except OperationFailure as error:
+            self._missing_stats_hint(error, q.STATS_HINT)
+            return await self._run(pipeline, None)
+
+    async def _run(
+        self, pipeline: list[Document], hint: Mapping[str, int] | None
+    ) -> list[Document]:
+        options: dict[str, Any] = {} if hint is None else {"hint": dict(hint)}
+        cursor = await _resolve(self._history.aggregate(pipeline, **options))
+        rows: list[Document] = await cursor.to_list(None)
+        return rows
+
+    def _missing_stats_hint(self, error: OperationFailure, hint: Mapping[str, int]) -> None:
+        """Re-raise ``error`` unless it says the hinted index does not exist (then warn, once,
+        and let the caller read without the hint: a collection scan, slower, still right)."""
+        if error.code != _BAD_VALUE or "hint" not in str(error):
+            raise error
+        key = ", ".join(f"{field}: {direction}" for field, direction in hint.items())
+        if key not in self._missing_hints:
+            self._missing_hints.add(key)
+            log.warning(
+                "dogs: the index {%s} of %s is missing (run the store's setup): reading without it",
+                key,
+                self._history.name,
+            )

@@ -1,0 +1,132 @@
+"""The contract suite, part 9: ``job_stats``, the counts of the history rows of a window per
+job name (:mod:`dogs_core.domain.stats` defines them; every store must give the same)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+import pytest
+
+from dogs_core.domain.records import HistoryRecord, HistoryStatus
+from dogs_core.domain.stats import MAX_STATS_WINDOW, JobStats
+from dogs_core.errors import InvalidOptionError
+from dogs_core.ports import AsyncJobStore
+from dogs_testing.contract.base import _MIN, _MS, _S, T0, ContractBase, _history
+
+__all__ = ["StatsContract"]
+
+
+def _row(
+    execution_id: str,
+    *,
+    name: str = "a",
+    at: timedelta = timedelta(0),
+    ms: int = 10,
+    status: HistoryStatus = HistoryStatus.SUCCESS,
+    error_type: str | None = None,
+) -> HistoryRecord:
+    """A row of ``name`` started ``at`` after :data:`T0` that lasted ``ms`` milliseconds."""
+    row = _history(execution_id, name=name, started_at=T0 + at, status=status)
+    return dataclasses.replace(row, ended_at=row.started_at + ms * _MS, error_type=error_type)
+
+
+class StatsContract(ContractBase):
+    """``job_stats``: rows whose ``started_at`` is in ``[since, until)``, per name, sorted."""
+
+    async def test_stats_count_the_window_per_name(self, store: AsyncJobStore) -> None:
+        await store.write_history_many(
+            [
+                _row("s1", ms=100),
+                _row("s2", at=30 * _S, ms=300),
+                _row("e1", at=_MIN, ms=200, status=HistoryStatus.ERROR, error_type="app.Boom"),
+                _row("e2", at=_MIN, ms=50, status=HistoryStatus.ERROR),
+                _row("e3", at=_MIN, ms=400, status=HistoryStatus.ERROR, error_type="app.Boom"),
+                _row("st", at=2 * _MIN, ms=20, status=HistoryStatus.STALE),
+                _row("c", at=2 * _MIN, ms=30, status=HistoryStatus.CANCELLED),
+                _row("z", at=2 * _MIN, ms=40, status=HistoryStatus.SNOOZED),
+                _row("before", at=-_MS),
+                _row("end", at=3 * _MIN),  # until is excluded
+                _row("b1", name="b", at=_MIN + _S, ms=5),
+                _row("late", name="c", at=_MIN * 10),  # no row of "c" in the window
+            ]
+        )
+        stats = await store.job_stats(since=T0, until=T0 + 3 * _MIN)
+        assert [s.job_name for s in stats] == ["a", "b"]
+        assert stats[0] == JobStats(
+            job_name="a",
+            runs=8,
+            succeeded=2,
+            failed=3,
+            stale=1,
+            cancelled=1,
+            failures_by_type={"app.Boom": 2, "unknown": 1},
+            duration_p50_ms=50.0,
+            duration_p95_ms=400.0,
+            duration_max_ms=400.0,
+            throughput=((T0, 2), (T0 + _MIN, 3), (T0 + 2 * _MIN, 3)),
+            since=T0,
+            until=T0 + 3 * _MIN,
+        )
+        assert stats[0].success_rate == pytest.approx(2 / 6)
+        assert stats[1].throughput == ((T0, 0), (T0 + _MIN, 1), (T0 + 2 * _MIN, 0))
+
+    async def test_stats_of_some_names(self, store: AsyncJobStore) -> None:
+        await store.write_history_many(
+            [_row("a1"), _row("b1", name="b"), _row("c1", name="c", at=_S)]
+        )
+        window = {"since": T0, "until": T0 + _MIN}
+        chosen = await store.job_stats(**window, job_names=["c", "a", "missing"])
+        assert [(s.job_name, s.runs) for s in chosen] == [("a", 1), ("c", 1)]
+        assert await store.job_stats(**window, job_names=[]) == []
+        assert await store.job_stats(**window, job_names=["missing"]) == []
+        assert await store.job_stats(since=T0 + _S + _MS, until=T0 + _MIN) == []
+
+    async def test_stats_percentiles_are_nearest_rank(self, store: AsyncJobStore) -> None:
+        await store.write_history_many(
+            [_row(f"r{ms}", at=ms * _MS, ms=ms) for ms in range(20, 0, -1)]
+        )
+        (stats,) = await store.job_stats(since=T0, until=T0 + _MIN)
+        assert stats.runs == 20
+        assert (stats.duration_p50_ms, stats.duration_p95_ms, stats.duration_max_ms) == (
+            10.0,
+            19.0,
+            20.0,
+        )
+
+    async def test_stats_minutes_cover_the_window(self, store: AsyncJobStore) -> None:
+        """A window that does not start on a minute: its first minute starts before ``since``
+        and counts only the rows in the window; the times are truncated to milliseconds."""
+        await store.write_history_many(
+            [_row("early", at=10 * _S), _row("in", at=40 * _S), _row("next", at=_MIN + _S)]
+        )
+        since = T0 + 30 * _S + timedelta(microseconds=500)
+        (stats,) = await store.job_stats(since=since, until=T0 + _MIN + 2 * _S)
+        assert stats.since == T0 + 30 * _S
+        assert stats.throughput == ((T0, 1), (T0 + _MIN, 1))
+        assert stats.runs == 2
+
+    async def test_stats_snoozed_rows_count_in_runs_only(self, store: AsyncJobStore) -> None:
+        await store.write_history_many([_row("z", status=HistoryStatus.SNOOZED)])
+        (stats,) = await store.job_stats(since=T0, until=T0 + _MIN)
+        assert stats.runs == 1
+        assert stats.succeeded + stats.failed + stats.stale + stats.cancelled == 0
+        assert stats.success_rate is None
+        assert stats.failures_by_type == {}
+        assert stats.duration_max_ms == 10.0
+
+    async def test_stats_window_is_checked(self, store: AsyncJobStore) -> None:
+        assert await store.job_stats(since=T0, until=T0 + MAX_STATS_WINDOW) == []
+        bad = [
+            (T0, T0 + MAX_STATS_WINDOW + _MS, "until"),
+            (T0, T0, "since"),
+            (T0 + _S, T0, "since"),
+            (T0.replace(tzinfo=None), T0 + _S, "since"),
+        ]
+        for since, until, field in bad:
+            with pytest.raises(InvalidOptionError) as caught:
+                await store.job_stats(since=since, until=until)
+            assert caught.value.field == field
+        with pytest.raises(InvalidOptionError) as caught:
+            await store.job_stats(since=T0, until=T0 + _S, job_names="a")
+        assert caught.value.field == "job_names"
