@@ -8,6 +8,7 @@
     dogs jobs list|show|cancel|retry|reschedule|delete ...   # see dogs_mongo.cli_jobs
     dogs history --name send_welcome [--status error] [--json]
     dogs pause NAME | --all, dogs resume NAME | --all     # see dogs_mongo.cli_controls
+    dogs dashboard [--host H] [--port N] [--read-only]  # see dogs_mongo.cli_dashboard
     dogs unlock-all [--yes]
     dogs mongod [--dbpath DIR] [--port N]       # a local development server
     dogs --version
@@ -72,6 +73,7 @@ from dogs_mongo.cli_common import (
     with_connection,
 )
 from dogs_mongo.cli_controls import fleet_view, pause, resume
+from dogs_mongo.cli_dashboard import dashboard
 from dogs_mongo.cli_jobs import history, jobs_app
 from dogs_mongo.cli_output import FleetView, format_age, print_schedule_outcome, print_status
 from dogs_mongo.mongod import MongodError, start_local_mongod
@@ -385,6 +387,10 @@ app.command("history")(history)
 
 app.command("pause")(pause)
 app.command("resume")(resume)
+
+# -- dogs dashboard (dogs_mongo.cli_dashboard) -------------------------------------------------
+
+app.command("dashboard")(dashboard)
 
 
 # -- dogs unlock-all ---------------------------------------------------------------------------
