@@ -98,6 +98,7 @@ PACKAGE_REPLACEMENTS = {
         "current_time": "monotonic",
         "aclosing": "closing",
         "anext": "next",
+        "observed": "observed_sync",
     },
 }
 

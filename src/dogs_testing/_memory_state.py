@@ -249,6 +249,7 @@ class MemoryState:
                 partition=job.partition,
                 params=job.params,
                 unique_identifier=uid,
+                trace_context=job.trace_context,
             )
         )
         problem = self._conflict(record)
@@ -346,6 +347,7 @@ class MemoryState:
             expires_at=old.expires_at,
             lock_owner=request.owner,
             lock_released_at=None,
+            trace_context=old.trace_context,
         )
         # A claim changes no field any index depends on (partition, name, priority, next run,
         # type, status, identifier, expiry): replacing the record is all `_put` would do.
@@ -366,6 +368,7 @@ class MemoryState:
             next_run_at=new.next_run_at,
             owner=request.owner,
             previous_attempt=_previous_attempt(old) if was_stale else None,
+            trace_context=new.trace_context,
         )
 
     def _insert_history(self, row: HistoryRecord) -> None:

@@ -123,6 +123,9 @@ class NewJob:
     partition: int
     unique_identifier: str | None = None
     type: JobType = JobType.EVENT
+    trace_context: Mapping[str, str] | None = None
+    """The scheduling call's trace context (additive ``traceContext``; see
+    :class:`~dogs_core.domain.events.SchedulingStarted`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +150,8 @@ class JobRecord:
     expires_at: datetime | None = None
     lock_owner: Owner | None = None
     """Who holds the lock (additive ``lockOwner``; Node Dogs workers write none)."""
+    trace_context: Mapping[str, str] | None = None
+    """The trace context of the call that scheduled it (additive ``traceContext``)."""
     lock_released_at: datetime | None = None
     """When the holder gave the lock back at shutdown (additive ``lockReleasedAt``): a
     released record is claimable at once and is not stale."""
@@ -219,6 +224,9 @@ class ClaimedJob:
     previous_attempt: PreviousAttempt | None = None
     """The attempt whose expired lock this claim took over (``was_stale``), when the store
     knows it: the claimer writes its ``stale`` history row (a killed worker writes none)."""
+    trace_context: Mapping[str, str] | None = None
+    """The trace context of the call that scheduled the job (additive ``traceContext``), for
+    a tracing subscriber to link the execution's span to the scheduling one."""
 
     @property
     def lock_id(self) -> str:

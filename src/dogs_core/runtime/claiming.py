@@ -1,13 +1,19 @@
-"""Sending one claim of the pacer to the store: the requests, then ``claim`` or ``claim_many``."""
+"""Sending one claim of the pacer to the store: the requests, then ``claim`` or ``claim_many``;
+and telling telemetry what came back (one :class:`ClaimSwept`, a :class:`JobClaimed` per job)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from functools import partial
 
+import anyio
+
+from dogs_core.domain.events import ClaimSwept, JobClaimed
 from dogs_core.domain.pacing import Claim
 from dogs_core.domain.records import ClaimedJob, ClaimRequest, Owner
 from dogs_core.ids import new_execution_id
 from dogs_core.ports import AsyncJobStore, Clock
+from dogs_core.runtime.telemetry import Telemetry
 
 __all__ = ["send_claim"]
 
@@ -20,9 +26,23 @@ async def send_claim(
     clock: Clock,
     lock_time: timedelta,
     owner: Owner | None = None,
+    telemetry: Telemetry | None = None,
 ) -> list[ClaimedJob]:
     """Claim up to ``len(claim.reservations)`` jobs, each locked for ``lock_time`` under a lock
     id of its own (the id of the execution that will run it); best first."""
+    if telemetry is not None and telemetry.active:
+        return await _observed(telemetry, store, claim, hint, clock, lock_time, owner)
+    return await _send(store, claim, hint, clock, lock_time, owner)
+
+
+async def _send(
+    store: AsyncJobStore,
+    claim: Claim,
+    hint: str,
+    clock: Clock,
+    lock_time: timedelta,
+    owner: Owner | None,
+) -> list[ClaimedJob]:
     now = clock.now()
     locked_until = now + lock_time
     requests = [
@@ -41,3 +61,30 @@ async def send_claim(
         return await store.claim_many(requests)
     job = await store.claim(requests[0])
     return [] if job is None else [job]
+
+
+async def _observed(
+    telemetry: Telemetry,
+    store: AsyncJobStore,
+    claim: Claim,
+    hint: str,
+    clock: Clock,
+    lock_time: timedelta,
+    owner: Owner | None,
+) -> list[ClaimedJob]:
+    started = anyio.current_time()
+    swept = partial(ClaimSwept, claim.names, claim.partition, hint, len(claim.reservations))
+    try:
+        jobs = await _send(store, claim, hint, clock, lock_time, owner)
+    except Exception as error:
+        telemetry.emit(swept(0, anyio.current_time() - started, error))
+        raise
+    telemetry.emit(swept(len(jobs), anyio.current_time() - started))
+    now = clock.now()
+    for job in jobs:
+        telemetry.emit(JobClaimed(job, pickup_lag=_lag(job.next_run_at, now)))
+    return jobs
+
+
+def _lag(due: datetime | None, now: datetime) -> float | None:
+    return None if due is None else max((now - due).total_seconds(), 0.0)

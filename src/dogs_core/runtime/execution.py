@@ -29,6 +29,7 @@ from dogs_core.domain.definitions import (
     load_params,
     normalize_on_error_result,
 )
+from dogs_core.domain.events import ExecutionEnded, JobCancelled, JobStale, JobStarted, LockLost
 from dogs_core.domain.history import history_record, killed_attempt_record
 from dogs_core.domain.outcome import Cancelled as CancelledRun
 from dogs_core.domain.outcome import (
@@ -62,8 +63,9 @@ from dogs_core.runtime.invocation import (
     invoke_handler,
     on_error_arguments,
 )
+from dogs_core.runtime.job_events import ended_event, job_extra, reporting_renewals
 from dogs_core.runtime.lock import LockKeeper
-from dogs_core.runtime.recording import stopped_by_operator, submit_history
+from dogs_core.runtime.recording import reached_max_tries, stopped_by_operator, submit_history
 from dogs_core.runtime.services import ExecutionServices, Milestone
 
 __all__ = ["Execution"]
@@ -99,6 +101,7 @@ class Execution:
         self._gate: FleetGate | None = None
         self._open_tasks = 1  # run() itself, plus what _spawn started and has not ended
         self._started_at: datetime | None = None
+        self._t0: float | None = None  # loop time the handler started (event durations)
         # Loop time at which the stored lockedUntil was computed (the claim request, then the
         # lock-time write): the watchdog counts the lock from there, so store latency eats into
         # the lock instead of letting the execution outlive it.
@@ -171,7 +174,7 @@ class Execution:
             deadlines=services.deadlines,
             spawn=self._spawn,
             on_stale=self._on_stale,
-            write=None if gate is None else gate.lock_write(),
+            write=reporting_renewals(services, job, None if gate is None else gate.lock_write()),
         )
         self._keeper = keeper
         keeper.start()
@@ -180,6 +183,9 @@ class Execution:
             keeper.finish()
             return
         self._started_at = services.clock.now()
+        self._t0 = anyio.current_time()
+        if services.telemetry.active:
+            services.telemetry.emit(JobStarted(job))
         result = await self._invoke(lock_time)
         keeper.finish()
         self._finished = True
@@ -202,11 +208,8 @@ class Execution:
             return True
         requested_at = anyio.current_time()
         if not await self._writer.extend_lock(services.clock.now() + lock_time):
-            logger.warning(
-                "lost the lock of %s (%s) before it started; not running it",
-                job.job_name,
-                job.job_id,
-            )
+            what = (job.job_name, job.job_id)
+            logger.warning("lost the lock of %s (%s) before it started; not running it", *what)
             return False
         self._lock_from = requested_at
         return True
@@ -241,9 +244,10 @@ class Execution:
             return CancelledRun()  # for shutdown (a handler that finished anyway keeps it)
         if isinstance(result, SnoozeRequested):
             return Snoozed(result.snooze.run_after(self.services.clock.now()))
-        job = self.job
+        job, error = self.job, result.error
+        what = (job.job_name, job.job_id, job.tries, error)
         logger.error(
-            "job %s (%s) failed on try %d: %r", job.job_name, job.job_id, job.tries, result.error
+            "job %s (%s) failed on try %d: %r", *what, exc_info=error, extra=job_extra(job)
         )
         return Failed(await self._ask_on_error(result.error))
 
@@ -276,6 +280,7 @@ class Execution:
         if not await self._writer.perform(command, what=what):
             self._lost_after_run()
             return
+        self._tell(ended_event, command, result)
         if isinstance(command, MarkTerminal):
             await self._reached_max_tries()
         self._free(stale=False)
@@ -300,27 +305,16 @@ class Execution:
             await self._reached_max_tries()
 
     async def _reached_max_tries(self) -> None:
-        job = self.job
-        what = (job.job_name, job.job_id, job.tries)
-        logger.warning("job %s (%s) reached its attempt limit after %d tries", *what)
-        hook = self.services.settings.on_max_tries_reached
-        if hook is not None:
-            try:
-                await self._calls.call(hook, job)
-            except Exception:
-                logger.exception("on_max_tries_reached raised for %s", job.job_name)
+        await reached_max_tries(self.services, self._calls, self.job)
 
     async def _release_for_shutdown(self, command: Release) -> None:
         job = self.job
         with anyio.CancelScope(shield=True), anyio.move_on_after(_SHUTDOWN_RELEASE_TIMEOUT):
             released = await self._writer.perform(command)
-            logger.warning(
-                "cancelled %s (%s) at shutdown; lock %s",
-                job.job_name,
-                job.job_id,
-                "released" if released else "already lost",
-            )
+            what = (job.job_name, job.job_id, "released" if released else "already lost")
+            logger.warning("cancelled %s (%s) at shutdown; lock %s", *what, extra=job_extra(job))
             if released:
+                self._tell(JobCancelled, "shutdown")
                 self._free(stale=False)
                 stopped = ExecutionCancelledError("cancelled at shutdown")
                 await self._write_history(command.history, self.services.clock.now(), error=stopped)
@@ -332,6 +326,8 @@ class Execution:
         if self._stale:
             return
         self._stale = True
+        if self.services.telemetry.active:
+            self.services.telemetry.emit(LockLost(self.job, reason.value))
         if self.definition.cancel_on_stale:
             self.cancel_requested = True
             if self._handler_scope is not None and not self._finished:
@@ -355,17 +351,19 @@ class Execution:
         services, job, definition = self.services, self.job, self.definition
         ended_at = services.clock.now()
         what = (job.execution_id, job.job_name, job.job_id, reason)
-        logger.warning("execution %s of %s (%s) went stale (%s)", *what)
+        logger.warning("execution %s of %s (%s) went stale (%s)", *what, extra=job_extra(job))
         if definition.on_stale is not None:
             services.spawn_background(self._run_on_stale)
         if await stopped_by_operator(services, job):
             # Cancelled by an operator, who wrote this execution's history row: stop the
             # handler even with cancel_on_stale=False, and write nothing more.
             logger.warning("%s (%s) was cancelled by an operator", job.job_name, job.job_id)
+            self._tell(JobCancelled, "operator")
             self.cancel_requested = True
             if self._handler_scope is not None and not self._finished:
                 self._handler_scope.cancel()
             return
+        self._tell(JobStale, reason.value)
         command = decide(definition, job, Stale(), services.policy, ended_at, services.rng.random())
         try:
             await self._writer.perform(command)
@@ -389,6 +387,15 @@ class Execution:
             logger.exception("on_stale of %s raised", self.job.job_name)
 
     # -- helpers ----------------------------------------------------------------------------------
+
+    def _tell(self, event: Callable[..., ExecutionEnded | None], *args: Any) -> None:
+        """Emit the event that ends this started execution, built only when someone listens."""
+        telemetry = self.services.telemetry
+        if telemetry.active and self._t0 is not None:
+            ended = event(self.job, anyio.current_time() - self._t0, *args)
+            self._t0 = None  # one ending event per started execution
+            if ended is not None:
+                telemetry.emit(ended)
 
     def _free(self, *, stale: bool) -> None:
         """Give the slot back, once: after the outcome write, after a stale demotion, or when
@@ -426,22 +433,12 @@ class Execution:
             self.services.report(self.job, Milestone.ENDED)
 
     async def _write_history(
-        self,
-        status: HistoryStatus,
-        ended_at: datetime,
-        *,
-        result: Any = None,
-        error: BaseException | None = None,
+        self, status: HistoryStatus, ended_at: datetime, *, result: Any = None, error: Any = None
     ) -> None:
-        job = self.job
-        record = history_record(
-            job,
-            self.definition,
-            status,
-            started_at=self._started_at,
-            ended_at=ended_at,
-            result=result,
-            error=error,
+        job, started, definition = self.job, self._started_at, self.definition
+        outcome = {"result": result, "error": error}
+        row = history_record(
+            job, definition, status, started_at=started, ended_at=ended_at, **outcome
         )
-        if record is not None:
-            await submit_history(self.services, record)
+        if row is not None:
+            await submit_history(self.services, row)

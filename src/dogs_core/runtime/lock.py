@@ -40,7 +40,7 @@ RenewWrite = Callable[[datetime], Awaitable[bool]]
 """One fenced renewal write to ``until``: ``True`` when it matched, ``False`` when the lock was
 lost; it raises on a store error."""
 
-__all__ = ["LockKeeper"]
+__all__ = ["LockKeeper", "RenewWrite", "job_lock_write"]
 
 logger = logging.getLogger("dogs.lock")
 
@@ -84,7 +84,7 @@ class LockKeeper:
         if write is None:
             if job is None or store is None:
                 raise TypeError("LockKeeper needs a job and its store, or a write")
-            write = _job_lock_write(job, store)
+            write = job_lock_write(job, store)
         if label is None:
             label = "a lock" if job is None else f"{job.job_name} ({job.job_id})"
         self._renew = write
@@ -220,7 +220,9 @@ class LockKeeper:
             self._perform(self._machine.write_lost_lock(command.write_id, now))
 
 
-def _job_lock_write(job: ClaimedJob, store: AsyncJobStore) -> RenewWrite:
+def job_lock_write(job: ClaimedJob, store: AsyncJobStore) -> RenewWrite:
+    """The renewal write of a job's own lock: ``store.extend_lock`` fenced by its lock id."""
+
     async def write(until: datetime) -> bool:
         return await store.extend_lock(job.job_id, job.lock_id, until)
 

@@ -8,10 +8,11 @@ import logging
 import anyio
 
 from dogs_core.domain.records import ClaimedJob, HistoryRecord
+from dogs_core.runtime.invocation import UserCalls
 from dogs_core.runtime.retry import retry_transient
 from dogs_core.runtime.services import HISTORY_WRITE_TIMEOUT, ExecutionServices
 
-__all__ = ["stopped_by_operator", "submit_history"]
+__all__ = ["reached_max_tries", "stopped_by_operator", "submit_history"]
 
 logger = logging.getLogger("dogs.execution")
 
@@ -42,3 +43,16 @@ async def stopped_by_operator(services: ExecutionServices, job: ClaimedJob) -> b
         logger.exception("could not read stale job %s", job.job_id)
         return False
     return record is None
+
+
+async def reached_max_tries(services: ExecutionServices, calls: UserCalls, job: ClaimedJob) -> None:
+    """Log that ``job`` reached its attempt limit and call ``on_max_tries_reached`` (its errors
+    are logged and swallowed)."""
+    what = (job.job_name, job.job_id, job.tries)
+    logger.warning("job %s (%s) reached its attempt limit after %d tries", *what)
+    hook = services.settings.on_max_tries_reached
+    if hook is not None:
+        try:
+            await calls.call(hook, job)
+        except Exception:
+            logger.exception("on_max_tries_reached raised for %s", job.job_name)

@@ -18,6 +18,7 @@ from dogs_core.ports import AsyncJobStore, Clock
 from dogs_core.runtime.batching import GroupCommit
 from dogs_core.runtime.deadlines import Deadlines
 from dogs_core.runtime.settings import WorkerSettings
+from dogs_core.runtime.telemetry import TELEMETRY, Telemetry
 
 __all__ = ["HISTORY_WRITE_TIMEOUT", "ExecutionServices", "Milestone", "build_services"]
 
@@ -58,6 +59,8 @@ class ExecutionServices:
     hold_back: Callable[[str, float], None]
     """Leave job name ``name`` out of claims until loop time ``until`` (a fleet limit refused
     one of its jobs)."""
+    telemetry: Telemetry = TELEMETRY
+    """Where the executions' events go."""
 
 
 def build_services(
@@ -70,6 +73,7 @@ def build_services(
     spawn_background: Callable[[Callable[[], Coroutine[Any, Any, None]]], None],
     report: Callable[[ClaimedJob, Milestone], None],
     hold_back: Callable[[str, float], None] | None = None,
+    telemetry: Telemetry = TELEMETRY,
 ) -> ExecutionServices:
     """The services of one ``Workers``: one timer task for every lock watchdog, and the
     completions and history rows of concurrent executions written in batches (group commit)."""
@@ -96,6 +100,7 @@ def build_services(
         spawn_background=spawn_background,
         report=report,
         hold_back=hold_back or _hold_nothing_back,
+        telemetry=telemetry,
     )
 
 

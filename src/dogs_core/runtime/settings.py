@@ -122,6 +122,10 @@ class WorkerSettings:
         set) when a job is scheduled or released anywhere, and start a job due before the next
         poll on a local timer. Where the store cannot watch, polling alone remains (logged
         once). Polling stays on either way: a change feed is a notification, not a queue.
+    ``log_jobs``
+        Log a line as each job starts and one as it ends (logger ``dogs.jobs``, with the job's
+        name, id, execution id and tries as ``extra`` fields). Failures are logged with their
+        traceback either way.
     ``on_max_tries_reached``
         Called (sync or async) with the claimed job when an event job is marked
         ``maxTriesReached``; its errors are logged and swallowed.
@@ -220,6 +224,10 @@ class WorkerSettings:
         )
     )
 
+    log_jobs: bool = field(
+        metadata=_option(False, v.boolean, "Log a line as each job starts and ends.")
+    )
+
     def __init__(self, **options: Unpack[WorkerOptions]) -> None:
         given: dict[str, Any] = dict(options)
         if given.pop("cooldown_period", None) is not None:
@@ -259,6 +267,7 @@ class WorkerOptions(TypedDict, total=False):
     probe_enabled: bool
     reconcile_enabled: bool
     watch_changes: bool
+    log_jobs: bool
     cooldown_period: object
 
 

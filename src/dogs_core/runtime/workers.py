@@ -42,12 +42,15 @@ from dogs_core.runtime.claiming import send_claim
 from dogs_core.runtime.clock import SystemClock
 from dogs_core.runtime.execution import Execution
 from dogs_core.runtime.fleet import FleetHolds
+from dogs_core.runtime.job_logs import JobLogLines
 from dogs_core.runtime.maintenance import ensure_recurrent_records, start_maintenance
 from dogs_core.runtime.retry import retry_transient
 from dogs_core.runtime.runners import RunnerPool
 from dogs_core.runtime.services import HISTORY_WRITE_TIMEOUT, Milestone, build_services
 from dogs_core.runtime.settings import DurationLike, WorkerSettings, check_worker_arguments
 from dogs_core.runtime.signal import Signal
+from dogs_core.runtime.store_errors import observed
+from dogs_core.runtime.telemetry import TELEMETRY, Telemetry
 from dogs_core.runtime.watching import ChangeWatcher
 
 __all__ = ["Workers"]
@@ -76,11 +79,14 @@ class Workers:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         on_execution_ended: Callable[[ClaimedJob], None] | None = None,
+        telemetry: Telemetry | None = None,
         **options: Any,
     ) -> None:
         check_worker_arguments(jobs, settings, options)
         self.settings = settings if settings is not None else WorkerSettings(**options)
-        self.store = store
+        self.telemetry = TELEMETRY if telemetry is None else telemetry
+        """Where this instance's telemetry events go (the process-wide hub by default)."""
+        self.store = store = observed(store, self.telemetry)
         self.jobs = jobs
         self.clock: Clock = clock or SystemClock()
         #: Written on every record this instance claims (``lockOwner``) and on its history.
@@ -96,7 +102,14 @@ class Workers:
             poll_interval=self.settings.poll_interval.total_seconds(),
         )
         self._hints = HintSelector()
-        self._holds = self._fleet_holds()
+        self._holds = FleetHolds(
+            store,
+            self._pacer.ledger,
+            self._names,
+            refresh_interval=self.settings.poll_interval.total_seconds(),
+            on_reopen=self._reopened,
+            watch=self.settings.watch_changes,
+        )
         self._services = build_services(
             store,
             self.settings,
@@ -106,8 +119,18 @@ class Workers:
             spawn_background=self._spawn_background,
             report=self._on_milestone,
             hold_back=self._holds.hold_back,
+            telemetry=self.telemetry,
         )
-        self._watcher = self._change_watcher() if self.settings.watch_changes else None
+        self._watcher: ChangeWatcher | None = None
+        if self.settings.watch_changes:
+            self._watcher = ChangeWatcher(
+                store,
+                self._names,
+                clock=self.clock,
+                deadlines=self._services.deadlines,
+                horizon=self.settings.poll_interval,
+                wake=self.wake,
+            )
         self._active: dict[str, Execution] = {}
         self._finishing: set[str] = set()  # freed their slot, still writing history
         self._forgotten = Signal()
@@ -126,26 +149,6 @@ class Workers:
         self._capabilities: StoreCapabilities | None = None
         self.claims_succeeded = 0
         """Jobs claimed so far (each starts one execution)."""
-
-    def _fleet_holds(self) -> FleetHolds:
-        return FleetHolds(
-            self.store,
-            self._pacer.ledger,
-            self._names,
-            refresh_interval=self.settings.poll_interval.total_seconds(),
-            on_reopen=self._reopened,
-            watch=self.settings.watch_changes,
-        )
-
-    def _change_watcher(self) -> ChangeWatcher:
-        return ChangeWatcher(
-            self.store,
-            self._names,
-            clock=self.clock,
-            deadlines=self._services.deadlines,
-            horizon=self.settings.poll_interval,
-            wake=self.wake,
-        )
 
     # -- public state ---------------------------------------------------------------------
 
@@ -262,6 +265,7 @@ class Workers:
     async def _run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         self._started = True
         self._running = True
+        logs = self.settings.log_jobs and JobLogLines.subscribe(self.telemetry, self.owner)
         try:
             # Shielded: cancelling the caller's scope must not cancel executions before they
             # release their locks; __aexit__ turns that cancellation into stop(grace=0).
@@ -269,6 +273,8 @@ class Workers:
                 await self._run_shielded(task_status)
         finally:
             self._running = False
+            if logs:
+                logs()
             self._stopped.set()
 
     async def _run_shielded(self, task_status: anyio.abc.TaskStatus[None]) -> None:
@@ -304,12 +310,8 @@ class Workers:
         )
         settings, clock, rng = self.settings, self.clock, self.rng
         what = (len(self._names), settings.workers_count, settings.n_partitions)
-        path = self._capabilities.claim_path
-        logger.info(
-            "workers starting: %d job(s), workers_count=%d, n_partitions=%d, claim path %s",
-            *what,
-            path,
-        )
+        text = "workers starting: %d job(s), workers_count=%d, n_partitions=%d, claim path %s"
+        logger.info(text, *what, self._capabilities.claim_path)
         if self._watcher is not None:
             background.start_soon(self._watcher.run, name="dogs change feed")
         background.start_soon(self._holds.run, name="dogs fleet holds")
@@ -385,6 +387,7 @@ class Workers:
                 clock=self.clock,
                 lock_time=self.settings.default_lock_time,
                 owner=self.owner,
+                telemetry=self.telemetry,
             )
         except Exception:
             self._pacer.failed(claim, anyio.current_time())

@@ -18,6 +18,7 @@ from dogs_mongo.queries.common import (
     _owner,
     _owner_document,
     _params,
+    _trace_context,
 )
 from dogs_mongo.queries.indexes import RECORD_INDEXES
 
@@ -235,6 +236,7 @@ def claim_from_read_back(request: ClaimRequest, doc: Mapping[str, Any]) -> Claim
         next_run_at=doc.get("nextRunAt"),
         owner=request.owner,
         previous_attempt=_previous_attempt(doc.get("staleAttempt")) if was_stale else None,
+        trace_context=_trace_context(doc),
     )
 
 
@@ -270,6 +272,7 @@ def claim_from_before_image(request: ClaimRequest, before: Mapping[str, Any]) ->
         next_run_at=before.get("nextRunAt"),
         owner=request.owner,
         previous_attempt=previous,
+        trace_context=_trace_context(before),
     )
 
 

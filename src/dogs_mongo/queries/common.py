@@ -56,6 +56,15 @@ def _params(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return params if isinstance(params, Mapping) else None
 
 
+def _trace_context(doc: Mapping[str, Any]) -> Mapping[str, str] | None:
+    """Our additive ``traceContext``: string keys and values only (anything else is ignored,
+    whoever wrote it)."""
+    value = doc.get("traceContext")
+    if not isinstance(value, Mapping):
+        return None
+    return {str(k): v for k, v in value.items() if isinstance(v, str)} or None
+
+
 def _int(value: Any, default: int) -> int:
     if value is None:
         return default

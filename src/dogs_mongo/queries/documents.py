@@ -14,6 +14,7 @@ from dogs_mongo.queries.common import (
     _optional_str,
     _owner,
     _params,
+    _trace_context,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -46,4 +47,5 @@ def record_from_document(doc: Mapping[str, Any]) -> JobRecord:
         expires_at=doc.get("expiresAt"),
         lock_owner=_owner(doc.get("lockOwner"), lock_id=doc.get("lockId")),
         lock_released_at=_optional_datetime(doc.get("lockReleasedAt")),
+        trace_context=_trace_context(doc),
     )

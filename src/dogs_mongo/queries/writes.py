@@ -180,6 +180,8 @@ def document_from_new_job(job: NewJob) -> dict[str, Any]:
     doc["nextRunAt"] = to_millis(job.next_run_at)
     doc["partition"] = _require_int("partition", job.partition)
     doc["params"] = dict(job.params) if job.params is not None else None
+    if job.trace_context:
+        doc["traceContext"] = dict(job.trace_context)
     return doc
 
 
@@ -208,6 +210,7 @@ def document_from_record(record: JobRecord) -> dict[str, Any]:
         ("expiresAt", _optional_millis(record.expires_at)),
         ("lockOwner", _owner_document(record.lock_owner, lock_id=record.lock_id)),
         ("lockReleasedAt", _optional_millis(record.lock_released_at)),
+        ("traceContext", dict(record.trace_context) if record.trace_context else None),
     ]
     for name, value in optional:
         if value is not None or name == "params":

@@ -57,6 +57,19 @@ class SchedulingContract(ContractBase):
         assert other_record.priority == 0
         assert other_record.unique_identifier is None
 
+    async def test_a_trace_context_is_stored_and_comes_back_on_the_claim(
+        self, store: AsyncJobStore
+    ) -> None:
+        carrier = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+        job = dataclasses.replace(_job("traced"), trace_context=carrier)
+        job_id = _scheduled_id(await store.schedule(job))
+        record = await self.record(store, job_id)
+        assert record.trace_context == carrier
+        claimed = await self.claim(store, "traced")
+        assert claimed.trace_context == carrier
+        plain = _scheduled_id(await store.schedule(_job("traced")))
+        assert (await self.record(store, plain)).trace_context is None
+
     async def test_schedule_of_a_known_id_is_idempotent(self, store: AsyncJobStore) -> None:
         job = _job(uid="u")
         assert await store.schedule(job) == Scheduled(job.id)

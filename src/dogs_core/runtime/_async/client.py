@@ -47,6 +47,7 @@ from dogs_core.runtime._async.retry import retry_transient
 from dogs_core.runtime._async.stats import StatsClient
 from dogs_core.runtime._async.steering import SteeringClient
 from dogs_core.runtime.leases import AsyncLeases
+from dogs_core.runtime.observing import observe_scheduling
 from dogs_core.runtime.scheduling import (
     HISTORY_GRACE,
     HISTORY_LOOKBACK,
@@ -61,6 +62,8 @@ from dogs_core.runtime.scheduling import (
     validate_statuses,
     validate_wait,
 )
+from dogs_core.runtime.store_errors import observed
+from dogs_core.runtime.telemetry import TELEMETRY, Telemetry
 
 __all__ = ["DogsClient"]
 
@@ -83,9 +86,12 @@ class DogsClient(SteeringClient, PauseClient, StatsClient, AsyncLeases):
         n_partitions: int = 1,
         clock: Clock | None = None,
         rng: random.Random | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         super().__init__(jobs, n_partitions=n_partitions, clock=clock, rng=rng)
-        self.store = store
+        #: Where the scheduling calls' events go (the process-wide hub by default).
+        self.telemetry = TELEMETRY if telemetry is None else telemetry
+        self.store = observed(store, self.telemetry)
         self._setup_done = False
 
     async def _ensure_setup(self) -> None:
@@ -128,7 +134,13 @@ class DogsClient(SteeringClient, PauseClient, StatsClient, AsyncLeases):
             definition, ScheduleItem(params, run_in, run_at, priority, unique_key)
         )
         await self._ensure_setup()
-        outcome = await self._insert_one(new_job, session)
+        observing = observe_scheduling(self.telemetry, [new_job])
+        if observing is None:
+            outcome = await self._insert_one(new_job, session)
+        else:
+            with observing:
+                outcome = await self._insert_one(observing.jobs[0], session)
+                observing.outcomes([outcome])
         logger.debug("scheduled %s: %s", definition.name, outcome)
         return outcome
 
@@ -152,7 +164,13 @@ class DogsClient(SteeringClient, PauseClient, StatsClient, AsyncLeases):
         if not batch.jobs:
             return batch.result()
         await self._ensure_setup()
-        return batch.result(await self._insert_many(batch.jobs, session))
+        observing = observe_scheduling(self.telemetry, batch.jobs)
+        if observing is None:
+            return batch.result(await self._insert_many(batch.jobs, session))
+        with observing:
+            written = await self._insert_many(observing.jobs, session)
+            observing.outcomes(written.outcomes)
+        return batch.result(written)
 
     # -- reading ----------------------------------------------------------------------------
 

@@ -48,6 +48,7 @@ from dogs_core.runtime._sync.retry import retry_transient
 from dogs_core.runtime._sync.stats import StatsClient
 from dogs_core.runtime._sync.steering import SteeringClient
 from dogs_core.runtime.leases import SyncLeases
+from dogs_core.runtime.observing import observe_scheduling
 from dogs_core.runtime.scheduling import (
     HISTORY_GRACE,
     HISTORY_LOOKBACK,
@@ -62,6 +63,8 @@ from dogs_core.runtime.scheduling import (
     validate_statuses,
     validate_wait,
 )
+from dogs_core.runtime.store_errors import observed_sync
+from dogs_core.runtime.telemetry import TELEMETRY, Telemetry
 
 __all__ = ["SyncDogsClient"]
 
@@ -84,9 +87,12 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, SyncLeases):
         n_partitions: int = 1,
         clock: Clock | None = None,
         rng: random.Random | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         super().__init__(jobs, n_partitions=n_partitions, clock=clock, rng=rng)
-        self.store = store
+        #: Where the scheduling calls' events go (the process-wide hub by default).
+        self.telemetry = TELEMETRY if telemetry is None else telemetry
+        self.store = observed_sync(store, self.telemetry)
         self._setup_done = False
 
     def _ensure_setup(self) -> None:
@@ -129,7 +135,13 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, SyncLeases):
             definition, ScheduleItem(params, run_in, run_at, priority, unique_key)
         )
         self._ensure_setup()
-        outcome = self._insert_one(new_job, session)
+        observing = observe_scheduling(self.telemetry, [new_job])
+        if observing is None:
+            outcome = self._insert_one(new_job, session)
+        else:
+            with observing:
+                outcome = self._insert_one(observing.jobs[0], session)
+                observing.outcomes([outcome])
         logger.debug("scheduled %s: %s", definition.name, outcome)
         return outcome
 
@@ -153,7 +165,13 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, SyncLeases):
         if not batch.jobs:
             return batch.result()
         self._ensure_setup()
-        return batch.result(self._insert_many(batch.jobs, session))
+        observing = observe_scheduling(self.telemetry, batch.jobs)
+        if observing is None:
+            return batch.result(self._insert_many(batch.jobs, session))
+        with observing:
+            written = self._insert_many(observing.jobs, session)
+            observing.outcomes(written.outcomes)
+        return batch.result(written)
 
     # -- reading ----------------------------------------------------------------------------
 

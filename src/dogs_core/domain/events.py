@@ -1,0 +1,273 @@
+"""Telemetry events: what the runtime tells an application about its jobs, as typed values.
+
+The runtime emits them through a :class:`~dogs_core.runtime.telemetry.Telemetry` hub to the
+callables subscribed to it (the log lines, OpenTelemetry and Prometheus integrations are such
+subscribers). An event is a frozen value; a subscriber reads it and returns quickly, since it is
+called inline, on the task (and in the context) that emitted it.
+
+Where each is emitted, and in which context:
+
+======================  ==============================================================  ==========
+Event                   When                                                            Context
+======================  ==============================================================  ==========
+SchedulingStarted       ``schedule``/``schedule_many`` begins, before anything is written  caller's
+JobScheduled            one record was inserted or found as a duplicate                  caller's
+SchedulingEnded         the call returns or raises                                       caller's
+ClaimSwept              one claim round trip of a worker ended (claimed or not)          claim lane
+JobClaimed              a worker claimed a job (before its execution starts)             claim lane
+JobStarted              the handler is about to be called                                execution
+JobSucceeded ...        the execution's outcome was written (see :class:`ExecutionEnded`)  execution
+LockRenewed             a renewal write of a job's lock landed                           lock task
+LockLost                a renewal found the lock taken or expired: the execution is stale  lock task
+StoreErrored            a store call raised (most are retried: ``transient``)           any
+======================  ==============================================================  ==========
+
+"Execution" context means the execution's own context copy (each execution runs in one), so a
+subscriber may set context variables in :class:`JobStarted` (an OpenTelemetry span made current
+there is the parent of whatever the handler traces); it must not rely on the
+:class:`ExecutionEnded` event running in that same context: a stale execution ends on another
+task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import ClassVar
+
+from dogs_core.domain.records import ClaimedJob
+
+__all__ = [
+    "EVENT_KINDS",
+    "ClaimSwept",
+    "Event",
+    "ExecutionEnded",
+    "JobCancelled",
+    "JobClaimed",
+    "JobFailed",
+    "JobRetried",
+    "JobScheduled",
+    "JobSnoozed",
+    "JobStale",
+    "JobStarted",
+    "JobSucceeded",
+    "LockLost",
+    "LockRenewed",
+    "SchedulingEnded",
+    "SchedulingStarted",
+    "StoreErrored",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """The base of every telemetry event. ``kind`` is a stable dotted name (``job.started``)
+    for subscribers that dispatch on strings, as Oban's ``[:oban, :job, :start]`` does."""
+
+    kind: ClassVar[str] = "event"
+
+
+# -- scheduling -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulingStarted(Event):
+    """A ``schedule`` (``count`` 1) or ``schedule_many`` call begins.
+
+    ``trace_context`` is the one mutable part of an event: a subscriber may put string keys and
+    values in it (an OpenTelemetry propagator's carrier) before anything is written, and they are
+    stored with every record of the call (the additive ``traceContext`` field), to come back on
+    :attr:`ClaimedJob.trace_context` when a worker claims the job, in any process.
+    """
+
+    kind: ClassVar[str] = "schedule.start"
+    call_id: int
+    job_names: tuple[str, ...]
+    count: int
+    trace_context: dict[str, str] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class JobScheduled(Event):
+    """One record of a scheduling call: inserted, or an existing one found by its unique key
+    (``duplicate``; ``job_id`` is then the existing record's)."""
+
+    kind: ClassVar[str] = "job.scheduled"
+    call_id: int
+    job_name: str
+    job_id: str
+    run_at: datetime
+    priority: int
+    duplicate: bool = False
+    unique_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulingEnded(Event):
+    """The scheduling call ``call_id`` returned (``error`` ``None``) or raised ``error``."""
+
+    kind: ClassVar[str] = "schedule.stop"
+    call_id: int
+    job_names: tuple[str, ...]
+    scheduled: int
+    duplicates: int
+    duration: float
+    """Seconds, on the runtime's monotonic clock."""
+    error: BaseException | None = None
+
+
+# -- claiming ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimSwept(Event):
+    """One claim round trip: ``requested`` jobs asked for, ``claimed`` came back; ``duration``
+    is the round trip in seconds (the claim latency); ``error`` when it raised."""
+
+    kind: ClassVar[str] = "claim.sweep"
+    job_names: tuple[str, ...]
+    partition: int | None
+    hint: str
+    requested: int
+    claimed: int
+    duration: float
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobClaimed(Event):
+    """A worker claimed ``job``. ``pickup_lag`` is how long the job had been due, in seconds
+    (claim time minus its ``nextRunAt``; ``None`` when the store did not say)."""
+
+    kind: ClassVar[str] = "job.claimed"
+    job: ClaimedJob
+    pickup_lag: float | None
+
+
+# -- executions -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobStarted(Event):
+    """The handler of ``job`` is about to run (fleet limits admitted it, its lock is held)."""
+
+    kind: ClassVar[str] = "job.start"
+    job: ClaimedJob
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionEnded(Event):
+    """The base of the events that end an execution: exactly one of its subclasses follows each
+    :class:`JobStarted`. ``duration`` is seconds from the start to the outcome (monotonic);
+    ``outcome`` names the subclass (``succeeded``, ``retried``, ``failed``, ``snoozed``,
+    ``cancelled``, ``stale``)."""
+
+    kind: ClassVar[str] = "job.stop"
+    outcome: ClassVar[str] = "ended"
+    job: ClaimedJob
+    duration: float
+
+
+@dataclass(frozen=True, slots=True)
+class JobSucceeded(ExecutionEnded):
+    """The handler returned and the success was written."""
+
+    outcome: ClassVar[str] = "succeeded"
+
+
+@dataclass(frozen=True, slots=True)
+class JobRetried(ExecutionEnded):
+    """The handler raised ``error`` and the event job will run again at ``retry_at``."""
+
+    outcome: ClassVar[str] = "retried"
+    error: BaseException
+    retry_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class JobFailed(ExecutionEnded):
+    """The handler raised ``error`` and the job will not be retried as such: an event job that
+    reached its attempt limit or that ``on_error`` discarded, or a recurrent job (which runs
+    again at its next slot, ``next_run_at``)."""
+
+    outcome: ClassVar[str] = "failed"
+    error: BaseException
+    next_run_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobSnoozed(ExecutionEnded):
+    """The handler snoozed: the job runs again at ``run_at``, its try given back."""
+
+    outcome: ClassVar[str] = "snoozed"
+    run_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class JobCancelled(ExecutionEnded):
+    """The execution was cancelled: ``by`` is ``"shutdown"`` (the workers stopped; the lock was
+    released for another worker) or ``"operator"`` (``client.cancel``)."""
+
+    outcome: ClassVar[str] = "cancelled"
+    by: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobStale(ExecutionEnded):
+    """The execution lost its lock (``reason``: ``watchdog``, ``lost_lock``, ``write_failed``,
+    ``external``); the job is retried by whichever worker claims it next."""
+
+    outcome: ClassVar[str] = "stale"
+    reason: str
+
+
+# -- locks and the store ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LockRenewed(Event):
+    """A renewal of ``job``'s lock landed: it is held until ``locked_until``."""
+
+    kind: ClassVar[str] = "lock.renewed"
+    job: ClaimedJob
+    locked_until: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class LockLost(Event):
+    """``job``'s lock is gone (``reason`` as in :class:`JobStale`); a :class:`JobStale` (or an
+    operator's :class:`JobCancelled`) follows."""
+
+    kind: ClassVar[str] = "lock.lost"
+    job: ClaimedJob
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoreErrored(Event):
+    """The store call ``operation`` (a port method name) raised ``error``; ``transient`` errors
+    (network, failover, write conflict) are retried by the caller."""
+
+    kind: ClassVar[str] = "store.error"
+    operation: str
+    error: BaseException
+    transient: bool
+
+
+#: Every event class by its ``kind``.
+EVENT_KINDS: Mapping[str, type[Event]] = {
+    cls.kind: cls
+    for cls in (
+        SchedulingStarted,
+        JobScheduled,
+        SchedulingEnded,
+        ClaimSwept,
+        JobClaimed,
+        JobStarted,
+        ExecutionEnded,
+        LockRenewed,
+        LockLost,
+        StoreErrored,
+    )
+}

@@ -1,0 +1,62 @@
+"""Telemetry, in one import: the hub, the process-wide hub, ``subscribe`` and every event.
+
+    from dogs_core import telemetry
+
+    def on_event(event: telemetry.Event) -> None:
+        if isinstance(event, telemetry.JobFailed):
+            alert(event.job.job_name, event.error)
+
+    telemetry.subscribe(on_event, telemetry.JobFailed)
+
+The events are defined in :mod:`dogs_core.domain.events` (its docstring says when and in which
+context each is emitted); the hub in :mod:`dogs_core.runtime.telemetry`.
+"""
+
+from dogs_core.domain.events import (
+    EVENT_KINDS,
+    ClaimSwept,
+    Event,
+    ExecutionEnded,
+    JobCancelled,
+    JobClaimed,
+    JobFailed,
+    JobRetried,
+    JobScheduled,
+    JobSnoozed,
+    JobStale,
+    JobStarted,
+    JobSucceeded,
+    LockLost,
+    LockRenewed,
+    SchedulingEnded,
+    SchedulingStarted,
+    StoreErrored,
+)
+from dogs_core.runtime.job_logs import JobLogLines
+from dogs_core.runtime.telemetry import TELEMETRY, Subscriber, Telemetry, subscribe
+
+__all__ = [
+    "EVENT_KINDS",
+    "TELEMETRY",
+    "ClaimSwept",
+    "Event",
+    "ExecutionEnded",
+    "JobCancelled",
+    "JobClaimed",
+    "JobFailed",
+    "JobLogLines",
+    "JobRetried",
+    "JobScheduled",
+    "JobSnoozed",
+    "JobStale",
+    "JobStarted",
+    "JobSucceeded",
+    "LockLost",
+    "LockRenewed",
+    "SchedulingEnded",
+    "SchedulingStarted",
+    "StoreErrored",
+    "Subscriber",
+    "Telemetry",
+    "subscribe",
+]
