@@ -416,7 +416,7 @@ def test_sigterm_drains_then_exits_zero(
     mongodb_uri: str, mongo_database_name: str, store: MongoJobStore, processes: list[Process]
 ) -> None:
     ids = _schedule_naps(mongodb_uri, mongo_database_name, ("short", 1.0), ("long", 60.0))
-    worker = Process(*_worker_args(mongodb_uri, mongo_database_name, grace="1.5s"))
+    worker = Process(*_worker_args(mongodb_uri, mongo_database_name, grace="1.5s"), "--log-jobs")
     processes.append(worker)
     worker.wait_for("workers started")
     worker.wait_for("job short started")
@@ -429,6 +429,10 @@ def test_sigterm_drains_then_exits_zero(
     output = worker.text()
     assert "job short finished" in output, "a job that ends within the grace period finishes"
     assert "job long finished" not in output
+    # --log-jobs: a line as each job starts and ends, naming the job and its outcome.
+    assert f"started nap ({ids['short']}), try 1" in output
+    assert f"nap ({ids['short']}) succeeded in" in output
+    assert f"nap ({ids['long']}) cancelled in" in output
     # The short job completed: its record is gone and its history says success.
     assert store.get_job(ids["short"]) is None
     history = store.get_executions("nap")

@@ -194,6 +194,10 @@ def worker(
         str,
         typer.Option("--grace", help="On SIGTERM/SIGINT, how long running jobs may finish."),
     ] = "30s",
+    log_jobs: Annotated[
+        bool,
+        typer.Option("--log-jobs", help="Log a line as each job starts and ends (dogs.jobs)."),
+    ] = False,
     *,
     connection: Connection,
     app_dir: AppDirOption = Path("."),
@@ -205,6 +209,8 @@ def worker(
     if len(jobs) == 0:
         fail(f"the registry {registry} has no jobs")
     options = _worker_options(worker_flags, n_partitions)
+    if log_jobs:
+        options["log_jobs"] = True
     grace_seconds = duration("--grace", grace).total_seconds()
     container = connection.container(_flag_names(worker_flags, n_partitions), **options)
 
