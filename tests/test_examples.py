@@ -22,6 +22,7 @@ from examples import (
     quickstart_async,
     recurrent_cron,
     sync_app,
+    telemetry_events,
     transactional_schedule,
     wait_for_result,
 )
@@ -118,6 +119,7 @@ def test_transactional_schedule_without_a_database(capsys: pytest.CaptureFixture
         "long_job_heartbeat.py",
         "transactional_schedule.py",
         "managing_jobs.py",
+        "telemetry_events.py",
         "fleet_limits.py",
         "leases.py",
     ],
@@ -295,3 +297,31 @@ def test_leases(capsys: pytest.CaptureFixture[str]) -> None:
 def test_leases_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
     leases.main(["--uri", mongodb_uri])
     _check_leases(output_of(capsys))
+
+
+TELEMETRY_LINES = (
+    "scheduled: 4",
+    "resize_image failed: 1",
+    "resize_image retried: 1",
+    "resize_image succeeded: 3",
+    "slowest run took at least 50 ms: True",
+    "alerts: ['image 50 is corrupt']",
+    "WARNING dogs.jobs: resize_image",
+)
+
+
+def test_telemetry_events(capsys: pytest.CaptureFixture[str]) -> None:
+    telemetry_events.main([])
+    out = output_of(capsys)
+    for line in TELEMETRY_LINES:
+        assert line in out
+    assert out.count("INFO    dogs.jobs: started resize_image") == 5
+    assert "{'job_name': 'resize_image', 'tries': 2}" in out
+
+
+@pytest.mark.mongo
+def test_telemetry_events_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    telemetry_events.main(["--uri", mongodb_uri])
+    out = output_of(capsys)
+    for line in TELEMETRY_LINES:
+        assert line in out
