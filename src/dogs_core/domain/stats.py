@@ -16,6 +16,7 @@ store does all of it here (:func:`stats_from_history`), the MongoDB store by agg
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -160,11 +161,13 @@ def minute_start(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(second=0, microsecond=0)
 
 
-def minute_buckets(since: datetime, until: datetime) -> list[datetime]:
-    """The start of every UTC minute that overlaps ``[since, until)``, oldest first."""
+@functools.lru_cache(maxsize=16)
+def minute_buckets(since: datetime, until: datetime) -> tuple[datetime, ...]:
+    """The start of every UTC minute that overlaps ``[since, until)``, oldest first (kept for
+    the last few windows: every name of one read shares them)."""
     first = minute_start(since)
     count = -(-(until - first) // _MINUTE)
-    return [first + i * _MINUTE for i in range(count)]
+    return tuple(first + i * _MINUTE for i in range(count))
 
 
 def job_stats(
@@ -182,7 +185,12 @@ def job_stats(
     ``durations`` as ``(p50, p95, max)``, ``per_minute`` by minute start (absent minutes are
     zeros; a minute outside the window is dropped)."""
     p50, p95, longest = durations
-    counts = {minute_start(minute): count for minute, count in per_minute.items()}
+    buckets = minute_buckets(since, until)
+    counts = [0] * len(buckets)
+    for minute, count in per_minute.items():
+        index = (minute - buckets[0]) // _MINUTE
+        if 0 <= index < len(counts):
+            counts[index] += count
     return JobStats(
         job_name=job_name,
         runs=runs,
@@ -194,7 +202,7 @@ def job_stats(
         duration_p50_ms=p50,
         duration_p95_ms=p95,
         duration_max_ms=longest,
-        throughput=tuple((m, counts.get(m, 0)) for m in minute_buckets(since, until)),
+        throughput=tuple(zip(buckets, counts, strict=True)),
         since=since,
         until=until,
     )
