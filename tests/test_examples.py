@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from examples import (
     custom_adapter,
+    dashboard_mount,
     fleet_limits,
     leases,
     long_job_heartbeat,
@@ -324,4 +325,19 @@ def test_telemetry_events_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFix
     telemetry_events.main(["--uri", mongodb_uri])
     out = output_of(capsys)
     for line in TELEMETRY_LINES:
+        assert line in out
+
+
+def test_dashboard_mount(capsys: pytest.CaptureFixture[str]) -> None:
+    dashboard_mount.main(["--check"])
+    out = output_of(capsys)
+    for line in (
+        "GET /: 200",
+        "GET /dogs/ without credentials: 401",
+        "GET /dogs/ as admin: 200",
+        "every link under /dogs/: True",
+        "overview lists send_email: True",
+        "overview lists import_file: True",
+        "failed jobs listed: 1",
+    ):
         assert line in out

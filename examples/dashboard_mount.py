@@ -1,0 +1,169 @@
+"""The Dogs dashboard mounted inside your own ASGI application, behind its authentication.
+
+    python examples/dashboard_mount.py              # serve on http://127.0.0.1:8000/dogs/
+    python examples/dashboard_mount.py --check      # answer a few requests in-process, exit
+    python examples/dashboard_mount.py --uri mongodb://localhost:27017/app?replicaSet=rs0
+
+A Starlette application (FastAPI mounts it the same way, ``app.mount("/dogs", ...)``) with a
+page of its own at ``/`` and the dashboard at ``/dogs``, wrapped in a small HTTP basic auth
+middleware: the dashboard has no login of its own, whoever mounts it decides who gets in.
+User ``admin``, password from ``$DASHBOARD_PASSWORD`` (``change-me`` by default). The
+in-memory store by default, filled with a few demo jobs run by real workers; with ``--uri``
+your MongoDB. See docs/dashboard.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import hmac
+import os
+import re
+import secrets
+from collections.abc import Sequence
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from dogs_core import DogsClient, JobContext, Jobs, Scheduled, Workers
+from dogs_core.ports import AsyncJobStore
+from dogs_dashboard import create_app
+
+jobs = Jobs()
+
+
+@jobs.event
+async def send_email(params: dict[str, str], ctx: JobContext) -> str:
+    return f"sent to {params['to']}"
+
+
+@jobs.event(max_tries=1)
+async def import_file(params: dict[str, str], ctx: JobContext) -> str:
+    raise ValueError(f"cannot parse {params['path']}")
+
+
+class BasicAuth:
+    """ASGI middleware: HTTP basic auth in front of ``app`` (use your real auth instead)."""
+
+    def __init__(self, app: ASGIApp, *, user: str, password: str) -> None:
+        self.app = app
+        self.user = user.encode()
+        self.password = password.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self._allowed(dict(scope["headers"])):
+            response = PlainTextResponse(
+                "authentication required", 401, {"WWW-Authenticate": 'Basic realm="dogs"'}
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _allowed(self, headers: dict[bytes, bytes]) -> bool:
+        scheme, _, encoded = headers.get(b"authorization", b"").partition(b" ")
+        if scheme.lower() != b"basic":
+            return False
+        try:
+            user, _, password = base64.b64decode(encoded, validate=True).partition(b":")
+        except binascii.Error:
+            return False
+        return hmac.compare_digest(user, self.user) & hmac.compare_digest(password, self.password)
+
+
+async def home(request: Request) -> PlainTextResponse:
+    return PlainTextResponse("my application; the job dashboard is at /dogs/")
+
+
+def build_app(client: DogsClient, password: str) -> Starlette:
+    """Your application: its own routes, and the dashboard under /dogs behind basic auth."""
+    dashboard = create_app(client, title="My app jobs", secret=secrets.token_hex(16))
+    return Starlette(
+        routes=[
+            Route("/", home),
+            Mount("/dogs", app=BasicAuth(dashboard, user="admin", password=password)),
+        ]
+    )
+
+
+async def fill(store: AsyncJobStore, client: DogsClient) -> None:
+    """A few jobs that ran (three emails, one import that failed for good) and one waiting."""
+    ran = [await client.schedule(send_email, {"to": f"u{n}@example.com"}) for n in range(3)]
+    ran.append(await client.schedule(import_file, {"path": "orders.csv"}))
+    async with Workers(store, jobs, workers_count=4, poll_interval="100ms") as workers:
+        for outcome in ran:
+            assert isinstance(outcome, Scheduled)
+            await client.wait_for(outcome.id, timeout=30)
+        await workers.stop()
+    await client.schedule(send_email, {"to": "later@example.com"}, run_in="1h")
+
+
+async def check(app: Starlette, password: str) -> None:
+    """Answer a few requests in this process and event loop, as a browser would, and print
+    them (httpx2, the test client of the dev extra, speaks ASGI directly)."""
+    import httpx2
+
+    transport = httpx2.ASGITransport(app=app)
+    async with httpx2.AsyncClient(transport=transport, base_url="http://app") as http:
+        print(f"GET /: {(await http.get('/')).status_code}")
+        print(f"GET /dogs/ without credentials: {(await http.get('/dogs/')).status_code}")
+        page = await http.get("/dogs/", auth=("admin", password))
+        links = re.findall(r'\shref="([^"]+)"', page.text)
+        print(f"GET /dogs/ as admin: {page.status_code}")
+        print(f"every link under /dogs/: {all(link.startswith('/dogs/') for link in links)}")
+        for name in ("send_email", "import_file"):
+            listed = f'data-name="{name}"' in page.text
+            print(f"overview lists {name}: {listed}")
+        failed = await http.get("/dogs/jobs?state=failed", auth=("admin", password))
+        print(f"failed jobs listed: {failed.text.count('data-job-id=')}")
+
+
+async def run(store: AsyncJobStore, args: argparse.Namespace) -> None:
+    client = DogsClient(store, jobs)
+    if not args.uri:
+        await fill(store, client)
+    password = os.environ.get("DASHBOARD_PASSWORD", "change-me")
+    app = build_app(client, password)
+    if args.check:
+        await check(app, password)
+        return
+    import uvicorn
+
+    print(f"serving http://127.0.0.1:{args.port}/dogs/ (user admin); Ctrl-C stops")
+    server = uvicorn.Server(uvicorn.Config(app, port=args.port, log_level="warning"))
+    await server.serve()
+
+
+async def run_on_mongodb(args: argparse.Namespace) -> None:
+    from pymongo import AsyncMongoClient
+
+    from dogs_mongo import AsyncMongoJobStore
+
+    mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(args.uri, tz_aware=True)
+    try:
+        database = mongo.get_default_database().name
+        await run(AsyncMongoJobStore(mongo, database), args)
+    finally:
+        await mongo.close()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Dogs: the dashboard mounted behind auth")
+    parser.add_argument("--uri", help="MongoDB URI with a database (default: in-memory demo)")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--check", action="store_true", help="answer a few requests, exit")
+    args = parser.parse_args(argv)
+    if args.uri:
+        anyio.run(run_on_mongodb, args, backend="asyncio")
+    else:
+        from dogs_testing import InMemoryJobStore
+
+        anyio.run(run, InMemoryJobStore(), args, backend="asyncio")
+
+
+if __name__ == "__main__":
+    main()
