@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from pymongo import AsyncMongoClient
 
 from dogs_core.domain.definitions import Discard
 from dogs_core.domain.events import (
@@ -35,12 +36,14 @@ from dogs_core.domain.events import (
     SchedulingEnded,
     SchedulingStarted,
 )
-from dogs_core.domain.records import ClaimedJob, JobType
+from dogs_core.domain.records import ClaimedJob, JobType, Scheduled
 from dogs_core.errors import InvalidOptionError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import DogsClient, JobContext, LoopClock, Workers
 from dogs_core.runtime.telemetry import Telemetry
 from dogs_integrations.otel import OpenTelemetryTracing
+from dogs_mongo import AsyncMongoJobStore
+from dogs_mongo.queries import DEFAULT_RECORDS_COLLECTION
 from dogs_testing.memory import InMemoryJobStore
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -403,3 +406,53 @@ def test_attach_refuses_what_is_not_a_hub() -> None:
     with pytest.raises(InvalidOptionError) as raised:
         OpenTelemetryTracing().attach("hub")  # type: ignore[arg-type]
     assert raised.value.field == "telemetry"
+
+
+# -- across processes, on the real mongod --------------------------------------------------------
+
+
+@pytest.mark.mongo
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_the_stored_trace_context_links_a_worker_in_another_process(
+    async_mongo_client: AsyncMongoClient[dict[str, Any]], mongo_database_name: str
+) -> None:
+    """The scheduling side and the worker side share nothing but the database: separate hubs,
+    separate tracer providers, separate stores, as two processes would."""
+    jobs = Jobs()
+    done = anyio.Event()
+
+    @jobs.event
+    async def invoice(params: Params, ctx: JobContext) -> None:
+        done.set()
+
+    producer, consumer = traced(), traced()
+    scheduling_store = AsyncMongoJobStore(async_mongo_client, mongo_database_name)
+    working_store = AsyncMongoJobStore(async_mongo_client, mongo_database_name)
+    client = DogsClient(scheduling_store, jobs, telemetry=producer.hub)
+    outcome = await client.schedule(invoice, {"n": 1})
+    assert isinstance(outcome, Scheduled)
+    schedule = producer.one("schedule invoice")
+    assert schedule.context is not None
+
+    raw = await async_mongo_client[mongo_database_name][DEFAULT_RECORDS_COLLECTION].find_one(
+        {"_id": outcome.id}
+    )
+    assert raw is not None
+    trace_id, span_id = f"{schedule.context.trace_id:032x}", f"{schedule.context.span_id:016x}"
+    assert set(raw["traceContext"]) == {"traceparent"}
+    assert raw["traceContext"]["traceparent"].startswith(f"00-{trace_id}-{span_id}-")
+
+    workers = Workers(working_store, jobs, telemetry=consumer.hub, poll_interval=0.1)
+    async with workers:
+        with anyio.fail_after(20):
+            await done.wait()
+        await workers.stop()
+    run = consumer.one("run invoice")
+    assert producer.spans("run invoice") == [], "the worker side traced it with its own provider"
+    [link] = run.links
+    assert link.context.trace_id == schedule.context.trace_id
+    assert link.context.span_id == schedule.context.span_id
+    assert link.context.is_remote, "the context came back from the record"
+    assert run.attributes is not None
+    assert run.attributes["dogs.job.id"] == outcome.id
+    assert run.attributes["dogs.job.outcome"] == "succeeded"
