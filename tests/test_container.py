@@ -493,3 +493,22 @@ def test_the_settings_hold_one_worker_settings_built_from_the_configuration() ->
     assert settings.worker_settings() is settings.workers
     derived = settings.worker_settings(workers_count=2)
     assert (derived.workers_count, derived.claim_concurrency, derived.n_partitions) == (2, 2, 4)
+
+
+def test_the_telemetry_hub_is_a_provider_every_client_and_worker_uses() -> None:
+    from dogs_core.runtime.telemetry import TELEMETRY, Telemetry
+
+    jobs = Jobs()
+
+    @jobs.event
+    async def noop(params: None, ctx: JobContext) -> None:
+        pass
+
+    default = DogsContainer(store=InMemoryJobStore())
+    assert default.client().telemetry is TELEMETRY
+    hub = Telemetry()
+    container = DogsContainer(store=InMemoryJobStore(), telemetry=hub)
+    assert container.client().telemetry is hub
+    assert container.workers(jobs).telemetry is hub
+    with container.blocking_client() as blocking:
+        assert blocking.telemetry is hub

@@ -101,7 +101,7 @@ import logging
 import random
 import re
 import threading
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from dependency_injector import containers, providers
 from pymongo import AsyncMongoClient, MongoClient
@@ -113,6 +113,7 @@ from dogs_core.ports import AsyncJobStore, Clock, JobStore
 from dogs_core.runtime.blocking import BlockingDogsClient, BlockingWorkers
 from dogs_core.runtime.client import DogsClient
 from dogs_core.runtime.clock import SystemClock
+from dogs_core.runtime.telemetry import TELEMETRY, Telemetry
 from dogs_core.runtime.threaded import ThreadedJobStore
 from dogs_core.runtime.workers import Workers
 from dogs_mongo._async.store import AsyncMongoJobStore
@@ -138,6 +139,7 @@ _OVERRIDABLE: Final = frozenset(
         "sync_mongo_client",
         "async_store",
         "sync_store",
+        "telemetry",
     }
 )
 
@@ -235,9 +237,13 @@ def _make_client(
     store: AsyncJobStore,
     clock: Clock,
     dogs_settings: DogsSettings,
+    telemetry: Telemetry,
     rng: random.Random | None = None,
 ) -> DogsClient:
-    return DogsClient(store, jobs, n_partitions=dogs_settings.n_partitions, clock=clock, rng=rng)
+    n_partitions = dogs_settings.n_partitions
+    return DogsClient(
+        store, jobs, n_partitions=n_partitions, clock=clock, rng=rng, telemetry=telemetry
+    )
 
 
 def _refuse_async_mongo_store(store: object, what: str) -> None:
@@ -283,6 +289,7 @@ def _make_blocking_client(
     sync_store: providers.Provider[Any],
     clock: Clock,
     dogs_settings: DogsSettings,
+    telemetry: Telemetry,
     rng: random.Random | None = None,
 ) -> BlockingDogsClient:
     return BlockingDogsClient(
@@ -292,6 +299,7 @@ def _make_blocking_client(
         clock=clock,
         rng=rng,
         backend=dogs_settings.blocking_backend,
+        telemetry=telemetry,
     )
 
 
@@ -301,10 +309,12 @@ def _make_workers(
     store: AsyncJobStore,
     clock: Clock,
     dogs_settings: DogsSettings,
+    telemetry: Telemetry,
     rng: random.Random | None = None,
     **overrides: Any,
 ) -> Workers:
-    return Workers(store, jobs, dogs_settings.worker_settings(**overrides), clock=clock, rng=rng)
+    settings = dogs_settings.worker_settings(**overrides)
+    return Workers(store, jobs, settings, clock=clock, rng=rng, telemetry=telemetry)
 
 
 def _make_blocking_workers(
@@ -313,6 +323,7 @@ def _make_blocking_workers(
     store: AsyncJobStore,
     clock: Clock,
     dogs_settings: DogsSettings,
+    telemetry: Telemetry,
     rng: random.Random | None = None,
     **overrides: Any,
 ) -> BlockingWorkers:
@@ -328,6 +339,7 @@ def _make_blocking_workers(
         clock=clock,
         rng=rng,
         backend=dogs_settings.blocking_backend,
+        telemetry=telemetry,
     )
 
 
@@ -379,20 +391,20 @@ class DogsContainer(containers.DeclarativeContainer):
     )
 
     clock = providers.Singleton(SystemClock)
+    #: Where the clients' and workers' telemetry events go (the process-wide hub by default).
+    telemetry = providers.Object(TELEMETRY)
 
-    client = providers.Factory(_make_client, store=store, clock=clock, dogs_settings=settings)
+    _common: ClassVar = {"clock": clock, "dogs_settings": settings, "telemetry": telemetry}
+    client = providers.Factory(_make_client, store=store, **_common)
     blocking_client = providers.Factory(
         _make_blocking_client,
         store=store.provider,
         async_store=async_store.provider,
         sync_store=sync_store.provider,
-        clock=clock,
-        dogs_settings=settings,
+        **_common,
     )
-    workers = providers.Factory(_make_workers, store=store, clock=clock, dogs_settings=settings)
-    blocking_workers = providers.Factory(
-        _make_blocking_workers, store=store, clock=clock, dogs_settings=settings
-    )
+    workers = providers.Factory(_make_workers, store=store, **_common)
+    blocking_workers = providers.Factory(_make_blocking_workers, store=store, **_common)
 
     aclose = providers.Coroutine(_aclose, __self__, _clients)
     close = providers.Callable(_close, __self__, _clients)

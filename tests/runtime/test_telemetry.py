@@ -97,7 +97,8 @@ def test_a_hub_is_idle_until_someone_subscribes_and_again_after_they_leave() -> 
 def test_subscribing_to_some_kinds_filters_by_class_including_subclasses() -> None:
     telemetry, ended = Telemetry(), Recorder()
     telemetry.subscribe(ended, ExecutionEnded)
-    assert telemetry.wants(JobFailed) and not telemetry.wants(JobStarted)
+    assert telemetry.wants(JobFailed)
+    assert not telemetry.wants(JobStarted)
     assert "job.stop" in {JobSucceeded.kind, JobFailed.kind}
 
 
@@ -142,17 +143,22 @@ async def test_a_successful_job_emits_its_trip_in_order() -> None:
         "job.stop",
     ]
     started, scheduled_event, ended = trip[0], trip[1], trip[2]
-    assert isinstance(started, SchedulingStarted) and started.job_names == ("greet",)
+    assert isinstance(started, SchedulingStarted)
+    assert started.job_names == ("greet",)
     assert isinstance(scheduled_event, JobScheduled)
     assert scheduled_event.job_id == scheduled.id  # type: ignore[union-attr]
     assert not scheduled_event.duplicate
-    assert isinstance(ended, SchedulingEnded) and ended.scheduled == 1 and ended.error is None
+    assert isinstance(ended, SchedulingEnded)
+    assert ended.scheduled == 1
+    assert ended.error is None
     assert ended.call_id == started.call_id == scheduled_event.call_id
     claimed = recorder.of(JobClaimed)[0]
     assert claimed.job.job_id == scheduled.id  # type: ignore[union-attr]
-    assert claimed.pickup_lag is not None and claimed.pickup_lag >= 0
+    assert claimed.pickup_lag is not None
+    assert claimed.pickup_lag >= 0
     succeeded = recorder.of(JobSucceeded)
-    assert len(succeeded) == 1 and succeeded[0].outcome == "succeeded"
+    assert len(succeeded) == 1
+    assert succeeded[0].outcome == "succeeded"
     assert succeeded[0].duration == pytest.approx(2, abs=0.01)
     sweeps = recorder.of(ClaimSwept)
     assert sum(s.claimed for s in sweeps) == 1
@@ -209,7 +215,8 @@ async def test_the_trace_context_a_subscriber_gives_comes_back_on_the_claimed_jo
     telemetry.subscribe(carrier, SchedulingStarted)
     scheduled = await client(h, telemetry).schedule(traced)
     record = await h.store.get_job(scheduled.id)  # type: ignore[union-attr]
-    assert record is not None and record.trace_context is not None
+    assert record is not None
+    assert record.trace_context is not None
     call_id = recorder.of(SchedulingStarted)[0].call_id
     assert record.trace_context == {"traceparent": f"00-{call_id:032x}-{1:016x}-01"}
     await run_for(workers(h, telemetry), 10)
@@ -227,7 +234,8 @@ async def test_without_a_subscriber_no_trace_context_is_stored() -> None:
     h = Harness(jobs)
     scheduled = await client(h, Telemetry()).schedule(plain)
     record = await h.store.get_job(scheduled.id)  # type: ignore[union-attr]
-    assert record is not None and record.trace_context is None
+    assert record is not None
+    assert record.trace_context is None
 
 
 # -- how executions end -----------------------------------------------------------------------
@@ -246,8 +254,10 @@ async def test_a_failure_that_will_be_retried_then_the_last_one() -> None:
     ended = recorder.of(ExecutionEnded)
     assert [type(e) for e in ended] == [JobRetried, JobFailed]
     retried, failed = ended
-    assert str(retried.error) == "try 1" and retried.retry_at > h.at(0)
-    assert str(failed.error) == "try 2" and failed.next_run_at is None
+    assert str(retried.error) == "try 1"
+    assert retried.retry_at > h.at(0)
+    assert str(failed.error) == "try 2"
+    assert failed.next_run_at is None
     assert [e.job.tries for e in ended] == [1, 2]
 
 
@@ -261,7 +271,8 @@ async def test_a_recurrent_failure_is_failed_with_its_next_run() -> None:
     h, telemetry, recorder = observed_harness(jobs)
     await run_for(workers(h, telemetry), 30)
     failed = recorder.of(JobFailed)
-    assert failed and all(f.next_run_at is not None for f in failed)
+    assert failed
+    assert all(f.next_run_at is not None for f in failed)
     assert not recorder.of(JobRetried)
 
 
@@ -387,7 +398,8 @@ async def test_store_errors_are_reported_with_their_operation() -> None:
     c = DogsClient(faulty, jobs, clock=h.clock, telemetry=telemetry)
     await c.schedule(job)
     (error,) = recorder.of(StoreErrored)
-    assert error.operation == "schedule" and error.transient
+    assert error.operation == "schedule"
+    assert error.transient
     assert isinstance(error.error, TransientStoreError)
     assert recorder.of(SchedulingEnded)[0].error is None  # retried, then written
 
@@ -412,7 +424,8 @@ async def test_a_failing_subscriber_is_logged_once_and_never_fails_a_job(
         await run_for(workers(h, telemetry), 10)
     assert len(recorder.of(JobSucceeded)) == 5
     failures = [r for r in caplog.records if r.name == "dogs.telemetry"]
-    assert len(failures) == 1 and "subscriber bug" in (failures[0].exc_text or "")
+    assert len(failures) == 1
+    assert "subscriber bug" in (failures[0].exc_text or "")
 
 
 # -- log lines --------------------------------------------------------------------------------
@@ -444,7 +457,8 @@ async def test_log_jobs_writes_start_and_end_lines_with_structured_fields(
     outcomes = sorted(getattr(r, "outcome", "") for r in lines if hasattr(r, "outcome"))
     assert outcomes == ["failed", "succeeded"]
     (failure,) = [r for r in caplog.records if r.name == "dogs.execution" and "failed" in r.msg]
-    assert failure.exc_info is not None and "boom" in (failure.exc_text or failure.getMessage())
+    assert failure.exc_info is not None
+    assert "boom" in (failure.exc_text or failure.getMessage())
     assert getattr(failure, "job_id", None) == failing.id  # type: ignore[union-attr]
 
 

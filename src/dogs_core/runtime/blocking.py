@@ -29,6 +29,7 @@ from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock, JobStore
 from dogs_core.runtime.client import SyncDogsClient
 from dogs_core.runtime.settings import DurationLike, WorkerSettings
+from dogs_core.runtime.telemetry import Telemetry
 from dogs_core.runtime.threaded import ThreadedJobStore
 from dogs_core.runtime.workers import Workers
 
@@ -93,10 +94,12 @@ class BlockingWorkers:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         backend: str = "asyncio",
+        telemetry: Telemetry | None = None,
         **options: Any,
     ) -> None:
         # Validate in the caller's thread so bad options fail here, before any thread starts.
         self.settings = settings if settings is not None else WorkerSettings(**options)
+        self._telemetry = telemetry
         self._store = as_async_store(store)
         self._jobs = jobs
         self._clock = clock
@@ -125,7 +128,14 @@ class BlockingWorkers:
         portal = self._owner.portal()
 
         def build() -> Workers:
-            return Workers(self._store, self._jobs, self.settings, clock=self._clock, rng=self._rng)
+            return Workers(
+                self._store,
+                self._jobs,
+                self.settings,
+                clock=self._clock,
+                rng=self._rng,
+                telemetry=self._telemetry,
+            )
 
         workers = portal.call(build)
         context = portal.wrap_async_context_manager(workers)
@@ -186,10 +196,16 @@ class BlockingDogsClient(SyncDogsClient):
         clock: Clock | None = None,
         rng: random.Random | None = None,
         backend: str = "asyncio",
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._owner = _PortalOwner(backend)
         super().__init__(
-            self._sync_face(store), jobs, n_partitions=n_partitions, clock=clock, rng=rng
+            self._sync_face(store),
+            jobs,
+            n_partitions=n_partitions,
+            clock=clock,
+            rng=rng,
+            telemetry=telemetry,
         )
 
     def _sync_face(self, store: AsyncJobStore | JobStore) -> JobStore:
