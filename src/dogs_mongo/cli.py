@@ -30,6 +30,7 @@ What every command shares (the database options, the errors, the connection) is 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.metadata
 import inspect
@@ -40,6 +41,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -200,6 +202,15 @@ def worker(
         bool,
         typer.Option("--log-jobs", help="Log a line as each job starts and ends (dogs.jobs)."),
     ] = False,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            help="Serve Prometheus metrics on this port (all interfaces; needs the "
+            "dogs-py[prometheus] extra).",
+            show_default=False,
+        ),
+    ] = None,
     *,
     connection: Connection,
     app_dir: AppDirOption = Path("."),
@@ -214,6 +225,7 @@ def worker(
     if log_jobs:
         options["log_jobs"] = True
     grace_seconds = duration("--grace", grace).total_seconds()
+    metrics = _metrics_server(metrics_port)
     container = connection.container(_flag_names(worker_flags, n_partitions), **options)
 
     async def serve() -> None:
@@ -221,7 +233,10 @@ def worker(
             await connect(container)
             with user_errors():
                 workers = container.workers(jobs)
-            await _serve_workers(workers, jobs, grace_seconds)
+            async with contextlib.AsyncExitStack() as around:
+                with user_errors():
+                    await around.enter_async_context(metrics(workers))
+                await _serve_workers(workers, jobs, grace_seconds)
         finally:
             with anyio.CancelScope(shield=True):
                 await container.aclose()
@@ -234,6 +249,20 @@ def worker(
         logger.exception("dogs worker stopped after an unexpected error")
         fail(f"workers stopped: {type(leaf(error)).__name__}: {leaf(error)}", code=1)
     logger.info("dogs worker: stopped")
+
+
+def _metrics_server(port: int | None) -> Callable[[Workers], AbstractAsyncContextManager[object]]:
+    """What ``--metrics-port`` runs around the workers: nothing without it; with it, Prometheus
+    metrics served on the port (dogs_integrations.prometheus, imported only then)."""
+    if port is None:
+        return lambda workers: contextlib.nullcontext()
+    try:
+        from dogs_integrations.prometheus import worker_metrics
+    except ImportError:
+        fail("--metrics-port needs the prometheus extra: pip install 'dogs-py[prometheus]'")
+    if not 0 <= port <= 65535:
+        fail(f"--metrics-port {port}: must be a port number from 0 to 65535")
+    return lambda workers: worker_metrics(workers, port=port)
 
 
 async def _serve_workers(workers: Workers, jobs: Jobs, grace: float) -> None:
