@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Take the dashboard screenshots of docs/dashboard.md with the headless Chromium.
+
+    python scripts/dashboard_screenshots.py                 # a mongod of its own
+    python scripts/dashboard_screenshots.py --uri mongodb://127.0.0.1:27017/?replicaSet=rs0
+
+Fills a fresh database (dropped at the end) with demo data: an hour of history rows for the
+throughput chart, then real executions by real workers (successes, retries, a job that fails
+for good with its traceback, jobs waiting for later, a paused name), serves the dashboard
+with uvicorn and writes docs/images/dashboard-overview.png, dashboard-jobs.png and
+dashboard-job.png. Needs the dev extra and Debian's chromium and chromium-driver
+(``$DOGS_TEST_CHROMIUM`` and ``$DOGS_TEST_CHROMEDRIVER`` override their paths).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import socket
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import uvicorn
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from dogs_core import DogsClient, JobContext, Jobs, RetryPolicy, Scheduled, Workers
+from dogs_core.domain.records import HistoryRecord, HistoryStatus, JobType
+from dogs_core.ids import new_execution_id, new_record_id
+from dogs_dashboard import create_app
+from dogs_mongo.container import DogsContainer, redact_uri
+from dogs_mongo.mongod import start_local_mongod
+
+IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"
+
+jobs = Jobs()
+
+
+@jobs.event(max_tries=3, retry=RetryPolicy(base=timedelta(milliseconds=50), jitter=0))
+async def send_email(params: dict[str, str], ctx: JobContext) -> str:
+    if params["to"].startswith("bounce"):
+        raise ConnectionError(f"SMTP 550: mailbox {params['to']} unavailable")
+    return f"sent to {params['to']}"
+
+
+@jobs.event
+async def resize_image(params: dict[str, int], ctx: JobContext) -> str:
+    await anyio.sleep(random.uniform(0.01, 0.05))
+    return f"resized to {params['width']}px"
+
+
+@jobs.event(max_tries=1)
+async def import_orders(params: dict[str, str], ctx: JobContext) -> str:
+    raise ValueError(f"cannot parse {params['path']}: line 42: expected 7 columns, got 5")
+
+
+def history(rng: random.Random, now: Any) -> list[HistoryRecord]:
+    """An hour of finished executions, busier towards now, for the throughput chart."""
+    rows = []
+    for minute in range(60):
+        for name, rate in (("send_email", 6), ("resize_image", 4)):
+            for _ in range(rng.randint(0, int(rate * (1 + minute / 40)) + (rate >= 1))):
+                started = now - timedelta(minutes=60 - minute, seconds=rng.uniform(0, 59))
+                took = timedelta(milliseconds=rng.lognormvariate(4, 0.8))
+                failed = rng.random() < 0.04
+                rows.append(
+                    HistoryRecord(
+                        execution_id=new_execution_id(),
+                        job_id=new_record_id(),
+                        job_name=name,
+                        type=JobType.EVENT,
+                        priority=100,
+                        tries=1,
+                        started_at=started,
+                        ended_at=started + took,
+                        status=HistoryStatus.ERROR if failed else HistoryStatus.SUCCESS,
+                        expires_at=now + timedelta(days=7),
+                        result=None if failed else "ok",
+                        error_type="builtins.TimeoutError" if failed else None,
+                        error_message="upstream timed out" if failed else None,
+                    )
+                )
+    return rows
+
+
+async def fill(container: DogsContainer, client: DogsClient) -> dict[str, str]:
+    store = container.store()
+    rng = random.Random(15)
+    await store.write_history_many(history(rng, client.clock.now()))
+    ran = [await client.schedule(send_email, {"to": f"user{n}@example.com"}) for n in range(12)]
+    ran += [await client.schedule(send_email, {"to": "bounce@example.com"})]
+    ran += [await client.schedule(resize_image, {"width": w}) for w in (320, 640, 1280)]
+    failed = await client.schedule(import_orders, {"path": "s3://orders/2026-12-01.csv"})
+    async with Workers(store, jobs, workers_count=8, poll_interval="100ms") as workers:
+        for outcome in [*ran, failed]:
+            assert isinstance(outcome, Scheduled)
+            await client.wait_for(outcome.id, timeout=30)
+        await workers.stop()
+    for n in range(5):
+        await client.schedule(send_email, {"to": f"later{n}@example.com"}, run_in=f"{n + 1}h")
+    for n in range(3):
+        await client.schedule(resize_image, {"width": 100 * n}, unique_key=f"avatar:{n}")
+    await client.schedule(import_orders, {"path": "s3://orders/2026-12-02.csv"}, run_in="30m")
+    await client.pause("resize_image")
+    assert isinstance(failed, Scheduled)
+    return {"failed": failed.id}
+
+
+@contextmanager
+def served(uri: str, database: str) -> Iterator[tuple[str, dict[str, str]]]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ready = threading.Event()
+    state: dict[str, Any] = {}
+
+    async def serve() -> None:
+        container = DogsContainer(uri=uri, database=database)
+        try:
+            client = container.client()
+            state["seeded"] = await fill(container, client)
+            app = create_app(client, source=redact_uri(uri), refresh_seconds=5)
+            config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+            state["server"] = server = uvicorn.Server(config)
+            async with anyio.create_task_group() as group:
+                group.start_soon(server.serve)
+                while not server.started:  # noqa: ASYNC110
+                    await anyio.sleep(0.05)
+                ready.set()
+        finally:
+            ready.set()
+            await container.aclose()
+
+    thread = threading.Thread(target=lambda: anyio.run(serve, backend="asyncio"), daemon=True)
+    thread.start()
+    ready.wait(120)
+    if "server" not in state:
+        sys.exit("the dashboard did not start")
+    try:
+        yield f"http://127.0.0.1:{port}", state["seeded"]
+    finally:
+        state["server"].should_exit = True
+        thread.join(30)
+
+
+def browser() -> webdriver.Chrome:
+    options = webdriver.ChromeOptions()
+    options.binary_location = os.environ.get("DOGS_TEST_CHROMIUM", "/usr/bin/chromium")
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--hide-scrollbars"):
+        options.add_argument(flag)
+    options.add_argument("--window-size=1360,860")
+    driver = os.environ.get("DOGS_TEST_CHROMEDRIVER", "/usr/bin/chromedriver")
+    return webdriver.Chrome(options=options, service=webdriver.ChromeService(driver))
+
+
+def shoot(chrome: webdriver.Chrome, url: str, name: str, ready: str) -> None:
+    chrome.get(url)
+    WebDriverWait(chrome, 10).until(lambda c: c.find_elements(By.CSS_SELECTOR, ready))
+    path = IMAGES / f"dashboard-{name}.png"
+    chrome.save_screenshot(str(path))
+    size = path.stat().st_size
+    print(f"{path.relative_to(IMAGES.parent.parent)}: {size // 1024} KB")
+    if size > 300 * 1024:
+        sys.exit(f"{path} is larger than 300 KB")
+
+
+def take(uri: str) -> None:
+    from pymongo import MongoClient
+
+    database = f"dogs_screenshots_{uuid.uuid4().hex[:8]}"
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    try:
+        with served(uri, database) as (url, seeded):
+            chrome = browser()
+            try:
+                shoot(chrome, url + "/", "overview", "#overview-table")
+                shoot(chrome, url + "/jobs?name=send_email", "jobs", "#jobs-table")
+                shoot(chrome, f"{url}/jobs/{seeded['failed']}", "job", "details.traceback")
+            finally:
+                chrome.quit()
+    finally:
+        MongoClient(uri).drop_database(database)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--uri", help="MongoDB URI (default: start a mongod of its own)")
+    args = parser.parse_args()
+    if args.uri:
+        take(args.uri)
+        return
+    mongod = start_local_mongod()
+    try:
+        take(mongod.uri)
+    finally:
+        mongod.stop()
+
+
+if __name__ == "__main__":
+    main()
