@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from benchmarks import claims, global_limit, pickup, throughput
+from benchmarks import claims, explain_stats, global_limit, pickup, throughput
 
 pytestmark = [pytest.mark.mongo, pytest.mark.slow]
 
@@ -128,6 +128,22 @@ def test_global_limit_quick(
     by_scenario = {r["scenario"]: r for r in results}
     assert by_scenario["no limit"]["controls_writes"] == 0, "no limit, no controls writes"
     assert by_scenario["no limit"]["refused"] == 0
+
+
+def test_explain_stats_quick(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status = explain_stats.main(["--quick", "--uri", mongodb_uri])
+    captured = capsys.readouterr()
+    assert status == 0, captured.out + captured.err
+    assert "FAILED" not in captured.err
+    assert "2,000 history rows over 7 days" in captured.out
+    assert captured.out.count("IXSCAN[jobName_1_startedAt_1]") == 12
+    assert "PROJECTION_COVERED > IXSCAN" in captured.out
+    assert "COLLSCAN" not in captured.out
+
+
+def test_explain_stats_rejects_a_bad_size() -> None:
+    with pytest.raises(SystemExit):
+        explain_stats.main(["--rows", "10"])
 
 
 def test_global_limit_rejects_a_bad_size() -> None:
