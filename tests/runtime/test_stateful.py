@@ -46,6 +46,7 @@ from hypothesis import strategies as st
 
 from dogs_core import AlreadyFinished, Cancelled, NotFound, Rescheduled, Running, Snooze
 from dogs_core.domain.controls import RateLimit, rate_window
+from dogs_core.domain.events import Event, ExecutionEnded, JobStarted
 from dogs_core.domain.records import (
     ClaimedJob,
     ClaimRequest,
@@ -59,6 +60,7 @@ from dogs_core.domain.steering import JobChange
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import DogsClient, JobContext, LoopClock, Workers
 from dogs_core.runtime.execution import Execution
+from dogs_core.runtime.telemetry import Telemetry
 from dogs_testing.memory import SyncInMemoryJobStore
 from tests.runtime.conftest import START, RecordingStore, assert_nothing_locked
 
@@ -395,10 +397,14 @@ def run_scenario(config: Config, actions: list[Action]) -> None:
         lagging.hooks.claim_delay = config.claim_delay
         lagging.hooks.extend_delay = config.extend_delay
 
+        hub, events = Telemetry(), Counter[tuple[str, str]]()
+        hub.subscribe(lambda event: events.update([_event_key(event)]), JobStarted, ExecutionEnded)
+
         def make(index: int, seed: int) -> Workers:
             return Workers(
                 lagging if index == 0 else store,
                 jobs,
+                telemetry=hub,
                 clock=clock,
                 rng=random.Random(seed),
                 workers_count=config.workers_count,
@@ -495,11 +501,34 @@ def run_scenario(config: Config, actions: list[Action]) -> None:
                 assert successes == []
                 assert record.tries == tracker.claims[job_id]
                 assert record.lock_id is None
+        check_events(events, store)
         assert not tracker.running or all(
             _stale(ctx) for executions in tracker.running.values() for ctx in executions.values()
         )
 
     anyio.run(main, backend="trio", backend_options={"clock": mock_clock})
+
+
+def _event_key(event: Event) -> tuple[str, str]:
+    assert isinstance(event, JobStarted | ExecutionEnded)
+    return event.job.execution_id, "start" if isinstance(event, JobStarted) else event.outcome
+
+
+def check_events(events: Counter[tuple[str, str]], store: TrackingStore) -> None:
+    """Telemetry agrees with what happened: an execution ends at most once and only after it
+    started, and every success row has its succeeded event."""
+    started = {execution for (execution, what), n in events.items() if what == "start"}
+    ended: Counter[str] = Counter()
+    for (execution, what), count in events.items():
+        assert count == 1, f"execution {execution}: {what} {count} times"
+        if what != "start":
+            ended[execution] += 1
+            assert execution in started, f"execution {execution} ended ({what}) unstarted"
+    assert max(ended.values(), default=1) == 1, ended.most_common(1)
+    for name in KINDS:
+        for row in store.history(name):
+            if row.status is HistoryStatus.SUCCESS:
+                assert (row.execution_id, "succeeded") in events, row
 
 
 async def operate(
