@@ -22,6 +22,7 @@ from examples import (
     managing_jobs,
     quickstart_async,
     recurrent_cron,
+    stats,
     sync_app,
     telemetry_events,
     transactional_schedule,
@@ -123,6 +124,7 @@ def test_transactional_schedule_without_a_database(capsys: pytest.CaptureFixture
         "telemetry_events.py",
         "fleet_limits.py",
         "leases.py",
+        "stats.py",
     ],
 )
 def test_examples_run_as_scripts(script: str) -> None:
@@ -340,4 +342,29 @@ def test_dashboard_mount(capsys: pytest.CaptureFixture[str]) -> None:
         "overview lists import_file: True",
         "failed jobs listed: 1",
     ):
+        assert line in out
+
+
+STATS_LINES = (
+    "charge_card: 8 runs, 6 succeeded, 2 failed {'CardDeclinedError': 2}, success 75%",
+    "resize_image: 16 runs, 16 succeeded, 0 failed {}, success 100%",
+    "resize_image p50 below 300 ms: True",
+    "resize_image slowest at least 300 ms: True",
+    "resize_image runs counted minute by minute: 16",
+    "charge_card over 5 minutes: 8 runs",
+)
+
+
+def test_stats(capsys: pytest.CaptureFixture[str]) -> None:
+    stats.main([])
+    out = output_of(capsys)
+    for line in STATS_LINES:
+        assert line in out
+
+
+@pytest.mark.mongo
+def test_stats_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    stats.main(["--uri", mongodb_uri])
+    out = output_of(capsys)
+    for line in STATS_LINES:
         assert line in out
