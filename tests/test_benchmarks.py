@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from benchmarks import claims, explain_stats, global_limit, pickup, throughput
+from benchmarks import claims, explain_stats, global_limit, pickup, telemetry_overhead, throughput
 
 pytestmark = [pytest.mark.mongo, pytest.mark.slow]
 
@@ -164,3 +164,20 @@ def test_throughput_rejects_zero_instances() -> None:
 def test_claims_rejects_a_bad_size() -> None:
     with pytest.raises(SystemExit):
         claims.main(["--jobs", "0"])
+
+
+def test_telemetry_overhead_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = telemetry_overhead.main(["--quick", "--out", str(tmp_path)])
+    output = capsys.readouterr().out
+    assert status == 0, output
+    assert "FAILED" not in output
+    report = (tmp_path / "telemetry_overhead.md").read_text()
+    assert "| Subscriber | Jobs |" in report
+    for mode in telemetry_overhead.MODES:
+        assert f"| {mode} | 1,000 |" in report
+    assert report.count("| ok |") == len(telemetry_overhead.MODES)
+
+
+def test_telemetry_overhead_rejects_a_bad_size() -> None:
+    with pytest.raises(SystemExit):
+        telemetry_overhead.main(["--jobs", "0"])

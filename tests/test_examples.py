@@ -20,6 +20,7 @@ from examples import (
     leases,
     long_job_heartbeat,
     managing_jobs,
+    observability,
     quickstart_async,
     recurrent_cron,
     stats,
@@ -125,6 +126,7 @@ def test_transactional_schedule_without_a_database(capsys: pytest.CaptureFixture
         "fleet_limits.py",
         "leases.py",
         "stats.py",
+        "observability.py",
     ],
 )
 def test_examples_run_as_scripts(script: str) -> None:
@@ -342,6 +344,34 @@ def test_dashboard_mount(capsys: pytest.CaptureFixture[str]) -> None:
         "overview lists import_file: True",
         "failed jobs listed: 1",
     ):
+        assert line in out
+
+
+OBSERVABILITY_LINES = (
+    "spans: 4 schedule, 3 run",
+    "every run span links to its schedule span: True",
+    "every 'render pdf' span is a child of a run span: True",
+    "run render_invoice tries=1 outcome=failed status=ERROR",
+    'dogs_executions_total{job_name="render_invoice",outcome="succeeded"} 2.0',
+    'dogs_executions_total{job_name="render_invoice",outcome="failed"} 1.0',
+    'dogs_jobs{job_name="later",state="scheduled"} 1.0',
+    'dogs_jobs{job_name="render_invoice",state="failed"} 1.0',
+)
+
+
+def test_observability(capsys: pytest.CaptureFixture[str]) -> None:
+    observability.main([])
+    out = output_of(capsys)
+    for line in OBSERVABILITY_LINES:
+        assert line in out
+    assert out.count("outcome=succeeded status=UNSET") == 2
+
+
+@pytest.mark.mongo
+def test_observability_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    observability.main(["--uri", mongodb_uri])
+    out = output_of(capsys)
+    for line in OBSERVABILITY_LINES:
         assert line in out
 
 
