@@ -17,22 +17,18 @@ from typing import Any, TypeVar
 
 import pytest
 from pymongo import MongoClient
+from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
 
 from dogs_core import DogsClient, JobContext, Jobs, Scheduled, SyncDogsClient, Workers
 from dogs_core.domain.records import HistoryStatus
 from dogs_mongo import MongoJobStore
 from dogs_mongo.container import DogsContainer
 from tests.dashboard.serving import ServedDashboard
-
-webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.common.exceptions import (  # noqa: E402
-    NoSuchElementException,
-    StaleElementReferenceException,
-)
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
-from selenium.webdriver.support import expected_conditions  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 pytestmark = pytest.mark.mongo
 
