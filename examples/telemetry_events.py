@@ -22,7 +22,15 @@ from datetime import timedelta
 
 import anyio
 
-from dogs_core import DogsClient, JobContext, Jobs, RetryPolicy, Workers, telemetry
+from dogs_core import (
+    DogsClient,
+    JobContext,
+    Jobs,
+    RetryPolicy,
+    WorkerSettings,
+    Workers,
+    telemetry,
+)
 from dogs_core.ports import AsyncJobStore
 
 jobs = Jobs()
@@ -69,8 +77,8 @@ async def run(store: AsyncJobStore) -> None:
 
     client = DogsClient(store, jobs, telemetry=hub)
     await client.schedule_many(resize_image, [{"params": {"ms": ms}} for ms in (5, 10, 20, 50)])
-    options = {"workers_count": 4, "poll_interval": "100ms", "log_jobs": True}
-    async with Workers(store, jobs, telemetry=hub, **options) as workers:
+    settings = WorkerSettings(workers_count=4, poll_interval="100ms", log_jobs=True)
+    async with Workers(store, jobs, settings, telemetry=hub) as workers:
         with anyio.fail_after(30):
             while sum(outcomes.counts.values()) < 5:  # noqa: ASYNC110 - the subscriber's count
                 await anyio.sleep(0.02)
