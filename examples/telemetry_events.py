@@ -27,8 +27,8 @@ from dogs_core import (
     JobContext,
     Jobs,
     RetryPolicy,
-    WorkerSettings,
     Workers,
+    WorkerSettings,
     telemetry,
 )
 from dogs_core.ports import AsyncJobStore
