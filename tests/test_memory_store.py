@@ -585,7 +585,7 @@ def test_hand_built_copies_keep_every_field() -> None:
         "id", "job_name", "type", "priority", "next_run_at", "partition", "params",
         "unique_identifier", "last_run_at", "locked_until", "lock_id", "claim_was_stale",
         "tries", "status", "max_tries_reached_at", "expires_at", "lock_owner",
-        "lock_released_at",
+        "lock_released_at", "trace_context",
     }  # fmt: skip
     row = HistoryRecord(
         execution_id="e",

@@ -77,6 +77,7 @@ def _stored(record: JobRecord) -> JobRecord:
         max_tries_reached_at=_ms(record.max_tries_reached_at),
         expires_at=_ms(record.expires_at),
         params=_copy_params(record.params),
+        trace_context=dict(record.trace_context) if record.trace_context else None,
     )
 
 
