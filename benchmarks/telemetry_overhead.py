@@ -14,10 +14,12 @@ run (scheduling is not timed). The modes differ only in what listens on the hub:
 Every run checks that each job ran exactly once (the handler counts each job's index, no record
 is left) and that the subscriber saw every execution. The modes are interleaved round by round
 (``--repeat``) in one process, so a drift of the machine hits each alike; a row is the best run.
+``--calls`` adds one run per mode under cProfile and reports the Python function calls per job:
+a count of work that, unlike jobs/s on a shared machine, the machine's load does not change.
 
 Run it from the project root::
 
-    python -m benchmarks.telemetry_overhead               # 10,000 jobs, best of 3
+    python -m benchmarks.telemetry_overhead --calls       # 10,000 jobs, best of 3
     python -m benchmarks.telemetry_overhead --quick       # CI size
 """
 
@@ -25,6 +27,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import cProfile
+import pstats
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -60,7 +64,7 @@ MODES: Final = ("none", "noop", "prometheus", "otel")
 JOB_NAME: Final = "noop"
 SCHEDULE_BATCH: Final = 1_000
 HEADERS: Final = ("Subscriber", "Jobs", "Time (s)", "Jobs/s", "vs none", "CPU µs/job",
-                  "Events/job", "Jobs/s spread", "Result")  # fmt: skip
+                  "Events/job", "Calls/job", "Jobs/s spread", "Result")  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -72,6 +76,7 @@ class Run:
     jobs_per_second: float | None = None
     cpu_us_per_job: float | None = None
     events: int | None = None
+    calls_per_job: float | None = None
     failures: list[str] = field(default_factory=list)
     all_jobs_per_second: list[float] = field(default_factory=list)
 
@@ -141,8 +146,13 @@ def subscribe(mode: str, hub: Telemetry, jobs: int) -> Callable[[Run], None]:
     return check_counts
 
 
-async def run_one(mode: str, jobs_count: int, round_: int, workers_count: int) -> Run:
+async def run_one(
+    mode: str, jobs_count: int, round_: int, workers_count: int, *, profile: bool = False
+) -> Run:
+    """One run of ``mode``; ``profile``: under cProfile, to count the Python function calls
+    per job (a measure of work that the load of the machine does not change)."""
     run = Run(mode, jobs_count, round_)
+    profiler = cProfile.Profile() if profile else None
     jobs = Jobs()
     seen: collections.Counter[int] = collections.Counter()
 
@@ -165,10 +175,15 @@ async def run_one(mode: str, jobs_count: int, round_: int, workers_count: int) -
         timed, jobs, workers_count=workers_count, n_partitions=8, poll_interval=1, telemetry=hub
     )
     began, cpu_began = time.perf_counter(), time.process_time()
+    if profiler is not None:
+        profiler.enable()
     async with workers:
         with anyio.move_on_after(120):
             await timed.done.wait()
         seconds, cpu = time.perf_counter() - began, time.process_time() - cpu_began
+        if profiler is not None:
+            profiler.disable()
+            run.calls_per_job = pstats.Stats(profiler).total_calls / jobs_count  # type: ignore[attr-defined]
         await workers.stop()
     run.seconds = seconds
     run.jobs_per_second = jobs_count / seconds
@@ -196,7 +211,7 @@ def best_runs(runs: Sequence[Run]) -> list[Run]:
     return rows
 
 
-def table_rows(rows: Sequence[Run]) -> list[list[str]]:
+def table_rows(rows: Sequence[Run], calls: dict[str, float]) -> list[list[str]]:
     base = next((r.jobs_per_second for r in rows if r.mode == "none"), None)
     out = []
     for r in rows:
@@ -213,6 +228,7 @@ def table_rows(rows: Sequence[Run]) -> list[list[str]]:
                 "–" if ratio is None else f"{ratio:.0%}",
                 fmt(r.cpu_us_per_job, ",.0f"),
                 fmt(per_job, ".1f"),
+                fmt(calls.get(r.mode), ".1f"),
                 spread,
                 r.status if not r.failures else "FAILED: " + "; ".join(r.failures),
             ]
@@ -231,6 +247,11 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--mode", action="append", choices=MODES, help="repeatable; default all")
     parser.add_argument("--repeat", type=int, default=3, help="rounds of every mode (3)")
     parser.add_argument("--quick", action="store_true", help="CI size: 1,000 jobs, 1 round")
+    parser.add_argument(
+        "--calls",
+        action="store_true",
+        help="one more run per mode under cProfile: Python function calls per job",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write telemetry_overhead.md/.json")
     args = parser.parse_args(argv)
     if args.jobs is None:
@@ -242,12 +263,21 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-async def _run_all(args: argparse.Namespace, modes: Sequence[str]) -> list[Run]:
+async def _run_all(
+    args: argparse.Namespace, modes: Sequence[str]
+) -> tuple[list[Run], dict[str, float]]:
     runs = []
     for round_ in range(1, args.repeat + 1):
         for mode in modes:
             runs.append(await run_one(mode, args.jobs, round_, args.workers_count))
-    return runs
+    calls: dict[str, float] = {}
+    if args.calls:
+        for mode in modes:
+            profiled = await run_one(mode, args.jobs, 0, args.workers_count, profile=True)
+            runs.append(profiled)
+            if profiled.calls_per_job is not None:
+                calls[mode] = profiled.calls_per_job
+    return runs, calls
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -255,13 +285,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     modes = list(dict.fromkeys(args.mode or MODES))
     console = new_console()
     console.print(f"[bold]Machine:[/] {machine_summary()}")
-    runs = anyio.run(_run_all, args, modes, backend="asyncio")
-    rows = best_runs(runs)
+    runs, calls = anyio.run(_run_all, args, modes, backend="asyncio")
+    rows = best_runs([r for r in runs if r.calls_per_job is None])
     title = (
         f"Telemetry overhead: in-memory store, workers_count={args.workers_count}, "
         f"n_partitions=8, async no-op handler, best of {args.repeat}"
     )
-    print_table(console, title, HEADERS, table_rows(rows))
+    print_table(console, title, HEADERS, table_rows(rows, calls))
     if args.out is not None:
         command = command_line("benchmarks.telemetry_overhead", argv)
         report = "\n\n".join(
@@ -270,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"Command: `{command}`",
                 f"Machine: {machine_summary()}.",
                 title + ". Rounds interleave the modes in one process.",
-                markdown_table(HEADERS, table_rows(rows)),
+                markdown_table(HEADERS, table_rows(rows, calls)),
             ]
         )
         atomic_write(args.out / "telemetry_overhead.md", report + "\n")
