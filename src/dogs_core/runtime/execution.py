@@ -161,6 +161,9 @@ class Execution:
             self._spawn(submit_history, services, killed)
         lock_time = definition.effective_lock_time(services.settings.default_lock_time)
         gate = self._gate = gate_for(services, job, definition)
+        write = None if gate is None else gate.lock_write()
+        if services.telemetry.active:
+            write = reporting_renewals(services, job, write)
         if gate is not None and not await gate.enter(self._writer, lock_time):
             return  # refused by a fleet limit: given back, its try not counted
         if not await self._apply_lock_time(lock_time):
@@ -174,7 +177,7 @@ class Execution:
             deadlines=services.deadlines,
             spawn=self._spawn,
             on_stale=self._on_stale,
-            write=reporting_renewals(services, job, None if gate is None else gate.lock_write()),
+            write=write,
         )
         self._keeper = keeper
         keeper.start()
@@ -183,8 +186,8 @@ class Execution:
             keeper.finish()
             return
         self._started_at = services.clock.now()
-        self._t0 = anyio.current_time()
         if services.telemetry.active:
+            self._t0 = anyio.current_time()
             services.telemetry.emit(JobStarted(job))
         result = await self._invoke(lock_time)
         keeper.finish()
@@ -280,7 +283,8 @@ class Execution:
         if not await self._writer.perform(command, what=what):
             self._lost_after_run()
             return
-        self._tell(ended_event, command, result)
+        if self._t0 is not None:  # someone listened when the handler started
+            self._tell(ended_event, command, result)
         if isinstance(command, MarkTerminal):
             await self._reached_max_tries()
         self._free(stale=False)
