@@ -28,7 +28,7 @@ scenario that fails a check is reported FAILED and the script exits 1.
 Run it as a module from the project root::
 
     python -m benchmarks.global_limit              # 5,000 jobs per scenario
-    python -m benchmarks.global_limit --quick      # CI size (500)
+    python -m benchmarks.global_limit --quick      # CI size (200)
     python -m benchmarks.global_limit --uri mongodb://localhost/?replicaSet=rs0 --out DIR
 """
 
@@ -370,7 +370,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=None, help="write global_limit.md/.json here")
     args = parser.parse_args(argv)
     if args.jobs is None:
-        args.jobs = 500 if args.quick else 5_000
+        args.jobs = 200 if args.quick else 5_000
     if min(args.jobs, args.workers_count, args.repeat) < 1 or args.poll_interval <= 0:
         parser.error("--jobs, --workers-count and --repeat must be at least 1, --poll-interval > 0")
     return args

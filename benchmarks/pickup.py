@@ -87,8 +87,8 @@ JOB_NAME: Final = "pickup"
 ROOT: Final = Path(__file__).resolve().parents[1]
 FULL_SAMPLES: Final = 1_000
 #: ``--quick``: the change-stream mode gets 20 samples; a polling sample sleeps about a whole
-#: poll interval, so the polling modes get 5 each (the CI run proves the script works).
-QUICK_SAMPLES: Final = {"streams": 20, "poll-1s": 5, "poll-3s": 5}
+#: poll interval, so the polling modes get 2 each (the CI run proves the script works).
+QUICK_SAMPLES: Final = {"streams": 20, "poll-1s": 2, "poll-3s": 2}
 WARMUP: Final = 2  # samples run first and left out of the latencies (still checked)
 PAUSE_SECONDS: Final = (0.020, 0.200)  # between the previous handler start and the next schedule
 WORKERS_COUNT: Final = 4
@@ -608,7 +608,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--samples",
         type=int,
         default=None,
-        help=f"samples per mode ({FULL_SAMPLES:,}; --quick: 20 with streams, 5 when polling)",
+        help=f"samples per mode ({FULL_SAMPLES:,}; --quick: 20 with streams, 2 when polling)",
     )
     parser.add_argument("--workers-count", type=int, default=WORKERS_COUNT)
     parser.add_argument("--n-partitions", type=int, default=None, help="default: the runtime's (1)")

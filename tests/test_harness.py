@@ -516,8 +516,9 @@ async def test_a_cron_job_follows_its_timezone_across_a_dst_change() -> None:
     async def nightly(ctx: JobContext) -> None:
         reports.append(harness.now())
 
-    async with JobsHarness(jobs, start=datetime(2030, 3, 29, 12, tzinfo=UTC)) as harness:
-        await harness.advance("2d")
+    # From Saturday 00:00 UTC (01:00 in Paris) to Sunday 02:00 UTC: both 03:00 runs, no more.
+    async with JobsHarness(jobs, start=datetime(2030, 3, 30, 0, tzinfo=UTC)) as harness:
+        await harness.advance("1d2h")
         await harness.run_until_idle()
     paris = [r.astimezone(ZoneInfo("Europe/Paris")) for r in reports[1:]]
     assert [(p.day, p.hour, p.minute, p.second) for p in paris] == [(30, 3, 0, 0), (31, 3, 0, 0)]
