@@ -3,6 +3,7 @@ and telling telemetry what came back (one :class:`ClaimSwept`, a :class:`JobClai
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from functools import partial
 
@@ -31,7 +32,8 @@ async def send_claim(
     """Claim up to ``len(claim.reservations)`` jobs, each locked for ``lock_time`` under a lock
     id of its own (the id of the execution that will run it); best first."""
     if telemetry is not None and telemetry.active:
-        return await _observed(telemetry, store, claim, hint, clock, lock_time, owner)
+        send = partial(_send, store, claim, hint, clock, lock_time, owner)
+        return await _observed(telemetry, send, claim, hint, clock)
     return await _send(store, claim, hint, clock, lock_time, owner)
 
 
@@ -65,17 +67,15 @@ async def _send(
 
 async def _observed(
     telemetry: Telemetry,
-    store: AsyncJobStore,
+    send: Callable[[], Awaitable[list[ClaimedJob]]],
     claim: Claim,
     hint: str,
     clock: Clock,
-    lock_time: timedelta,
-    owner: Owner | None,
 ) -> list[ClaimedJob]:
     started = anyio.current_time()
     swept = partial(ClaimSwept, claim.names, claim.partition, hint, len(claim.reservations))
     try:
-        jobs = await _send(store, claim, hint, clock, lock_time, owner)
+        jobs = await send()
     except Exception as error:
         telemetry.emit(swept(0, anyio.current_time() - started, error))
         raise
