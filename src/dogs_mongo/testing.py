@@ -11,7 +11,10 @@ them by name):
     set started for the session (:func:`~dogs_mongo.mongod.start_local_mongod`, with test
     commands such as the ``failCommand`` fail point enabled) and stopped at its end, also when
     the session fails. A mongod that cannot start is an **error** of every
-    test that needs it, never a skip.
+    test that needs it, never a skip. Under pytest-xdist every worker is a session of its own,
+    so each starts its own mongod (own port and data directory) and the tests that set fail
+    points or read server-wide counters have their server to themselves. A server named by
+    ``$DOGS_TEST_MONGODB_URI`` is shared by every worker: run such a suite on one process.
 ``mongo_database_name`` (function)
     A fresh database name per test; the database is dropped after the test.
 ``sync_mongo_client`` (session) and ``async_mongo_client`` (function)
