@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from typing import Final
 
 import pytest
@@ -19,6 +20,12 @@ pytest_plugins = ["dogs_mongo.testing"]
 for _name in ("COLUMNS", "LINES"):
     if _name not in os.environ:
         os.unsetenv(_name)
+
+# A shell without job control starts background commands with SIGINT ignored, and an ignored
+# signal stays ignored across exec: the CLIs the tests start and stop with SIGINT would never
+# see it. Python then installs no KeyboardInterrupt handler either; put it back.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 #: Set by ``coverage run`` with ``patch = ["subprocess"]`` (pyproject.toml) so that the xdist
 #: workers measure themselves from their first line.
