@@ -643,6 +643,7 @@ def test_a_claim_keeps_every_other_field() -> None:
         expires_at=T0 + DAY,
         lock_owner=Owner(host="h", pid=6, instance_id="old"),
         lock_released_at=T0 - 3 * S,  # before locked_until: a stale lock
+        trace_context={"traceparent": "00-1-2-01"},
     )
     assert {f.name for f in dataclasses.fields(record)} == {
         f.name for f in dataclasses.fields(record) if getattr(record, f.name) is not None
