@@ -252,7 +252,6 @@ FLEET_LIMITS_LINES = (
     "render_pdf: 12 jobs, at most 3 at once (limit 3)",
     "sync_account: 9 jobs, at most 1 at once per account (limit 1)",
     "call_partner: 10 starts in ",
-    "at most 4 in one (limit 4)",  # 3 windows or more: how the first one falls is chance
     "render_pdf history: 12 rows, all on try 1: True",
     "paused: ['send_newsletter']",
     "send_newsletter while paused: 0 of 3 ran",
@@ -260,19 +259,24 @@ FLEET_LIMITS_LINES = (
 )
 
 
-def test_fleet_limits(capsys: pytest.CaptureFixture[str]) -> None:
-    fleet_limits.main([])
-    out = output_of(capsys)
+def check_fleet_limits(out: str) -> None:
     for line in FLEET_LIMITS_LINES:
         assert line in out
+    # 3 windows or more: how the starts fall into them is chance, but none holds more than 4.
+    most = re.search(r"at most (\d+) in one \(limit 4\)", out)
+    assert most is not None, out
+    assert 1 <= int(most.group(1)) <= 4
+
+
+def test_fleet_limits(capsys: pytest.CaptureFixture[str]) -> None:
+    fleet_limits.main([])
+    check_fleet_limits(output_of(capsys))
 
 
 @pytest.mark.mongo
 def test_fleet_limits_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
     fleet_limits.main(["--uri", mongodb_uri])
-    out = output_of(capsys)
-    for line in FLEET_LIMITS_LINES:
-        assert line in out
+    check_fleet_limits(output_of(capsys))
 
 
 LEASES_LINES = (
