@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 import pydantic
 import pytest
-from bson import ObjectId
+from bson import Int64, ObjectId
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -216,8 +216,8 @@ def test_event_accepts_every_option() -> None:
     assert definition.is_async is True
 
 
-@pytest.mark.parametrize("priority", [0, -5, 1, 100, 2**63 - 1, -(2**63)])
-def test_priority_accepts_any_int64(priority: int) -> None:
+@pytest.mark.parametrize("priority", [0, -5, 1, 100, 2**53 - 1, -(2**53 - 1)])
+def test_priority_accepts_any_node_safe_int(priority: int) -> None:
     assert _event(priority=priority).priority == priority
 
 
@@ -659,8 +659,9 @@ def test_bson_storable_values_are_accepted() -> None:
     value = {
         "none": None,
         "bool": True,
-        "int": 2**63 - 1,
-        "neg": -(2**63),
+        "int": 2**53 - 1,
+        "neg": -(2**53 - 1),
+        "int64": Int64(2**63 - 1),
         "float": 1.5,
         "nan": math.nan,
         "str": "héllo",
@@ -684,7 +685,7 @@ def test_bson_storable_values_are_accepted() -> None:
 bson_leaves = (
     st.none()
     | st.booleans()
-    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.integers(min_value=-(2**53 - 1), max_value=2**53 - 1)
     | st.floats(allow_nan=False)
     | st.text()
     | st.binary()

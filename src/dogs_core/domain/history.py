@@ -35,8 +35,10 @@ def history_record(
     error: BaseException | None = None,
 ) -> HistoryRecord | None:
     """The row for one execution of ``job``, or ``None`` when the job keeps no history
-    (``save_executions_for`` is zero). A result that cannot be stored as BSON is kept as its
-    ``repr``; an execution that never started is dated at its end."""
+    (``save_executions_for`` is zero). A result that cannot be stored as BSON, or that holds an
+    int a Node worker cannot read (beyond +/-(2**53 - 1), unless a ``bson.Int64``), is kept as
+    its ``repr``, so the history write cannot fail on it; an execution that never started is
+    dated at its end."""
     if definition.save_executions_for <= timedelta(0):
         return None
     started = started_at or ended_at

@@ -8,6 +8,12 @@ handler receives. Without a model, params are ``None`` or a mapping with ``str``
 MongoDB can store (checked by :func:`check_bson_storable`). Everything here is re-exported by
 :mod:`dogs_core.domain.definitions`.
 
+Integers are limited to the ones a JavaScript number holds exactly, +/-(2**53 - 1), by default:
+a Node Dogs worker on the same collection reads a larger int64 as a ``Long`` object and fails on
+it. A ``bson.Int64`` value is the explicit opt-out of a Python-only fleet and is stored as given.
+A handler's result is checked the same way; one that fails is kept in history as its ``repr``
+(see :mod:`dogs_core.domain.history`).
+
 This module does not import the definitions (they import it): :func:`validate_params` and
 :func:`load_params` take any object with the attributes they read, described by
 :class:`ParamsModelJob` and :class:`NamedJob`, which every job definition satisfies.
@@ -23,7 +29,12 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Protocol, TypeGuard
 
-from dogs_core.domain.validation import INT64_MAX, INT64_MIN
+from dogs_core.domain.validation import (
+    INT64_MAX,
+    INT64_MIN,
+    MAX_SAFE_INTEGER,
+    is_node_safe_int,
+)
 from dogs_core.errors import InvalidParamsError
 
 __all__ = [
@@ -214,7 +225,8 @@ def check_bson_storable(value: object, path: str = "params", *, job: str | None 
     """Raise :class:`InvalidParamsError` naming the path (``params.items[2].at``) of the first
     value that MongoDB cannot store.
 
-    Accepted: None, bool, int (64-bit), float, str, bytes, aware datetime, uuid.UUID, values of
+    Accepted: None, bool, int within +/-(2**53 - 1) (what a Node worker reads as a number; a
+    ``bson.Int64`` may use all 64 bits), float, str, bytes, aware datetime, uuid.UUID, values of
     ``bson`` types (ObjectId, Decimal128, ...), lists and tuples, and mappings whose keys are
     ``str`` without NUL characters and not starting with ``$``. Nesting is limited to 100 levels.
     Anything else (sets, dates without time, Decimal, arbitrary objects, naive datetimes) is
@@ -235,9 +247,7 @@ def _storable(value: object, path: str, job: str | None, depth: int) -> Any:
     if value is None or isinstance(value, bool | str | bytes | float | uuid.UUID):
         return value
     if isinstance(value, int):
-        if not INT64_MIN <= value <= INT64_MAX:
-            _not_storable(path, value, job, "integers must fit in 64 bits")
-        return value
+        return _storable_int(value, path, job)
     if isinstance(value, datetime):
         if value.utcoffset() is None:
             _not_storable(path, value, job, "naive datetimes are ambiguous; make it timezone-aware")
@@ -253,6 +263,34 @@ def _storable(value: object, path: str, job: str | None, depth: int) -> Any:
     if type(value).__module__.split(".")[0] == "bson":
         return value
     _not_storable(path, value, job, f"a {type(value).__name__} cannot be stored in MongoDB")
+
+
+def _storable_int(value: int, path: str, job: str | None) -> int:
+    """An int a Node worker reads as the same number (within ``validation.NODE_SAFE_INT_RANGE``), or
+    a ``bson.Int64`` that fits 64 bits: the explicit choice of a Python-only fleet, stored as
+    an int64 as given (pymongo also reads every stored int64 back as an ``Int64``, so such
+    values round-trip). Anything else is refused, saying how to store it."""
+    if _is_bson_int64(value):
+        if not INT64_MIN <= value <= INT64_MAX:
+            _not_storable(path, value, job, "a bson.Int64 must fit in 64 bits")
+        return value
+    if not is_node_safe_int(value):
+        _not_storable(
+            path,
+            value,
+            job,
+            f"integers beyond +/-(2**53 - 1) = {MAX_SAFE_INTEGER} are not exact in JavaScript, "
+            "and a Node worker cannot read them as numbers; store it as a string (str(n)), as "
+            "a float if precision does not matter, or, for a fleet of Python workers only, "
+            "as bson.Int64(n)",
+        )
+    return value
+
+
+def _is_bson_int64(value: int) -> bool:
+    """``bson.int64.Int64``, recognised without importing ``bson`` (the domain does not)."""
+    kind = type(value)
+    return kind.__name__ == "Int64" and kind.__module__.split(".")[0] == "bson"
 
 
 def _child_path(path: str, key: str) -> str:

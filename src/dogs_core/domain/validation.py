@@ -27,6 +27,11 @@ import pytimeparse2
 from dogs_core.errors import InvalidOptionError, ValidationError
 
 __all__ = [
+    "INT64_MAX",
+    "INT64_MIN",
+    "MAX_SAFE_INTEGER",
+    "MIN_SAFE_INTEGER",
+    "NODE_SAFE_INT_RANGE",
     "Check",
     "DurationLike",
     "boolean",
@@ -34,10 +39,12 @@ __all__ = [
     "choice",
     "duration",
     "integer",
+    "is_node_safe_int",
     "optional",
     "optional_text",
     "positive_duration",
     "positive_int",
+    "priority",
     "str_mapping",
     "text",
 ]
@@ -113,14 +120,39 @@ def integer(field: str, value: object, *, minimum: int) -> int:
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
+#: The largest integer a JavaScript number (an IEEE double) holds exactly: JavaScript's
+#: ``Number.MAX_SAFE_INTEGER``, 2**53 - 1. A Node Dogs worker reads a larger BSON int64 as a
+#: ``Long`` object, not a number, and its history write then fails (measured with Dogs 4.6.8).
+MAX_SAFE_INTEGER = 2**53 - 1
+#: ``Number.MIN_SAFE_INTEGER``: -(2**53 - 1).
+MIN_SAFE_INTEGER = -MAX_SAFE_INTEGER
+#: The integers a Node worker reads as exact numbers: the priorities Dogs for Python accepts,
+#: and the ints it stores in params unless told otherwise (see :mod:`dogs_core.domain.params`).
+NODE_SAFE_INT_RANGE = range(MIN_SAFE_INTEGER, MAX_SAFE_INTEGER + 1)
+
+_SAFE_RANGE_TEXT = "-(2**53 - 1) .. 2**53 - 1 (Number.MAX_SAFE_INTEGER = 9007199254740991)"
+
+
+def is_node_safe_int(value: int) -> bool:
+    """Whether a Node worker reads ``value`` as the same number (it is in
+    :data:`NODE_SAFE_INT_RANGE`)."""
+    return MIN_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
+
 
 def priority(field: str, value: object) -> int:
-    """A job priority: an ``int`` (not a ``bool``) that fits MongoDB's 64-bit integers."""
+    """A job priority: an ``int`` (not a ``bool``) that a JavaScript number holds exactly, so
+    that a Node worker sharing the collection reads it as a number (see
+    :data:`NODE_SAFE_INT_RANGE`)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidOptionError(field, value, "must be an int (higher runs first)")
-    if not INT64_MIN <= value <= INT64_MAX:
-        raise InvalidOptionError(field, value, "must fit in a 64-bit integer")
-    return value
+    if not is_node_safe_int(value):
+        raise InvalidOptionError(
+            field,
+            value,
+            f"must be within {_SAFE_RANGE_TEXT}: a Node Dogs worker cannot read a larger "
+            "priority as a number and fails to write the job's history",
+        )
+    return int(value)
 
 
 def positive_int(field: str, value: object) -> int:
