@@ -46,6 +46,7 @@ from typing import Any, Final, Literal
 import anyio
 import anyio.from_thread
 from pymongo import AsyncMongoClient, MongoClient
+from pymongo.write_concern import WriteConcern
 from rich.console import Console
 from rich.progress import Progress
 
@@ -208,6 +209,8 @@ class Options:
     history: bool
     profile_dir: Path | None
     write_concern: str = "default"
+    #: The history rows' own write concern (``"default"``: as every other write).
+    history_write_concern: str = "default"
     instances: int = 1
     #: ``watch_changes`` of the workers; ``None``: the runtime default.
     watch_changes: bool | None = None
@@ -217,6 +220,13 @@ class Options:
         if self.write_concern == "default":
             return {"tz_aware": True}
         return {"tz_aware": True, "w": "majority" if self.write_concern == "majority" else 1}
+
+    def store_options(self) -> dict[str, Any]:
+        """Keyword arguments of the Mongo stores: the history rows' write concern, if set."""
+        if self.history_write_concern == "default":
+            return {}
+        w: int | str = "majority" if self.history_write_concern == "majority" else 1
+        return {"history_write_concern": WriteConcern(w=w)}
 
 
 @dataclass(slots=True)
@@ -276,7 +286,11 @@ def summarize(results: Sequence[ScenarioResult]) -> list[ScenarioResult]:
 
 @contextlib.asynccontextmanager
 async def open_store(
-    kind: StoreKind, uri: str | None, database: str, client_options: dict[str, Any]
+    kind: StoreKind,
+    uri: str | None,
+    database: str,
+    client_options: dict[str, Any],
+    store_options: dict[str, Any] | None = None,
 ) -> AsyncIterator[AsyncJobStore]:
     if kind == "memory":
         yield InMemoryJobStore()
@@ -284,7 +298,7 @@ async def open_store(
     assert uri is not None
     if kind == "mongo":
         client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri, **client_options)
-        store: AsyncJobStore = AsyncMongoJobStore(client, database)
+        store: AsyncJobStore = AsyncMongoJobStore(client, database, **(store_options or {}))
         try:
             yield store
         finally:
@@ -293,7 +307,7 @@ async def open_store(
         return
     sync_client: MongoClient[dict[str, Any]] = MongoClient(uri, **client_options)
     try:
-        yield ThreadedJobStore(MongoJobStore(sync_client, database))
+        yield ThreadedJobStore(MongoJobStore(sync_client, database, **(store_options or {})))
     finally:
         sync_client.drop_database(database)
         sync_client.close()
@@ -341,7 +355,10 @@ async def run_scenario(
     try:
         uri = server.uri if server is not None else None
         server_cpu = server.cpu_seconds if server is not None and store_kind != "memory" else None
-        async with open_store(store_kind, uri, database, options.client_options()) as inner:
+        opened = open_store(
+            store_kind, uri, database, options.client_options(), options.store_options()
+        )
+        async with opened as inner:
             timed = TimedStore(inner)
             client = DogsClient(inner, jobs, n_partitions=options.n_partitions)
             began = time.perf_counter()
@@ -585,7 +602,8 @@ def markdown_report(
             f"poll_interval={settings.poll_interval:g} s, "
             f"history {'on' if options.history else 'off'}, "
             f"watch_changes {_watch_text(results)}, "
-            f"write concern {options.write_concern}. No-op handlers."
+            f"write concern {options.write_concern} (history "
+            f"{options.history_write_concern}). No-op handlers."
             + (f" Each row is the best of {repeat} runs." if repeat > 1 else ""),
             "",
         ]
@@ -650,6 +668,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         choices=("default", "majority", "1"),
         default="default",
         help="write concern of every write (default: the client's, majority on a replica set)",
+    )
+    parser.add_argument(
+        "--history-write-concern",
+        choices=("default", "majority", "1"),
+        default="default",
+        help="the history rows' own write concern (default: as --write-concern)",
     )
     parser.add_argument("--quick", action="store_true", help="CI size")
     parser.add_argument(
@@ -737,6 +761,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         history=not args.no_history,
         profile_dir=args.profile,
         write_concern=args.write_concern,
+        history_write_concern=args.history_write_concern,
     )
     console.print(f"[bold]Machine:[/] {machine_summary()}")
     needs_mongo = any(store != "memory" for store in stores)

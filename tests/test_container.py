@@ -512,3 +512,21 @@ def test_the_telemetry_hub_is_a_provider_every_client_and_worker_uses() -> None:
     assert container.workers(jobs).telemetry is hub
     with container.blocking_client() as blocking:
         assert blocking.telemetry is hub
+
+
+def test_history_write_concern_is_its_own_option() -> None:
+    container = DogsContainer(
+        uri="mongodb://localhost:1/?replicaSet=rs0",
+        database="app",
+        driver="sync",
+        history_write_concern=1,
+    )
+    try:
+        store = container.sync_store()
+        assert store.history_collection.write_concern == WriteConcern(w=1)
+        assert store._fenced.write_concern == store.records_collection.write_concern
+    finally:
+        container.close()
+    with pytest.raises(InvalidOptionError) as refused:
+        DogsContainer(store=InMemoryJobStore(), history_write_concern=0)
+    assert refused.value.field == "history_write_concern"

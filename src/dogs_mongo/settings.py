@@ -50,6 +50,7 @@ class DogsSettings:
     controls_collection: str = q.DEFAULT_CONTROLS_COLLECTION
     driver: Driver = "async"
     write_concern: WriteConcern | None = None
+    history_write_concern: WriteConcern | None = None
     server_selection_timeout: timedelta | None = None
     client_options: Mapping[str, Any] = field(default_factory=dict)
     claim_path: str = q.CLAIM_PATH_AUTO
@@ -91,6 +92,9 @@ class DogsSettings:
             ),
             driver=_driver(values["driver"]),
             write_concern=_write_concern(values["write_concern"]),
+            history_write_concern=_write_concern(
+                values["history_write_concern"], field="history_write_concern"
+            ),
             server_selection_timeout=v.optional(v.positive_duration)(
                 "server_selection_timeout", values["server_selection_timeout"]
             ),
@@ -138,6 +142,7 @@ class DogsSettings:
             "history_collection": self.history_collection,
             "controls_collection": self.controls_collection,
             "write_concern": self.write_concern,
+            "history_write_concern": self.history_write_concern,
             "claim_path": self.claim_path,
         }
 
@@ -183,23 +188,19 @@ def _driver(value: object) -> Driver:
     return "sync" if v.choice("driver", value, ("async", "sync")) == "sync" else "async"
 
 
-def _write_concern(value: object) -> WriteConcern | None:
+def _write_concern(value: object, *, field: str = "write_concern") -> WriteConcern | None:
     if value is None:
         return None
     if isinstance(value, WriteConcern):
         if not value.acknowledged:
-            raise InvalidOptionError(
-                "write_concern", value, "claims and fenced writes need an acknowledged concern"
-            )
+            raise InvalidOptionError(field, value, "needs an acknowledged concern (w >= 1)")
         return value
     if value == "majority":
         return WriteConcern(w="majority")
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 1:
-            raise InvalidOptionError(
-                "write_concern", value, "must be at least 1: fencing needs acknowledged writes"
-            )
+            raise InvalidOptionError(field, value, "must be at least 1: writes are checked")
         return WriteConcern(w=value)
     raise InvalidOptionError(
-        "write_concern", value, "must be None (the client's), 'majority' or a number of nodes >= 1"
+        field, value, "must be None (the client's), 'majority' or a number of nodes >= 1"
     )

@@ -602,6 +602,50 @@ async def test_claims_and_fenced_writes_use_the_configured_write_concern(
     }
 
 
+async def test_history_rows_use_their_own_write_concern(
+    recorded_client: AsyncMongoClient[dict[str, Any]],
+    recorder: Recorder,
+    mongo_database_name: str,
+) -> None:
+    store = AsyncMongoJobStore(
+        recorded_client,
+        mongo_database_name,
+        write_concern=WriteConcern(w="majority"),
+        history_write_concern=WriteConcern(w=1),
+    )
+    await store.setup()
+    job = _job()
+    await store.schedule(job)
+    claimed = await store.claim(_request())
+    assert claimed is not None
+    recorder.commands.clear()
+    assert await store.complete_many([(job.id, claimed.lock_id)]) == [True]
+    row = HistoryRecord(
+        execution_id=claimed.execution_id,
+        job_id=job.id,
+        job_name=job.job_name,
+        type=JobType.EVENT,
+        priority=job.priority,
+        tries=1,
+        started_at=T0,
+        ended_at=T0 + timedelta(seconds=1),
+        status=HistoryStatus.SUCCESS,
+        expires_at=T0 + timedelta(days=7),
+    )
+    await store.write_history_many([row])
+    concerns = {
+        (name, body.get(name)): body.get("writeConcern")
+        for name, body in recorder.commands
+        if name in ("delete", "update", "insert")
+    }
+    records, history = store.records_collection.name, store.history_collection.name
+    assert concerns[("delete", records)] == {"w": "majority"}
+    assert [c for (_, coll), c in concerns.items() if coll == history] == [{"w": 1}], concerns
+    assert [r.execution_id for r in await store.get_executions(job.job_name)] == [
+        claimed.execution_id
+    ]
+
+
 # ---------------------------------------------------------------------------------------------
 # Transient errors from the server (failCommand fail point)
 # ---------------------------------------------------------------------------------------------

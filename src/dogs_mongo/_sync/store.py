@@ -100,6 +100,10 @@ class MongoJobStore(MongoClaims, MongoChanges, MongoSteering, MongoControls, Mon
     another worker may run the job while the first execution still runs (its fenced writes then
     fail). Unacknowledged (``w=0``) concerns are refused: fencing needs the matched count.
 
+    ``history_write_concern`` applies to the history rows alone (``None``: the client's). A row
+    is never fenced and its loss at a failover loses a line of the story, not a job, so
+    ``WriteConcern(w=1)`` there is a sound trade for throughput while claims stay majority.
+
     ``claim_path`` forces a claim implementation (benchmarks, tests); ``"auto"`` detects it once
     per store: the MongoDB 8 sorted ``updateOne`` when ``hello.maxWireVersion >= 25`` and the
     ``jobs_dogs_records_lock_id`` index exists, ``findOneAndUpdate`` otherwise.
@@ -114,22 +118,27 @@ class MongoJobStore(MongoClaims, MongoChanges, MongoSteering, MongoControls, Mon
         history_collection: str = q.DEFAULT_HISTORY_COLLECTION,
         controls_collection: str = q.DEFAULT_CONTROLS_COLLECTION,
         write_concern: WriteConcern | None = None,
+        history_write_concern: WriteConcern | None = None,
         claim_path: str = q.CLAIM_PATH_AUTO,
         owns_client: bool = False,
     ) -> None:
         validation.choice("claim_path", claim_path, q.CLAIM_PATHS)
-        if write_concern is not None and not write_concern.acknowledged:
-            raise InvalidOptionError(
-                "write_concern",
-                write_concern,
-                "claims and fenced writes need an acknowledged write concern (w >= 1)",
-            )
+        for field, concern in (
+            ("write_concern", write_concern),
+            ("history_write_concern", history_write_concern),
+        ):
+            if concern is not None and not concern.acknowledged:
+                raise InvalidOptionError(
+                    field, concern, "needs an acknowledged write concern (w >= 1)"
+                )
         self._client = client
         self._owns_client = owns_client
         self._claim_path_option = claim_path
         self._db: Database[Document] = client.get_database(database, codec_options=_CODEC_OPTIONS)
         self._records: Collection[Document] = self._db.get_collection(records_collection)
-        self._history: Collection[Document] = self._db.get_collection(history_collection)
+        self._history: Collection[Document] = self._db.get_collection(
+            history_collection, write_concern=history_write_concern
+        )
         self._fenced: Collection[Document] = (
             self._records
             if write_concern is None
