@@ -49,9 +49,12 @@ class DogsSettings:
     history_collection: str = q.DEFAULT_HISTORY_COLLECTION
     controls_collection: str = q.DEFAULT_CONTROLS_COLLECTION
     driver: Driver = "async"
-    write_concern: WriteConcern | None = None
+    #: Claims, fenced writes, operators' writes and controls: majority unless configured (a
+    #: ``w`` in the URI does not lower it; ``None`` keeps the client's).
+    write_concern: WriteConcern | None = field(default_factory=lambda: WriteConcern(w="majority"))
     history_write_concern: WriteConcern | None = None
     server_selection_timeout: timedelta | None = None
+    operation_timeout: timedelta | None = timedelta(seconds=15)
     client_options: Mapping[str, Any] = field(default_factory=dict)
     claim_path: str = q.CLAIM_PATH_AUTO
     blocking_backend: str = "asyncio"
@@ -98,6 +101,9 @@ class DogsSettings:
             server_selection_timeout=v.optional(v.positive_duration)(
                 "server_selection_timeout", values["server_selection_timeout"]
             ),
+            operation_timeout=v.optional(v.positive_duration)(
+                "operation_timeout", values["operation_timeout"]
+            ),
             client_options=v.str_mapping(
                 "client_options", values["client_options"], what="PyMongo client keyword arguments"
             ),
@@ -129,11 +135,25 @@ class DogsSettings:
         """Keyword arguments of the PyMongo client."""
         kwargs: dict[str, Any] = dict(self.client_options)
         kwargs["tz_aware"] = True
-        if self.server_selection_timeout is not None:
-            kwargs["serverSelectionTimeoutMS"] = max(
-                1, math.ceil(self.server_selection_timeout.total_seconds() * 1000)
-            )
+        selection = self.selection_timeout()
+        if selection is not None:
+            kwargs["serverSelectionTimeoutMS"] = max(1, math.ceil(selection.total_seconds() * 1000))
         return kwargs
+
+    def selection_timeout(self) -> timedelta | None:
+        """How long one operation waits for a reachable server: ``server_selection_timeout``,
+        else a third of ``operation_timeout`` (so that two attempts and their backoff fit in
+        it), else ``None`` (PyMongo's 30 s)."""
+        if self.server_selection_timeout is not None:
+            return self.server_selection_timeout
+        if self.operation_timeout is not None:
+            return self.operation_timeout / 3
+        return None
+
+    def operation_seconds(self) -> float | None:
+        """``operation_timeout`` in seconds, for the scheduling clients' retry deadline."""
+        timeout = self.operation_timeout
+        return None if timeout is None else timeout.total_seconds()
 
     def store_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of the Mongo stores (besides the client and database)."""
