@@ -64,7 +64,7 @@ def test_help_lists_the_job_commands(runner: CliRunner) -> None:
         (["jobs", "reschedule", UNKNOWN_ID, "--run-in", "soon"], ["--run-in soon"]),
         (["jobs", "reschedule", UNKNOWN_ID, "--run-at", "2030-01-01T09:00"], ["timezone"]),
         (["jobs", "reschedule", UNKNOWN_ID, "--priority", "high"], ["--priority high"]),
-        (["jobs", "reschedule", UNKNOWN_ID, "--priority", str(2**64)], ["64-bit"]),
+        (["jobs", "reschedule", UNKNOWN_ID, "--priority", str(2**64)], ["MAX_SAFE_INTEGER"]),
         (["jobs", "delete"], ["a job ID, or --state"]),
         (["jobs", "delete", UNKNOWN_ID, "--state", "failed"], ["not both"]),
         (["jobs", "delete", "--state", "running"], ["--state running", "cancel"]),

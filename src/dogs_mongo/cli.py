@@ -50,6 +50,7 @@ import anyio
 import anyio.abc
 import typer
 
+from dogs_core.domain import validation
 from dogs_core.domain.definitions import EventJobDefinition, validate_params
 from dogs_core.domain.records import Duplicate, NameStatus, Scheduled
 from dogs_core.jobs import Jobs
@@ -355,6 +356,9 @@ def schedule(
     jobs = load_registry(registry, app_dir)
     definition = _event_job(jobs, job)
     parsed_params = _parse_params(definition, params)
+    if priority is not None:  # checked before connecting, as the params are
+        with flags_named({"priority": ("--priority", priority)}):
+            validation.priority("priority", priority)
     moment = when(run_in, run_at)
     flags = _flag_names({}, n_partitions)
     container = connection.container(flags, n_partitions=n_partitions)

@@ -197,7 +197,8 @@ def _claimed(params: dict[str, Any] | None = None) -> ClaimedJob:
 )
 def test_a_result_with_an_unsafe_int_is_kept_in_history_as_its_repr(result: object) -> None:
     row = history_record(_claimed(), _event(), HistoryStatus.SUCCESS, started_at=NOW, ended_at=NOW)
-    assert row is not None and row.result is None
+    assert row is not None
+    assert row.result is None
     row = history_record(
         _claimed(), _event(), HistoryStatus.SUCCESS, started_at=NOW, ended_at=NOW, result=result
     )
