@@ -14,7 +14,12 @@ from pymongo import AsyncMongoClient, MongoClient, ReturnDocument
 from pymongo.write_concern import WriteConcern
 
 from dogs_core.domain.records import ClaimRequest, JobState, NewJob
-from dogs_core.errors import InvalidOptionError, InvalidParamsError, TransientStoreError
+from dogs_core.errors import (
+    InvalidOptionError,
+    InvalidParamsError,
+    StoreUnavailableError,
+    TransientStoreError,
+)
 from dogs_core.ports import AsyncJobStore, JobStore, StoreCapabilities
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_mongo import queries as q
@@ -244,8 +249,9 @@ async def test_unreachable_server_raises_transient_errors(
     unconnected_client: AsyncMongoClient[Any],
 ) -> None:
     store = AsyncMongoJobStore(unconnected_client, "db")
-    await store.setup()  # index failures are logged, never raised
-    assert not store._setup_done  # ... and retried by the next call
+    with pytest.raises(StoreUnavailableError):  # no server to list the indexes of
+        await store.setup()
+    assert not store._setup_done  # ... so the next call tries again
     with pytest.raises(TransientStoreError) as raised:
         await store.claim(_request())
     assert raised.value.write_may_have_applied is False  # capability detection is a read
@@ -314,3 +320,15 @@ async def test_operator_calls_refuse_bad_input_before_any_io(
             await call()
         assert refused.value.field == field, field
     assert await store.get_executions("a", limit=0) == []  # nothing to read: nothing sent
+
+
+def test_a_motor_client_is_refused_naming_what_to_use() -> None:
+    # A stand-in with Motor's module path: Motor itself is not installed (it is not supported).
+    motor_client = type("AsyncIOMotorClient", (), {"__module__": "motor.motor_asyncio"})()
+    with pytest.raises(InvalidOptionError) as refused:
+        AsyncMongoJobStore(motor_client, "db")
+    assert refused.value.field == "client"
+    assert refused.value.value == "motor.motor_asyncio.AsyncIOMotorClient"
+    assert "pymongo.AsyncMongoClient" in str(refused.value)
+    with pytest.raises(InvalidOptionError, match="Motor clients are not supported"):
+        MongoJobStore(motor_client, "db")

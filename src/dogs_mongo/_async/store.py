@@ -59,6 +59,7 @@ from dogs_mongo._async.controls import MongoControls
 from dogs_mongo._async.indexes import ensure_indexes
 from dogs_mongo._async.stats import MongoStats
 from dogs_mongo._async.steering import MongoSteering
+from dogs_mongo.client_check import refuse_motor
 from dogs_mongo.errors import is_transient, translate_errors
 
 __all__ = [
@@ -82,8 +83,10 @@ Document = dict[str, Any]
 class AsyncMongoJobStore(MongoClaims, MongoChanges, MongoSteering, MongoControls, MongoStats):
     """:class:`~dogs_core.ports.AsyncJobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 
-    ``client`` is a PyMongo ``AsyncMongoClient``. (The async store also accepts a Motor client:
-    it only calls methods both have.) The store reads and writes ``database`` through its own
+    ``client`` is a PyMongo ``AsyncMongoClient``. A Motor client is refused with an
+    :class:`InvalidOptionError` (Motor is deprecated upstream and past its end of bug fixes;
+    PyMongo's async client replaces it: docs/differences.md). The store reads and writes
+    ``database`` through its own
     codec options (timezone-aware UTC datetimes), whatever the client's. It does not close a
     client it was given; :meth:`from_uri` makes a store that owns (and closes) its client.
 
@@ -121,6 +124,7 @@ class AsyncMongoJobStore(MongoClaims, MongoChanges, MongoSteering, MongoControls
         owns_client: bool = False,
     ) -> None:
         validation.choice("claim_path", claim_path, q.CLAIM_PATHS)
+        refuse_motor(client)
         for field, concern in (
             ("write_concern", write_concern),
             ("history_write_concern", history_write_concern),

@@ -241,7 +241,7 @@ def _close(stream: Any) -> None:
 
 
 def _resolve(value: Any) -> Any:
-    """PyMongo's async ``watch`` is a coroutine; Motor's returns the stream directly."""
+    """PyMongo's async ``watch`` is a coroutine; the sync twin's returns the stream directly."""
     if hasattr(value, "__await__"):
         return value
     return value

@@ -61,6 +61,7 @@ from dogs_mongo._sync.controls import MongoControls
 from dogs_mongo._sync.indexes import ensure_indexes
 from dogs_mongo._sync.stats import MongoStats
 from dogs_mongo._sync.steering import MongoSteering
+from dogs_mongo.client_check import refuse_motor
 from dogs_mongo.errors import is_transient, translate_errors
 
 __all__ = [
@@ -84,8 +85,10 @@ Document = dict[str, Any]
 class MongoJobStore(MongoClaims, MongoChanges, MongoSteering, MongoControls, MongoStats):
     """:class:`~dogs_core.ports.JobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 
-    ``client`` is a PyMongo ``MongoClient``. (The async store also accepts a Motor client:
-    it only calls methods both have.) The store reads and writes ``database`` through its own
+    ``client`` is a PyMongo ``MongoClient``. A Motor client is refused with an
+    :class:`InvalidOptionError` (Motor is deprecated upstream and past its end of bug fixes;
+    PyMongo's async client replaces it: docs/differences.md). The store reads and writes
+    ``database`` through its own
     codec options (timezone-aware UTC datetimes), whatever the client's. It does not close a
     client it was given; :meth:`from_uri` makes a store that owns (and closes) its client.
 
@@ -123,6 +126,7 @@ class MongoJobStore(MongoClaims, MongoChanges, MongoSteering, MongoControls, Mon
         owns_client: bool = False,
     ) -> None:
         validation.choice("claim_path", claim_path, q.CLAIM_PATHS)
+        refuse_motor(client)
         for field, concern in (
             ("write_concern", write_concern),
             ("history_write_concern", history_write_concern),
