@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Annotated, Any
 
+import pydantic
 import pytest
 from bson import Int64
 from hypothesis import given
@@ -173,6 +174,19 @@ def test_a_params_model_whose_dump_holds_an_unsafe_int_is_refused() -> None:
     with pytest.raises(InvalidParamsError, match=r"^params\.total=4611686018427387904"):
         validate_params(definition, Order(2**62))
     assert validate_params(definition, Order(MAX_SAFE_INTEGER)) == {"total": MAX_SAFE_INTEGER}
+
+
+class Ledger(pydantic.BaseModel):
+    """The documented way for a pydantic model to opt out: serialize the field as an Int64."""
+
+    balance: Annotated[int, pydantic.PlainSerializer(Int64, return_type=Any)]
+
+
+def test_a_pydantic_field_serialized_as_int64_is_stored_as_one() -> None:
+    definition = EventJobDefinition("ledger", handler, params_model=Ledger)
+    stored = validate_params(definition, {"balance": 2**62})
+    assert stored is not None
+    assert (stored["balance"], type(stored["balance"])) == (2**62, Int64)
 
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
