@@ -23,6 +23,7 @@ __all__ = [
     "ScheduleOutcomeUnknownError",
     "SessionNotSupportedError",
     "StoreError",
+    "StoreUnavailableError",
     "TransientStoreError",
     "UnknownJobError",
     "ValidationError",
@@ -110,6 +111,15 @@ class TransientStoreError(StoreError):
     def __init__(self, message: str, *, write_may_have_applied: bool = True) -> None:
         self.write_may_have_applied = write_may_have_applied
         super().__init__(message)
+
+
+class StoreUnavailableError(TransientStoreError):
+    """No database server answered in time: none could be selected (refused, unreachable, no
+    primary). Nothing was written, so retrying is safe; the message says where and why in one
+    line (no topology dump), because it is logged once per retry while a server is down."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, write_may_have_applied=False)
 
 
 class ChangeFeedUnavailableError(StoreError):

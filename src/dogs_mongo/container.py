@@ -60,9 +60,14 @@ Configuration
         Of claims and fenced writes: ``None`` (default: the client's, ``"majority"`` on a replica
         set; survives a failover), ``"majority"``, or a number of nodes such as ``1`` (faster;
         a claim rolled back by a failover can run a job twice).
+    ``operation_timeout``
+        How long ``schedule()`` and ``schedule_many()`` wait for an unreachable database in
+        total, retries and backoff included (a duration, 15 s by default; ``None``: six
+        attempts however long they take), before they raise
+        :class:`~dogs_core.errors.StoreUnavailableError`. Workers keep retrying regardless.
     ``server_selection_timeout``
-        How long an operation waits for a reachable server (a duration; PyMongo's 30 s when
-        ``None``).
+        How long one operation waits for a reachable server (a duration; by default a third
+        of ``operation_timeout``, 5 s, or PyMongo's 30 s when that is ``None``).
     ``client_options``
         Extra keyword arguments of the PyMongo client (TLS, ``appname``...); ``tz_aware`` is
         always true.
@@ -118,6 +123,7 @@ from dogs_core.runtime.threaded import ThreadedJobStore
 from dogs_core.runtime.workers import Workers
 from dogs_mongo._async.store import AsyncMongoJobStore
 from dogs_mongo._sync.store import MongoJobStore
+from dogs_mongo.errors import name_uri
 from dogs_mongo.settings import CONFIG_KEYS, CONNECTION_DEFAULTS, DogsSettings
 
 __all__ = [
@@ -201,6 +207,7 @@ _USER_INFO: Final = re.compile(r"^((?:mongodb|mongodb\+srv)://[^:/@]*):[^/]*@")
 
 
 def _create_client(kind: type[Any], uri: str, settings: DogsSettings) -> Any:
+    name_uri(uri, redact_uri(uri))  # an unreachable-server message names it
     try:
         return kind(uri, **settings.client_kwargs())
     except (ConfigurationError, TypeError, ValueError) as error:
@@ -242,7 +249,13 @@ def _make_client(
 ) -> DogsClient:
     n_partitions = dogs_settings.n_partitions
     return DogsClient(
-        store, jobs, n_partitions=n_partitions, clock=clock, rng=rng, telemetry=telemetry
+        store,
+        jobs,
+        n_partitions=n_partitions,
+        clock=clock,
+        rng=rng,
+        telemetry=telemetry,
+        operation_timeout=dogs_settings.operation_seconds(),
     )
 
 
@@ -300,6 +313,7 @@ def _make_blocking_client(
         rng=rng,
         backend=dogs_settings.blocking_backend,
         telemetry=telemetry,
+        operation_timeout=dogs_settings.operation_seconds(),
     )
 
 

@@ -14,6 +14,11 @@ Transient (raised as ``TransientStoreError``, the original chained as ``__cause_
   exceeded time limit), ``WriteConflict`` (112), ``MaxTimeMSExpired`` (50) or, for a write
   concern error, ``WriteConcernFailed`` (64, the ``wtimeout``).
 
+A ``ServerSelectionTimeoutError`` (no server answered within the server selection timeout)
+becomes :class:`~dogs_core.errors.StoreUnavailableError`, whose message is one line naming each
+server and why it failed ("localhost:1 (connection refused)"), not PyMongo's topology dump: it is
+logged once per retry while a server is down. Other messages are cut to one short line too.
+
 Everything else (duplicate keys handled by the adapter aside) propagates unchanged: a bad
 query, a document too large, an authorization failure will not get better by retrying.
 
@@ -28,6 +33,8 @@ translation only concerns what is left after that.
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
@@ -43,14 +50,17 @@ from pymongo.errors import (
     WaitQueueTimeoutError,
     WriteConcernError,
 )
+from pymongo.uri_parser import parse_uri
 
-from dogs_core.errors import TransientStoreError
+from dogs_core.errors import StoreUnavailableError, TransientStoreError
 
 __all__ = [
     "RETRYABLE_CODES",
     "TRANSIENT_LABELS",
     "WRITE_CONFLICT",
     "is_transient",
+    "name_uri",
+    "summarize",
     "translate_errors",
     "write_may_have_applied",
 ]
@@ -66,6 +76,30 @@ MAX_TIME_MS_EXPIRED: Final = 50
 WRITE_CONCERN_FAILED: Final = 64
 TRANSIENT_LABELS: Final = ("RetryableWriteError", "TransientTransactionError")
 _NOT_APPLIED_CODES: Final = frozenset({WRITE_CONFLICT, 10107, 13435, 13436, 189, 11602})
+_MAX_MESSAGE: Final = 300
+_SERVER: Final = re.compile(
+    r"<ServerDescription \('(?P<host>[^']*)', (?P<port>\d+)\) server_type: (?P<type>\w+)"
+    r"(?:, rtt: [^,>]*)?(?:, error=\w+\((?P<q>['\"])(?P<error>.*?)(?P=q)\))?>"
+)
+_TIMEOUT: Final = re.compile(r", Timeout: (?P<seconds>[\d.]+)s, Topology Description: ")
+_CONFIGURED: Final = re.compile(r" ?\(configured timeouts: [^)]*\)")
+_ERRNO: Final = re.compile(r"\[Errno (?P<code>-?\d+)\] (?P<text>.*)")
+#: "host:port" -> the (redacted) URI an application configured with that seed, the latest one.
+_URIS: dict[str, str] = {}
+
+
+def name_uri(uri: str, redacted: str) -> None:
+    """Remember that ``redacted`` (the URI, its password hidden) names its seed hosts, so that
+    a message about an unreachable server names the URI the application configured. A
+    ``mongodb+srv://`` URI is left out: its hosts come from a DNS lookup."""
+    if not uri.startswith("mongodb://"):
+        return
+    try:
+        nodes = parse_uri(uri)["nodelist"]
+    except (PyMongoError, ValueError):
+        return
+    for host, port in nodes:
+        _URIS[f"{host}:{port}"] = redacted
 
 
 def is_transient(error: BaseException) -> bool:
@@ -102,6 +136,42 @@ def write_may_have_applied(error: BaseException) -> bool:
     return not (isinstance(error, OperationFailure) and error.code in _NOT_APPLIED_CODES)
 
 
+def summarize(error: BaseException) -> str:
+    """One short line saying what went wrong, for messages logged once per retry.
+
+    A ``ServerSelectionTimeoutError`` becomes "no MongoDB server reachable within 5.0s:
+    localhost:1 (connection refused)", read from the servers of its topology description;
+    any other message loses PyMongo's timeout settings and is cut to 300 characters.
+    """
+    text = str(error)
+    timeout = _TIMEOUT.search(text)
+    if isinstance(error, ServerSelectionTimeoutError) and timeout is not None:
+        found = list(_SERVER.finditer(text[timeout.end() :]))
+        where = ", ".join(map(_server_state, found)) if found else _short(text[: timeout.start()])
+        uris = [_URIS[a] for a in (f"{m['host']}:{m['port']}" for m in found) if a in _URIS]
+        at = f" at {uris[0]}" if uris else ""
+        return f"no MongoDB server reachable{at} within {timeout['seconds']}s: {where}"
+    return _short(text if timeout is None else text[: timeout.start()])
+
+
+def _server_state(server: re.Match[str]) -> str:
+    address = f"{server['host']}:{server['port']}"
+    cause = server["error"]
+    if cause is None:  # it answered, but not as the server the operation needs
+        return f"{address} (a server of type {server['type']}, not one this operation can use)"
+    cause = _CONFIGURED.sub("", cause.removeprefix(f"{address}: "))
+    errno = _ERRNO.match(cause)
+    if errno is not None:  # "[Errno 111] Connect call failed (...)": the errno says it best
+        code = int(errno["code"])
+        cause = os.strerror(code) if code > 0 else errno["text"]
+    return f"{address} ({cause[:1].lower()}{cause[1:]})"
+
+
+def _short(text: str) -> str:
+    line = _CONFIGURED.sub("", text.strip().splitlines()[0] if text.strip() else "")
+    return line if len(line) <= _MAX_MESSAGE else f"{line[: _MAX_MESSAGE - 3]}..."
+
+
 @contextmanager
 def translate_errors(operation: str, *, write: bool) -> Iterator[None]:
     """Re-raise transient PyMongo errors of ``operation`` as ``TransientStoreError``."""
@@ -110,8 +180,11 @@ def translate_errors(operation: str, *, write: bool) -> Iterator[None]:
     except PyMongoError as error:
         if not is_transient(error):
             raise
+        if isinstance(error, ServerSelectionTimeoutError):
+            raise StoreUnavailableError(f"{operation}: {summarize(error)}") from error
         applied = write and write_may_have_applied(error)
         raise TransientStoreError(
-            f"{operation} failed with a transient MongoDB error ({type(error).__name__}: {error})",
+            f"{operation} failed with a transient MongoDB error "
+            f"({type(error).__name__}: {summarize(error)})",
             write_may_have_applied=applied,
         ) from error

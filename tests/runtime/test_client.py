@@ -280,9 +280,10 @@ class FlakyInserts(SyncInMemoryJobStore):
 @pytest.fixture
 def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The sync client's backoff sleeps, recorded instead of slept (the async client's sleep on
-    the virtual clock)."""
+    the virtual clock); the monotonic clock advances by what was slept."""
     slept: list[float] = []
-    monkeypatch.setattr(sync_retry, "time", SimpleNamespace(sleep=slept.append))
+    virtual = SimpleNamespace(sleep=slept.append, monotonic=lambda: sum(slept))
+    monkeypatch.setattr(sync_retry, "time", virtual)
     return slept
 
 

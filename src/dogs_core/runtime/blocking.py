@@ -28,6 +28,7 @@ from dogs_core.errors import WorkersStateError
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock, JobStore
 from dogs_core.runtime.client import SyncDogsClient
+from dogs_core.runtime.outage import DEFAULT_OPERATION_TIMEOUT
 from dogs_core.runtime.settings import DurationLike, WorkerSettings
 from dogs_core.runtime.telemetry import Telemetry
 from dogs_core.runtime.threaded import ThreadedJobStore
@@ -197,6 +198,7 @@ class BlockingDogsClient(SyncDogsClient):
         rng: random.Random | None = None,
         backend: str = "asyncio",
         telemetry: Telemetry | None = None,
+        operation_timeout: float | None = DEFAULT_OPERATION_TIMEOUT,
     ) -> None:
         self._owner = _PortalOwner(backend)
         super().__init__(
@@ -206,6 +208,7 @@ class BlockingDogsClient(SyncDogsClient):
             clock=clock,
             rng=rng,
             telemetry=telemetry,
+            operation_timeout=operation_timeout,
         )
 
     def _sync_face(self, store: AsyncJobStore | JobStore) -> JobStore:

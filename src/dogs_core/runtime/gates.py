@@ -23,6 +23,7 @@ from dogs_core.domain.outcome import Defer
 from dogs_core.domain.records import ClaimedJob
 from dogs_core.runtime.fenced import FencedWriter
 from dogs_core.runtime.lock import RenewWrite
+from dogs_core.runtime.outage import log_store_failure
 from dogs_core.runtime.retry import retry_transient
 from dogs_core.runtime.services import ExecutionServices
 
@@ -138,9 +139,11 @@ class FleetGate:
                     ),
                     what=f"release slot of {hold.job_name}",
                 )
-        except Exception:
-            logger.exception(
-                "could not free the slot of %s; it lapses with its lock", hold.job_name
+        except Exception as error:
+            log_store_failure(
+                logger,
+                f"could not free the slot of {hold.job_name}; it lapses with its lock",
+                error,
             )
 
     async def _take_slot(self, needs: Admission, until: datetime) -> bool:

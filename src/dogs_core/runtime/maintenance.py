@@ -24,6 +24,7 @@ from dogs_core.domain.partitions import assign_partition
 from dogs_core.domain.reconcile import BATCH_SIZE, next_reconcile_delay
 from dogs_core.domain.records import JobType
 from dogs_core.ports import AsyncJobStore, Clock
+from dogs_core.runtime.outage import log_store_failure
 from dogs_core.runtime.retry import retry_transient
 from dogs_core.runtime.settings import WorkerSettings
 
@@ -106,8 +107,8 @@ async def backfill_retention(store: AsyncJobStore, settings: WorkerSettings, clo
             what="retention backfill",
         )
         logger.debug("retention backfill updated %d terminal record(s)", modified)
-    except Exception:
-        logger.exception("retention backfill failed")
+    except Exception as error:
+        log_store_failure(logger, "retention backfill failed", error)
 
 
 async def reconcile_loop(
@@ -130,8 +131,10 @@ async def reconcile_loop(
             )
             if modified:
                 logger.info("partition reconciler moved %d record(s)", modified)
-        except Exception:
-            logger.warning("partition reconciler batch failed", exc_info=True)
+        except Exception as error:
+            log_store_failure(
+                logger, "partition reconciler batch failed", error, unexpected=logging.WARNING
+            )
             modified = None
         delay = next_reconcile_delay(modified, rng.random())
         await anyio.sleep(delay.total_seconds())

@@ -44,6 +44,7 @@ from dogs_core.runtime.execution import Execution
 from dogs_core.runtime.fleet import FleetHolds
 from dogs_core.runtime.job_logs import JobLogLines
 from dogs_core.runtime.maintenance import ensure_recurrent_records, start_maintenance
+from dogs_core.runtime.outage import log_store_failure
 from dogs_core.runtime.retry import retry_transient
 from dogs_core.runtime.runners import RunnerPool
 from dogs_core.runtime.services import HISTORY_WRITE_TIMEOUT, Milestone, build_services
@@ -389,11 +390,10 @@ class Workers:
                 owner=self.owner,
                 telemetry=self.telemetry,
             )
-        except Exception:
+        except Exception as error:
             self._pacer.failed(claim, anyio.current_time())
             self._capacity.notify()
-            logger.exception("claim failed; retrying after the poll interval")
-            return
+            return log_store_failure(logger, "claim failed; retrying at the poll interval", error)
         except BaseException:
             self._pacer.failed(claim, anyio.current_time())
             raise

@@ -14,7 +14,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import OperationFailure, PyMongoError
 
 from dogs_mongo import queries as q
-from dogs_mongo.errors import is_transient
+from dogs_mongo.errors import is_transient, translate_errors
 
 __all__ = ["ensure_indexes"]
 
@@ -30,12 +30,17 @@ async def ensure_indexes(
     collection: AsyncCollection[Document], specs: Sequence[q.IndexSpec]
 ) -> bool:
     """Create the indexes ``specs`` on ``collection`` that are missing or differ (failures are
-    logged, not raised). Returns false when a transient error means it should be retried."""
+    logged, not raised). Returns false when a transient error means it should be retried.
+
+    Only a transient failure to list the indexes is raised (as ``TransientStoreError``): the
+    server is unreachable, so the caller's retry policy decides how long to wait for it,
+    where going on would wait a server selection timeout for every collection and index."""
     try:
-        existing: Mapping[str, Any] = await collection.index_information()
-    except PyMongoError as error:
+        with translate_errors(f"setup: list the indexes of {collection.name}", write=False):
+            existing: Mapping[str, Any] = await collection.index_information()
+    except PyMongoError as error:  # not transient (authorization...): logged, setup goes on
         log.warning("dogs: cannot list the indexes of %s: %s", collection.name, error)
-        return not is_transient(error)
+        return True
     complete = True
     missing = [
         spec for spec in specs if spec.name not in existing or not spec.matches(existing[spec.name])

@@ -48,6 +48,7 @@ from dogs_core.runtime._async.stats import StatsClient
 from dogs_core.runtime._async.steering import SteeringClient
 from dogs_core.runtime.leases import AsyncLeases
 from dogs_core.runtime.observing import observe_scheduling
+from dogs_core.runtime.outage import DEFAULT_OPERATION_TIMEOUT, validate_operation_timeout
 from dogs_core.runtime.scheduling import (
     HISTORY_GRACE,
     HISTORY_LOOKBACK,
@@ -76,6 +77,11 @@ class DogsClient(SteeringClient, PauseClient, StatsClient, AsyncLeases):
     ``jobs`` is optional: with a registry, jobs may be named by string and a definition that
     is not in it is refused (it would never be claimed by these workers); without one, pass
     definitions. ``n_partitions`` must match the workers'.
+
+    ``operation_timeout`` (seconds, 15 by default; ``None``: six attempts, however long they
+    take) bounds how long ``schedule()`` and ``schedule_many()`` retry a store that keeps
+    failing transiently (see ``retry_transient``'s ``deadline``), so that a caller learns
+    within it that the database is down: :class:`~dogs_core.errors.StoreUnavailableError`.
     """
 
     def __init__(
@@ -87,8 +93,10 @@ class DogsClient(SteeringClient, PauseClient, StatsClient, AsyncLeases):
         clock: Clock | None = None,
         rng: random.Random | None = None,
         telemetry: Telemetry | None = None,
+        operation_timeout: float | None = DEFAULT_OPERATION_TIMEOUT,
     ) -> None:
         super().__init__(jobs, n_partitions=n_partitions, clock=clock, rng=rng)
+        self.operation_timeout = validate_operation_timeout(operation_timeout)
         #: Where the scheduling calls' events go (the process-wide hub by default).
         self.telemetry = TELEMETRY if telemetry is None else telemetry
         self.store = observed(store, self.telemetry)
@@ -97,7 +105,9 @@ class DogsClient(SteeringClient, PauseClient, StatsClient, AsyncLeases):
     async def _ensure_setup(self) -> None:
         """Create the store's indexes before the first write: uniqueness depends on them."""
         if not self._setup_done:
-            await retry_transient(self.store.setup, what="store setup")
+            await retry_transient(
+                self.store.setup, what="store setup", deadline=self.operation_timeout
+            )
             self._setup_done = True
 
     # -- scheduling -------------------------------------------------------------------------
@@ -281,6 +291,7 @@ class DogsClient(SteeringClient, PauseClient, StatsClient, AsyncLeases):
         return await retry_transient(
             lambda: self.store.schedule(job, session=session),
             what=f"schedule {job.job_name}",
+            deadline=self.operation_timeout,
             on_ambiguous=settle,
         )
 
@@ -288,13 +299,17 @@ class DogsClient(SteeringClient, PauseClient, StatsClient, AsyncLeases):
         """What became of an insert whose reply was lost: ``Scheduled`` when it landed, ``None``
         when re-sending it is safe, :class:`ScheduleOutcomeUnknownError` when neither is known.
         """
-        if await retry_transient(lambda: self.store.get_job(job.id), what="read back") is not None:
+        found = await retry_transient(
+            lambda: self.store.get_job(job.id), what="read back", deadline=self.operation_timeout
+        )
+        if found is not None:
             return Scheduled(job.id)
         if job.next_run_at > self.clock.now():
             return None  # not due yet, so it cannot have run: it never landed
         history = await retry_transient(
             lambda: self.store.get_executions(job.job_name, limit=HISTORY_LOOKBACK),
             what="history read back",
+            deadline=self.operation_timeout,
         )
         if any(record.job_id == job.id for record in history):
             return Scheduled(job.id)  # it landed, ran, and was deleted on success
@@ -311,6 +326,7 @@ class DogsClient(SteeringClient, PauseClient, StatsClient, AsyncLeases):
             return await retry_transient(
                 lambda: self.store.schedule_many(jobs, session=session),
                 what=f"schedule_many {jobs[0].job_name}",
+                deadline=self.operation_timeout,
                 on_ambiguous=_settle_one_by_one,
             )
         except AmbiguousBulkInsert:

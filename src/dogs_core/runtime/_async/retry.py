@@ -27,12 +27,19 @@ async def retry_transient(
     *,
     what: str,
     attempts: int | None = 6,
+    deadline: float | None = None,
     first_delay: float = 0.05,
     max_delay: float = 2.0,
     on_ambiguous: Callable[[TransientStoreError], Awaitable[T | None]] | None = None,
 ) -> T:
     """Run ``operation``, retrying :class:`TransientStoreError` up to ``attempts`` times
-    (``None``: until it succeeds or the caller is cancelled).
+    (``None``: until it succeeds or the caller is cancelled) and within ``deadline`` seconds.
+
+    ``deadline`` bounds the whole call, attempts and backoff together, without cancelling an
+    attempt (a write cut off midway leaves its outcome unknown): no new attempt starts that,
+    lasting as long as the slowest one so far, would end after it. With a per-attempt server
+    selection timeout of a third of the deadline, a call to an unreachable server gives up
+    after two attempts, within the deadline.
 
     Only use it for operations that are safe to repeat. A write that is not (an insert keyed by
     a unique id whose record may have run and been deleted) passes ``on_ambiguous``: it is
@@ -42,7 +49,10 @@ async def retry_transient(
     re-raised.
     """
     delay = first_delay
+    started = anyio.current_time()
+    slowest = 0.0
     for attempt in itertools.count(1):
+        attempt_started = anyio.current_time()
         try:
             return await operation()
         except TransientStoreError as error:
@@ -50,8 +60,16 @@ async def retry_transient(
                 settled = await on_ambiguous(error)
                 if settled is not None:
                     return settled
+            now = anyio.current_time()
+            slowest = max(slowest, now - attempt_started)
             if attempts is not None and attempt >= attempts:
                 logger.error("%s failed after %d attempts: %s", what, attempts, error)
+                raise
+            if deadline is not None and now - started + delay + slowest > deadline:
+                logger.error(
+                    "%s gave up after %d attempt(s) in %.1fs (deadline %gs): %s",
+                    *(what, attempt, now - started, deadline, error),
+                )
                 raise
             logger.warning(
                 "%s hit a transient store error (attempt %d/%s), retrying in %.2fs: %s",

@@ -49,6 +49,7 @@ from dogs_core.runtime._sync.stats import StatsClient
 from dogs_core.runtime._sync.steering import SteeringClient
 from dogs_core.runtime.leases import SyncLeases
 from dogs_core.runtime.observing import observe_scheduling
+from dogs_core.runtime.outage import DEFAULT_OPERATION_TIMEOUT, validate_operation_timeout
 from dogs_core.runtime.scheduling import (
     HISTORY_GRACE,
     HISTORY_LOOKBACK,
@@ -77,6 +78,11 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, SyncLeases):
     ``jobs`` is optional: with a registry, jobs may be named by string and a definition that
     is not in it is refused (it would never be claimed by these workers); without one, pass
     definitions. ``n_partitions`` must match the workers'.
+
+    ``operation_timeout`` (seconds, 15 by default; ``None``: six attempts, however long they
+    take) bounds how long ``schedule()`` and ``schedule_many()`` retry a store that keeps
+    failing transiently (see ``retry_transient``'s ``deadline``), so that a caller learns
+    within it that the database is down: :class:`~dogs_core.errors.StoreUnavailableError`.
     """
 
     def __init__(
@@ -88,8 +94,10 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, SyncLeases):
         clock: Clock | None = None,
         rng: random.Random | None = None,
         telemetry: Telemetry | None = None,
+        operation_timeout: float | None = DEFAULT_OPERATION_TIMEOUT,
     ) -> None:
         super().__init__(jobs, n_partitions=n_partitions, clock=clock, rng=rng)
+        self.operation_timeout = validate_operation_timeout(operation_timeout)
         #: Where the scheduling calls' events go (the process-wide hub by default).
         self.telemetry = TELEMETRY if telemetry is None else telemetry
         self.store = observed_sync(store, self.telemetry)
@@ -98,7 +106,7 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, SyncLeases):
     def _ensure_setup(self) -> None:
         """Create the store's indexes before the first write: uniqueness depends on them."""
         if not self._setup_done:
-            retry_transient(self.store.setup, what="store setup")
+            retry_transient(self.store.setup, what="store setup", deadline=self.operation_timeout)
             self._setup_done = True
 
     # -- scheduling -------------------------------------------------------------------------
@@ -282,6 +290,7 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, SyncLeases):
         return retry_transient(
             lambda: self.store.schedule(job, session=session),
             what=f"schedule {job.job_name}",
+            deadline=self.operation_timeout,
             on_ambiguous=settle,
         )
 
@@ -289,13 +298,17 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, SyncLeases):
         """What became of an insert whose reply was lost: ``Scheduled`` when it landed, ``None``
         when re-sending it is safe, :class:`ScheduleOutcomeUnknownError` when neither is known.
         """
-        if retry_transient(lambda: self.store.get_job(job.id), what="read back") is not None:
+        found = retry_transient(
+            lambda: self.store.get_job(job.id), what="read back", deadline=self.operation_timeout
+        )
+        if found is not None:
             return Scheduled(job.id)
         if job.next_run_at > self.clock.now():
             return None  # not due yet, so it cannot have run: it never landed
         history = retry_transient(
             lambda: self.store.get_executions(job.job_name, limit=HISTORY_LOOKBACK),
             what="history read back",
+            deadline=self.operation_timeout,
         )
         if any(record.job_id == job.id for record in history):
             return Scheduled(job.id)  # it landed, ran, and was deleted on success
@@ -310,6 +323,7 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, SyncLeases):
             return retry_transient(
                 lambda: self.store.schedule_many(jobs, session=session),
                 what=f"schedule_many {jobs[0].job_name}",
+                deadline=self.operation_timeout,
                 on_ambiguous=_settle_one_by_one,
             )
         except AmbiguousBulkInsert:
