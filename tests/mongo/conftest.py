@@ -1,12 +1,23 @@
-"""Fixtures of the MongoDB adapter tests: stores on a fresh database per test."""
+"""Fixtures of the MongoDB adapter tests: stores on a fresh database per test, and the server of
+the MongoDB 8 dialect that tests/mongo/test_mongodb8.py runs on."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pymongo import AsyncMongoClient, MongoClient
+from pymongo.errors import PyMongoError
 
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 
@@ -35,3 +46,130 @@ def sync_store(
     store.setup()
     yield store
     store.close()
+
+
+# ----------------------------------------------------------------------------------------------
+# A server of the MongoDB 8 dialect for tests/mongo/test_mongodb8.py
+# ----------------------------------------------------------------------------------------------
+
+#: A real MongoDB 8 (a replica set) to run test_mongodb8.py on instead of the emulator.
+ENV_MONGODB8_URI = "DOGS_TEST_MONGODB8_URI"
+#: SecantusDB's ``buildInfo.gitVersion``: no real mongod reports it.
+EMULATOR_GIT_VERSION = "0" * 40
+_SECANTUS_START_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class MongoDB8Server:
+    """Where the MongoDB-8 tests connect, and whether it is the SecantusDB emulator (whose
+    sorted update is not atomic under concurrency, so no race may run on it)."""
+
+    uri: str
+    emulator: bool
+
+
+class SecantusStartError(Exception):
+    """``secantusd-py`` is missing, exited or did not answer ``hello`` in time."""
+
+
+def _free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _secantus_executable() -> str:
+    """``secantusd-py`` of this interpreter's environment (the dev extra), else of ``$PATH``."""
+    found = shutil.which("secantusd-py", path=str(Path(sys.executable).parent))
+    found = found or shutil.which("secantusd-py")
+    if found is None:
+        raise SecantusStartError(
+            "secantusd-py not found: install the dev extra (pip install -e '.[dev]')"
+        )
+    return found
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL: an in-memory store has nothing to keep (a SIGTERM shutdown takes 2 s), and its
+    temporary files are under the session's directory, removed after it."""
+    if process.poll() is None:
+        process.kill()
+    process.wait()
+
+
+def _wait_for_hello(process: subprocess.Popen[bytes], uri: str, log: Path) -> None:
+    """Until the server answers ``hello``; raises if it exits first or the time runs out."""
+    deadline = time.monotonic() + _SECANTUS_START_SECONDS
+    client: MongoClient[dict[str, Any]] = MongoClient(uri, serverSelectionTimeoutMS=250)
+    try:
+        while True:
+            if process.poll() is not None:
+                tail = log.read_text(errors="replace")[-2000:]
+                raise SecantusStartError(f"secantusd-py exited ({process.returncode}): {tail}")
+            try:
+                client.admin.command("hello")
+                return
+            except PyMongoError:
+                if time.monotonic() > deadline:
+                    raise SecantusStartError(
+                        f"secantusd-py did not answer hello in {_SECANTUS_START_SECONDS:.0f} s"
+                    ) from None
+    finally:
+        client.close()
+
+
+def _start_secantus(root: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """``secantusd-py --storage-path :memory:`` on a free loopback port, answering ``hello``.
+    Its config file is an empty one of ``root`` (no ``secantusd.toml`` of the machine is read)
+    and its temporary files go under ``root``."""
+    executable = _secantus_executable()
+    config = root / "secantusd.toml"
+    config.write_text("")
+    log = root / "secantusd.log"
+    port = _free_loopback_port()
+    command = [executable, "--config", str(config), "--storage-path", ":memory:"]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "WARNING"]
+    env = {**os.environ, "TMPDIR": str(root)}
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            command, cwd=root, env=env, stdout=output, stderr=subprocess.STDOUT
+        )
+    uri = f"mongodb://127.0.0.1:{port}/?directConnection=true"
+    try:
+        _wait_for_hello(process, uri, log)
+    except BaseException:
+        _stop(process)
+        raise
+    return process, uri
+
+
+def _is_emulator(uri: str) -> bool:
+    client: MongoClient[dict[str, Any]] = MongoClient(uri, serverSelectionTimeoutMS=10_000)
+    try:
+        return client.admin.command("buildInfo").get("gitVersion") == EMULATOR_GIT_VERSION
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="session")
+def mongodb8_server() -> Iterator[MongoDB8Server]:
+    """``$DOGS_TEST_MONGODB8_URI``, or a SecantusDB started for this session (per xdist worker,
+    only in a worker that runs a MongoDB-8 test) and stopped at its end, also on failure. One
+    that cannot start is an error in CI (``CI=true``) and a skip with the reason elsewhere."""
+    uri = os.environ.get(ENV_MONGODB8_URI)
+    if uri:
+        yield MongoDB8Server(uri, emulator=_is_emulator(uri))
+        return
+    with tempfile.TemporaryDirectory(prefix="dogs-secantus-") as root:
+        try:
+            process, uri = _start_secantus(Path(root))
+        except SecantusStartError as error:
+            reason = f"no MongoDB 8 server: SecantusDB could not start ({error})"
+            if os.environ.get("CI", "").lower() == "true":
+                pytest.fail(reason, pytrace=False)
+            pytest.skip(f"{reason}; set {ENV_MONGODB8_URI} for a real MongoDB 8")
+        try:
+            yield MongoDB8Server(uri, emulator=_is_emulator(uri))
+        finally:
+            _stop(process)
