@@ -147,7 +147,8 @@ def summarize(error: BaseException) -> str:
     timeout = _TIMEOUT.search(text)
     if isinstance(error, ServerSelectionTimeoutError) and timeout is not None:
         found = list(_SERVER.finditer(text[timeout.end() :]))
-        where = ", ".join(map(_server_state, found)) if found else _short(text[: timeout.start()])
+        states = sorted(map(_server_state, found))  # PyMongo's order varies
+        where = ", ".join(states) if states else _short(text[: timeout.start()])
         uris = [_URIS[a] for a in (f"{m['host']}:{m['port']}" for m in found) if a in _URIS]
         at = f" at {uris[0]}" if uris else ""
         return f"no MongoDB server reachable{at} within {timeout['seconds']}s: {where}"
