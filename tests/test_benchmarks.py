@@ -10,7 +10,15 @@ import json
 from pathlib import Path
 
 import pytest
-from benchmarks import claims, explain_stats, global_limit, pickup, telemetry_overhead, throughput
+from benchmarks import (
+    claims,
+    explain_stats,
+    global_limit,
+    pickup,
+    telemetry_overhead,
+    throughput,
+    time_to_error,
+)
 
 pytestmark = [pytest.mark.mongo, pytest.mark.slow]
 
@@ -181,3 +189,15 @@ def test_telemetry_overhead_quick(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_telemetry_overhead_rejects_a_bad_size() -> None:
     with pytest.raises(SystemExit):
         telemetry_overhead.main(["--jobs", "0"])
+
+
+def test_time_to_error_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The closed port only (no server needed): each schedule() fails within its bound."""
+    status = time_to_error.main(["--quick", "--out", str(tmp_path)])
+    output = capsys.readouterr().out
+    assert status == 0, output
+    assert "FAILED" not in output
+    report = (tmp_path / "time_to_error_quick.md").read_text()
+    assert report.count(" | ok |") == len(time_to_error.QUICK)
+    assert "StoreUnavailableError" in report
+    assert "mongodb://dogs:***@127.0.0.1:" in report
