@@ -197,9 +197,11 @@ class MongoJobStore(MongoClaims, MongoChanges, MongoSteering, MongoControls, Mon
     # ------------------------------------------------------------------------------------------
 
     def setup(self) -> None:
-        """Create the indexes of the three collections (non-fatal, logged). An index that
-        exists with other options is dropped and recreated. Done once per store; retried on a
-        later call only when a transient error prevented it."""
+        """Create the indexes of the three collections (index failures are logged, not raised).
+        An index that exists with other options is dropped and recreated. Done once per store;
+        retried on a later call only when a transient error prevented it. An unreachable
+        server raises :class:`~dogs_core.errors.StoreUnavailableError` at the first
+        collection, so that the caller's retry policy bounds the wait."""
         with self._setup_lock:
             if self._setup_done:
                 return
