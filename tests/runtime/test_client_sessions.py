@@ -73,7 +73,8 @@ class JoiningStore(FlakyInserts):
 @pytest.fixture(params=["async", "sync"])
 def flavor(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """The client's flavor; the sync client's backoff sleeps are skipped."""
-    monkeypatch.setattr(sync_retry, "time", SimpleNamespace(sleep=lambda seconds: None))
+    frozen = SimpleNamespace(sleep=lambda seconds: None, monotonic=lambda: 0.0)
+    monkeypatch.setattr(sync_retry, "time", frozen)
     return str(request.param)
 
 
