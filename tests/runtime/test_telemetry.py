@@ -5,7 +5,7 @@ to the claimed job; store errors; failing subscribers; the optional job log line
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import anyio
@@ -476,3 +476,56 @@ async def test_without_log_jobs_nothing_is_logged_per_job(
     with caplog.at_level(logging.DEBUG, logger="dogs"):
         await run_for(workers(h, Telemetry()), 10)
     assert not [r for r in caplog.records if r.name == "dogs.jobs"]
+
+
+def h_now() -> datetime:
+    return Harness(Jobs()).at(0)
+
+
+def test_the_sync_client_reports_store_errors_too() -> None:
+    from dogs_core.runtime import SyncDogsClient
+    from dogs_core.runtime.store_errors import ObservedSyncJobStore, observed_sync
+    from dogs_testing.memory import SyncInMemoryJobStore
+
+    jobs = Jobs()
+
+    @jobs.event
+    def job(params: Params, ctx: JobContext) -> None:
+        pass
+
+    telemetry, recorder = Telemetry(), Recorder()
+    store = SyncInMemoryJobStore()
+    assert observed_sync(store, telemetry) is store, "idle: unwrapped"
+    telemetry.subscribe(recorder)
+    wrapped = observed_sync(store, telemetry)
+    assert isinstance(wrapped, ObservedSyncJobStore)
+    assert observed_sync(wrapped, telemetry) is wrapped
+    client = SyncDogsClient(store, jobs, telemetry=telemetry)
+    scheduled = client.schedule(job)
+    assert client.get_job(scheduled.id) is not None  # type: ignore[union-attr]
+    with pytest.raises(InvalidOptionError):
+        wrapped.acquire_slot("job", "", limit=0, holder="h", until=h_now(), now=h_now())
+    (error,) = recorder.of(StoreErrored)
+    assert error.operation == "acquire_slot"
+    assert not error.transient
+    assert [e.kind for e in recorder.events[:3]] == [
+        "schedule.start",
+        "job.scheduled",
+        "schedule.stop",
+    ]
+
+
+async def test_a_feed_error_is_reported_and_the_feed_closed() -> None:
+    jobs = Jobs()
+    h, telemetry, recorder = observed_harness(jobs)
+    faulty = FaultyJobStore(h.store, FaultPlan())
+    faulty.fail_next("watch_records", FaultKind.ERROR_BEFORE, skip_calls=1)
+    store = ObservedJobStore(faulty, telemetry)
+    feed = store.watch_records(["a"])
+    assert await feed.__anext__() == []  # the open signal
+    with pytest.raises(TransientStoreError):
+        await feed.__anext__()
+    await feed.aclose()
+    (error,) = recorder.of(StoreErrored)
+    assert error.operation == "watch_records"
+    assert error.transient
