@@ -33,9 +33,10 @@ translation only concerns what is left after that.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Final
 
@@ -189,3 +190,27 @@ def translate_errors(operation: str, *, write: bool) -> Iterator[None]:
             f"({type(error).__name__}: {summarize(error)})",
             write_may_have_applied=applied,
         ) from error
+
+
+#: The server's code for "hint provided does not correspond to an existing index".
+_BAD_VALUE: Final = 2
+
+_hint_log = logging.getLogger("dogs.mongo.store")
+
+
+def read_without_missing_hint(
+    error: OperationFailure, hint: Mapping[str, int], *, collection: str, seen: set[str]
+) -> None:
+    """Re-raise ``error`` unless it says the hinted index does not exist; then warn (once per
+    index: ``seen`` remembers them) so that the caller reads again without the hint, slower and
+    still right."""
+    if error.code != _BAD_VALUE or "hint" not in str(error):
+        raise error
+    key = ", ".join(f"{field}: {direction}" for field, direction in hint.items())
+    if key not in seen:
+        seen.add(key)
+        _hint_log.warning(
+            "dogs: the index {%s} of %s is missing (run the store's setup): reading without it",
+            key,
+            collection,
+        )

@@ -18,10 +18,9 @@ is missing, the reads are sent again without the hint and a warning names it.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Final
+from typing import Any
 
 from pymongo.errors import OperationFailure
 from pymongo.synchronous.collection import Collection
@@ -29,15 +28,12 @@ from pymongo.synchronous.collection import Collection
 from dogs_core.domain.stats import JobStats, check_stats_names, check_stats_window
 from dogs_mongo import queries as q
 from dogs_mongo._sync.changes import _resolve
-from dogs_mongo.errors import translate_errors
+from dogs_mongo.errors import read_without_missing_hint, translate_errors
 
 __all__ = ["MongoStats"]
 
-log = logging.getLogger("dogs.mongo.store")
 
 Document = dict[str, Any]
-
-_BAD_VALUE: Final = 2  # the code of "hint provided does not correspond to an existing index"
 
 
 class MongoStats:
@@ -67,7 +63,9 @@ class MongoStats:
         try:
             return self._run(pipeline, q.STATS_HINT)
         except OperationFailure as error:
-            self._missing_stats_hint(error, q.STATS_HINT)
+            history = self._history.name
+            seen = self._missing_hints
+            read_without_missing_hint(error, q.STATS_HINT, collection=history, seen=seen)
             return self._run(pipeline, None)
 
     def _run(self, pipeline: list[Document], hint: Mapping[str, int] | None) -> list[Document]:
@@ -75,17 +73,3 @@ class MongoStats:
         cursor = _resolve(self._history.aggregate(pipeline, **options))
         rows: list[Document] = cursor.to_list(None)
         return rows
-
-    def _missing_stats_hint(self, error: OperationFailure, hint: Mapping[str, int]) -> None:
-        """Re-raise ``error`` unless it says the hinted index does not exist (then warn, once,
-        and let the caller read without the hint: a collection scan, slower, still right)."""
-        if error.code != _BAD_VALUE or "hint" not in str(error):
-            raise error
-        key = ", ".join(f"{field}: {direction}" for field, direction in hint.items())
-        if key not in self._missing_hints:
-            self._missing_hints.add(key)
-            log.warning(
-                "dogs: the index {%s} of %s is missing (run the store's setup): reading without it",
-                key,
-                self._history.name,
-            )

@@ -17,10 +17,9 @@ without the hint and a warning names the index: slower, still right.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Final
+from typing import Any
 
 from pymongo import ReturnDocument
 from pymongo.errors import OperationFailure
@@ -33,15 +32,12 @@ from dogs_core.domain.steering import JobChange, check_bulk_state, check_state
 from dogs_core.errors import InvalidOptionError
 from dogs_mongo import queries as q
 from dogs_mongo._sync.changes import _resolve
-from dogs_mongo.errors import translate_errors
+from dogs_mongo.errors import read_without_missing_hint, translate_errors
 
 __all__ = ["MongoSteering"]
 
-log = logging.getLogger("dogs.mongo.store")
 
 Document = dict[str, Any]
-
-_BAD_VALUE: Final = 2  # the code of "hint provided does not correspond to an existing index"
 
 
 class MongoSteering:
@@ -97,18 +93,9 @@ class MongoSteering:
         return documents
 
     def _missing_hint(self, error: OperationFailure, hint: Mapping[str, int]) -> None:
-        """Re-raise ``error`` unless it says the hinted index does not exist (then warn, once
-        per index, and let the caller read without the hint)."""
-        if error.code != _BAD_VALUE or "hint" not in str(error):
-            raise error
-        key = ", ".join(f"{field}: {direction}" for field, direction in hint.items())
-        if key not in self._missing_hints:
-            self._missing_hints.add(key)
-            log.warning(
-                "dogs: the index {%s} of %s is missing (run the store's setup): reading without it",
-                key,
-                self._records.name,
-            )
+        read_without_missing_hint(
+            error, hint, collection=self._records.name, seen=self._missing_hints
+        )
 
     def delete_jobs(
         self, *, job_name: str | None, state: JobState, now: datetime, dry_run: bool = False
