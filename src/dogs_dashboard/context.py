@@ -9,7 +9,6 @@ or by a proxy), never from the host, so the app works under any path.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,20 +19,18 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from dogs_core.runtime.client import DogsClient
+from dogs_core.uris import redact_uri
 from dogs_dashboard.charts import throughput_svg
 from dogs_dashboard.csrf import COOKIE_NAME, FIELD_NAME, CsrfGuard
 from dogs_dashboard.data import StatsCache
 
 __all__ = ["Dashboard", "redact", "root_of"]
 
-#: ``scheme://user:password@`` -> ``scheme://user:***@``, for any scheme.
-_USER_INFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:/@]*):[^/@]*@")
-
 
 def redact(source: str | None) -> str | None:
     """``source`` without the password of a URI's user info: the app never shows one, even
     when a caller passes an unredacted URI."""
-    return None if source is None else _USER_INFO.sub(r"\1:***@", source, count=1)
+    return None if source is None else redact_uri(source)
 
 
 def root_of(request: Request) -> str:

@@ -104,7 +104,6 @@ from __future__ import annotations
 
 import logging
 import random
-import re
 import threading
 from typing import Any, ClassVar, Final
 
@@ -121,6 +120,7 @@ from dogs_core.runtime.clock import SystemClock
 from dogs_core.runtime.telemetry import TELEMETRY, Telemetry
 from dogs_core.runtime.threaded import ThreadedJobStore
 from dogs_core.runtime.workers import Workers
+from dogs_core.uris import redact_uri
 from dogs_mongo._async.store import AsyncMongoJobStore
 from dogs_mongo._sync.store import MongoJobStore
 from dogs_mongo.errors import name_uri
@@ -196,14 +196,6 @@ class MongoClients:
                 )
         if sync_client is not None:
             sync_client.close()
-
-
-def redact_uri(uri: str) -> str:
-    """``uri`` with the password of its user info replaced by ``***`` (for messages and logs)."""
-    return _USER_INFO.sub(lambda match: f"{match.group(1)}:***@", uri, count=1)
-
-
-_USER_INFO: Final = re.compile(r"^((?:mongodb|mongodb\+srv)://[^:/@]*):[^/]*@")
 
 
 def _create_client(kind: type[Any], uri: str, settings: DogsSettings) -> Any:
