@@ -15,7 +15,6 @@ as one JSON list, with the runs of every minute. The window is at most 7 days. B
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -36,6 +35,7 @@ from dogs_mongo.cli_common import (
     user_errors,
     with_connection,
 )
+from dogs_mongo.cli_tables import print_json, stamp
 
 __all__ = ["print_stats", "stats", "stats_json", "stats_table"]
 
@@ -95,11 +95,11 @@ def print_stats(
     """A JSON list (``--json``), else the table (and the failures by type), or a line saying
     there was no run in the window."""
     if as_json:
-        typer.echo(_dumps([stats_json(row) for row in rows]))
+        print_json([stats_json(row) for row in rows])
         return
     console = Console()
     if not rows:
-        console.print(f"No runs in the {_span(window)} before {_stamp(until)}.", highlight=False)
+        console.print(f"No runs in the {_span(window)} before {stamp(until)}.", highlight=False)
         return
     console.print(stats_table(rows, window=window, until=until))
     failures = [(row.job_name, kind, n) for row in rows for kind, n in row.failures_by_type.items()]
@@ -115,7 +115,7 @@ def print_stats(
 
 def stats_table(rows: Sequence[JobStats], *, window: timedelta, until: datetime) -> Table:
     """One row per job name."""
-    table = Table(title=f"Dogs stats, the {_span(window)} before {_stamp(until)}")
+    table = Table(title=f"Dogs stats, the {_span(window)} before {stamp(until)}")
     table.add_column("Job")
     for column in ("Runs", "Success", "Failed", "Stale", "p50", "p95", "Max", "Jobs/min"):
         table.add_column(column, justify="right")
@@ -156,16 +156,8 @@ def stats_json(row: JobStats) -> dict[str, Any]:
     }
 
 
-def _dumps(document: object) -> str:
-    return json.dumps(document, indent=2)
-
-
 def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def _stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def _span(window: timedelta) -> str:

@@ -42,6 +42,7 @@ __all__ = [
     "print_json",
     "print_page",
     "reschedule_message",
+    "stamp",
 ]
 
 #: Characters of an error message shown in a table cell (``--json`` has all of it).
@@ -145,7 +146,7 @@ def _console() -> Console:
     return Console(width=_PIPED_WIDTH)
 
 
-def _stamp(moment: datetime) -> str:
+def stamp(moment: datetime) -> str:
     """``2026-05-01 09:00:00Z``."""
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
@@ -154,7 +155,7 @@ def _moment(moment: datetime | None, now: datetime) -> str:
     """``2026-05-01 09:00:00Z (in 5m)`` / ``(3m ago)``."""
     if moment is None:
         return "-"
-    shown = _stamp(moment)
+    shown = stamp(moment)
     ahead = moment - now
     relative = f"in {format_age(ahead)}" if ahead > timedelta(0) else f"{format_age(-ahead)} ago"
     return f"{shown} ({relative})"
@@ -221,7 +222,7 @@ def history_table(
     for row in rows:
         job = [] if one_job else [row.job_name, row.job_id]
         table.add_row(
-            _stamp(row.started_at),
+            stamp(row.started_at),
             *job,
             row.status.value,
             str(row.tries),
