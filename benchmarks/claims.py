@@ -57,19 +57,19 @@ from benchmarks._common import (
     print_table,
     write_conflicts,
 )
+from benchmarks.claims_report import targets, write_chart
+from benchmarks.floor import JOB_NAMES, ClaimFloor, claim_floor, ratio, seed_due_records
 from dogs_core.domain.partitions import PartitionRotation
-from dogs_core.domain.records import ClaimedJob, ClaimRequest, NewJob
-from dogs_core.ids import new_execution_id, new_record_id
+from dogs_core.domain.records import ClaimedJob, ClaimRequest
+from dogs_core.ids import new_execution_id
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_mongo import queries as q
 from dogs_mongo._async.store import CLAIM_PATH_FIND_ONE_AND_UPDATE, CLAIM_PATH_SORTED_UPDATE_ONE
 
 __all__ = ["SCENARIOS", "Scenario", "ScenarioResult", "main"]
 
-JOB_NAMES: Final = tuple(f"stress-job-{i}" for i in range(32))
 LOCK_TIME: Final = timedelta(minutes=30)
 HINT: Final = "globalPriority"
-SEED_BATCH: Final = 1_000
 CLAIM_BATCH: Final = 16  # jobs per claim_many call in the batch scenarios
 
 Adapter = Literal["async", "sync"]
@@ -157,6 +157,13 @@ class ScenarioResult:
     batch: int = 1
     #: Filled by :func:`summarize`: claims/s of every ok run of this scenario and adapter.
     all_claims_per_second: list[float] = field(default_factory=list)
+    #: The raw pymongo claim loop (:mod:`benchmarks.floor`) of this run, adapter and
+    #: partition count; ``None`` with ``--no-floor``.
+    floor_claims_per_second: float | None = None
+
+    @property
+    def floor_ratio(self) -> float | None:
+        return ratio(self.claims_per_second, self.floor_claims_per_second)
 
     @property
     def ok(self) -> bool:
@@ -222,37 +229,6 @@ def _requests(partition: int, count: int) -> list[ClaimRequest]:
         )
         for _ in range(count)
     ]
-
-
-def _seed(
-    client: MongoClient[dict[str, Any]], database: str, jobs: int, partitions: int
-) -> set[str]:
-    """Insert the records (Dogs documents built by :mod:`dogs_mongo.queries`); return their ids."""
-    start = datetime.now(UTC) - timedelta(hours=1)
-    collection = client[database][q.DEFAULT_RECORDS_COLLECTION]
-    ids: set[str] = set()
-    batch: list[dict[str, Any]] = []
-    for i in range(jobs):
-        record_id = new_record_id()
-        ids.add(record_id)
-        batch.append(
-            q.document_from_new_job(
-                NewJob(
-                    id=record_id,
-                    job_name=JOB_NAMES[i % len(JOB_NAMES)],
-                    params={"i": i},
-                    next_run_at=start + timedelta(milliseconds=i),  # strictly increasing
-                    priority=100,
-                    partition=i % partitions,
-                )
-            )
-        )
-        if len(batch) == SEED_BATCH:
-            collection.insert_many(batch, ordered=False)
-            batch = []
-    if batch:
-        collection.insert_many(batch, ordered=False)
-    return ids
 
 
 def _delta(before: float | None, after: float | None) -> float | None:
@@ -490,7 +466,7 @@ def run_scenario(
         # The store creates Dogs' indexes before the seed, as a deployment would have them.
         MongoJobStore(admin, database).setup()
         progress.update(task, description=f"{adapter:<5} {scenario.name:<10} seeding")
-        seeded = _seed(admin, database, jobs, scenario.partitions)
+        seeded = seed_due_records(admin, database, jobs=jobs, partitions=scenario.partitions)
         progress.update(task, description=f"{adapter:<5} {scenario.name:<10}")
 
         def read_conflicts() -> int:
@@ -550,6 +526,8 @@ HEADERS: Final = (
     "Adapter",
     "Time (s)",
     "Claims/s",
+    "Floor claims/s",
+    "Ratio to floor",
     "Write conflicts",
     "Claim p50 (ms)",
     "Claim p99 (ms)",
@@ -568,6 +546,8 @@ def table_rows(results: Sequence[ScenarioResult]) -> list[list[str]]:
                 r.adapter,
                 fmt(r.seconds, ".2f"),
                 fmt(r.claims_per_second, ",.0f"),
+                fmt(r.floor_claims_per_second, ",.0f"),
+                fmt(r.floor_ratio, ".2f"),
                 fmt(r.write_conflicts, ","),
                 fmt(r.latency_p50_ms, ".1f"),
                 fmt(r.latency_p99_ms, ".1f"),
@@ -579,80 +559,13 @@ def table_rows(results: Sequence[ScenarioResult]) -> list[list[str]]:
     return rows
 
 
-def targets(results: Sequence[ScenarioResult]) -> list[str]:
-    """The 32-vs-1-partition targets (findOneAndUpdate, per adapter): met or not, never asserted."""
-    lines = []
-    by_key = {(r.adapter, r.path, r.partitions): r for r in results if r.ok and r.batch == 1}
-    for adapter in ("async", "sync"):
-        for path in (CLAIM_PATH_FIND_ONE_AND_UPDATE, CLAIM_PATH_SORTED_UPDATE_ONE):
-            one, many = by_key.get((adapter, path, 1)), by_key.get((adapter, path, 32))
-            if one is None or many is None:
-                continue
-            if not one.claims_per_second or not many.claims_per_second:
-                continue
-            speedup = many.claims_per_second / one.claims_per_second
-            conflicts_one = one.write_conflicts or 0
-            reduction = (
-                1 - (many.write_conflicts or 0) / conflicts_one if conflicts_one else float("nan")
-            )
-            met = speedup >= 5 and reduction >= 0.9
-            lines.append(
-                f"{adapter}, {path}: 32 partitions give {speedup:.1f}x the claims/s of 1 "
-                f"(target >= 5x) and {reduction:.0%} fewer write conflicts (target >= 90%): "
-                f"{'met' if met else 'NOT met'}"
-            )
-    return lines
-
-
-def write_chart(results: Sequence[ScenarioResult], path: Path, server: MongoServer) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax_rate, ax_conflicts) = plt.subplots(1, 2, figsize=(11, 4.2))
-    series: dict[tuple[str, str, int], list[ScenarioResult]] = {}
-    for r in results:
-        if r.ok:
-            series.setdefault((r.adapter, r.path, r.batch), []).append(r)
-    markers = {"async": "o", "sync": "s"}
-    styles = {CLAIM_PATH_FIND_ONE_AND_UPDATE: "-", CLAIM_PATH_SORTED_UPDATE_ONE: "--"}
-    for (adapter, claim_path, batch), points in sorted(series.items()):
-        points.sort(key=lambda r: r.partitions)
-        xs = [r.partitions for r in points]
-        name = "findOneAndUpdate" if claim_path == CLAIM_PATH_FIND_ONE_AND_UPDATE else "sorted"
-        if batch > 1:
-            name = f"claim_many ×{batch}"
-        label = f"{name}, {adapter}"
-        linestyle = ":" if batch > 1 else styles.get(claim_path, "-")
-        style = dict(marker=markers.get(adapter, "o"), linestyle=linestyle)
-        ax_rate.plot(xs, [r.claims_per_second or 0 for r in points], label=label, **style)
-        ax_conflicts.plot(
-            xs, [max(r.write_conflicts or 0, 1) for r in points], label=label, **style
-        )
-    first = next((r for r in results if r.ok), None)
-    for ax in (ax_rate, ax_conflicts):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("partitions")
-        ax.grid(True, which="both", alpha=0.3)
-        ticks = sorted({r.partitions for r in results if r.ok})
-        if ticks:
-            ax.set_xticks(ticks, [str(t) for t in ticks])
-        ax.legend()
-    ax_rate.set_ylabel("claims/s")
-    ax_rate.set_ylim(bottom=0)
-    ax_conflicts.set_ylabel("write conflicts (log)")
-    ax_conflicts.set_yscale("log")
-    if first is not None:
-        fig.suptitle(
-            f"Claims: {first.jobs:,} jobs, {first.claimers} concurrent claimers, "
-            f"MongoDB {server.version}"
-        )
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
+FLOOR_NOTE: Final = (
+    "Floor: Dogs' own findOneAndUpdate claim loop sent straight from pymongo "
+    "(benchmarks/floor.py: Node Dogs 4.6.8's query, sort, hint and update; the same seed, "
+    "claimers and partitions; asyncio tasks for async, threads for sync), measured just before "
+    "the scenarios of its partition count in the same run. Ratio: claims/s over the floor's; "
+    "the claim_many rows are compared with the same single-claim floor."
+)
 
 SKIP_NOTE: Final = (
     "Sorted updateOne scenarios need MongoDB 8 (maxWireVersion >= 25); this server is MongoDB "
@@ -675,6 +588,8 @@ def markdown_report(
         "",
         f"{jobs:,} jobs, {claimers} concurrent claimers, 32 job names, `globalPriority` hint, "
         f"write concern {args.write_concern}.{best}",
+        "",
+        FLOOR_NOTE if not args.no_floor else "No floors (--no-floor).",
         "",
         markdown_table(HEADERS, table_rows(results)),
         "",
@@ -720,6 +635,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--repeat", type=int, default=1, help="run everything N times; report best and spread"
     )
     parser.add_argument("--out", type=Path, default=None, help="write claims.md/.png/.json here")
+    parser.add_argument(
+        "--no-floor", action="store_true", help="skip the raw pymongo claim loop (floor.py)"
+    )
     args = parser.parse_args(argv)
     if args.jobs is None:
         args.jobs = 300 if args.quick else 10_000
@@ -728,6 +646,91 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.jobs < 1 or args.claimers < 1 or args.repeat < 1:
         parser.error("--jobs, --claimers and --repeat must be at least 1")
     return args
+
+
+def _write_concern(args: argparse.Namespace) -> WriteConcern | None:
+    if args.write_concern == "default":
+        return None
+    return WriteConcern(w="majority" if args.write_concern == "majority" else 1)
+
+
+def _skipped(
+    scenario: Scenario, adapters: Sequence[Adapter], args: argparse.Namespace
+) -> ScenarioResult:
+    return ScenarioResult(
+        scenario=scenario.name,
+        label=scenario.label,
+        adapter=", ".join(adapters),
+        path=scenario.path,
+        partitions=scenario.partitions,
+        jobs=args.jobs,
+        claimers=args.claimers,
+        status="skipped: needs MongoDB 8",
+    )
+
+
+def _floor(
+    server: MongoServer,
+    adapter: Adapter,
+    partitions: int,
+    args: argparse.Namespace,
+    progress: Progress,
+) -> ClaimFloor:
+    """The raw claim loop for the scenarios of ``partitions`` (see :mod:`benchmarks.floor`)."""
+    task = progress.add_task(f"{adapter:<5} floor{partitions:<5}", total=args.jobs)
+    floor = claim_floor(
+        server.uri,
+        adapter,
+        jobs=args.jobs,
+        claimers=args.claimers,
+        partitions=partitions,
+        write_concern=_write_concern(args),
+    )
+    progress.update(task, completed=args.jobs)
+    return floor
+
+
+def _run_all(
+    args: argparse.Namespace,
+    server: MongoServer,
+    admin: MongoClient[dict[str, Any]],
+    scenarios: Sequence[Scenario],
+    adapters: Sequence[Adapter],
+    progress: Progress,
+) -> list[ScenarioResult]:
+    """Every scenario, adapter and run; each run measures a floor per adapter and partition
+    count just before the first scenario that needs it."""
+    results: list[ScenarioResult] = []
+    for run in range(1, args.repeat + 1):
+        floors: dict[tuple[Adapter, int], ClaimFloor] = {}
+        for scenario in scenarios:
+            if scenario.path == CLAIM_PATH_SORTED_UPDATE_ONE and not server.supports_sorted_update:
+                if run == 1:
+                    results.append(_skipped(scenario, adapters, args))
+                continue
+            for adapter in adapters:
+                key = (adapter, scenario.partitions)
+                if not args.no_floor and key not in floors:
+                    floors[key] = _floor(server, adapter, scenario.partitions, args, progress)
+                result = run_scenario(
+                    server,
+                    admin,
+                    scenario,
+                    adapter,
+                    jobs=args.jobs,
+                    claimers=args.claimers,
+                    write_concern=_write_concern(args),
+                    progress=progress,
+                )
+                floor = floors.get(key)
+                if floor is not None:
+                    result.floor_claims_per_second = floor.claims_per_second
+                    if floor.failures:
+                        result.status = "FAILED"
+                        result.failures += [f"floor: {f}" for f in floor.failures]
+                result.run = run
+                results.append(result)
+    return results
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -739,12 +742,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         names = list(QUICK_ORDER if args.quick else DEFAULT_ORDER)
     scenarios = [SCENARIOS[name] for name in dict.fromkeys(names)]
     adapters: list[Adapter] = ["async", "sync"] if args.adapter == "both" else [args.adapter]
-    write_concern = (
-        None
-        if args.write_concern == "default"
-        else WriteConcern(w="majority" if args.write_concern == "majority" else 1)
-    )
-    results: list[ScenarioResult] = []
     with mongo_server(args.uri, console) as server:
         console.print(f"[bold]Server:[/] {server.describe()}")
         console.print(f"[bold]Machine:[/] {machine_summary()}")
@@ -752,39 +749,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         admin: MongoClient[dict[str, Any]] = MongoClient(server.uri, tz_aware=True)
         try:
             with new_progress(console) as progress:
-                for run in range(1, args.repeat + 1):
-                    for scenario in scenarios:
-                        if (
-                            scenario.path == CLAIM_PATH_SORTED_UPDATE_ONE
-                            and not server.supports_sorted_update
-                        ):
-                            if run == 1:
-                                results.append(
-                                    ScenarioResult(
-                                        scenario=scenario.name,
-                                        label=scenario.label,
-                                        adapter=", ".join(adapters),
-                                        path=scenario.path,
-                                        partitions=scenario.partitions,
-                                        jobs=args.jobs,
-                                        claimers=args.claimers,
-                                        status="skipped: needs MongoDB 8",
-                                    )
-                                )
-                            continue
-                        for adapter in adapters:
-                            result = run_scenario(
-                                server,
-                                admin,
-                                scenario,
-                                adapter,
-                                jobs=args.jobs,
-                                claimers=args.claimers,
-                                write_concern=write_concern,
-                                progress=progress,
-                            )
-                            result.run = run
-                            results.append(result)
+                results = _run_all(args, server, admin, scenarios, adapters, progress)
         finally:
             admin.close()
         summary = summarize(results)

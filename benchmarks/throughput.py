@@ -65,6 +65,8 @@ from benchmarks._common import (
     percentile,
     print_table,
 )
+from benchmarks._timed_store import TimedStore
+from benchmarks.floor import claim_floor_async, claim_floor_sync, ratio, write_ceiling
 from dogs_core import (
     DogsClient,
     EventJobDefinition,
@@ -73,12 +75,10 @@ from dogs_core import (
     Workers,
     WorkerSettings,
 )
-from dogs_core.domain.records import ClaimedJob, ClaimRequest
 from dogs_core.ports import AsyncJobStore
 from dogs_core.runtime.threaded import ThreadedJobStore
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_testing import InMemoryJobStore
-from dogs_testing.wrapper import JobStoreWrapper
 
 __all__ = ["ScenarioResult", "TimedStore", "main"]
 
@@ -88,59 +88,6 @@ STORES: Final[tuple[StoreKind, ...]] = ("memory", "mongo", "mongo-sync")
 HANDLERS: Final[tuple[HandlerKind, ...]] = ("async", "sync")
 JOB_NAME: Final = "noop"
 SCHEDULE_BATCH: Final = 1_000
-
-
-# -- the store wrapper -----------------------------------------------------------------------------
-
-
-class TimedStore(JobStoreWrapper):
-    """A store wrapper that times claim calls (single and batched) and counts completions.
-
-    ``done`` is set when ``target`` records have been completed (deleted after success).
-    """
-
-    def __init__(self, inner: AsyncJobStore) -> None:
-        super().__init__(inner)
-        self.claim_seconds: list[float] = []
-        self.claim_hits = 0
-        self.completed = 0
-        self.target: int | None = None
-        self.done = anyio.Event()
-
-    def expect(self, target: int) -> None:
-        self.target = target
-        self.completed = 0
-        self.done = anyio.Event()
-        self.claim_seconds.clear()
-        self.claim_hits = 0
-
-    async def claim(self, request: ClaimRequest) -> ClaimedJob | None:
-        began = time.perf_counter()
-        job = await self.inner.claim(request)
-        self.claim_seconds.append(time.perf_counter() - began)
-        if job is not None:
-            self.claim_hits += 1
-        return job
-
-    async def claim_many(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]:
-        began = time.perf_counter()
-        jobs = await self.inner.claim_many(requests)
-        self.claim_seconds.append(time.perf_counter() - began)
-        self.claim_hits += len(jobs)
-        return jobs
-
-    async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
-        verdicts = await self.inner.complete_many(claims)
-        self._count(sum(verdicts))
-        return verdicts
-
-    def _count(self, completed: int) -> None:
-        self.completed += completed
-        if self.target is not None and self.completed >= self.target:
-            self.done.set()
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 # -- the jobs ------------------------------------------------------------------------------------
@@ -259,6 +206,13 @@ class ScenarioResult:
     run: int = 1
     #: Filled by :func:`summarize`: jobs/s of every ok run of this store and handler.
     all_jobs_per_second: list[float] = field(default_factory=list)
+    #: The raw pymongo claim loop of this run (:mod:`benchmarks.floor`); ``None`` in memory
+    #: and with ``--no-floor``.
+    floor_claims_per_second: float | None = None
+
+    @property
+    def floor_ratio(self) -> float | None:
+        return ratio(self.jobs_per_second, self.floor_claims_per_second)
 
     @property
     def spread(self) -> str:
@@ -452,35 +406,6 @@ async def run_scenario(
     return result
 
 
-async def write_ceiling(
-    uri: str, options: Options, concurrency: int = 32, seconds: float = 2.0
-) -> float:
-    """Single-document ``update_one`` calls per second this server takes from this process at
-    ``concurrency`` (same client options as the stores): the ceiling every job's writes share."""
-    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri, **options.client_options())
-    database = f"dogs_bench_ceiling_{uuid.uuid4().hex[:12]}"
-    collection = client[database]["ceiling"]
-    try:
-        await collection.insert_many([{"_id": i, "n": 0} for i in range(concurrency)])
-        count = 0
-        deadline = time.perf_counter() + seconds
-
-        async def writer(key: int) -> None:
-            nonlocal count
-            while time.perf_counter() < deadline:
-                await collection.update_one({"_id": key}, {"$inc": {"n": 1}})
-                count += 1
-
-        began = time.perf_counter()
-        async with anyio.create_task_group() as group:
-            for key in range(concurrency):
-                group.start_soon(writer, key)
-        return count / (time.perf_counter() - began)
-    finally:
-        await client.drop_database(database)
-        await client.close()
-
-
 # -- reporting -------------------------------------------------------------------------------------
 
 HEADERS: Final = (
@@ -490,6 +415,8 @@ HEADERS: Final = (
     "Jobs",
     "Time (s)",
     "Jobs/s",
+    "Floor claims/s",
+    "Ratio to floor",
     "Claim p50 (ms)",
     "Claim p99 (ms)",
     "Claim calls (jobs)",
@@ -518,6 +445,8 @@ def table_rows(results: Sequence[ScenarioResult]) -> list[list[str]]:
                 f"{r.jobs:,}",
                 fmt(r.seconds, ".2f"),
                 fmt(r.jobs_per_second, ",.0f"),
+                fmt(r.floor_claims_per_second, ",.0f"),
+                fmt(r.floor_ratio, ".2f"),
                 fmt(r.claim_p50_ms, ".2f"),
                 fmt(r.claim_p99_ms, ".2f"),
                 "–" if r.claim_calls is None else f"{r.claim_calls:,} ({r.claim_hits:,})",
@@ -570,6 +499,15 @@ def _watch_text(results: Sequence[ScenarioResult]) -> str:
     return " and ".join(values) + (" (see the column)" if len(values) > 1 else "")
 
 
+FLOOR_NOTE: Final = (
+    "Floor: Dogs' own findOneAndUpdate claim loop sent straight from pymongo (benchmarks/floor.py: "
+    "Node Dogs 4.6.8's query, sort, hint and update), claims only, with workers_count × instances "
+    "claimers (asyncio tasks beside `mongo`, threads beside `mongo-sync`) over the same number of "
+    "due records and partitions, measured in the same run before the store's rows. Ratio: our "
+    "jobs/s end to end (claim, run, delete, history row) over the floor's claims/s."
+)
+
+
 def markdown_report(
     results: Sequence[ScenarioResult],
     server: MongoServer | None,
@@ -615,6 +553,8 @@ def markdown_report(
             "rows share each write among the jobs of a batch.",
             "",
         ]
+    if any(r.floor_claims_per_second for r in results):
+        lines += [FLOOR_NOTE, ""]
     lines += [markdown_table(HEADERS, table_rows(results)), ""]
     target_lines = targets(results)
     if target_lines:
@@ -681,6 +621,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--out", type=Path, default=None, help="write throughput.md/.json here")
     parser.add_argument(
+        "--no-floor", action="store_true", help="skip the raw pymongo claim loop (floor.py)"
+    )
+    parser.add_argument(
         "--profile", type=Path, default=None, help="write a cProfile file per scenario here"
     )
     args = parser.parse_args(argv)
@@ -717,7 +660,7 @@ async def _run_all(
     ceiling = None
     if server is not None and not args.quick:
         with console.status("measuring the server's single-document write rate..."):
-            ceiling = await write_ceiling(server.uri, options)
+            ceiling = await write_ceiling(server.uri, options.client_options())
         console.print(
             f"Write ceiling: {ceiling:,.0f} single-document update_one/s at concurrency 32 "
             f"(write concern {options.write_concern})"
@@ -732,6 +675,9 @@ async def _run_all(
     with new_progress(console) as progress:
         for run in range(1, args.repeat + 1):
             for store in stores:
+                floor = None
+                if server is not None and store != "memory" and not args.no_floor:
+                    floor = await _claim_floor(store, args.mongo_jobs, server, options, progress)
                 for handler in handlers:
                     for watch in watch_values:
                         jobs = args.memory_jobs if store == "memory" else args.mongo_jobs
@@ -740,8 +686,32 @@ async def _run_all(
                             store, handler, jobs, server, scenario_options, progress
                         )
                         result.run = run
+                        result.floor_claims_per_second = floor
                         results.append(result)
     return results, ceiling
+
+
+async def _claim_floor(
+    store: StoreKind, jobs: int, server: MongoServer, options: Options, progress: Progress
+) -> float | None:
+    """The raw claim loop beside ``store``'s rows: async tasks for ``mongo``, threads for
+    ``mongo-sync``; ``workers_count`` claimers per instance. A failed floor check raises."""
+    task = progress.add_task(f"{store:<10} floor", total=jobs)
+    w = options.client_options().get("w")
+    arguments: dict[str, Any] = {
+        "jobs": jobs,
+        "claimers": options.workers_count * options.instances,
+        "partitions": options.n_partitions,
+        "write_concern": None if w is None else WriteConcern(w=w),
+    }
+    if store == "mongo":
+        floor = await claim_floor_async(server.uri, **arguments)
+    else:
+        floor = await anyio.to_thread.run_sync(lambda: claim_floor_sync(server.uri, **arguments))
+    if floor.failures:
+        raise RuntimeError(f"the claim floor failed its checks: {'; '.join(floor.failures)}")
+    progress.update(task, completed=jobs)
+    return floor.claims_per_second
 
 
 def main(argv: Sequence[str] | None = None) -> int:
