@@ -1,0 +1,237 @@
+"""Scheduling against its floor: ``schedule_many`` and ``schedule()`` beside raw inserts.
+
+Two measurements on ``DogsClient`` over ``AsyncMongoJobStore``, each beside the raw pymongo
+write of the very same documents (:func:`benchmarks.floor.insert_floor`):
+
+- bulk: one ``schedule_many`` call of N jobs (100,000; jobs/s, from the call to its result)
+  against one unordered ``insert_many`` of the same documents;
+- single: M sequential ``schedule()`` calls (2,000; each timed: p50 and p99) against M
+  sequential ``insert_one`` calls of the same documents.
+
+"The same documents": a wrapper between the client and the store keeps every ``NewJob`` the
+client hands down, and the floor's documents are built from them with the store's own builder
+(:func:`dogs_mongo.queries.document_from_new_job`), ids included, into fresh databases whose
+indexes the store created. The client's items are built before the clock starts; the floor's
+documents too. Ours run first, then the floors.
+
+Checks: the client reports every job scheduled; the collection holds exactly N + M records,
+one per ``params.i`` and one per ``params.single`` (no duplicates); the floors stored every
+document. Run it as a module from the project root::
+
+    python -m benchmarks.scheduling                  # 100,000 / 2,000
+    python -m benchmarks.scheduling --quick          # CI size: 5,000 / 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import anyio
+from pymongo import AsyncMongoClient
+
+from benchmarks._common import (
+    command_line,
+    fmt,
+    machine_summary,
+    median,
+    mongo_server,
+    new_console,
+    percentile,
+    print_table,
+)
+from benchmarks.floor import InsertFloor, insert_floor, ratio
+from dogs_core import DogsClient, EventJobDefinition, Jobs, ScheduleItem
+from dogs_core.domain.records import BulkScheduleResult, NewJob, ScheduleOutcome
+from dogs_core.ports import AsyncJobStore
+from dogs_mongo import AsyncMongoJobStore
+from dogs_mongo import queries as q
+from dogs_testing.wrapper import JobStoreWrapper
+
+__all__ = ["CapturingStore", "SchedulingResult", "main"]
+
+JOB_NAME: Final = "scheduled"
+N_PARTITIONS: Final = 8
+
+
+class CapturingStore(JobStoreWrapper):
+    """Keeps every ``NewJob`` the client schedules, so that the floor writes the same ones."""
+
+    def __init__(self, inner: AsyncJobStore) -> None:
+        super().__init__(inner)
+        self.bulk: list[NewJob] = []
+        self.single: list[NewJob] = []
+
+    async def schedule(self, job: NewJob, *, session: object | None = None) -> ScheduleOutcome:
+        self.single.append(job)
+        return await self.inner.schedule(job, session=session)
+
+    async def schedule_many(
+        self, jobs: Sequence[NewJob], *, session: object | None = None
+    ) -> BulkScheduleResult:
+        self.bulk.extend(jobs)
+        return await self.inner.schedule_many(jobs, session=session)
+
+
+@dataclass(slots=True)
+class SchedulingResult:
+    jobs: int
+    singles: int
+    bulk_seconds: float | None = None
+    single_seconds: list[float] = field(default_factory=list)
+    floor: InsertFloor | None = None
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def bulk_per_second(self) -> float | None:
+        return self.jobs / self.bulk_seconds if self.bulk_seconds else None
+
+    @property
+    def single_per_second(self) -> float | None:
+        total = sum(self.single_seconds)
+        return len(self.single_seconds) / total if total > 0 else None
+
+
+async def _check(
+    client: AsyncMongoClient[dict[str, Any]], database: str, result: SchedulingResult
+) -> None:
+    records = client[database][q.DEFAULT_RECORDS_COLLECTION]
+    total = await records.count_documents({})
+    if total != result.jobs + result.singles:
+        result.failures.append(f"{total} records, expected {result.jobs + result.singles}")
+    for key, expected in (("params.i", result.jobs), ("params.single", result.singles)):
+        groups = await (
+            await records.aggregate(
+                [
+                    {"$match": {key: {"$exists": True}}},
+                    {"$group": {"_id": f"${key}", "n": {"$sum": 1}}},
+                ]
+            )
+        ).to_list(None)
+        if len(groups) != expected:
+            result.failures.append(f"{len(groups)} distinct {key}, expected {expected}")
+        duplicated = sum(1 for group in groups if group["n"] != 1)
+        if duplicated:
+            result.failures.append(f"{duplicated} {key} value(s) stored more than once")
+
+
+async def _ours(dogs: DogsClient, definition: EventJobDefinition, result: SchedulingResult) -> None:
+    items = [ScheduleItem(params={"i": i}) for i in range(result.jobs)]
+    began = time.perf_counter()
+    bulk = await dogs.schedule_many(definition, items)
+    result.bulk_seconds = time.perf_counter() - began
+    if bulk.scheduled_count != result.jobs or bulk.errors or bulk.skipped_count:
+        result.failures.append(
+            f"schedule_many: {bulk.scheduled_count} scheduled, {bulk.skipped_count} skipped, "
+            f"{len(bulk.errors)} errors of {result.jobs}"
+        )
+    for i in range(result.singles):
+        began = time.perf_counter()
+        await dogs.schedule(definition, {"single": i})
+        result.single_seconds.append(time.perf_counter() - began)
+
+
+async def run(uri: str, jobs: int, singles: int) -> SchedulingResult:
+    """Ours, then the floors of the same documents; every database is dropped at the end."""
+    result = SchedulingResult(jobs=jobs, singles=singles)
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri, tz_aware=True)
+    database = f"dogs_bench_scheduling_{uuid.uuid4().hex[:12]}"
+    store = CapturingStore(AsyncMongoJobStore(client, database))
+    registry = Jobs()
+
+    async def handler(params: dict[str, Any], ctx: object) -> None:
+        """Never runs: no worker is started."""
+
+    definition = registry.event(name=JOB_NAME)(handler)
+    try:
+        await store.setup()  # the indexes exist before the clock starts, as in a deployment
+        dogs = DogsClient(store, registry, n_partitions=N_PARTITIONS)
+        await _ours(dogs, definition, result)
+        await _check(client, database, result)
+        result.floor = await insert_floor(
+            uri,
+            [q.document_from_new_job(job) for job in store.bulk],
+            singles=[q.document_from_new_job(job) for job in store.single],
+        )
+        result.failures += [f"floor: {failure}" for failure in result.floor.failures]
+    finally:
+        await client.drop_database(database)
+        await client.close()
+    return result
+
+
+def table_rows(result: SchedulingResult) -> list[list[str]]:
+    floor = result.floor
+    status = "ok" if not result.failures else f"FAILED: {'; '.join(result.failures)}"
+    p50 = median(result.single_seconds) * 1000 if result.single_seconds else None
+    p99 = percentile(result.single_seconds, 0.99) * 1000 if result.single_seconds else None
+    floor_rate = floor.insert_many_per_second if floor else None
+    floor_one = floor.insert_one_per_second if floor else None
+    floor_p50 = floor.insert_one_p50_ms if floor else None
+    floor_p99 = floor.insert_one_p99_ms if floor else None
+    return [
+        [f"schedule_many of {result.jobs:,} (jobs/s)", "insert_many, unordered",
+         fmt(result.bulk_per_second, ",.0f"), fmt(floor_rate, ",.0f"),
+         fmt(ratio(result.bulk_per_second, floor_rate), ".2f"), status],
+        [f"schedule() ×{result.singles:,}, sequential (calls/s)", "insert_one",
+         fmt(result.single_per_second, ",.0f"), fmt(floor_one, ",.0f"),
+         fmt(ratio(result.single_per_second, floor_one), ".2f"), status],
+        ["schedule() p50 (ms)", "insert_one p50", fmt(p50, ".2f"), fmt(floor_p50, ".2f"),
+         fmt(ratio(p50, floor_p50), ".2f"), status],
+        ["schedule() p99 (ms)", "insert_one p99", fmt(p99, ".2f"), fmt(floor_p99, ".2f"),
+         fmt(ratio(p99, floor_p99), ".2f"), status],
+    ]  # fmt: skip
+
+
+HEADERS: Final = ("Measure", "Floor (raw pymongo)", "Ours", "Floor", "Ratio ours / floor", "Result")
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.scheduling",
+        description="schedule_many and schedule() against raw inserts of the same documents.",
+    )
+    parser.add_argument("--jobs", type=int, default=None, help="jobs in schedule_many (100000)")
+    parser.add_argument("--singles", type=int, default=None, help="schedule() calls (2000)")
+    parser.add_argument("--uri", default=None, help="MongoDB URI (default: a local mongod)")
+    parser.add_argument("--quick", action="store_true", help="CI size: 5,000 / 200")
+    args = parser.parse_args(argv)
+    if args.jobs is None:
+        args.jobs = 5_000 if args.quick else 100_000
+    if args.singles is None:
+        args.singles = 200 if args.quick else 2_000
+    if args.jobs < 1 or args.singles < 1:
+        parser.error("--jobs and --singles must be at least 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse(argv)
+    console = new_console()
+    console.print(f"$ {command_line('benchmarks.scheduling', argv)}")
+    console.print(f"[bold]Machine:[/] {machine_summary()}")
+    with mongo_server(args.uri, console) as server:
+        console.print(f"[bold]Server:[/] {server.describe()}")
+        with console.status(f"scheduling {args.jobs:,} + {args.singles:,} jobs, then the floors"):
+            result = anyio.run(run, server.uri, args.jobs, args.singles, backend="asyncio")
+        title = (
+            f"Scheduling: DogsClient over AsyncMongoJobStore, {N_PARTITIONS} partitions, "
+            f"MongoDB {server.version}; floors write the same documents"
+        )
+        print_table(console, title, HEADERS, table_rows(result))
+        console.print(
+            "Ratio: rates are ours over the floor's (1.00 = as fast as the raw write); "
+            "latencies are ours over the floor's (1.00 = no added latency)."
+        )
+    if result.failures:
+        console.print(f"[bold red]FAILED: {'; '.join(result.failures)}[/]")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
