@@ -411,7 +411,7 @@ def test_recurrent_schedules() -> None:
 
 def test_recurrent_defaults_and_options() -> None:
     definition = _recurrent()
-    assert definition.priority == 100
+    assert definition.priority == 1000, "recurrent jobs go before the events' default 100"
     assert definition.lock_time is None
     assert definition.save_executions_for == timedelta(days=7)
     assert definition.cancel_on_stale is True

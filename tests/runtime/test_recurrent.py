@@ -97,7 +97,8 @@ async def test_a_recurrent_priority_is_restored_after_a_stale_run() -> None:
     jobs = Jobs()
 
     # The lock expires at 5.5 s, between two polls, so the demotion lands before the re-claim.
-    @jobs.recurrent(run_every=100, lock_time=5.5)
+    # Priority 100 as in Dogs' stale.test.ts (Python's recurrent default is 1000).
+    @jobs.recurrent(run_every=100, lock_time=5.5, priority=100)
     async def sometimes_slow(ctx: JobContext) -> None:
         if ctx.tries == 1:
             await anyio.sleep(60)

@@ -42,6 +42,7 @@ from typing import Any, ClassVar, Literal, TypeAlias, TypedDict
 
 from dogs_core.domain import validation
 from dogs_core.domain.controls import RateLimit, rate_limit_option
+from dogs_core.domain.misfire import MisfireMode, MisfirePolicy
 from dogs_core.domain.params import (
     MAX_PARAMS_BSON_SIZE,
     NamedJob,
@@ -73,6 +74,7 @@ from dogs_core.errors import InvalidOptionError, InvalidScheduleError
 
 __all__ = [
     "DEFAULT_HEARTBEAT_FRACTION",
+    "DEFAULT_RECURRENT_PRIORITY",
     "MAX_NAME_LENGTH",
     "MAX_PARAMS_BSON_SIZE",
     "Discard",
@@ -104,6 +106,11 @@ MAX_NAME_LENGTH = 200
 
 DEFAULT_HEARTBEAT_FRACTION = 1 / 3
 """``heartbeat=True`` renews the lock every third of the lock time."""
+
+DEFAULT_RECURRENT_PRIORITY = 1000
+"""A recurrent job's default priority, above the events' default 100: the claim takes the highest
+priority first (then the oldest ``nextRunAt``), so a due cron job is not queued behind a backlog
+of older events. A plain number, so a Node worker reads (and sorts) it the same way."""
 
 
 UniqueScope: TypeAlias = Literal["global", "job"]
@@ -221,6 +228,9 @@ class RecurrentJobOptions(_CommonOptions, total=False):
     cron: str | None
     timezone: str | None
     next_run: Callable[[datetime], datetime] | None
+    misfire: MisfireMode
+    misfire_grace: DurationLike | None
+    max_catch_up: int | None
 
 
 def _set_fleet_limits(
@@ -395,7 +405,13 @@ class RecurrentJobDefinition:
 
     The schedule is given as exactly one of ``run_every`` (duration > 0: the next run is that
     long after completion), ``cron`` + ``timezone`` (an IANA name, required with cron),
-    ``next_run`` (a function of now), or a ready-made ``schedule`` rule object. The other options
+    ``next_run`` (a function of now), or a ready-made ``schedule`` rule object.
+
+    ``priority`` defaults to :data:`DEFAULT_RECURRENT_PRIORITY` (1000), so that the job is not
+    queued behind older event jobs. ``misfire`` (``"run_once"``, the default; ``"skip"``;
+    ``"run_all"``), ``misfire_grace`` (a duration, or None) and ``max_catch_up`` (``run_all``
+    only, int >= 1) say what becomes of the slots the job missed
+    (:mod:`dogs_core.domain.misfire`; the effective policy is :attr:`misfire`). The other options
     mean what they mean for :class:`EventJobDefinition`; ``max_tries``, the per-server cap,
     params and unique keys do not apply to recurrent jobs.
     """
@@ -405,6 +421,7 @@ class RecurrentJobDefinition:
     name: str
     handler: _AnyCallable
     schedule: ScheduleRule
+    misfire: MisfirePolicy
     priority: int
     lock_time: timedelta | None
     save_executions_for: timedelta
@@ -426,7 +443,10 @@ class RecurrentJobDefinition:
         cron: str | None = None,
         timezone: str | None = None,
         next_run: Callable[[datetime], datetime] | None = None,
-        priority: int = DEFAULT_PRIORITY,
+        misfire: MisfireMode = "run_once",
+        misfire_grace: DurationLike | None = None,
+        max_catch_up: int | None = None,
+        priority: int = DEFAULT_RECURRENT_PRIORITY,
         lock_time: DurationLike | None = None,
         save_executions_for: DurationLike = DEFAULT_RETENTION,
         on_error: _AnyCallable | None = None,
@@ -455,6 +475,8 @@ class RecurrentJobDefinition:
         )
         schedule = _resolve_schedule(schedule, run_every, cron, timezone, next_run)
         object.__setattr__(self, "schedule", schedule)
+        policy = MisfirePolicy.of(misfire, misfire_grace, max_catch_up, schedule=schedule)
+        object.__setattr__(self, "misfire", policy)
 
     @property
     def heartbeat_fraction(self) -> float | None:

@@ -16,6 +16,7 @@ SchedulingEnded         the call returns or raises                              
 ClaimSwept              one claim round trip of a worker ended (claimed or not)          claim lane
 JobClaimed              a worker claimed a job (before its execution starts)             claim lane
 JobStarted              the handler is about to be called                                execution
+JobMisfired             a recurrent job's missed slots were skipped (no handler ran)     execution
 JobSucceeded ...        the execution's outcome was written (see :class:`ExecutionEnded`)  execution
 LockRenewed             a renewal write of a job's lock landed                           lock task
 LockLost                a renewal found the lock taken or expired: the execution is stale  lock task
@@ -46,6 +47,7 @@ __all__ = [
     "JobCancelled",
     "JobClaimed",
     "JobFailed",
+    "JobMisfired",
     "JobRetried",
     "JobScheduled",
     "JobSnoozed",
@@ -157,6 +159,21 @@ class JobStarted(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class JobMisfired(Event):
+    """The misfire policy of recurrent ``job`` skipped ``skipped`` slots (at least, when
+    ``capped``), from ``first_slot`` to ``last_slot``, without running its handler: the record
+    was moved to ``next_run_at``. No history row is written for them."""
+
+    kind: ClassVar[str] = "job.misfired"
+    job: ClaimedJob
+    skipped: int
+    first_slot: datetime
+    last_slot: datetime
+    next_run_at: datetime
+    capped: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class ExecutionEnded(Event):
     """The base of the events that end an execution: exactly one of its subclasses follows each
     :class:`JobStarted`. ``duration`` is seconds from the start to the outcome (monotonic);
@@ -265,6 +282,7 @@ EVENT_KINDS: Mapping[str, type[Event]] = {
         ClaimSwept,
         JobClaimed,
         JobStarted,
+        JobMisfired,
         ExecutionEnded,
         LockRenewed,
         LockLost,

@@ -6,15 +6,18 @@ the code that moves bytes. The runtime reports what happened to an execution, th
 
 Before the handler runs, :func:`decide_before_run` may refuse to run the job at all: a record
 whose type differs from the definition (another deployment owns the name) is deferred by one
-lock time, and an event record past its attempt limit (a crash used its last try) is marked
-terminal.
+lock time, an event record past its attempt limit (a crash used its last try) is marked
+terminal, and a recurrent record claimed too late for its misfire policy
+(:mod:`dogs_core.domain.misfire`) is moved to a later slot: a :class:`Defer` carrying the
+:class:`~dogs_core.domain.misfire.MissedSlots`, its try given back and no history row.
 
 After the handler, :func:`decide` maps the :data:`Happened` value:
 
 ============================  ======================================  ==================
 what happened                 event job                               recurrent job
 ============================  ======================================  ==================
-succeeded                     delete                                  next regular run,
+succeeded                     delete                                  next regular run
+                                                                      (misfire policy),
                                                                       tries reset
 failed, on_error -> Discard   delete                                  next regular run,
                                                                       tries reset
@@ -46,8 +49,8 @@ from dogs_core.domain.definitions import (
     Retry,
     retry_run_at,
 )
+from dogs_core.domain.misfire import MissedSlots, misfire_before_run, next_run_after_run
 from dogs_core.domain.records import ClaimedJob, HistoryStatus, JobType
-from dogs_core.domain.schedules import next_run_after
 
 __all__ = [
     "Cancelled",
@@ -149,11 +152,13 @@ class Release:
 @dataclass(frozen=True, slots=True)
 class Defer:
     """Push the record back to ``next_run_at`` without touching priority (fenced); ``tries``
-    when given (a job refused by a fleet limit gives its try back)."""
+    when given (a job refused by a fleet limit gives its try back). ``missed`` when the misfire
+    policy skips the slots it names."""
 
     next_run_at: datetime
     history: None = None
     tries: int | None = None
+    missed: MissedSlots | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +194,10 @@ def decide_before_run(
         limit = definition.effective_max_tries(policy.max_tries)
         if limit is not None and job.tries > limit:
             return _terminal(policy, now, history=None)
+    elif job.tries <= 1 and not job.was_stale:  # a slot's first attempt, not a retry
+        missed = misfire_before_run(definition.schedule, definition.misfire, job.next_run_at, now)
+        if missed is not None:
+            return Defer(missed.next_run_at, tries=max(job.tries - 1, 0), missed=missed)
     return None
 
 
@@ -228,7 +237,7 @@ def decide(
         )
     if job.type is JobType.RECURRENT:
         assert isinstance(definition, RecurrentJobDefinition)
-        next_run = next_run_after(definition.schedule, now, scheduled_at=job.next_run_at)
+        next_run = next_run_after_run(definition.schedule, definition.misfire, job.next_run_at, now)
         return Reschedule(next_run, priority=definition.priority, reset_tries=True, history=status)
     if verdict is None or isinstance(verdict, Discard):
         return Delete(status)

@@ -52,7 +52,7 @@ Retry backoff (used when a failed attempt is retried without an explicit ``run_i
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final, Literal, TypeAlias
@@ -74,6 +74,7 @@ __all__ = [
     "ScheduleRule",
     "backoff_delay",
     "base_delay",
+    "cron_occurrences_before",
     "ensure_utc",
     "event_run_at",
     "next_run_after",
@@ -298,6 +299,16 @@ def next_run_after(
     raise InvalidScheduleError("schedule", rule, "not a RunEvery, CronSchedule or CustomSchedule")
 
 
+def cron_occurrences_before(rule: CronSchedule, at: datetime) -> Iterator[datetime]:
+    """The occurrences of ``rule`` at or before ``at``, newest first, in UTC (the misfire
+    policy counts missed slots back from now with it)."""
+    start = ensure_utc(at, field="at").astimezone(rule.zone) + timedelta(microseconds=1)
+    # cronsim's reverse walk starts strictly before a whole second, at or before one with
+    # microseconds: one microsecond more makes `at` itself a candidate.
+    for candidate in _cron_iter(rule.expression, start, reverse=True):
+        yield candidate.astimezone(UTC)
+
+
 def _zone(name: object) -> ZoneInfo:
     if not isinstance(name, str):
         raise InvalidScheduleError(
@@ -311,12 +322,12 @@ def _zone(name: object) -> ZoneInfo:
         ) from None
 
 
-def _cron_iter(expression: object, start: datetime) -> CronSim:
+def _cron_iter(expression: object, start: datetime, *, reverse: bool = False) -> CronSim:
     if not isinstance(expression, str):
         raise InvalidScheduleError("cron", expression, "expected a cron expression string")
     text = _CRON_ALIASES.get(expression.strip().lower(), expression)
     try:
-        return CronSim(text, start)
+        return CronSim(text, start, reverse=reverse)
     except (CronSimError, ValueError, TypeError, IndexError, KeyError) as exc:
         raise InvalidScheduleError("cron", expression, f"invalid cron expression: {exc}") from None
 

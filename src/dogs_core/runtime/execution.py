@@ -50,6 +50,7 @@ from dogs_core.domain.records import ClaimedJob, HistoryStatus, JobType
 from dogs_core.domain.renewal import StaleReason
 from dogs_core.errors import ExecutionCancelledError
 from dogs_core.runtime.context import JobContext, reset_current, set_current
+from dogs_core.runtime.deferrals import tell_deferred
 from dogs_core.runtime.fenced import FencedWriter
 from dogs_core.runtime.gates import FleetGate, gate_for
 from dogs_core.runtime.invocation import (
@@ -298,12 +299,11 @@ class Execution:
             )
 
     async def _instead_of_running(self, command: Defer | MarkTerminal) -> None:
-        job = self.job
         if isinstance(command, Defer):
-            # Another deployment owns the name. Dogs leaves such a record locked until its lock
-            # expires, again and again; we push it back by one lock time so it does not spin.
-            what = (job.job_id, job.job_name, job.type, self.definition.type)
-            logger.error("record %s of %r is a %s job but the definition here is %s", *what)
+            # Another deployment owns the name (Dogs leaves such a record locked until its lock
+            # expires, again and again; we push it back by one lock time so it does not spin),
+            # or the misfire policy skips missed slots (runtime/deferrals.py tells which).
+            tell_deferred(self.services, self.job, self.definition, command)
             await self._writer.perform(command)
         elif await self._writer.perform(command):
             await self._reached_max_tries()
