@@ -15,6 +15,7 @@ from benchmarks import (
     explain_stats,
     global_limit,
     pickup,
+    soak,
     telemetry_overhead,
     throughput,
     time_to_error,
@@ -201,3 +202,38 @@ def test_time_to_error_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert report.count(" | ok |") == len(time_to_error.QUICK)
     assert "StoreUnavailableError" in report
     assert "mongodb://dogs:***@127.0.0.1:" in report
+
+
+def test_soak_quick(mongodb_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two worker processes under injected faults: nothing lost, nothing run twice, no growth."""
+    report, chart = tmp_path / "soak.json", tmp_path / "soak-rss.svg"
+    status = soak.main(
+        ["--quick", "--uri", mongodb_uri, "--json", str(report), "--chart", str(chart)]
+    )
+    output = capsys.readouterr().out
+    assert status == 0, output
+    assert "FAILED" not in output
+    assert "passed: no growth after warm-up, 0 lost, 0 run twice" in output
+    result = json.loads(report.read_text())
+    assert result["scheduled"] == result["markers"] == result["success_rows"] == soak.QUICK_JOBS
+    assert result["lost"] == result["doubles"] == result["jobs_with_two_successes"] == 0
+    assert all(final["by_kind"] for final in result["worker_finals"]), "faults were injected"
+    assert len(result["growth"]) == 2 * 3, "RSS, descriptors and tasks of each worker"
+    assert chart.read_text().count("<polyline") == 2
+
+
+def test_soak_growth_check_flags_a_leak_and_not_a_plateau() -> None:
+    plateau = [(float(t), 50.0 + min(t, 20) / 10) for t in range(0, 90, 3)]
+    leak = [(float(t), 50.0 + t / 3) for t in range(0, 90, 3)]
+    assert soak.growth_check(0, "rss_mib", plateau, margin=1.0).ok
+    leaking = soak.growth_check(0, "rss_mib", leak, margin=1.0)
+    assert not leaking.ok
+    assert leaking.slope_per_min == pytest.approx(20.0)
+    assert not soak.growth_check(0, "tasks", leak[:2], margin=1.0).ok, "too few samples"
+
+
+def test_soak_rejects_a_bad_size() -> None:
+    with pytest.raises(SystemExit):
+        soak.main(["--jobs", "0"])
+    with pytest.raises(SystemExit):
+        soak.main(["--error-rate", "0.9"])
