@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from benchmarks import (
     claims,
     explain_stats,
+    floor,
     global_limit,
+    many_names,
     pickup,
+    scheduling,
     soak,
     telemetry_overhead,
     throughput,
@@ -34,6 +38,7 @@ def test_claims_quick(mongodb_uri: str, tmp_path: Path, capsys: pytest.CaptureFi
     assert "FAILED" not in output
     report = (tmp_path / "claims.md").read_text()
     assert "| Scenario | Adapter |" in report
+    assert "| Claims/s | Floor claims/s | Ratio to floor |" in report
     assert (tmp_path / "claims.png").stat().st_size > 0
     assert (tmp_path / "claims.json").exists()
 
@@ -49,6 +54,7 @@ def test_throughput_quick(
     assert "FAILED" not in output
     report = (tmp_path / "throughput.md").read_text()
     assert "| Store | Handler |" in report
+    assert "| Jobs/s | Floor claims/s | Ratio to floor |" in report
     assert report.count("| ok |") == len(throughput.STORES) * len(throughput.HANDLERS)
 
 
@@ -202,6 +208,55 @@ def test_time_to_error_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert report.count(" | ok |") == len(time_to_error.QUICK)
     assert "StoreUnavailableError" in report
     assert "mongodb://dogs:***@127.0.0.1:" in report
+
+
+def test_floor_quick(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The raw claim loop claims every job once; the inserts store every document."""
+    status = floor.main(["--quick", "--uri", mongodb_uri])
+    output = capsys.readouterr().out
+    assert status == 0, output
+    assert "FAILED" not in output
+    assert output.count("findOneAndUpdate, ") == 4, "1 and 8 partitions, async and sync"
+    assert "insert_many, unordered" in output
+    assert "insert_one, one at a time" in output
+
+
+def test_floor_ratio_needs_both_figures() -> None:
+    assert floor.ratio(50.0, 100.0) == 0.5
+    assert floor.ratio(None, 100.0) is None
+    assert floor.ratio(50.0, 0.0) is None
+
+
+def test_scheduling_quick(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status = scheduling.main(["--quick", "--uri", mongodb_uri])
+    output = capsys.readouterr().out
+    assert status == 0, output
+    assert "FAILED" not in output
+    assert "schedule_many of 5,000 (jobs/s)" in output
+    assert "schedule() p99 (ms)" in output
+
+
+def test_many_names_quick(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status = many_names.main(["--quick", "--uri", mongodb_uri])
+    output = capsys.readouterr().out
+    assert status == 0, output
+    assert "FAILED" not in output
+    assert output.count("byJobName") >= 2
+    assert output.count("globalPriority") >= 2
+    assert "Keys examined per claim" in output
+
+
+@pytest.mark.parametrize(
+    ("module", "argv"),
+    [
+        (floor, ["--jobs", "0"]),
+        (scheduling, ["--singles", "0"]),
+        (many_names, ["--jobs", "10"]),
+    ],
+)
+def test_the_floor_benchmarks_reject_a_bad_size(module: ModuleType, argv: list[str]) -> None:
+    with pytest.raises(SystemExit):
+        module.main(argv)
 
 
 def test_soak_quick(mongodb_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
