@@ -43,6 +43,7 @@ from typing import Any, Final, Literal
 import anyio
 from pymongo import AsyncMongoClient, MongoClient, ReturnDocument
 from pymongo.write_concern import WriteConcern
+from rich.console import Console
 
 from benchmarks._common import (
     command_line,
@@ -613,6 +614,29 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def _claim_rows(
+    uri: str, args: argparse.Namespace, adapters: Sequence[Adapter], console: Console
+) -> list[list[str]]:
+    rows = []
+    for partitions in args.partitions:
+        for adapter in adapters:
+            with console.status(f"claim floor: {adapter}, {partitions} partition(s)..."):
+                floor = claim_floor(
+                    uri, adapter, jobs=args.jobs, claimers=args.claimers, partitions=partitions
+                )
+            rows.append(
+                [
+                    f"findOneAndUpdate, {partitions} partition(s)",
+                    adapter,
+                    fmt(floor.seconds, ".2f"),
+                    fmt(floor.claims_per_second, ",.0f"),
+                    f"{floor.claim_calls:,}",
+                    "ok" if floor.ok else f"FAILED: {'; '.join(floor.failures)}",
+                ]
+            )
+    return rows
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     console = new_console()
@@ -622,28 +646,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed = 0
     with mongo_server(args.uri, console) as server:
         console.print(f"[bold]Server:[/] {server.describe()}")
-        rows = []
-        for partitions in args.partitions:
-            for adapter in adapters:
-                with console.status(f"claim floor: {adapter}, {partitions} partition(s)..."):
-                    floor = claim_floor(
-                        server.uri,
-                        adapter,
-                        jobs=args.jobs,
-                        claimers=args.claimers,
-                        partitions=partitions,
-                    )
-                failed += not floor.ok
-                rows.append(
-                    [
-                        f"findOneAndUpdate, {partitions} partition(s)",
-                        adapter,
-                        fmt(floor.seconds, ".2f"),
-                        fmt(floor.claims_per_second, ",.0f"),
-                        f"{floor.claim_calls:,}",
-                        "ok" if floor.ok else f"FAILED: {'; '.join(floor.failures)}",
-                    ]
-                )
+        rows = _claim_rows(server.uri, args, adapters, console)
+        failed += sum(1 for row in rows if row[-1] != "ok")
         title = (
             f"Claim floor: {args.jobs:,} jobs, {args.claimers} claimers, MongoDB {server.version}"
         )

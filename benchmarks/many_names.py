@@ -57,7 +57,7 @@ from dogs_core.domain.records import ClaimedJob, ClaimRequest
 from dogs_core.ids import new_execution_id
 from dogs_core.runtime.clock import SystemClock
 from dogs_core.runtime.maintenance import probe_once
-from dogs_mongo import AsyncMongoJobStore
+from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_mongo import queries as q
 
 __all__ = ["NAME_COUNTS", "NamesResult", "main"]
@@ -143,8 +143,6 @@ def _seeded(uri: str, names: Sequence[str], jobs: int) -> tuple[str, set[str]]:
     database = f"dogs_bench_names_{uuid.uuid4().hex[:12]}"
     admin: MongoClient[Document] = MongoClient(uri, tz_aware=True)
     with admin:
-        from dogs_mongo import MongoJobStore
-
         MongoJobStore(admin, database).setup()
         ids = seed_due_records(admin, database, jobs=jobs, partitions=N_PARTITIONS, job_names=names)
     return database, ids
