@@ -79,6 +79,7 @@ MAX_BATCH: Final = 1_000
 BACKLOG_FRACTION: Final = 0.02
 MIX: Final = (("noop", 0.55), ("sleep", 0.35), ("flaky", 0.10))
 WORKER_SCRIPT: Final = Path(soak_worker.__file__)
+CHART_MIN_SPAN_MIB: Final = 20.0
 
 
 # -- growth after warm-up ------------------------------------------------------------------------
@@ -575,8 +576,12 @@ def rss_chart_svg(series: Sequence[Sequence[tuple[float, float]]], title: str) -
     max_t = max(max(t for t, _ in points), 1e-9)
     low = min(v for _, v in points)
     high = max(v for _, v in points)
+    # At least CHART_MIN_SPAN_MIB tall, so that a flat line with a few hundred KiB of noise
+    # does not look like growth; never below 0.
+    spare = max(0.0, CHART_MIN_SPAN_MIB - (high - low)) / 2
+    low, high = max(0.0, low - spare), high + spare
     step = _nice_step((high - low) or 1.0)
-    low, high = math.floor(low / step) * step - step, math.ceil(high / step) * step + step
+    low, high = math.floor(low / step) * step, math.ceil(high / step) * step
 
     def x(t: float) -> float:
         return left + (width - left - right) * t / max_t
@@ -681,6 +686,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="write every sample and check as JSON")
     parser.add_argument("--chart", type=Path, help="write the RSS-over-time chart (SVG)")
     parser.add_argument("--keep", action="store_true", help="keep the soak's database")
+    parser.add_argument("--replot", type=Path, help="only redraw --chart from a --json report")
     args = parser.parse_args(argv)
     args.jobs = args.jobs or (QUICK_JOBS if args.quick else FULL_JOBS)
     args.minutes = args.minutes or (QUICK_MINUTES if args.quick else FULL_MINUTES)
@@ -703,14 +709,36 @@ def report(result: SoakResult, args: argparse.Namespace, console: Console) -> No
         dump_json(args.json, {"machine": machine_summary(), **asdict(result)})
         console.print(f"wrote {args.json}")
     if args.chart is not None:
-        title = f"Soak: worker RSS, {result.scheduled:,} jobs, {args.workers} processes"
+        title = chart_title(result.scheduled, args.workers)
         atomic_write(args.chart, rss_chart_svg(rss_series(result), title))
         console.print(f"wrote {args.chart}")
+
+
+def chart_title(scheduled: int, workers: int) -> str:
+    return f"Soak: worker RSS, {scheduled:,} jobs, {workers} processes"
+
+
+def replot(source: Path, chart: Path) -> None:
+    """The chart again from a ``--json`` report (a new look without a new 20-minute run)."""
+    saved = json.loads(source.read_text())
+    result = SoakResult(jobs=saved["jobs"], minutes=saved["minutes"], workers=saved["workers"])
+    result.started_at = saved["started_at"]
+    result.scheduled = saved["scheduled"]
+    result.worker_samples = saved["worker_samples"]
+    atomic_write(
+        chart, rss_chart_svg(rss_series(result), chart_title(result.scheduled, result.workers))
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     console = new_console()
+    if args.replot is not None:
+        if args.chart is None:
+            raise SystemExit("--replot needs --chart PATH")
+        replot(args.replot, args.chart)
+        console.print(f"wrote {args.chart} from {args.replot}")
+        return 0
     console.print(f"[bold]Command:[/] {command_line('benchmarks.soak', argv)}")
     console.print(f"[bold]Machine:[/] {machine_summary()}")
     console.print(
