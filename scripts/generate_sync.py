@@ -79,6 +79,7 @@ REPLACEMENTS = {
     "AsyncCursor": "Cursor",
     "AsyncCommandCursor": "CommandCursor",
     "AsyncJobStore": "JobStore",
+    "AsyncArchiveStore": "ArchiveStore",
     "AsyncIterator": "Iterator",
     "AsyncIterable": "Iterable",
     "asynchronous": "synchronous",

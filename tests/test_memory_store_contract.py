@@ -3,12 +3,19 @@ face run in threads through ThreadedJobStore."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
 from dogs_core.domain.records import JobRecord
 from dogs_core.ports import AsyncJobStore
 from dogs_core.runtime.threaded import ThreadedJobStore
-from dogs_testing.contract import JobStoreContract
+from dogs_testing.contract import (
+    ArchiveContract,
+    ArchiveUnderTest,
+    JobStoreContract,
+    ThreadedArchive,
+)
 from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
 
 
@@ -37,3 +44,31 @@ class TestInMemorySyncFaceInThreads(JobStoreContract):
         sync_store = store.sync_store
         assert isinstance(sync_store, SyncInMemoryJobStore)
         sync_store.insert_record(record)
+
+
+class TestInMemoryArchiveAsyncFace(ArchiveContract):
+    """Part 10, the optional archive port, over the async face."""
+
+    @pytest.fixture
+    def store(self) -> InMemoryJobStore:
+        return InMemoryJobStore()
+
+    @pytest.fixture
+    def archive(self, store: InMemoryJobStore) -> ArchiveUnderTest:
+        return cast(ArchiveUnderTest, store)
+
+
+class TestInMemoryArchiveSyncFaceInThreads(ArchiveContract):
+    """Part 10 over the sync face, each archive call in a worker thread."""
+
+    @pytest.fixture
+    def sync_store(self) -> SyncInMemoryJobStore:
+        return SyncInMemoryJobStore()
+
+    @pytest.fixture
+    def store(self, sync_store: SyncInMemoryJobStore) -> ThreadedJobStore:
+        return ThreadedJobStore(sync_store)
+
+    @pytest.fixture
+    def archive(self, sync_store: SyncInMemoryJobStore) -> ArchiveUnderTest:
+        return cast(ArchiveUnderTest, ThreadedArchive(sync_store))

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
+from dogs_core.domain.archiving import ArchiveKind
 from dogs_core.domain.controls import Lease
 from dogs_core.domain.records import (
     BulkScheduleResult,
@@ -56,7 +57,14 @@ from dogs_core.domain.stats import JobStats
 from dogs_core.domain.steering import JobChange
 from dogs_core.domain.wakeups import RecordChange
 
-__all__ = ["AsyncJobStore", "Clock", "JobStore", "StoreCapabilities"]
+__all__ = [
+    "ArchiveStore",
+    "AsyncArchiveStore",
+    "AsyncJobStore",
+    "Clock",
+    "JobStore",
+    "StoreCapabilities",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -605,3 +613,67 @@ class JobStore(Protocol):
     def get_lease(self, name: str) -> Lease | None: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class AsyncArchiveStore(Protocol):
+    """The optional archive port (``client.archive``, ``dogs archive``): a store that can move
+    old history rows and failed records into archive collections, one batch per call.
+
+    Kept apart from :class:`AsyncJobStore` so that a store without an archive still meets the
+    job-store contract; ``dogs_testing.contract.ArchiveContract`` checks this one.
+
+    Which rows are old is :mod:`dogs_core.domain.archiving`'s rule: a history row whose
+    ``ended_at`` is before ``cutoff``; an event record in status ``maxTriesReached`` whose
+    ``max_tries_reached_at`` is before ``cutoff``, oldest first. Each call moves at most
+    ``batch_size`` of them (1..10,000; otherwise ``InvalidOptionError`` and nothing written)
+    and returns how many left the live collection for the archive in that call.
+
+    Crash safety: a call may be interrupted at any point; the next call finishes what it left
+    (copies kept pending until their source is gone), so that after calls returning ``0`` every
+    moved row is in the archive exactly once, keeps its fields (plus ``archivedAt``) and is gone
+    from the live collection. A failed record changed meanwhile (revived by ``retry_now``,
+    rescheduled) is never deleted, and its archive copy is removed. Retrying a call that raised
+    a transient error is safe.
+    """
+
+    async def setup_archive(self) -> None:
+        """Create the archive collections' indexes and the live collections' indexes the batch
+        reads walk. Idempotent."""
+
+    async def archive_history(
+        self, *, cutoff: datetime, batch_size: int, archived_at: datetime
+    ) -> int:
+        """Move up to ``batch_size`` history rows ended before ``cutoff``, stamped
+        ``archived_at``; the number moved."""
+
+    async def archive_failed_records(
+        self, *, cutoff: datetime, batch_size: int, archived_at: datetime
+    ) -> int:
+        """Move up to ``batch_size`` failed event records marked before ``cutoff``, stamped
+        ``archived_at``; the number moved."""
+
+    async def count_archivable(self, kind: ArchiveKind, *, cutoff: datetime) -> int:
+        """How many documents of ``kind`` a run with ``cutoff`` would move (a dry run)."""
+
+    async def count_archived(self, kind: ArchiveKind) -> int:
+        """How many documents of ``kind`` the archive holds (settled and pending)."""
+
+
+@runtime_checkable
+class ArchiveStore(Protocol):
+    """The sync :class:`AsyncArchiveStore`: the same contract without ``async``."""
+
+    def setup_archive(self) -> None: ...
+
+    def archive_history(
+        self, *, cutoff: datetime, batch_size: int, archived_at: datetime
+    ) -> int: ...
+
+    def archive_failed_records(
+        self, *, cutoff: datetime, batch_size: int, archived_at: datetime
+    ) -> int: ...
+
+    def count_archivable(self, kind: ArchiveKind, *, cutoff: datetime) -> int: ...
+
+    def count_archived(self, kind: ArchiveKind) -> int: ...

@@ -99,6 +99,7 @@ from dogs_core.errors import InvalidOptionError, SessionNotSupportedError, Store
 from dogs_core.ids import new_record_id
 from dogs_core.ports import Clock, StoreCapabilities
 from dogs_core.runtime.forwarding import ForwardingJobStore
+from dogs_testing._memory_archive import AsyncMemoryArchive, MemoryArchive
 from dogs_testing._memory_controls import MemoryControls
 from dogs_testing._memory_state import (
     _CAPABILITIES,
@@ -125,7 +126,7 @@ _NO_LOCK: dict[str, Any] = {
 }
 
 
-class SyncInMemoryJobStore(MemorySteering, MemoryControls, MemoryStats):
+class SyncInMemoryJobStore(MemorySteering, MemoryControls, MemoryStats, MemoryArchive):
     """The in-memory store, sync face (:class:`~dogs_core.ports.JobStore`). Thread-safe.
 
     ``clock`` enables TTL emulation: records and history rows whose ``expires_at`` is not after
@@ -481,7 +482,7 @@ def _refuse_session(session: object | None) -> None:
         )
 
 
-class InMemoryJobStore(ForwardingJobStore):
+class InMemoryJobStore(ForwardingJobStore, AsyncMemoryArchive):
     """The in-memory store, async face (:class:`~dogs_core.ports.AsyncJobStore`).
 
     Every call runs inline after one scheduling checkpoint (a cancelled caller has written

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import pytest
 from pymongo import AsyncMongoClient, MongoClient
@@ -13,7 +13,12 @@ from dogs_core.ports import AsyncJobStore
 from dogs_core.runtime.threaded import ThreadedJobStore
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_mongo.queries import document_from_record
-from dogs_testing.contract import JobStoreContract
+from dogs_testing.contract import (
+    ArchiveContract,
+    ArchiveUnderTest,
+    JobStoreContract,
+    ThreadedArchive,
+)
 
 
 class TestAsyncMongoJobStoreContract(JobStoreContract):
@@ -52,3 +57,47 @@ class TestSyncMongoJobStoreContract(JobStoreContract):
         sync_store = store.sync_store
         assert isinstance(sync_store, MongoJobStore)
         sync_store.records_collection.insert_one(document_from_record(record))
+
+
+class TestAsyncMongoArchiveContract(ArchiveContract):
+    """Part 10, the optional archive port, over the async adapter."""
+
+    pytestmark: ClassVar[Any] = [pytest.mark.anyio, pytest.mark.mongo]
+
+    @pytest.fixture
+    async def store(
+        self, async_mongo_client: AsyncMongoClient[dict[str, Any]], mongo_database_name: str
+    ) -> AsyncIterator[AsyncMongoJobStore]:
+        store = AsyncMongoJobStore(async_mongo_client, mongo_database_name)
+        await store.setup()
+        await store.setup_archive()
+        yield store
+        await store.close()
+
+    @pytest.fixture
+    def archive(self, store: AsyncMongoJobStore) -> ArchiveUnderTest:
+        return cast(ArchiveUnderTest, store)
+
+
+class TestSyncMongoArchiveContract(ArchiveContract):
+    """Part 10 over the generated sync adapter, each archive call in a worker thread."""
+
+    pytestmark: ClassVar[Any] = [pytest.mark.anyio, pytest.mark.mongo]
+
+    @pytest.fixture
+    def sync_store(
+        self, sync_mongo_client: MongoClient[dict[str, Any]], mongo_database_name: str
+    ) -> Iterator[MongoJobStore]:
+        store = MongoJobStore(sync_mongo_client, mongo_database_name)
+        store.setup()
+        store.setup_archive()
+        yield store
+        store.close()
+
+    @pytest.fixture
+    def store(self, sync_store: MongoJobStore) -> ThreadedJobStore:
+        return ThreadedJobStore(sync_store)
+
+    @pytest.fixture
+    def archive(self, sync_store: MongoJobStore) -> ArchiveUnderTest:
+        return cast(ArchiveUnderTest, ThreadedArchive(sync_store))

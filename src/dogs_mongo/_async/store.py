@@ -47,6 +47,7 @@ from dogs_core.errors import (
 from dogs_core.ids import new_record_id
 from dogs_core.ports import StoreCapabilities
 from dogs_mongo import queries as q
+from dogs_mongo._async.archive import MongoArchiver
 from dogs_mongo._async.changes import MongoChanges
 from dogs_mongo._async.claims import (
     CLAIM_PATH_FIND_ONE_AND_UPDATE,
@@ -80,7 +81,9 @@ _CODEC_OPTIONS: CodecOptions[dict[str, Any]] = CodecOptions(
 Document = dict[str, Any]
 
 
-class AsyncMongoJobStore(MongoClaims, MongoChanges, MongoSteering, MongoControls, MongoStats):
+class AsyncMongoJobStore(
+    MongoClaims, MongoChanges, MongoSteering, MongoControls, MongoStats, MongoArchiver
+):
     """:class:`~dogs_core.ports.AsyncJobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 
     ``client`` is a PyMongo ``AsyncMongoClient``. A Motor client is refused with an

@@ -49,6 +49,7 @@ from dogs_core.errors import (
 from dogs_core.ids import new_record_id
 from dogs_core.ports import StoreCapabilities
 from dogs_mongo import queries as q
+from dogs_mongo._sync.archive import MongoArchiver
 from dogs_mongo._sync.changes import MongoChanges
 from dogs_mongo._sync.claims import (
     CLAIM_PATH_FIND_ONE_AND_UPDATE,
@@ -82,7 +83,9 @@ _CODEC_OPTIONS: CodecOptions[dict[str, Any]] = CodecOptions(
 Document = dict[str, Any]
 
 
-class MongoJobStore(MongoClaims, MongoChanges, MongoSteering, MongoControls, MongoStats):
+class MongoJobStore(
+    MongoClaims, MongoChanges, MongoSteering, MongoControls, MongoStats, MongoArchiver
+):
     """:class:`~dogs_core.ports.JobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 
     ``client`` is a PyMongo ``MongoClient``. A Motor client is refused with an

@@ -19,6 +19,10 @@ when the store cannot seed. ``probe_hints`` lists the hint names the store must 
 ``previous_attempt`` it took over; a store that cannot know it sets it to ``False`` (the port
 lets it leave ``None``).
 
+The optional archive port has its own part, :class:`ArchiveContract`
+(:mod:`dogs_testing.contract.archive`), for a store that also implements
+:class:`~dogs_core.ports.AsyncArchiveStore`.
+
 Example::
 
     class TestMyStore(JobStoreContract):
@@ -38,6 +42,7 @@ timeout, and the release tests use the real current time.
 from __future__ import annotations
 
 from dogs_testing.contract.admin import AdminContract
+from dogs_testing.contract.archive import ArchiveContract, ArchiveUnderTest, ThreadedArchive
 from dogs_testing.contract.base import T0
 from dogs_testing.contract.claims import ClaimContract
 from dogs_testing.contract.controls import ControlsContract
@@ -48,7 +53,7 @@ from dogs_testing.contract.scheduling import SchedulingContract
 from dogs_testing.contract.stats import StatsContract
 from dogs_testing.contract.steering import SteeringContract
 
-__all__ = ["T0", "JobStoreContract"]
+__all__ = ["T0", "ArchiveContract", "ArchiveUnderTest", "JobStoreContract", "ThreadedArchive"]
 
 
 class JobStoreContract(

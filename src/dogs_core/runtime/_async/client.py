@@ -42,6 +42,7 @@ from dogs_core.errors import (
 )
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock
+from dogs_core.runtime._async.archive import ArchiveClient
 from dogs_core.runtime._async.pausing import PauseClient
 from dogs_core.runtime._async.retry import retry_transient
 from dogs_core.runtime._async.stats import StatsClient
@@ -71,7 +72,7 @@ __all__ = ["DogsClient"]
 logger = logging.getLogger("dogs.client")
 
 
-class DogsClient(SteeringClient, PauseClient, StatsClient, AsyncLeases):
+class DogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, AsyncLeases):
     """Schedules event jobs and reads what the workers recorded.
 
     ``jobs`` is optional: with a registry, jobs may be named by string and a definition that

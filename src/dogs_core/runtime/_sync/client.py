@@ -43,6 +43,7 @@ from dogs_core.errors import (
 )
 from dogs_core.jobs import Jobs
 from dogs_core.ports import Clock, JobStore
+from dogs_core.runtime._sync.archive import ArchiveClient
 from dogs_core.runtime._sync.pausing import PauseClient
 from dogs_core.runtime._sync.retry import retry_transient
 from dogs_core.runtime._sync.stats import StatsClient
@@ -72,7 +73,7 @@ __all__ = ["SyncDogsClient"]
 logger = logging.getLogger("dogs.client")
 
 
-class SyncDogsClient(SteeringClient, PauseClient, StatsClient, SyncLeases):
+class SyncDogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, SyncLeases):
     """Schedules event jobs and reads what the workers recorded.
 
     ``jobs`` is optional: with a registry, jobs may be named by string and a definition that
