@@ -82,7 +82,8 @@ class StoreCapabilities:
 
 
 class Clock(Protocol):
-    """The application clock. Eligibility and lock deadlines are computed from it."""
+    """A clock. The runtime computes eligibility and lock deadlines on the store's clock: this
+    one plus the offset it measures (:class:`dogs_core.runtime.clock.ServerClock`)."""
 
     def now(self) -> datetime:
         """The current time, timezone-aware UTC."""
@@ -99,6 +100,13 @@ class AsyncJobStore(Protocol):
 
     async def capabilities(self) -> StoreCapabilities:
         """Detect once (after ``setup``) which claim path to use; later calls are cached."""
+        ...
+
+    async def server_time(self) -> datetime | None:
+        """The backend's current time (timezone-aware UTC), read in one short round trip, or
+        ``None`` for a store with no clock of its own. The runtime times these reads to
+        measure its clock's offset (:mod:`dogs_core.domain.clock_offset`), so that every
+        ``now`` it passes to the store, and every lock deadline, is on this clock."""
         ...
 
     async def schedule(self, job: NewJob, *, session: object | None = None) -> ScheduleOutcome:
@@ -457,6 +465,8 @@ class JobStore(Protocol):
 
     def capabilities(self) -> StoreCapabilities: ...
 
+    def server_time(self) -> datetime | None: ...
+
     def schedule(self, job: NewJob, *, session: object | None = None) -> ScheduleOutcome: ...
 
     def schedule_many(
@@ -624,7 +634,7 @@ class AsyncArchiveStore(Protocol):
     job-store contract; ``dogs_testing.contract.ArchiveContract`` checks this one.
 
     Which rows are old is :mod:`dogs_core.domain.archiving`'s rule: a history row whose
-    ``ended_at`` is before ``cutoff``; an event record in status ``maxTriesReached`` whose
+    ``started_at`` is before ``cutoff``; an event record in status ``maxTriesReached`` whose
     ``max_tries_reached_at`` is before ``cutoff``, oldest first. Each call moves at most
     ``batch_size`` of them (1..10,000; otherwise ``InvalidOptionError`` and nothing written)
     and returns how many left the live collection for the archive in that call.
@@ -644,7 +654,7 @@ class AsyncArchiveStore(Protocol):
     async def archive_history(
         self, *, cutoff: datetime, batch_size: int, archived_at: datetime
     ) -> int:
-        """Move up to ``batch_size`` history rows ended before ``cutoff``, stamped
+        """Move up to ``batch_size`` history rows started before ``cutoff``, stamped
         ``archived_at``; the number moved."""
 
     async def archive_failed_records(

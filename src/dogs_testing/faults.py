@@ -109,6 +109,7 @@ WRITE_METHODS: Final = frozenset(
 READ_METHODS: Final = frozenset(
     {
         "capabilities",
+        "server_time",
         "probe",
         "get_executions",
         "get_job",

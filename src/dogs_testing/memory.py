@@ -165,6 +165,14 @@ class SyncInMemoryJobStore(MemorySteering, MemoryControls, MemoryStats, MemoryAr
     def capabilities(self) -> StoreCapabilities:
         return _CAPABILITIES
 
+    def server_time(self) -> datetime | None:
+        """The store's ``clock`` (to the millisecond, as MongoDB's), or ``None`` without one.
+
+        The store's clock plays the database server's: workers and clients over this store
+        whose own clocks are skewed (:class:`~dogs_core.runtime.clock.SkewedClock`) measure
+        their offset to it and compute on it, as they do against MongoDB."""
+        return None if self._clock is None else to_millis(self._clock.now())
+
     def schedule(self, job: NewJob, *, session: object | None = None) -> ScheduleOutcome:
         """See the port; a ``session`` is refused (:func:`_refuse_session`)."""
         _refuse_session(session)

@@ -2,7 +2,7 @@
 
 from dogs_core.errors import JobTimeoutError
 from dogs_core.runtime.client import DogsClient, ScheduleItem, SyncDogsClient
-from dogs_core.runtime.clock import LoopClock, SystemClock
+from dogs_core.runtime.clock import LoopClock, ServerClock, SkewedClock, SystemClock
 from dogs_core.runtime.context import JobContext, current_job
 from dogs_core.runtime.settings import WorkerSettings
 from dogs_core.runtime.workers import Workers
@@ -13,6 +13,8 @@ __all__ = [
     "JobTimeoutError",
     "LoopClock",
     "ScheduleItem",
+    "ServerClock",
+    "SkewedClock",
     "SyncDogsClient",
     "SystemClock",
     "WorkerSettings",

@@ -1,4 +1,6 @@
-"""Clocks: the wall clock for production, and a loop clock that follows the event loop's time."""
+"""Clocks: the wall clock for production, a loop clock that follows the event loop's time, and the
+server clock every eligibility and lock time is computed on (the local clock plus the measured
+offset to the database's clock; see :mod:`dogs_core.domain.clock_offset`)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import anyio
 
-__all__ = ["LoopClock", "SystemClock"]
+from dogs_core.domain.clock_offset import DEFAULT_CLOCK_SYNC_INTERVAL, ClockOffsetTracker
+from dogs_core.ports import Clock
+
+__all__ = ["LoopClock", "ServerClock", "SkewedClock", "SystemClock"]
 
 
 class SystemClock:
@@ -35,3 +40,46 @@ class LoopClock:
         if self._origin is None:
             self._origin = loop_now
         return self._start + timedelta(seconds=loop_now - self._origin)
+
+
+class SkewedClock:
+    """``clock`` shifted by ``skew``: a machine whose clock is wrong, for tests and demos."""
+
+    def __init__(self, clock: Clock, skew: timedelta) -> None:
+        self.clock = clock
+        self.skew = skew
+
+    def now(self) -> datetime:
+        return self.clock.now() + self.skew
+
+
+class ServerClock:
+    """The database's clock as this process sees it: ``local.now()`` plus the offset last
+    measured (zero until then, and with ``interval=None``, which trusts the local clock).
+
+    The runtime measures (:func:`dogs_core.runtime._async.clock_sync.sync_clock`) when
+    :attr:`tracker` says it is due: before a worker's first claim and every ``interval``
+    after, and in a client before a call that is due. Timers and watchdogs never use it: they
+    run on the event loop's monotonic clock.
+    """
+
+    def __init__(
+        self, local: Clock, interval: timedelta | None = DEFAULT_CLOCK_SYNC_INTERVAL
+    ) -> None:
+        self.local = local
+        self.tracker = ClockOffsetTracker(interval)
+
+    @classmethod
+    def over(cls, clock: Clock | None, interval: timedelta | None) -> ServerClock:
+        """``clock`` itself when it is already a server clock, else one over it (the system
+        clock when ``None``)."""
+        if isinstance(clock, ServerClock):
+            return clock
+        return cls(clock or SystemClock(), interval)
+
+    @property
+    def offset(self) -> timedelta:
+        return self.tracker.offset
+
+    def now(self) -> datetime:
+        return self.local.now() + self.tracker.offset

@@ -66,6 +66,9 @@ class ForwardingJobStore(ABC):
     async def capabilities(self) -> StoreCapabilities:
         return cast(StoreCapabilities, await self._forward("capabilities"))
 
+    async def server_time(self) -> datetime | None:
+        return cast("datetime | None", await self._forward("server_time"))
+
     async def schedule(self, job: NewJob, *, session: object | None = None) -> ScheduleOutcome:
         return cast(ScheduleOutcome, await self._forward("schedule", job, session=session))
 

@@ -20,7 +20,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -33,6 +33,7 @@ from dogs_core.domain.renewal import StaleReason
 from dogs_core.errors import DogsError, InvalidOptionError, LockHeldError, TransientStoreError
 from dogs_core.ids import new_execution_id
 from dogs_core.ports import AsyncJobStore, Clock, JobStore
+from dogs_core.runtime.clock import ServerClock
 from dogs_core.runtime.deadlines import Deadlines
 from dogs_core.runtime.lock import LockKeeper
 from dogs_core.runtime.settings import DurationLike
@@ -121,9 +122,17 @@ async def hold_lease(
 
 @contextlib.asynccontextmanager
 async def _hold(
-    store: AsyncJobStore, clock: Clock, text: str, lease_time: timedelta, wait_s: float | None
+    store: AsyncJobStore,
+    clock: Clock,
+    text: str,
+    lease_time: timedelta,
+    wait_s: float | None,
+    prepare: Callable[[], Awaitable[object]] | None = None,
 ) -> AsyncIterator[LeaseHandle]:
-    """:func:`hold_lease` of arguments already checked (by :func:`_check`)."""
+    """:func:`hold_lease` of arguments already checked (by :func:`_check`); ``prepare`` is
+    awaited first (the client's clock measurement, when due)."""
+    if prepare is not None:
+        await prepare()
     lease = await _acquire(store, clock, text, lease_time, wait_s)
 
     def lose(reason: StaleReason) -> None:
@@ -178,7 +187,11 @@ class AsyncLeases:
     """The async client's ``lock``."""
 
     store: AsyncJobStore
-    clock: Clock
+    clock: ServerClock
+
+    async def _ensure_clock(self) -> bool:
+        """Measure the clock when due (the client implements it)."""
+        raise NotImplementedError
 
     def lock(
         self, name: str, *, ttl: DurationLike = 30, wait: DurationLike | None = None
@@ -186,14 +199,18 @@ class AsyncLeases:
         """``async with client.lock(name, ttl="30s", wait=None) as lease:`` (see the module
         documentation): raises :class:`~dogs_core.errors.LockHeldError` when the lease is held
         (after ``wait``), and ``InvalidOptionError`` for a bad name, ttl or wait."""
-        return _hold(self.store, self.clock, *_check(name, ttl, wait))
+        return _hold(self.store, self.clock, *_check(name, ttl, wait), self._ensure_clock)
 
 
 class SyncLeases:
     """The blocking clients' ``lock``: the renewal runs in a private event-loop thread."""
 
     store: JobStore
-    clock: Clock
+    clock: ServerClock
+
+    def _ensure_clock(self) -> bool:
+        """Measure the clock when due (the client implements it)."""
+        raise NotImplementedError
 
     @contextlib.contextmanager
     def lock(
@@ -201,6 +218,7 @@ class SyncLeases:
     ) -> Iterator[LeaseHandle]:
         """``with client.lock(name, ttl="30s", wait=None) as lease:``, as the async client's."""
         checked = _check(name, ttl, wait)  # before a thread is started for nothing
+        self._ensure_clock()  # lease times are on the store's clock
         store = ThreadedJobStore(self.store)
         with anyio.from_thread.start_blocking_portal() as portal:
             held = _hold(store, self.clock, *checked)

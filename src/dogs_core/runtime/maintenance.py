@@ -5,7 +5,9 @@
 - the partition reconciler moves records without a valid partition (:func:`reconcile_loop`,
   paced by :func:`dogs_core.domain.reconcile.next_reconcile_delay`);
 - the hint probe times the claim query under each index hint (:func:`probe_loop`, deciding with
-  :class:`dogs_core.domain.hints.HintSelector`).
+  :class:`dogs_core.domain.hints.HintSelector`);
+- the clock's offset to the store's is measured before the first claim (:func:`prepare_store`)
+  and every ``clock_sync_interval`` after (:func:`clock_sync_loop`).
 """
 
 from __future__ import annotations
@@ -23,14 +25,18 @@ from dogs_core.domain.hints import DecisionReason, Hint, HintDecision, HintSelec
 from dogs_core.domain.partitions import assign_partition
 from dogs_core.domain.reconcile import BATCH_SIZE, next_reconcile_delay
 from dogs_core.domain.records import JobType
-from dogs_core.ports import AsyncJobStore, Clock
+from dogs_core.ports import AsyncJobStore, Clock, StoreCapabilities
+from dogs_core.runtime._async.clock_sync import sync_clock
+from dogs_core.runtime.clock import ServerClock
 from dogs_core.runtime.outage import log_store_failure
 from dogs_core.runtime.retry import retry_transient
 from dogs_core.runtime.settings import WorkerSettings
 
 __all__ = [
     "backfill_retention",
+    "clock_sync_loop",
     "ensure_recurrent_records",
+    "prepare_store",
     "probe_loop",
     "reconcile_loop",
     "start_maintenance",
@@ -51,7 +57,10 @@ def start_maintenance(
     probe: bool,
 ) -> None:
     """Start the background loops in ``group``: the hint probe (when enabled and the store's
-    probes mean something), the partition reconciler (when enabled), the retention backfill."""
+    probes mean something), the partition reconciler (when enabled), the retention backfill,
+    the clock's measurements (for a :class:`ServerClock` with an interval)."""
+    if isinstance(clock, ServerClock) and clock.tracker.interval is not None:
+        group.start_soon(clock_sync_loop, store, clock, name="dogs clock sync")
     if settings.probe_enabled and probe:
         group.start_soon(
             partial(probe_loop, store, names, hints, settings=settings, clock=clock, rng=rng)
@@ -95,6 +104,30 @@ async def ensure_recurrent_records(
         await retry_transient(
             ensure, what=f"ensure recurrent record {definition.name}", attempts=None
         )
+
+
+async def prepare_store(store: AsyncJobStore, clock: ServerClock) -> StoreCapabilities:
+    """The store set up, its capabilities, and the clock's first offset: each retried (logged,
+    backed off) until the database answers, since claims must not start before all three."""
+    await retry_transient(store.setup, what="store setup", attempts=None)
+    capabilities = await retry_transient(
+        store.capabilities, what="capability detection", attempts=None
+    )
+    await retry_transient(lambda: sync_clock(store, clock), what="clock sync", attempts=None)
+    return capabilities
+
+
+async def clock_sync_loop(store: AsyncJobStore, clock: ServerClock) -> None:
+    """Forever: measure the clock's offset again every interval (a failed round keeps the
+    offset in force and is logged)."""
+    interval = clock.tracker.interval
+    assert interval is not None  # started only with an interval
+    while True:
+        await anyio.sleep(interval.total_seconds())
+        try:
+            await sync_clock(store, clock)
+        except Exception as error:
+            log_store_failure(logger, "clock sync failed", error, unexpected=logging.WARNING)
 
 
 async def backfill_retention(store: AsyncJobStore, settings: WorkerSettings, clock: Clock) -> None:

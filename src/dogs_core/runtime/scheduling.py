@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dogs_core.domain import validation
+from dogs_core.domain.clock_offset import DEFAULT_CLOCK_SYNC_INTERVAL
 from dogs_core.domain.definitions import (
     EventJobDefinition,
     JobDefinition,
@@ -45,7 +46,7 @@ from dogs_core.errors import (
 from dogs_core.ids import new_record_id
 from dogs_core.jobs import Jobs
 from dogs_core.ports import Clock
-from dogs_core.runtime.clock import SystemClock
+from dogs_core.runtime.clock import ServerClock
 
 __all__ = [
     "HISTORY_GRACE",
@@ -135,7 +136,10 @@ def bulk_result(
 
 class ClientBase:
     """The I/O-free half of a scheduling client: its registry, partitions, clock and the
-    validation that happens before anything is written."""
+    validation that happens before anything is written.
+
+    ``clock_sync_interval``: how often the client measures its clock's offset to the store's
+    before a call that computes times (``None``: trust this machine's clock)."""
 
     def __init__(
         self,
@@ -144,10 +148,15 @@ class ClientBase:
         n_partitions: int = 1,
         clock: Clock | None = None,
         rng: random.Random | None = None,
+        clock_sync_interval: timedelta | int | float | str | None = DEFAULT_CLOCK_SYNC_INTERVAL,
     ) -> None:
         self.jobs = jobs
         self.n_partitions = validate_n_partitions(n_partitions)
-        self.clock: Clock = clock or SystemClock()
+        interval = validation.optional(validation.positive_duration)(
+            "clock_sync_interval", clock_sync_interval
+        )
+        #: The store's clock as this client sees it (see :class:`ServerClock`).
+        self.clock = ServerClock.over(clock, interval)
         self._rng = rng or random.Random()
 
     def _event_definition(self, job: EventJobDefinition | str) -> EventJobDefinition:

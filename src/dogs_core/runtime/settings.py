@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import Any, Final, TypedDict, Unpack
 
 from dogs_core.domain import validation as v
+from dogs_core.domain.clock_offset import DEFAULT_CLOCK_SYNC_INTERVAL
 from dogs_core.domain.records import DEFAULT_RETENTION
 from dogs_core.domain.schedules import DEFAULT_MAX_TRIES
 from dogs_core.domain.validation import DurationLike
@@ -126,6 +127,11 @@ class WorkerSettings:
         Log a line as each job starts and one as it ends (logger ``dogs.jobs``, with the job's
         name, id, execution id and tries as ``extra`` fields). Failures are logged with their
         traceback either way.
+    ``clock_sync_interval``
+        How often the offset between this machine's clock and the store's is measured (every
+        60 s, and before the first claim). Lock deadlines and eligibility are computed on the
+        store's clock, so workers whose clocks disagree still agree on which locks are live;
+        ``None`` trusts this machine's clock (Dogs' behaviour).
     ``on_max_tries_reached``
         Called (sync or async) with the claimed job when an event job is marked
         ``maxTriesReached``; its errors are logged and swallowed.
@@ -227,6 +233,13 @@ class WorkerSettings:
     log_jobs: bool = field(
         metadata=_option(False, v.boolean, "Log a line as each job starts and ends.")
     )
+    clock_sync_interval: timedelta | None = field(
+        metadata=_option(
+            DEFAULT_CLOCK_SYNC_INTERVAL,
+            v.optional(v.positive_duration),
+            "How often to measure this machine's clock against the database's.",
+        )
+    )
 
     def __init__(self, **options: Unpack[WorkerOptions]) -> None:
         given: dict[str, Any] = dict(options)
@@ -268,6 +281,7 @@ class WorkerOptions(TypedDict, total=False):
     reconcile_enabled: bool
     watch_changes: bool
     log_jobs: bool
+    clock_sync_interval: DurationLike | None
     cooldown_period: object
 
 

@@ -39,13 +39,16 @@ from dogs_core.ids import new_execution_id
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock, StoreCapabilities
 from dogs_core.runtime.claiming import send_claim
-from dogs_core.runtime.clock import SystemClock
+from dogs_core.runtime.clock import ServerClock
 from dogs_core.runtime.execution import Execution
 from dogs_core.runtime.fleet import FleetHolds
 from dogs_core.runtime.job_logs import JobLogLines
-from dogs_core.runtime.maintenance import ensure_recurrent_records, start_maintenance
+from dogs_core.runtime.maintenance import (
+    ensure_recurrent_records,
+    prepare_store,
+    start_maintenance,
+)
 from dogs_core.runtime.outage import log_store_failure
-from dogs_core.runtime.retry import retry_transient
 from dogs_core.runtime.runners import RunnerPool
 from dogs_core.runtime.services import HISTORY_WRITE_TIMEOUT, Milestone, build_services
 from dogs_core.runtime.settings import DurationLike, WorkerSettings, check_worker_arguments
@@ -89,7 +92,7 @@ class Workers:
         """Where this instance's telemetry events go (the process-wide hub by default)."""
         self.store = store = observed(store, self.telemetry)
         self.jobs = jobs
-        self.clock: Clock = clock or SystemClock()
+        self.clock = ServerClock.over(clock, self.settings.clock_sync_interval)
         #: Written on every record this instance claims (``lockOwner``) and on its history.
         self.owner = Owner(socket.gethostname(), os.getpid(), new_execution_id())
         self.rng = rng or random.Random()
@@ -305,10 +308,7 @@ class Workers:
         # A database that is down at startup is waited for (with logged, backed-off retries),
         # not fatal: the workers start claiming as soon as it answers, or stop() ends the wait.
         store = self.store
-        await retry_transient(store.setup, what="store setup", attempts=None)
-        self._capabilities = await retry_transient(
-            store.capabilities, what="capability detection", attempts=None
-        )
+        self._capabilities = await prepare_store(store, self.clock)
         settings, clock, rng = self.settings, self.clock, self.rng
         what = (len(self._names), settings.workers_count, settings.n_partitions)
         text = "workers starting: %d job(s), workers_count=%d, n_partitions=%d, claim path %s"

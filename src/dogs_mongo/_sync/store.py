@@ -213,6 +213,18 @@ class MongoJobStore(
             controls_ok = ensure_indexes(self._controls, q.CONTROL_INDEXES)
             self._setup_done = records_ok and history_ok and controls_ok
 
+    def server_time(self) -> datetime | None:
+        """The server's clock: ``localTime`` of ``hello`` (milliseconds), or ``None`` when the
+        reply has none (a server that does not report it)."""
+        with translate_errors("server time", write=False):
+            hello = self._db.command("hello")
+        local_time = hello.get("localTime")
+        if not isinstance(local_time, datetime):
+            return None
+        if local_time.tzinfo is None:
+            return local_time.replace(tzinfo=UTC)
+        return local_time.astimezone(UTC)
+
     def capabilities(self) -> StoreCapabilities:
         """Once per store, after :meth:`setup`: which claim path this server supports."""
         if self._capabilities is not None:  # the hot path: every claim asks

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
+from dogs_core.domain.clock_offset import DEFAULT_CLOCK_SYNC_INTERVAL
 from dogs_core.domain.definitions import EventJobDefinition, JobDefinition
 from dogs_core.domain.records import (
     BulkScheduleResult,
@@ -44,6 +45,7 @@ from dogs_core.errors import (
 from dogs_core.jobs import Jobs
 from dogs_core.ports import Clock, JobStore
 from dogs_core.runtime._sync.archive import ArchiveClient
+from dogs_core.runtime._sync.clock_sync import ensure_clock
 from dogs_core.runtime._sync.pausing import PauseClient
 from dogs_core.runtime._sync.retry import retry_transient
 from dogs_core.runtime._sync.stats import StatsClient
@@ -84,6 +86,10 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, Sy
     take) bounds how long ``schedule()`` and ``schedule_many()`` retry a store that keeps
     failing transiently (see ``retry_transient``'s ``deadline``), so that a caller learns
     within it that the database is down: :class:`~dogs_core.errors.StoreUnavailableError`.
+
+    ``clock_sync_interval`` (60 s by default): the client measures its clock's offset to the
+    store's before a call that computes times, at most once per interval, so that run times
+    and lock checks are on the database's clock even when this machine's is wrong.
     """
 
     def __init__(
@@ -96,19 +102,34 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, Sy
         rng: random.Random | None = None,
         telemetry: Telemetry | None = None,
         operation_timeout: float | None = DEFAULT_OPERATION_TIMEOUT,
+        clock_sync_interval: timedelta | int | float | str | None = DEFAULT_CLOCK_SYNC_INTERVAL,
     ) -> None:
-        super().__init__(jobs, n_partitions=n_partitions, clock=clock, rng=rng)
+        super().__init__(
+            jobs,
+            n_partitions=n_partitions,
+            clock=clock,
+            rng=rng,
+            clock_sync_interval=clock_sync_interval,
+        )
         self.operation_timeout = validate_operation_timeout(operation_timeout)
         #: Where the scheduling calls' events go (the process-wide hub by default).
         self.telemetry = TELEMETRY if telemetry is None else telemetry
         self.store = observed_sync(store, self.telemetry)
         self._setup_done = False
 
-    def _ensure_setup(self) -> None:
-        """Create the store's indexes before the first write: uniqueness depends on them."""
+    def _ensure_setup(self) -> bool:
+        """Create the store's indexes before the first write (uniqueness depends on them), then
+        measure the clock when due. Returns whether the clock's offset changed: times computed
+        before are then computed again."""
         if not self._setup_done:
             retry_transient(self.store.setup, what="store setup", deadline=self.operation_timeout)
             self._setup_done = True
+        return self._ensure_clock()
+
+    def _ensure_clock(self) -> bool:
+        """Measure the clock's offset to the store's when due (see :class:`ServerClock`),
+        within ``operation_timeout``. Returns whether the offset changed."""
+        return ensure_clock(self.store, self.clock, deadline=self.operation_timeout)
 
     # -- scheduling -------------------------------------------------------------------------
 
@@ -140,10 +161,10 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, Sy
         """
         validate_session(session)
         definition = self._event_definition(job)
-        new_job = self._new_job(
-            definition, ScheduleItem(params, run_in, run_at, priority, unique_key)
-        )
-        self._ensure_setup()
+        item = ScheduleItem(params, run_in, run_at, priority, unique_key)
+        new_job = self._new_job(definition, item)
+        if self._ensure_setup():
+            new_job = self._new_job(definition, item)  # on the clock just measured
         observing = observe_scheduling(self.telemetry, [new_job])
         if observing is None:
             outcome = self._insert_one(new_job, session)
@@ -170,10 +191,12 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, Sy
         raises instead of becoming an item error.
         """
         validate_session(session)
-        batch = self._prepare_many(self._event_definition(job), items)
+        definition = self._event_definition(job)
+        batch = self._prepare_many(definition, items)
         if not batch.jobs:
             return batch.result()
-        self._ensure_setup()
+        if self._ensure_setup():
+            batch = self._prepare_many(definition, batch.items)  # on the clock just measured
         observing = observe_scheduling(self.telemetry, batch.jobs)
         if observing is None:
             return batch.result(self._insert_many(batch.jobs, session))
@@ -191,6 +214,7 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, Sy
 
     def status(self) -> list[NameStatus]:
         """Per job name: due, scheduled later, running, stale and terminal counts."""
+        self._ensure_clock()
         return self.store.status_counts(now=self.clock.now())
 
     def unlock_all(self) -> int:
