@@ -9,6 +9,7 @@
     dogs history --name send_welcome [--status error] [--json]
     dogs pause NAME | --all, dogs resume NAME | --all     # see dogs_mongo.cli_controls
     dogs stats [--name NAME] [--window 1h] [--json]       # see dogs_mongo.cli_stats
+    dogs archive --older-than 30d [--dry-run] [--json]  # see dogs_mongo.cli_archive
     dogs dashboard [--host H] [--port N] [--read-only]  # see dogs_mongo.cli_dashboard
     dogs unlock-all [--yes]
     dogs mongod [--dbpath DIR] [--port N]       # a local development server
@@ -56,6 +57,7 @@ from dogs_core.domain.records import Duplicate, NameStatus, Scheduled
 from dogs_core.jobs import Jobs
 from dogs_core.runtime.settings import WORKER_OPTIONS, WorkerOption, WorkerSettings, worker_option
 from dogs_core.runtime.workers import Workers
+from dogs_mongo.cli_archive import archive
 from dogs_mongo.cli_common import (
     ENV_URI,
     AppDirOption,
@@ -432,6 +434,10 @@ app.command("resume")(resume)
 # -- dogs stats (dogs_mongo.cli_stats) ----------------------------------------------------------
 
 app.command("stats")(stats)
+
+# -- dogs archive (dogs_mongo.cli_archive) -----------------------------------------------------
+
+app.command("archive")(archive)
 
 # -- dogs dashboard (dogs_mongo.cli_dashboard) -------------------------------------------------
 

@@ -4,9 +4,10 @@ clients loop over batches (:mod:`dogs_core.runtime._async.archive`).
 
 The cutoff rule (``now - older_than``, to the millisecond):
 
-- a history row is archived when its ``ended_at`` is before the cutoff: a row is written when
-  its execution ends, so ``ended_at`` is the age of the row itself (a long run started before
-  the cutoff but ended after it stays until it, too, is old);
+- a history row is archived when its ``started_at`` is before the cutoff: Dogs' own history
+  index ``{jobName: 1, startedAt: 1}`` serves the batch reads, so no index is added to a
+  collection Node workers share. A run that started before the cutoff and ended after it is
+  archived with the others (runs are short next to thresholds of days);
 - a failed record (an event record in status ``maxTriesReached``) is archived when its
   ``max_tries_reached_at`` is before the cutoff. A record whose anchor is missing is left alone.
 

@@ -28,9 +28,10 @@ from dogs_core.domain.validation import DurationLike
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ports import ArchiveStore, JobStore
 from dogs_core.runtime._sync.retry import retry_transient
+from dogs_core.runtime.archive_ports import archive_port_of
 from dogs_core.runtime.scheduling import ClientBase
 
-__all__ = ["ARCHIVE_LOG_EVERY", "ArchiveClient", "BatchCallback"]
+__all__ = ["ARCHIVE_LOG_EVERY", "ArchiveClient", "BatchCallback", "archive_store_of"]
 
 log = logging.getLogger("dogs.archive")
 
@@ -78,7 +79,7 @@ class ArchiveClient(ClientBase):
         )
         if on_batch is not None and not callable(on_batch):
             raise InvalidOptionError("on_batch", on_batch, "must be a callable or None")
-        archive = _archive_store(self.store)
+        archive = archive_store_of(self.store)
         now = self.clock.now()
         cutoff = archive_cutoff(now, options.older_than)
         started = time.monotonic()
@@ -148,14 +149,9 @@ def _archive_kind(
             log.info("dogs: archive of %s: %d moved in %d batches", kind.value, total, sent)
 
 
-def _archive_store(store: object) -> ArchiveStore:
-    """The archive port of ``store``, looking through the client's wrappers (``inner``)."""
-    current = store
-    for _ in range(8):
-        if isinstance(current, ArchiveStore):
-            return current
-        inner = getattr(current, "inner", None)
-        if inner is None:
-            break
-        current = inner
-    raise InvalidOptionError("store", store, "has no archive (it does not implement ArchiveStore)")
+def archive_store_of(store: object) -> ArchiveStore:
+    """The archive port of the client's ``store`` (:func:`archive_port_of`)."""
+    archive = archive_port_of(store)
+    if not isinstance(archive, ArchiveStore):
+        raise InvalidOptionError("store", store, "has no archive (no ArchiveStore)")
+    return archive
