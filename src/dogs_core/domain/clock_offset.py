@@ -66,7 +66,7 @@ class ClockSample:
 class OffsetEstimate:
     """``offset`` to add to the local clock to get the server's; the true offset lies within
     ``offset +- uncertainty`` (half the round trip of the sample it came from, plus the
-    server's resolution)."""
+    server's resolution), or within twice that of an offset taken as zero."""
 
     offset: timedelta
     uncertainty: timedelta
@@ -75,8 +75,9 @@ class OffsetEstimate:
 def best_estimate(samples: Sequence[ClockSample]) -> OffsetEstimate | None:
     """The estimate of the sample with the shortest round trip, or ``None`` without samples.
 
-    An offset within its own uncertainty cannot be told from none and is taken as zero: two
-    clocks that agree (one machine, or NTP-synced ones) then compute exactly the same times."""
+    An offset within its own uncertainty cannot be told from none and is taken as zero (the
+    error is then at most twice the uncertainty, a millisecond or two): two clocks that agree
+    (one machine, or NTP-synced ones) then compute exactly the same times."""
     if not samples:
         return None
     best = min(samples, key=lambda sample: sample.round_trip)
