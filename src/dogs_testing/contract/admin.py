@@ -4,6 +4,7 @@ backfill, ``unlock_all``, status counts, ``find_jobs`` and probes)."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import itertools
 import math
 
@@ -272,3 +273,21 @@ class AdminContract(ContractBase):
             assert isinstance(cost, float | int)
             assert math.isfinite(cost)
             assert cost >= 0
+
+    # ---------------------------------------------------------------- the store's clock
+
+    async def test_server_time_is_none_or_an_aware_millisecond_clock(
+        self, store: AsyncJobStore
+    ) -> None:
+        """What the runtime measures its clock's offset against (``None``: the store has no
+        clock of its own, and the machine's clock is trusted)."""
+        first = await store.server_time()
+        second = await store.server_time()
+        if first is None:
+            assert second is None
+            return
+        assert second is not None
+        for moment in (first, second):
+            assert moment.utcoffset() == dt.timedelta(0)
+            assert moment.microsecond % 1000 == 0
+        assert second >= first
