@@ -24,6 +24,7 @@ from typing import Any, Self, cast
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
+from dogs_core.domain.clock_offset import DEFAULT_CLOCK_SYNC_INTERVAL
 from dogs_core.errors import WorkersStateError
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock, JobStore
@@ -199,6 +200,7 @@ class BlockingDogsClient(SyncDogsClient):
         backend: str = "asyncio",
         telemetry: Telemetry | None = None,
         operation_timeout: float | None = DEFAULT_OPERATION_TIMEOUT,
+        clock_sync_interval: DurationLike | None = DEFAULT_CLOCK_SYNC_INTERVAL,
     ) -> None:
         self._owner = _PortalOwner(backend)
         super().__init__(
@@ -209,6 +211,7 @@ class BlockingDogsClient(SyncDogsClient):
             rng=rng,
             telemetry=telemetry,
             operation_timeout=operation_timeout,
+            clock_sync_interval=clock_sync_interval,
         )
 
     def _sync_face(self, store: AsyncJobStore | JobStore) -> JobStore:
