@@ -20,6 +20,7 @@ from examples import (
     leases,
     long_job_heartbeat,
     managing_jobs,
+    misfire,
     observability,
     quickstart_async,
     recurrent_cron,
@@ -401,4 +402,32 @@ def test_stats_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) 
     stats.main(["--uri", mongodb_uri])
     out = output_of(capsys)
     for line in STATS_LINES:
+        assert line in out
+
+
+MISFIRE_LINES = (
+    "report_once (misfire='run_once'): 1 run(s), for the slots: 4.5 h ago",
+    "report_skip (misfire='skip', misfire_grace='1m'): 0 run(s), for the slots: none",
+    "report_all (misfire='run_all', max_catch_up=3): 3 run(s), for the slots: 2.5 h ago, 1.5 h "
+    "ago, 0.5 h ago",
+    "JobMisfired: report_skip skipped 5 slot(s) (4.5 h ago to 0.5 h ago)",
+    "JobMisfired: report_all skipped 2 slot(s) (4.5 h ago to 3.5 h ago)",
+    "nightly at priority 1000 (the default): ran after 0 of 300 older events",
+)
+
+
+def test_misfire(capsys: pytest.CaptureFixture[str]) -> None:
+    misfire.main([])
+    out = output_of(capsys)
+    for line in MISFIRE_LINES:
+        assert line in out
+    assert out.count("next run in 0.5 h") == 2, "skip and run_all are back on the slot grid"
+    assert re.search(r"nightly at priority 100: ran after \d{3} of 300 older events", out)
+
+
+@pytest.mark.mongo
+def test_misfire_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    misfire.main(["--uri", mongodb_uri])
+    out = output_of(capsys)
+    for line in MISFIRE_LINES:
         assert line in out
