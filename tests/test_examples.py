@@ -24,6 +24,7 @@ from examples import (
     observability,
     quickstart_async,
     recurrent_cron,
+    skewed_clocks,
     stats,
     sync_app,
     telemetry_events,
@@ -128,6 +129,7 @@ def test_transactional_schedule_without_a_database(capsys: pytest.CaptureFixture
         "leases.py",
         "stats.py",
         "observability.py",
+        "skewed_clocks.py",
     ],
 )
 def test_examples_run_as_scripts(script: str) -> None:
@@ -390,6 +392,22 @@ STATS_LINES = (
 )
 
 
+SKEWED_CLOCKS_LINES = (
+    "instance ahead: measured offset -22.5 s to the database's clock",
+    "instance behind: measured offset +22.5 s to the database's clock",
+    "jobs run: 40 of 40",
+    "each job ran once: True",
+)
+
+
+@pytest.mark.mongo
+def test_skewed_clocks_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    skewed_clocks.main(["--uri", mongodb_uri])
+    out = output_of(capsys)
+    for line in SKEWED_CLOCKS_LINES:
+        assert line in out
+
+
 def test_stats(capsys: pytest.CaptureFixture[str]) -> None:
     stats.main([])
     out = output_of(capsys)
@@ -431,3 +449,29 @@ def test_misfire_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]
     out = output_of(capsys)
     for line in MISFIRE_LINES:
         assert line in out
+
+
+def _archiving_output(capsys: pytest.CaptureFixture[str]) -> str:
+    out = output_of(capsys)
+    assert "would archive: 27 history rows, 3 failed records" in out
+    assert "archived 30 documents in 6 batches" in out
+    assert "history rows of send_receipt left in the live collection: 0" in out
+    assert "in the history archive: 27" in out
+    assert "in the records archive: 3" in out
+    assert "a second run moves 0" in out
+    return out
+
+
+def test_archiving(capsys: pytest.CaptureFixture[str]) -> None:
+    from examples import archiving
+
+    archiving.main([])
+    assert "history: a batch of 10 (10 so far)" in _archiving_output(capsys)
+
+
+@pytest.mark.mongo
+def test_archiving_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from examples import archiving
+
+    archiving.main(["--uri", mongodb_uri])
+    _archiving_output(capsys)
