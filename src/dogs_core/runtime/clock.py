@@ -4,7 +4,9 @@ offset to the database's clock; see :mod:`dogs_core.domain.clock_offset`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import anyio
 
@@ -68,6 +70,10 @@ class ServerClock:
     ) -> None:
         self.local = local
         self.tracker = ClockOffsetTracker(interval)
+        # The hot path reads the time a few times per job: read the system clock directly.
+        self._local_now: Callable[[], datetime] = (
+            partial(datetime.now, UTC) if type(local) is SystemClock else local.now
+        )
 
     @classmethod
     def over(cls, clock: Clock | None, interval: timedelta | None) -> ServerClock:
@@ -82,4 +88,4 @@ class ServerClock:
         return self.tracker.offset
 
     def now(self) -> datetime:
-        return self.local.now() + self.tracker.offset
+        return self._local_now() + self.tracker.offset
