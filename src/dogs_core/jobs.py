@@ -131,8 +131,10 @@ class Jobs:
         **options: Unpack[RecurrentJobOptions],
     ) -> RecurrentJobDefinition | Callable[[Callable[..., Any]], RecurrentJobDefinition]:
         """Register ``handler(ctx)`` as a recurrent job:
-        ``@jobs.recurrent(run_every="5m")`` or ``@jobs.recurrent(cron=..., timezone=...)``.
-        Returns the definition. (Bare ``@jobs.recurrent`` fails: a schedule is required.)"""
+        ``@jobs.recurrent(run_every="5m")`` or ``@jobs.recurrent(cron=..., timezone=...)``;
+        ``misfire=`` (with ``misfire_grace``, ``max_catch_up``) says what becomes of the runs it
+        misses. Returns the definition. (Bare ``@jobs.recurrent`` fails: a schedule is
+        required.)"""
 
         def register(func: Callable[..., Any]) -> RecurrentJobDefinition:
             definition = recurrent_job(func, name=name, **options)
