@@ -110,19 +110,7 @@ def archive(
     """Move history rows and failed records older than --older-than out of the live
     collections (and out of TTL's reach) into archive collections, in small batches."""
     age = _older_than(older_than)
-    if not 1 <= batch_size <= MAX_ARCHIVE_BATCH_SIZE:
-        fail(f"--batch-size {batch_size}: must be in 1..{MAX_ARCHIVE_BATCH_SIZE}")
-    if max_batches is not None and max_batches < 1:
-        fail(f"--max-batches {max_batches}: must be at least 1")
-    kinds = [kind for kind, wanted in ((ArchiveKind.HISTORY, history), (_FAILED, failed)) if wanted]
-    if not kinds:
-        fail("--no-history --no-failed: nothing to archive")
-    for flag, name in (
-        ("--history-archive", history_archive),
-        ("--records-archive", records_archive),
-    ):
-        if name is not None and not name.strip():
-            fail(f"{flag} {shlex.quote(name)}: must not be empty")
+    kinds = _checked(batch_size, history, failed, max_batches, history_archive, records_archive)
     err = Console(stderr=True, highlight=False)
     if outlives_default_retention(age) and ArchiveKind.HISTORY in kinds:
         err.print(
@@ -160,6 +148,29 @@ def archive(
 
 
 _FAILED = ArchiveKind.FAILED_RECORDS
+
+
+def _checked(
+    batch_size: int,
+    history: bool,
+    failed: bool,
+    max_batches: int | None,
+    history_archive: str | None,
+    records_archive: str | None,
+) -> list[ArchiveKind]:
+    """The options checked before connecting; the kinds to archive."""
+    if not 1 <= batch_size <= MAX_ARCHIVE_BATCH_SIZE:
+        fail(f"--batch-size {batch_size}: must be in 1..{MAX_ARCHIVE_BATCH_SIZE}")
+    if max_batches is not None and max_batches < 1:
+        fail(f"--max-batches {max_batches}: must be at least 1")
+    kinds = [kind for kind, wanted in ((ArchiveKind.HISTORY, history), (_FAILED, failed)) if wanted]
+    if not kinds:
+        fail("--no-history --no-failed: nothing to archive")
+    names = (("--history-archive", history_archive), ("--records-archive", records_archive))
+    for flag, name in names:
+        if name is not None and not name.strip():
+            fail(f"{flag} {shlex.quote(name)}: must not be empty")
+    return kinds
 
 
 def _older_than(value: str) -> timedelta:

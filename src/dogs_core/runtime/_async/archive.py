@@ -83,10 +83,7 @@ class ArchiveClient(ClientBase):
         cutoff = archive_cutoff(now, options.older_than)
         started = anyio.current_time()
         if options.dry_run:
-            counts: dict[ArchiveKind, int] = {}
-            for kind in options.kinds:
-                count = partial(archive.count_archivable, kind, cutoff=cutoff)
-                counts[kind] = await retry_transient(count, what="count archivable")
+            counts = await _count(archive, options.kinds, cutoff)
             elapsed = timedelta(seconds=anyio.current_time() - started)
             return ArchiveReport(cutoff=cutoff, moved=counts, elapsed=elapsed, dry_run=True)
         await retry_transient(archive.setup_archive, what="archive setup")
@@ -112,6 +109,17 @@ class ArchiveClient(ClientBase):
             ", ".join(f"{kind.value}: {count}" for kind, count in moved.items()),
         )
         return report
+
+
+async def _count(
+    archive: AsyncArchiveStore, kinds: Iterable[ArchiveKind], cutoff: datetime
+) -> dict[ArchiveKind, int]:
+    """A dry run: what a run with ``cutoff`` would move, per kind."""
+    counts: dict[ArchiveKind, int] = {}
+    for kind in kinds:
+        count = partial(archive.count_archivable, kind, cutoff=cutoff)
+        counts[kind] = await retry_transient(count, what="count archivable")
+    return counts
 
 
 async def _archive_kind(

@@ -84,10 +84,7 @@ class ArchiveClient(ClientBase):
         cutoff = archive_cutoff(now, options.older_than)
         started = time.monotonic()
         if options.dry_run:
-            counts: dict[ArchiveKind, int] = {}
-            for kind in options.kinds:
-                count = partial(archive.count_archivable, kind, cutoff=cutoff)
-                counts[kind] = retry_transient(count, what="count archivable")
+            counts = _count(archive, options.kinds, cutoff)
             elapsed = timedelta(seconds=time.monotonic() - started)
             return ArchiveReport(cutoff=cutoff, moved=counts, elapsed=elapsed, dry_run=True)
         retry_transient(archive.setup_archive, what="archive setup")
@@ -113,6 +110,17 @@ class ArchiveClient(ClientBase):
             ", ".join(f"{kind.value}: {count}" for kind, count in moved.items()),
         )
         return report
+
+
+def _count(
+    archive: ArchiveStore, kinds: Iterable[ArchiveKind], cutoff: datetime
+) -> dict[ArchiveKind, int]:
+    """A dry run: what a run with ``cutoff`` would move, per kind."""
+    counts: dict[ArchiveKind, int] = {}
+    for kind in kinds:
+        count = partial(archive.count_archivable, kind, cutoff=cutoff)
+        counts[kind] = retry_transient(count, what="count archivable")
+    return counts
 
 
 def _archive_kind(
