@@ -6,13 +6,14 @@ write of the very same documents (:func:`benchmarks.floor.insert_floor`):
 - bulk: one ``schedule_many`` call of N jobs (100,000; jobs/s, from the call to its result)
   against one unordered ``insert_many`` of the same documents;
 - single: M sequential ``schedule()`` calls (2,000; each timed: p50 and p99) against M
-  sequential ``insert_one`` calls of the same documents.
+  sequential ``insert_one`` calls of the same documents, call for call (each ``schedule()`` is
+  followed by the raw insert of the document it wrote), so that both see the same load.
 
 "The same documents": a wrapper between the client and the store keeps every ``NewJob`` the
 client hands down, and the floor's documents are built from them with the store's own builder
 (:func:`dogs_mongo.queries.document_from_new_job`), ids included, into fresh databases whose
 indexes the store created. The client's items are built before the clock starts; the floor's
-documents too. Ours run first, then the floors.
+documents too. The bulk runs ours first, then the floor.
 
 Checks: the client reports every job scheduled; the collection holds exactly N + M records,
 one per ``params.i`` and one per ``params.single`` (no duplicates); the floors stored every
@@ -33,6 +34,7 @@ from typing import Any, Final
 
 import anyio
 from pymongo import AsyncMongoClient
+from pymongo.asynchronous.collection import AsyncCollection
 
 from benchmarks._common import (
     command_line,
@@ -119,7 +121,7 @@ async def _check(
             result.failures.append(f"{duplicated} {key} value(s) stored more than once")
 
 
-async def _ours(dogs: DogsClient, definition: EventJobDefinition, result: SchedulingResult) -> None:
+async def _bulk(dogs: DogsClient, definition: EventJobDefinition, result: SchedulingResult) -> None:
     items = [ScheduleItem(params={"i": i}) for i in range(result.jobs)]
     began = time.perf_counter()
     bulk = await dogs.schedule_many(definition, items)
@@ -129,17 +131,36 @@ async def _ours(dogs: DogsClient, definition: EventJobDefinition, result: Schedu
             f"schedule_many: {bulk.scheduled_count} scheduled, {bulk.skipped_count} skipped, "
             f"{len(bulk.errors)} errors of {result.jobs}"
         )
+
+
+async def _singles(
+    dogs: DogsClient,
+    definition: EventJobDefinition,
+    store: CapturingStore,
+    floor_records: AsyncCollection[dict[str, Any]],
+    result: SchedulingResult,
+) -> list[float]:
+    """``schedule()`` and the raw ``insert_one`` of the document it wrote, call for call, so that
+    both see the same load on a shared machine; returns the floor's times."""
+    floor_seconds = []
     for i in range(result.singles):
         began = time.perf_counter()
         await dogs.schedule(definition, {"single": i})
         result.single_seconds.append(time.perf_counter() - began)
+        document = q.document_from_new_job(store.single[-1])
+        began = time.perf_counter()
+        await floor_records.insert_one(document)
+        floor_seconds.append(time.perf_counter() - began)
+    return floor_seconds
 
 
 async def run(uri: str, jobs: int, singles: int) -> SchedulingResult:
-    """Ours, then the floors of the same documents; every database is dropped at the end."""
+    """The bulk (ours, then the floor's ``insert_many``), then the single calls (ours and the
+    floor's alternately); every database is dropped at the end."""
     result = SchedulingResult(jobs=jobs, singles=singles)
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri, tz_aware=True)
     database = f"dogs_bench_scheduling_{uuid.uuid4().hex[:12]}"
+    floor_database = f"{database}_floor"
     store = CapturingStore(AsyncMongoJobStore(client, database))
     registry = Jobs()
 
@@ -149,17 +170,20 @@ async def run(uri: str, jobs: int, singles: int) -> SchedulingResult:
     definition = registry.event(name=JOB_NAME)(handler)
     try:
         await store.setup()  # the indexes exist before the clock starts, as in a deployment
+        await AsyncMongoJobStore(client, floor_database).setup()
         dogs = DogsClient(store, registry, n_partitions=N_PARTITIONS)
-        await _ours(dogs, definition, result)
+        await _bulk(dogs, definition, result)
+        result.floor = await insert_floor(uri, [q.document_from_new_job(j) for j in store.bulk])
+        floor_records = client[floor_database][q.DEFAULT_RECORDS_COLLECTION]
+        floor_seconds = await _singles(dogs, definition, store, floor_records, result)
+        result.floor.singles, result.floor.insert_one_seconds = len(floor_seconds), floor_seconds
         await _check(client, database, result)
-        result.floor = await insert_floor(
-            uri,
-            [q.document_from_new_job(job) for job in store.bulk],
-            singles=[q.document_from_new_job(job) for job in store.single],
-        )
+        if (stored := await floor_records.count_documents({})) != result.singles:
+            result.floor.failures.append(f"insert_one: {stored} of {result.singles} stored")
         result.failures += [f"floor: {failure}" for failure in result.floor.failures]
     finally:
         await client.drop_database(database)
+        await client.drop_database(floor_database)
         await client.close()
     return result
 
