@@ -637,11 +637,11 @@ def _nice_step(span: float) -> float:
 
 
 def rss_series(result: SoakResult) -> list[list[tuple[float, float]]]:
-    """Per worker: (minutes since the producer started, RSS MiB), the samples before it
-    (the workers' start) left out."""
+    """Per worker: (minutes since the producer started, RSS MiB); the sample each worker took
+    as it started, a second or two before the producer, is drawn at 0 (the warm-up's start)."""
     origin = result.started_at
     return [
-        [((float(s["t"]) - origin) / 60, float(s["rss_mib"])) for s in samples if s["t"] >= origin]
+        [(max(0.0, float(s["t"]) - origin) / 60, float(s["rss_mib"])) for s in samples]
         for samples in result.worker_samples
     ]
 
