@@ -275,6 +275,9 @@ def test_soak_quick(mongodb_uri: str, tmp_path: Path, capsys: pytest.CaptureFixt
     assert all(final["by_kind"] for final in result["worker_finals"]), "faults were injected"
     assert len(result["growth"]) == 2 * 3, "RSS, descriptors and tasks of each worker"
     assert chart.read_text().count("<polyline") == 2
+    redrawn = tmp_path / "redrawn.svg"
+    assert soak.main(["--replot", str(report), "--chart", str(redrawn)]) == 0
+    assert redrawn.read_text() == chart.read_text(), "the report holds everything the chart needs"
 
 
 def test_soak_growth_check_flags_a_leak_and_not_a_plateau() -> None:
