@@ -1,35 +1,48 @@
 """The claim machinery of the MongoDB job store: single claims on either claim path, and
-``claim_many``'s three round trips.
+``claim_many``'s three round trips, and the claim hints' fallback when their index is missing.
 
 Part of the async adapter (the source of truth): ``scripts/generate_sync.py`` generates
 ``_sync/claims.py`` from this module. :class:`MongoClaims` is a base of the store class; it
 uses the store's collections (``_fenced`` for the claim writes, ``_primary`` for reads of its
 own writes) and its :meth:`capabilities`.
+
+A claim never carries a hint whose index does not exist (the server refuses such a query):
+capability detection tells :meth:`MongoClaims._note_claim_indexes` which claim indexes are
+ready, and a claim the server refuses for its hint (the index was dropped since) marks it
+missing and is sent again. A missing index's claims carry the other claim index's hint, or none
+when both are missing, with one WARNING per index; while one is missing the indexes are listed
+again every :data:`CLAIM_INDEX_RECHECK_SECONDS`, and a claim index that is back is used again.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from pymongo import ReturnDocument, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.errors import BulkWriteError
+from pymongo.errors import BulkWriteError, OperationFailure, PyMongoError
 
 from dogs_core.domain.batches import check_claim_requests
 from dogs_core.domain.records import ClaimedJob, ClaimRequest
 from dogs_core.errors import TransientStoreError
 from dogs_core.ports import StoreCapabilities
 from dogs_mongo import queries as q
+from dogs_mongo._async.indexes import list_indexes
 from dogs_mongo.errors import translate_errors
 from dogs_mongo.queries.claims import (
     CLAIM_PATH_AUTO,
     CLAIM_PATH_FIND_ONE_AND_UPDATE,
     CLAIM_PATH_SORTED_UPDATE_ONE,
+    HINT_INDEX_NAMES,
+    available_hint,
+    missing_hints,
 )
 
 __all__ = [
+    "CLAIM_INDEX_RECHECK_SECONDS",
     "CLAIM_PATH_FIND_ONE_AND_UPDATE",
     "CLAIM_PATH_SORTED_UPDATE_ONE",
     "SORTED_UPDATE_MIN_WIRE_VERSION",
@@ -44,7 +57,14 @@ SORTED_UPDATE_MIN_WIRE_VERSION: Final = 25
 
 _CLAIM_MANY_ROUNDS = 4  # finds of claim_many while other claimers take every candidate first
 
+#: While a claim index is missing, how often (seconds) the claims list the indexes again.
+CLAIM_INDEX_RECHECK_SECONDS: Final = 60.0
+
+#: The server's code for "hint provided does not correspond to an existing index".
+_BAD_VALUE: Final = 2
+
 Document = dict[str, Any]
+_T = TypeVar("_T")
 
 
 class MongoClaims:
@@ -52,6 +72,10 @@ class MongoClaims:
 
     _fenced: AsyncCollection[Document]
     _primary: AsyncCollection[Document]
+    #: The hints (``byJobName``, ``globalPriority``) whose index is missing, and when
+    #: (``time.monotonic()``) the indexes were last listed; the store sets both.
+    _missing_claim_hints: set[str]
+    _claim_indexes_listed_at: float
 
     if TYPE_CHECKING:
 
@@ -67,10 +91,14 @@ class MongoClaims:
 
     async def _claim_sorted_update_one(self, request: ClaimRequest) -> ClaimedJob | None:
         command = q.sorted_update_one_claim(request)
-        with translate_errors("claim", write=True):
-            result = await self._fenced.update_one(
-                command.filter, command.update, sort=command.sort, hint=command.hint
+
+        async def send(hint: dict[str, int] | None) -> Any:
+            return await self._fenced.update_one(
+                command.filter, command.update, sort=command.sort, hint=hint
             )
+
+        with translate_errors("claim", write=True):
+            result = await self._with_claim_hint(request.hint, send)
         if result.matched_count == 0:
             return None
         with translate_errors("claim read-back", write=False):
@@ -86,14 +114,19 @@ class MongoClaims:
 
     async def _claim_find_one_and_update(self, request: ClaimRequest) -> ClaimedJob | None:
         command = q.find_one_and_update_claim(request)
-        with translate_errors("claim", write=True):
-            before = await self._fenced.find_one_and_update(
+
+        async def send(hint: dict[str, int] | None) -> Document | None:
+            before: Document | None = await self._fenced.find_one_and_update(
                 command.filter,
                 command.update,
                 sort=list(command.sort.items()),
-                hint=command.hint,
+                hint=hint,
                 return_document=ReturnDocument.BEFORE,
             )
+            return before
+
+        with translate_errors("claim", write=True):
+            before = await self._with_claim_hint(request.hint, send)
         if before is None:
             return None
         return q.claim_from_before_image(request, before)
@@ -119,7 +152,7 @@ class MongoClaims:
             return []
         query = q.claim_candidates_query(checked[0], len(checked))
         for _ in range(_CLAIM_MANY_ROUNDS):
-            candidates = await self._claim_many_candidates(query)
+            candidates = await self._claim_many_candidates(query, checked[0].hint)
             if not candidates:
                 return []
             used = checked[: len(candidates)]
@@ -132,17 +165,82 @@ class MongoClaims:
             # that is no miss (a miss would put the workers to sleep), so look again.
         return []
 
-    async def _claim_many_candidates(self, query: q.CandidateQuery) -> list[Document]:
+    async def _claim_many_candidates(self, query: q.CandidateQuery, hint: str) -> list[Document]:
         """The ids of the best eligible records (the first round trip of ``claim_many``)."""
+
+        async def send(index: dict[str, int] | None) -> list[Document]:
+            cursor = self._primary.find(query.filter, query.projection).sort(query.sort)
+            if index is not None:
+                cursor = cursor.hint(index)
+            found: list[Document] = await cursor.limit(query.limit).to_list(None)
+            return found
+
         with translate_errors("claim_many (candidates)", write=False):
-            cursor = (
-                self._primary.find(query.filter, query.projection)
-                .sort(query.sort)
-                .hint(query.hint)
-                .limit(query.limit)
+            return await self._with_claim_hint(hint, send)
+
+    # -- the claim hints' fallback ------------------------------------------------------------
+
+    def _note_claim_indexes(self, ready: Iterable[str]) -> None:
+        """Capability detection (and each re-check): the claim indexes among the ``ready``
+        index names decide the hints claims carry; one WARNING per index found missing, one
+        INFO per index back."""
+        missing = missing_hints(set(ready))
+        for hint in sorted(missing - self._missing_claim_hints):
+            instead = available_hint(hint, missing)
+            log.warning(
+                "dogs: the claim index %s of %s is missing (run the store's setup): claims "
+                "asking for %s use %s until it is back",
+                HINT_INDEX_NAMES[hint],
+                self._primary.name,
+                hint,
+                "no hint" if instead is None else f"the hint {instead}",
             )
-            candidates: list[Document] = await cursor.to_list(None)
-        return candidates
+        for hint in sorted(self._missing_claim_hints - missing):
+            log.info(
+                "dogs: the claim index %s of %s is ready: claims use the hint %s again",
+                HINT_INDEX_NAMES[hint],
+                self._primary.name,
+                hint,
+            )
+        self._missing_claim_hints = missing
+        self._claim_indexes_listed_at = time.monotonic()
+
+    async def _recheck_claim_indexes(self) -> None:
+        """While a claim index is missing: list the indexes again, at most every
+        :data:`CLAIM_INDEX_RECHECK_SECONDS` (a failure waits for the next time)."""
+        if not self._missing_claim_hints:
+            return
+        if time.monotonic() - self._claim_indexes_listed_at < CLAIM_INDEX_RECHECK_SECONDS:
+            return
+        self._claim_indexes_listed_at = time.monotonic()
+        try:
+            listing = await list_indexes(self._primary)
+        except PyMongoError as error:
+            log.debug("dogs: re-listing the claim indexes failed: %s", error)
+            return
+        self._note_claim_indexes(listing.ready)
+
+    async def _with_claim_hint(
+        self, hint: str, send: Callable[[dict[str, int] | None], Awaitable[_T]]
+    ) -> _T:
+        """``send(index)`` with the index the claim asking for ``hint`` may carry; when the
+        server says that index does not exist, it is marked missing and sent again without it
+        (the other claim index, then none)."""
+        await self._recheck_claim_indexes()
+        while True:
+            chosen = available_hint(hint, self._missing_claim_hints)
+            try:
+                return await send(None if chosen is None else q.hint_spec(chosen))
+            except OperationFailure as error:
+                if chosen is None or not _is_missing_hint(error):
+                    raise
+                self._note_claim_indexes(
+                    {
+                        index
+                        for name, index in HINT_INDEX_NAMES.items()
+                        if name != chosen and name not in self._missing_claim_hints
+                    }
+                )
 
     async def _claim_many_write(
         self, candidates: Sequence[Document], used: Sequence[ClaimRequest]
@@ -226,6 +324,12 @@ def choose_claim_path(
     if max_wire_version >= SORTED_UPDATE_MIN_WIRE_VERSION and has_lock_id_index:
         return CLAIM_PATH_SORTED_UPDATE_ONE
     return CLAIM_PATH_FIND_ONE_AND_UPDATE
+
+
+def _is_missing_hint(error: OperationFailure) -> bool:
+    """Whether the server refused a query because its hinted index does not exist (dropped,
+    or still being built)."""
+    return error.code == _BAD_VALUE and "hint" in str(error)
 
 
 def _claim_many_write_error(error: BulkWriteError, sent: int) -> int:

@@ -57,7 +57,7 @@ from dogs_mongo._async.claims import (
     choose_claim_path,
 )
 from dogs_mongo._async.controls import MongoControls
-from dogs_mongo._async.indexes import ensure_indexes
+from dogs_mongo._async.indexes import ensure_indexes, list_indexes
 from dogs_mongo._async.stats import MongoStats
 from dogs_mongo._async.steering import MongoSteering
 from dogs_mongo.client_check import refuse_motor
@@ -166,6 +166,8 @@ class AsyncMongoJobStore(
         self._setup_done = False
         self._capabilities: StoreCapabilities | None = None
         self._missing_hints: set[str] = set()  # indexes found missing by hinted reads
+        self._missing_claim_hints: set[str] = set()  # claim hints whose index is missing
+        self._claim_indexes_listed_at = 0.0
 
     @classmethod
     def from_uri(cls, uri: str, database: str, **options: Any) -> AsyncMongoJobStore:
@@ -236,7 +238,8 @@ class AsyncMongoJobStore(
             with translate_errors("capability detection", write=False):
                 hello = await self._db.command("hello")
                 build_info = await self._db.command("buildInfo")
-                indexes = await self._records.index_information()
+                indexes = (await list_indexes(self._records)).ready
+            self._note_claim_indexes(indexes)  # claims never hint an index that is not there
             wire_version = int(hello.get("maxWireVersion", 0))
             has_lock_index = q.LOCK_ID_INDEX_NAME in indexes
             version = build_info.get("version")

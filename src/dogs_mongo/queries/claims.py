@@ -66,6 +66,31 @@ def hint_spec(hint: str) -> dict[str, int]:
         raise ValueError(f"unknown acquisition hint {hint!r}; expected one of: {known}") from None
 
 
+#: The index name of each hint (what ``listIndexes`` shows).
+HINT_INDEX_NAMES: Final[Mapping[str, str]] = {
+    HINT_BY_JOB_NAME: RECORD_INDEXES[1].name,
+    HINT_GLOBAL_PRIORITY: RECORD_INDEXES[0].name,
+}
+
+
+def available_hint(hint: str, missing: frozenset[str] | set[str]) -> str | None:
+    """The hint a claim asking for ``hint`` carries when the indexes of the hints in
+    ``missing`` do not exist: ``hint`` itself, else the other claim index, else none (the
+    planner chooses; slower, still right)."""
+    name = _HINT_ALIASES.get(hint, hint)
+    if name not in HINTS:
+        hint_spec(hint)  # raises the ValueError that names the known hints
+    if name not in missing:
+        return name
+    other = HINT_GLOBAL_PRIORITY if name == HINT_BY_JOB_NAME else HINT_BY_JOB_NAME
+    return None if other in missing else other
+
+
+def missing_hints(ready_index_names: set[str] | frozenset[str]) -> set[str]:
+    """The hints whose index is not among ``ready_index_names``."""
+    return {hint for hint, index in HINT_INDEX_NAMES.items() if index not in ready_index_names}
+
+
 # --------------------------------------------------------------------------------------------
 # Eligibility (§3.1)
 # --------------------------------------------------------------------------------------------
@@ -104,7 +129,7 @@ class ClaimCommand:
     filter: dict[str, Any]
     update: dict[str, Any] | list[dict[str, Any]]
     sort: dict[str, int]
-    hint: dict[str, int]
+    hint: dict[str, int] | None
 
 
 def released_expression() -> dict[str, Any]:
@@ -323,7 +348,7 @@ class CandidateQuery:
     filter: dict[str, Any]
     projection: dict[str, int]
     sort: list[tuple[str, int]]
-    hint: dict[str, int]
+    hint: dict[str, int] | None
     limit: int
 
 
