@@ -12,6 +12,7 @@ from types import ModuleType
 
 import pytest
 from benchmarks import (
+    backlog,
     claims,
     explain_stats,
     floor,
@@ -295,3 +296,24 @@ def test_soak_rejects_a_bad_size() -> None:
         soak.main(["--jobs", "0"])
     with pytest.raises(SystemExit):
         soak.main(["--error-rate", "0.9"])
+
+
+def test_backlog_quick(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status = backlog.main(["--quick", "--fresh", "--uri", mongodb_uri])
+    output = capsys.readouterr().out
+    assert status == 0, output
+    assert "FAILED" not in output
+    assert output.count("byJobName") >= 4  # explain at both sizes, two claim loops
+    assert output.count("globalPriority") >= 4
+    assert "Keys examined per claim" in output
+    assert "Big / small" in output
+    assert "claims start when it is ready" in output  # the fresh worker's setup said so
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--drain", "0"], ["--records", "100", "--small", "200"], ["--drain", "1500"]],
+)
+def test_backlog_rejects_a_bad_size(argv: list[str]) -> None:
+    with pytest.raises(SystemExit):
+        backlog.main(["--quick", *argv])

@@ -1,0 +1,604 @@
+"""Cost against the size of the work: the same drain on a small and a big collection, one run.
+
+Each collection holds ``--drain`` due records at priority 1 (the ones every drain takes first:
+claims sort by priority, then ``nextRunAt``), more due records at priority 0 that stay (the
+rest of ``--due``), and records due in the future (the rest of the collection, spread over the
+next 30 days), over ``--names`` job names and ``--partitions`` partitions. The big collection
+is ``--records`` (1,000,000: 100,000 due now, 900,000 in the future); the small one is
+``--small`` (10,000): the same drain, and 2,500 due records staying (half of the rest: with
+the big one's proportion, 950, the workers would run out of due records before the drain ends
+and wait on misses that the big one never sees), the rest due in the future. The
+documents are the ones the store writes (:func:`dogs_mongo.queries.writes.document_from_new_job`),
+loaded with raw unordered ``insert_many``; the store's setup then builds the indexes, before
+anything is timed. Per size:
+
+- explain (``executionStats``) of the claim query the store sends, with each hint
+  (``byJobName``, ``globalPriority``), on every partition: keys and documents examined per
+  claim, and the index of the winning plan;
+- claims/s: ``--claimers`` asyncio tasks claim through the store's ``claim_many`` (x16) and
+  ``claim`` with each hint until the drain's count is claimed (no record twice, no future one);
+  the claimed records are unlocked again after each loop;
+- jobs/s end to end: one ``Workers`` instance (workers_count 32, no-op handlers, every name)
+  until the drain's records are completed (every one ran once, no future record ran, nothing
+  lost: the collection holds what was loaded minus what ran); the process's RSS before and
+  after it;
+- big / small: the ratio of each rate (the target: within 15%).
+
+``--fresh`` also measures a worker started on a freshly loaded big collection without indexes
+(its setup builds them, logging each build): the time until its first claim (setup), the
+drain's jobs/s after that, and both together.
+
+Run it as a module from the project root::
+
+    python -m benchmarks.backlog --fresh       # 1,000,000 against 10,000 records, 5,000 drained
+    python -m benchmarks.backlog --quick       # CI size: 20,000 against 2,000 records, 500 drained
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import logging
+import os
+import random
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+from pymongo import AsyncMongoClient, MongoClient
+
+from benchmarks._common import (
+    command_line,
+    fmt,
+    machine_summary,
+    mongo_server,
+    new_console,
+    print_table,
+)
+from benchmarks._timed_store import TimedStore
+from dogs_core import Jobs, Workers
+from dogs_core.domain.hints import Hint
+from dogs_core.domain.partitions import PartitionRotation
+from dogs_core.domain.records import ClaimedJob, ClaimRequest, NewJob
+from dogs_core.ids import new_execution_id, new_record_id
+from dogs_mongo import AsyncMongoJobStore
+from dogs_mongo import queries as q
+
+__all__ = ["SizeResult", "main"]
+
+LOCK_TIME: Final = timedelta(minutes=30)
+LOAD_BATCH: Final = 10_000
+BATCH: Final = 16  # claim_many's requests per call
+DRAIN_PRIORITY: Final = 1
+FUTURE_SPREAD_SECONDS: Final = 30 * 86_400
+CLAIM_MODES: Final = (("claim_many x16", BATCH), ("claim", 1))
+Document = dict[str, Any]
+#: What a claim loop leaves on a record; unset again so that the next loop finds it as loaded.
+_CLAIM_FIELDS: Final = ("lockId", "lockedUntil", "lastRunAt", "tries", "claimWasStale",
+                        "staleAttempt", "lockOwner")  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """What one collection holds: its records, those due now, and the drain's share of them."""
+
+    records: int
+    due: int
+    drain: int
+    names: int
+    partitions: int
+
+    @property
+    def future(self) -> int:
+        return self.records - self.due
+
+
+@dataclass(slots=True)
+class ExplainRow:
+    hint: str
+    keys: float
+    docs: float
+    index: str
+
+
+@dataclass(slots=True)
+class ClaimRow:
+    mode: str
+    hint: str
+    claims_per_second: float | None = None
+
+
+@dataclass(slots=True)
+class SizeResult:
+    layout: Layout
+    label: str
+    load_seconds: float = 0.0
+    setup_seconds: float = 0.0
+    explains: list[ExplainRow] = field(default_factory=list)
+    claims: list[ClaimRow] = field(default_factory=list)
+    jobs_per_second: float | None = None
+    runs: int = 0
+    rss_before: float | None = None
+    rss_after: float | None = None
+    first_claim_seconds: float | None = None  # --fresh: from the worker's start
+    drain_seconds: float | None = None
+    build_log: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+# -- the data ------------------------------------------------------------------------------------
+
+
+def _names(count: int) -> list[str]:
+    return [f"name-{i:02d}" for i in range(count)]
+
+
+def _documents(layout: Layout) -> Iterator[list[Document]]:
+    """The records in batches: drain (due, priority 1), staying due (priority 0), future. Record
+    ``i`` is on partition ``i mod partitions`` with name ``(i div partitions) mod names``, so
+    that every partition holds every name; ``params.i`` says which record ran."""
+    now = datetime.now(UTC)
+    names = _names(layout.names)
+    batch: list[Document] = []
+    for i in range(layout.records):
+        if i < layout.due:
+            at = now - timedelta(hours=1) + timedelta(milliseconds=i)
+        else:
+            at = now + timedelta(days=1, seconds=(i * 7_919) % FUTURE_SPREAD_SECONDS)
+        priority = DRAIN_PRIORITY if i < layout.drain else 0
+        job = NewJob(
+            id=new_record_id(), job_name=names[(i // layout.partitions) % layout.names],
+            params={"i": i}, next_run_at=at, priority=priority, partition=i % layout.partitions,
+        )  # fmt: skip
+        batch.append(q.document_from_new_job(job))
+        if len(batch) == LOAD_BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _load(uri: str, database: str, layout: Layout) -> float:
+    """Insert the records with raw unordered ``insert_many`` (no index but ``_id``)."""
+    client: MongoClient[Document] = MongoClient(uri, tz_aware=True)
+    began = time.perf_counter()
+    with client:
+        collection = client[database][q.DEFAULT_RECORDS_COLLECTION]
+        for batch in _documents(layout):
+            collection.insert_many(batch, ordered=False)
+    return time.perf_counter() - began
+
+
+def _rss_mib() -> float | None:
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+# -- explain -------------------------------------------------------------------------------------
+
+
+def _index_of(plan: dict[str, Any]) -> str:
+    """The index names of the winning plan's index scans."""
+    found: set[str] = set()
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        if "indexName" in node:
+            found.add(str(node["indexName"]))
+        stack.extend(node.get("inputStages") or [])
+        if "inputStage" in node:
+            stack.append(node["inputStage"])
+    return ", ".join(sorted(found)) or "none (COLLSCAN)"
+
+
+async def _explain(
+    client: AsyncMongoClient[Document], database: str, layout: Layout, hint: str
+) -> ExplainRow:
+    """Keys and documents examined by the claim query with ``hint``, mean over partitions."""
+    keys, docs, indexes = [], [], set()
+    for partition in range(layout.partitions):
+        command = q.probe_explain_command(
+            q.DEFAULT_RECORDS_COLLECTION, hint=hint, job_names=_names(layout.names),
+            partition=partition, now=datetime.now(UTC),
+        )  # fmt: skip
+        result = await client[database].command(command)
+        stats = result["executionStats"]
+        keys.append(int(stats["totalKeysExamined"]))
+        docs.append(int(stats["totalDocsExamined"]))
+        indexes.add(_index_of(result["queryPlanner"]["winningPlan"]))
+    return ExplainRow(hint, sum(keys) / len(keys), sum(docs) / len(docs), " | ".join(indexes))
+
+
+# -- the claim loops -----------------------------------------------------------------------------
+
+
+async def _claim_loop(
+    store: AsyncMongoJobStore, layout: Layout, hint: str, batch: int, claimers: int
+) -> tuple[list[ClaimedJob], float]:
+    """``claimers`` tasks claim with ``hint`` (``claim_many`` of ``batch``, or ``claim``) until
+    ``layout.drain`` records are claimed or every claimer missed every partition."""
+    claimed: list[ClaimedJob] = []
+    names = tuple(_names(layout.names))
+
+    async def claimer(seed: int) -> None:
+        rotation = PartitionRotation(layout.partitions, random.Random(seed))
+        while len(claimed) < layout.drain:
+            now = datetime.now(UTC)
+            partition = rotation.next_partition()
+            requests = [
+                ClaimRequest(job_names=names, partition=partition, hint=hint, now=now,
+                             locked_until=now + LOCK_TIME, lock_id=new_execution_id())
+                for _ in range(batch)
+            ]  # fmt: skip
+            if batch == 1:
+                one = await store.claim(requests[0])
+                jobs = [] if one is None else [one]
+            else:
+                jobs = await store.claim_many(requests)
+            if not jobs:
+                if rotation.record_miss():
+                    return
+                continue
+            rotation.record_hit()
+            claimed.extend(jobs)
+
+    began = time.perf_counter()
+    async with anyio.create_task_group() as group:
+        for seed in range(claimers):
+            group.start_soon(claimer, seed)
+    return claimed, time.perf_counter() - began
+
+
+async def _claim_rows(
+    client: AsyncMongoClient[Document], database: str, result: SizeResult, claimers: int
+) -> None:
+    """One claim loop per mode and hint; the claimed records are unlocked after each."""
+    store = AsyncMongoJobStore(client, database)
+    records = client[database][q.DEFAULT_RECORDS_COLLECTION]
+    for mode, batch in CLAIM_MODES:
+        for hint in Hint:
+            row = ClaimRow(mode, str(hint))
+            result.claims.append(row)
+            claimed, seconds = await _claim_loop(store, result.layout, row.hint, batch, claimers)
+            ids = [job.job_id for job in claimed]
+            if len(ids) != len(set(ids)):
+                result.failures.append(f"{mode} {hint}: {len(ids) - len(set(ids))} claimed twice")
+            future = await records.count_documents(
+                {"_id": {"$in": ids}, "nextRunAt": {"$gt": datetime.now(UTC)}}
+            )
+            if future:
+                result.failures.append(f"{mode} {hint}: {future} future records claimed")
+            if len(ids) < result.layout.drain:
+                result.failures.append(f"{mode} {hint}: {len(ids)} of {result.layout.drain}")
+            row.claims_per_second = len(ids) / seconds if seconds > 0 else None
+            unset = dict.fromkeys(_CLAIM_FIELDS, "")
+            await records.update_many({"lockId": {"$exists": True}}, {"$unset": unset})
+
+
+# -- the workers ---------------------------------------------------------------------------------
+
+
+class DrainStore(TimedStore):
+    """:class:`TimedStore` whose ``done`` is set when every drain record was completed, and
+    which notes when the runtime's first claim call came (the end of its setup)."""
+
+    def __init__(self, inner: Any, drain_ids: set[str]) -> None:
+        super().__init__(inner)
+        self.drain_ids = drain_ids
+        self.drained = 0
+        self.first_claim: float | None = None
+
+    async def claim(self, request: ClaimRequest) -> ClaimedJob | None:
+        if self.first_claim is None:
+            self.first_claim = time.perf_counter()
+        return await super().claim(request)
+
+    async def claim_many(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]:
+        if self.first_claim is None:
+            self.first_claim = time.perf_counter()
+        return await super().claim_many(requests)
+
+    async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
+        verdicts = await super().complete_many(claims)
+        self.drained += sum(
+            1
+            for (job_id, _), ok in zip(claims, verdicts, strict=True)
+            if ok and job_id in self.drain_ids
+        )
+        if self.drained >= len(self.drain_ids):
+            self.done.set()
+        return verdicts
+
+
+class _BuildLog(logging.Handler):
+    """The store's INFO lines about index builds."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "index" in message and record.levelno >= logging.INFO:
+            self.lines.append(message)
+
+
+async def _drain_ids(client: AsyncMongoClient[Document], database: str) -> set[str]:
+    cursor = client[database][q.DEFAULT_RECORDS_COLLECTION].find(
+        {"priority": DRAIN_PRIORITY}, {"_id": 1}
+    )
+    return {str(doc["_id"]) async for doc in cursor}
+
+
+async def _workers_row(uri: str, database: str, result: SizeResult) -> None:
+    """One ``Workers`` instance drains the drain records end to end; then the checks."""
+    layout = result.layout
+    runs: Counter[int] = Counter()
+    registry = Jobs()
+    for name in _names(layout.names):
+
+        async def noop(params: dict[str, Any], ctx: object) -> None:
+            runs[int(params["i"])] += 1
+
+        registry.event(name=name)(noop)
+    client: AsyncMongoClient[Document] = AsyncMongoClient(uri, tz_aware=True)
+    store = DrainStore(AsyncMongoJobStore(client, database), await _drain_ids(client, database))
+    handler = _BuildLog()
+    logging.getLogger("dogs.mongo.store").addHandler(handler)
+    logging.getLogger("dogs.mongo.store").setLevel(logging.INFO)
+    try:
+        gc.collect()
+        result.rss_before = _rss_mib()
+        began = time.perf_counter()
+        async with Workers(store, registry, workers_count=32, n_partitions=layout.partitions) as w:
+            with anyio.move_on_after(1800):
+                await store.done.wait()
+            ended = time.perf_counter()
+            result.runs = sum(runs.values())
+            await w.stop()
+        result.rss_after = _rss_mib()
+        result.build_log = handler.lines
+        first = store.first_claim if store.first_claim is not None else began
+        result.first_claim_seconds = first - began
+        result.drain_seconds = ended - first
+        if store.done.is_set():
+            result.jobs_per_second = result.runs / (ended - first)
+        await _check_runs(client, database, result, runs, len(store.drain_ids))
+    finally:
+        logging.getLogger("dogs.mongo.store").removeHandler(handler)
+        await client.close()
+
+
+async def _check_runs(
+    client: AsyncMongoClient[Document],
+    database: str,
+    result: SizeResult,
+    runs: Counter[int],
+    drain: int,
+) -> None:
+    layout = result.layout
+    twice = [i for i, n in runs.items() if n > 1]
+    future = [i for i in runs if i >= layout.due]
+    drained = sum(1 for i in runs if i < layout.drain)
+    left = await client[database][q.DEFAULT_RECORDS_COLLECTION].count_documents({})
+    if drain != layout.drain or drained != layout.drain:
+        result.failures.append(f"workers: {drained} of {layout.drain} drain records ran")
+    if twice:
+        result.failures.append(f"workers: {len(twice)} records ran twice")
+    if future:
+        result.failures.append(f"workers: {len(future)} future records ran")
+    if left != layout.records - len(runs):
+        result.failures.append(f"workers: {left} records left, {layout.records - len(runs)} due")
+
+
+# -- the runs ------------------------------------------------------------------------------------
+
+
+async def _measure(uri: str, layout: Layout, label: str, claimers: int) -> SizeResult:
+    """Load, build the indexes (timed apart), explain, claim, drain; the database dropped."""
+    result = SizeResult(layout=layout, label=label)
+    database = f"dogs_bench_backlog_{uuid.uuid4().hex[:12]}"
+    client: AsyncMongoClient[Document] = AsyncMongoClient(uri, tz_aware=True)
+    try:
+        result.load_seconds = await anyio.to_thread.run_sync(_load, uri, database, layout)
+        began = time.perf_counter()
+        await AsyncMongoJobStore(client, database).setup()
+        result.setup_seconds = time.perf_counter() - began
+        for hint in Hint:
+            result.explains.append(await _explain(client, database, layout, str(hint)))
+        await _claim_rows(client, database, result, claimers)
+        await _workers_row(uri, database, result)
+    finally:
+        await client.drop_database(database)
+        await client.close()
+    return result
+
+
+async def _measure_fresh(uri: str, layout: Layout) -> SizeResult:
+    """Load without indexes and start the worker at once: its setup builds them."""
+    result = SizeResult(layout=layout, label=f"{layout.records:,} fresh")
+    database = f"dogs_bench_backlog_{uuid.uuid4().hex[:12]}"
+    client: AsyncMongoClient[Document] = AsyncMongoClient(uri, tz_aware=True)
+    try:
+        result.load_seconds = await anyio.to_thread.run_sync(_load, uri, database, layout)
+        await _workers_row(uri, database, result)
+    finally:
+        await client.drop_database(database)
+        await client.close()
+    return result
+
+
+async def _warm_up(uri: str, args: argparse.Namespace) -> None:
+    """A short drain first, not reported: the first ``Workers`` instance of the process pays
+    for connections and first calls that would count against whichever size ran first."""
+    layout = Layout(400, 300, 200, args.names, args.partitions)
+    database = f"dogs_bench_backlog_{uuid.uuid4().hex[:12]}"
+    client: AsyncMongoClient[Document] = AsyncMongoClient(uri, tz_aware=True)
+    try:
+        await anyio.to_thread.run_sync(_load, uri, database, layout)
+        await AsyncMongoJobStore(client, database).setup()
+        await _workers_row(uri, database, SizeResult(layout=layout, label="warm-up"))
+    finally:
+        await client.drop_database(database)
+        await client.close()
+
+
+async def run(uri: str, args: argparse.Namespace) -> list[SizeResult]:
+    def layout(records: int) -> Layout:
+        # Both sizes drain the same records, and both keep due records beyond them (the big
+        # one's proportion, at least as many as the drain, at most half of what is left): no
+        # drain ends on the misses of a partition that ran dry, which would slow the small.
+        proportional = round(records * (args.due - args.drain) / args.records)
+        staying = min(max(proportional, args.drain), (records - args.drain) // 2)
+        return Layout(records, args.drain + staying, args.drain, args.names, args.partitions)
+
+    await _warm_up(uri, args)
+    results = [
+        await _measure(uri, layout(args.small), f"{args.small:,}", args.claimers),
+        await _measure(uri, layout(args.records), f"{args.records:,}", args.claimers),
+    ]
+    if args.fresh:
+        results.append(await _measure_fresh(uri, layout(args.records)))
+    return results
+
+
+# -- the tables ----------------------------------------------------------------------------------
+
+
+def _status(result: SizeResult) -> str:
+    return "ok" if not result.failures else f"FAILED: {'; '.join(result.failures)}"
+
+
+#: The target of the issue: big within 15% of small.
+TOLERANCE: Final = 0.15
+
+
+def _ratio(big: float | None, small: float | None) -> list[str]:
+    """The ratio big / small, and whether the big rate is within :data:`TOLERANCE` of the
+    small one (a faster big run is within it too)."""
+    if big is None or small is None or small == 0:
+        return ["–", "–"]
+    ratio = big / small
+    return [f"{ratio:.2f} ({(ratio - 1) * 100:+.0f}%)", "yes" if ratio >= 1 - TOLERANCE else "no"]
+
+
+def _tables(results: Sequence[SizeResult]) -> dict[str, list[list[str]]]:
+    small, big = results[0], results[1]
+    sizes = [
+        [r.label, f"{r.layout.due:,}", f"{r.layout.future:,}", f"{r.layout.drain:,}",
+         f"{r.load_seconds:.1f}", fmt(r.setup_seconds or None, ".1f"), _status(r)]
+        for r in results[:2]
+    ]  # fmt: skip
+    explains = [
+        [r.label, e.hint, fmt(e.keys, ",.1f"), fmt(e.docs, ",.1f"), e.index]
+        for r in results[:2] for e in r.explains
+    ]  # fmt: skip
+    rates = [
+        [f"{s.mode}, {s.hint}", fmt(s.claims_per_second, ",.0f"), fmt(b.claims_per_second, ",.0f"),
+         *_ratio(b.claims_per_second, s.claims_per_second)]
+        for s, b in zip(small.claims, big.claims, strict=True)
+    ]  # fmt: skip
+    rates.append(["jobs/s end to end (Workers)", fmt(small.jobs_per_second, ",.0f"),
+                  fmt(big.jobs_per_second, ",.0f"),
+                  *_ratio(big.jobs_per_second, small.jobs_per_second)])  # fmt: skip
+    memory = [
+        [r.label, f"{r.runs:,}", fmt(r.rss_before, ".1f"), fmt(r.rss_after, ".1f"),
+         fmt(None if r.rss_before is None or r.rss_after is None else r.rss_after - r.rss_before,
+             "+.1f"), _status(r)]
+        for r in results
+    ]  # fmt: skip
+    fresh = [
+        [r.label, f"{r.load_seconds:.1f}", fmt(r.first_claim_seconds, ".1f"),
+         fmt(r.jobs_per_second, ",.0f"),
+         fmt(r.runs / (r.first_claim_seconds + r.drain_seconds)
+             if r.first_claim_seconds is not None and r.drain_seconds else None, ",.0f"),
+         _status(r)]
+        for r in results[2:]
+    ]  # fmt: skip
+    return {"sizes": sizes, "explains": explains, "rates": rates, "memory": memory, "fresh": fresh}
+
+
+def _print(console: Any, args: argparse.Namespace, results: Sequence[SizeResult]) -> None:
+    tables = _tables(results)
+    shape = f"{args.names} names, {args.partitions} partitions"
+    print_table(console, f"Collections ({shape}; indexes built by setup after the load)",
+                ("Records", "Due now", "Due later", "Drained", "Load s", "Index build s",
+                 "Result"), tables["sizes"])  # fmt: skip
+    print_table(console, "Explain of the claim query (executionStats, mean per partition, "
+                "before the drain)", ("Records", "Hint", "Keys examined per claim",
+                "Docs examined per claim", "Winning plan's index"), tables["explains"])  # fmt: skip
+    print_table(console, f"Drain of {args.drain:,} due records: small against big "
+                f"({args.claimers} claimers; Workers: workers_count 32)",
+                ("Rate", f"{args.small:,} records", f"{args.records:,} records", "Big / small",
+                 "Within 15%"),
+                tables["rates"])  # fmt: skip
+    print_table(console, "Workers: runs and this process's RSS (MiB) around the drain",
+                ("Records", "Runs", "RSS before", "RSS after", "Growth", "Result"),
+                tables["memory"])  # fmt: skip
+    if tables["fresh"]:
+        print_table(console, "A worker started on a freshly loaded collection (no indexes)",
+                    ("Records", "Load s", "Setup s (to the first claim)", "Jobs/s after setup",
+                     "Jobs/s from the start", "Result"),
+                    tables["fresh"])  # fmt: skip
+        console.print("What its setup logged (dogs.mongo.store, INFO):")
+        for line in (line for r in results[2:] for line in r.build_log):
+            console.print(f"  {line}", soft_wrap=True, markup=False)
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.backlog",
+        description="The same drain on a small and a big backlog: claims, jobs, RSS, explain.",
+    )
+    parser.add_argument("--records", type=int, default=None, help="big collection (1000000)")
+    parser.add_argument("--small", type=int, default=None, help="small collection (10000)")
+    parser.add_argument("--due", type=int, default=None, help="due now in the big one (100000)")
+    parser.add_argument("--drain", type=int, default=None, help="records drained (5000)")
+    parser.add_argument("--names", type=int, default=50, help="job names (50)")
+    parser.add_argument("--partitions", type=int, default=16, help="partitions (16)")
+    parser.add_argument("--claimers", type=int, default=None, help="claim loop tasks (32)")
+    parser.add_argument("--fresh", action="store_true", help="also a worker on a fresh load")
+    parser.add_argument("--uri", default=None, help="MongoDB URI (default: a local mongod)")
+    parser.add_argument("--quick", action="store_true", help="CI size: 20,000 against 2,000")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    defaults = {"records": (20_000, 1_000_000), "small": (2_000, 10_000),
+                "due": (2_000, 100_000), "drain": (500, 5_000), "claimers": (8, 32)}  # fmt: skip
+    for name, (small_value, full_value) in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, small_value if quick else full_value)
+    if not 1 <= args.drain < args.due <= args.records or not args.drain <= args.small // 2:
+        parser.error("need 1 <= --drain < --due <= --records and --drain <= --small / 2")
+    if args.small >= args.records or args.names < 1 or args.partitions < 1 or args.claimers < 1:
+        parser.error("need --small < --records, and --names, --partitions, --claimers >= 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse(argv)
+    console = new_console()
+    console.print(f"$ {command_line('benchmarks.backlog', argv)}")
+    console.print(f"[bold]Machine:[/] {machine_summary()}")
+    with mongo_server(args.uri, console) as server:
+        console.print(f"[bold]Server:[/] {server.describe()}")
+        with console.status("loading, building, explaining, claiming and draining..."):
+            results = anyio.run(run, server.uri, args, backend="asyncio")
+        _print(console, args, results)
+    failed = [r for r in results if r.failures]
+    if failed:
+        console.print(f"[bold red]{len(failed)} run(s) FAILED[/]")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
