@@ -28,10 +28,11 @@ logger = logging.getLogger("dogs.workers")
 
 
 class _Batch(Generic[T, R]):
-    __slots__ = ("done", "error", "items", "results")
+    __slots__ = ("done", "error", "items", "keys", "results")
 
     def __init__(self) -> None:
         self.items: list[T] = []
+        self.keys: set[object] = set()
         self.results: Sequence[R] = ()
         self.error: BaseException | None = None
         self.done = anyio.Event()
@@ -43,6 +44,10 @@ class GroupCommit(Generic[T, R]):
     ``write`` returns one result per item, in order. When it raises, every item of that batch
     gets the exception, so each submitter keeps its own retry policy. Serve the batches with
     :meth:`run`, in a task that outlives every submitter.
+
+    With ``key``, no batch holds two items of one key: an item whose key the open batch holds
+    already starts the next batch (a store call that refuses a record given twice, such as
+    ``complete_many``, then gets each once, in submission order).
     """
 
     def __init__(
@@ -52,10 +57,12 @@ class GroupCommit(Generic[T, R]):
         what: str,
         max_batch: int = 500,
         timeout: float = math.inf,
+        key: Callable[[T], object] | None = None,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch={max_batch!r}: must be at least 1")
         self._write = write
+        self._key = key
         self._what = what
         self._max_batch = max_batch
         self._timeout = timeout
@@ -71,9 +78,13 @@ class GroupCommit(Generic[T, R]):
         A cancelled submitter's item is still written; only the wait is cut short.
         """
         batch = self._open
-        if len(batch.items) >= self._max_batch:
-            # The open batch is full: start another; the writer takes them in order.
+        key = None if self._key is None else self._key(item)
+        if len(batch.items) >= self._max_batch or (key is not None and key in batch.keys):
+            # The open batch is full (or holds this key): start another; the writer takes
+            # them in order.
             batch = self._seal_and_open()
+        if key is not None:
+            batch.keys.add(key)
         index = len(batch.items)
         batch.items.append(item)
         if index == 0:

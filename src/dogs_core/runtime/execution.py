@@ -30,7 +30,7 @@ from dogs_core.domain.definitions import (
     normalize_on_error_result,
 )
 from dogs_core.domain.events import ExecutionEnded, JobCancelled, JobStale, JobStarted, LockLost
-from dogs_core.domain.history import history_record, killed_attempt_record
+from dogs_core.domain.history import history_record
 from dogs_core.domain.outcome import Cancelled as CancelledRun
 from dogs_core.domain.outcome import (
     Command,
@@ -66,8 +66,15 @@ from dogs_core.runtime.invocation import (
 )
 from dogs_core.runtime.job_events import ended_event, job_extra, reporting_renewals
 from dogs_core.runtime.lock import LockKeeper
-from dogs_core.runtime.recording import reached_max_tries, stopped_by_operator, submit_history
+from dogs_core.runtime.recording import (
+    log_gave_up,
+    reached_max_tries,
+    run_on_stale,
+    stopped_by_operator,
+    submit_history,
+)
 from dogs_core.runtime.services import ExecutionServices, Milestone
+from dogs_core.runtime.takeover import take_over
 
 __all__ = ["Execution"]
 
@@ -96,6 +103,7 @@ class Execution:
         self._stale = False
         self._finished = False
         self._freed = False
+        self._row_written = False  # this execution's history row was submitted
         self._handler_scope: anyio.CancelScope | None = None
         self._calls = UserCalls(services.thread_limiter, job.job_name)
         self._keeper: LockKeeper | None = None
@@ -139,11 +147,10 @@ class Execution:
         token = set_current(self.context)
         try:
             await self._lifecycle()
-        except Exception:
-            logger.exception(
-                "unexpected error running %s (%s); its lock will expire and it will be retried",
-                self.job.job_name,
-                self.job.job_id,
+        except Exception as error:
+            what = f"{self.job.job_name} ({self.job.job_id})"
+            log_gave_up(
+                logger, f"error running {what}; its lock will expire and it will rerun", error
             )
         finally:
             reset_current(token)
@@ -153,13 +160,15 @@ class Execution:
 
     async def _lifecycle(self) -> None:
         services, job, definition = self.services, self.job, self.definition
+        takeover = await take_over(services, job, definition, self._writer)
+        if takeover.completed:
+            return  # the attempt it took over had succeeded: completed, not run again
         instead = decide_before_run(definition, job, services.policy, services.clock.now())
         if instead is not None:
             await self._instead_of_running(instead)
             return
-        killed = killed_attempt_record(job, definition, now=services.clock.now())
-        if killed is not None:
-            self._spawn(submit_history, services, killed)
+        if takeover.killed_row is not None:
+            self._spawn(submit_history, services, takeover.killed_row)
         lock_time = definition.effective_lock_time(services.settings.default_lock_time)
         gate = self._gate = gate_for(services, job, definition)
         write = None if gate is None else gate.lock_write()
@@ -281,7 +290,15 @@ class Execution:
             recurrent = self.job.type is JobType.RECURRENT
             if isinstance(result, Raised):
                 what = "reschedule after failure" if recurrent else "schedule retry"
+        if command.history is not None:
+            # The row first: a worker killed after the completion must have left it (a kill
+            # between the two is settled by the next claimer, see runtime/takeover.py).
+            value = result.value if isinstance(result, Returned) else None
+            error = result.error if isinstance(result, Raised) else None
+            await self._write_history(command.history, ended_at, result=value, error=error)
         if not await self._writer.perform(command, what=what):
+            if self._row_written:  # the ending event matches its row: the handler did end
+                self._tell(ended_event, command, result)
             self._lost_after_run()
             return
         if self._t0 is not None:  # someone listened when the handler started
@@ -289,14 +306,6 @@ class Execution:
         if isinstance(command, MarkTerminal):
             await self._reached_max_tries()
         self._free(stale=False)
-        status = command.history
-        if status is not None:
-            await self._write_history(
-                status,
-                ended_at,
-                result=result.value if isinstance(result, Returned) else None,
-                error=result.error if isinstance(result, Raised) else None,
-            )
 
     async def _instead_of_running(self, command: Defer | MarkTerminal) -> None:
         if isinstance(command, Defer):
@@ -357,7 +366,9 @@ class Execution:
         what = (job.execution_id, job.job_name, job.job_id, reason)
         logger.warning("execution %s of %s (%s) went stale (%s)", *what, extra=job_extra(job))
         if definition.on_stale is not None:
-            services.spawn_background(self._run_on_stale)
+            services.spawn_background(
+                functools.partial(run_on_stale, definition, job, self._calls, self.context)
+            )
         if await stopped_by_operator(services, job):
             # Cancelled by an operator, who wrote this execution's history row: stop the
             # handler even with cancel_on_stale=False, and write nothing more.
@@ -371,24 +382,14 @@ class Execution:
         command = decide(definition, job, Stale(), services.policy, ended_at, services.rng.random())
         try:
             await self._writer.perform(command)
-        except Exception:
-            logger.exception("could not demote stale job %s", job.job_id)
+        except Exception as error:
+            log_gave_up(logger, f"could not demote stale job {job.job_id}", error)
         finally:
             # Free the slot only after the demotion, so the retry queues behind other work.
             self._free(stale=True)
-        # Shielded: a stale execution's tasks are cancelled when the workers stop.
-        with anyio.CancelScope(shield=True):
-            await self._write_history(HistoryStatus.STALE, ended_at)
-
-    async def _run_on_stale(self) -> None:
-        on_stale = self.definition.on_stale
-        if on_stale is None:
-            return
-        try:
-            params = load_params(self.definition, self.job.params)
-            await self._calls.call(on_stale, params, self.context)
-        except Exception:
-            logger.exception("on_stale of %s raised", self.job.job_name)
+        if not self._row_written:  # a row written before a lost completion stays its row
+            with anyio.CancelScope(shield=True):  # a stale execution's tasks are cancelled
+                await self._write_history(HistoryStatus.STALE, ended_at)  # at the stop
 
     # -- helpers ----------------------------------------------------------------------------------
 
@@ -445,4 +446,5 @@ class Execution:
             job, definition, status, started_at=started, ended_at=ended_at, **outcome
         )
         if row is not None:
+            self._row_written = True
             await submit_history(self.services, row)

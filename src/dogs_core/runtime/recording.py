@@ -1,5 +1,11 @@
-"""What an execution reads and writes besides its fenced writes: its history rows, and the
-record it reads back to learn why it lost its lock."""
+"""What an execution reads and writes besides its fenced writes (its history rows, and the
+record it reads back to learn why it lost its lock) and the callbacks that go with its
+endings (``on_stale``, ``on_max_tries_reached``).
+
+An execution's row is written *before* its fenced completion (see
+:mod:`dogs_core.runtime.takeover` for the window this opens and how it is closed): a worker
+killed right after the completion has already left its row, so no job ends without one.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +13,21 @@ import logging
 
 import anyio
 
+from dogs_core.domain.definitions import JobDefinition, load_params
 from dogs_core.domain.records import ClaimedJob, HistoryRecord
+from dogs_core.errors import TransientStoreError
+from dogs_core.runtime.context import JobContext
 from dogs_core.runtime.invocation import UserCalls
 from dogs_core.runtime.retry import retry_transient
 from dogs_core.runtime.services import HISTORY_WRITE_TIMEOUT, ExecutionServices
 
-__all__ = ["reached_max_tries", "stopped_by_operator", "submit_history"]
+__all__ = [
+    "log_gave_up",
+    "reached_max_tries",
+    "run_on_stale",
+    "stopped_by_operator",
+    "submit_history",
+]
 
 logger = logging.getLogger("dogs.execution")
 
@@ -25,8 +40,18 @@ async def submit_history(services: ExecutionServices, record: HistoryRecord) -> 
     history = services.history
     try:
         await retry_transient(lambda: history.submit(record), what=f"history of {record.job_name}")
-    except Exception:
-        logger.exception("could not write history for %s", record.execution_id)
+    except Exception as error:
+        log_gave_up(logger, f"could not write history for {record.execution_id}", error)
+
+
+def log_gave_up(log: logging.Logger, message: str, error: BaseException) -> None:
+    """Log a write or read that gave up: one ERROR line naming a :class:`TransientStoreError`
+    (the retries have logged the outage already; a traceback per job would bury it), the
+    traceback for anything else (a bug to look at)."""
+    if isinstance(error, TransientStoreError):
+        log.error("%s: %s", message, error)
+    else:
+        log.error("%s", message, exc_info=error)
 
 
 async def stopped_by_operator(services: ExecutionServices, job: ClaimedJob) -> bool:
@@ -56,3 +81,18 @@ async def reached_max_tries(services: ExecutionServices, calls: UserCalls, job: 
             await calls.call(hook, job)
         except Exception:
             logger.exception("on_max_tries_reached raised for %s", job.job_name)
+
+
+async def run_on_stale(
+    definition: JobDefinition, job: ClaimedJob, calls: UserCalls, context: JobContext
+) -> None:
+    """Call the definition's ``on_stale`` (if any) with the job's params; its errors are
+    logged and swallowed."""
+    on_stale = definition.on_stale
+    if on_stale is None:
+        return
+    try:
+        params = load_params(definition, job.params)
+        await calls.call(on_stale, params, context)
+    except Exception:
+        logger.exception("on_stale of %s raised", job.job_name)

@@ -88,7 +88,9 @@ def build_services(
         ),
         rng=rng,
         deadlines=Deadlines(),
-        completions=GroupCommit(store.complete_many, what="complete", max_batch=_MAX_BATCH),
+        completions=GroupCommit(
+            store.complete_many, what="complete", max_batch=_MAX_BATCH, key=_job_id_of
+        ),
         history=GroupCommit(
             partial(_write_history_batch, store),
             what="history",
@@ -102,6 +104,12 @@ def build_services(
         hold_back=hold_back or _hold_nothing_back,
         telemetry=telemetry,
     )
+
+
+def _job_id_of(claim: tuple[str, str]) -> str:
+    """A completion's record: one batch holds each record once (``complete_many`` refuses a
+    record given twice, as when a recovering claim completes a killed attempt's success)."""
+    return claim[0]
 
 
 def _hold_nothing_back(name: str, until: float) -> None:
