@@ -38,7 +38,7 @@ import dataclasses
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -161,6 +161,8 @@ class Options:
     instances: int = 1
     #: ``watch_changes`` of the workers; ``None``: the runtime default.
     watch_changes: bool | None = None
+    #: Called with the instances once they run (benchmarks/adaptive.py samples their pacers).
+    on_started: Callable[[list[Workers]], None] | None = None
 
     def client_options(self) -> dict[str, Any]:
         """MongoClient options: ``w`` for every write (claims, fenced writes and history)."""
@@ -345,6 +347,8 @@ async def run_scenario(
                         await instances.enter_async_context(Workers(timed, jobs, **worker_options))
                         for _ in range(options.instances)
                     ]
+                    if options.on_started is not None:
+                        options.on_started(every)
                     await timed.done.wait()
                     result.seconds = time.perf_counter() - began
                     result.cpu_seconds = time.process_time() - cpu_began

@@ -19,7 +19,14 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from dogs_core.domain.capacity import CapacityLedger, Reservation
-from dogs_core.domain.pacing import Claim, ClaimPacer, PacerStep, Sleep, WaitForCapacity
+from dogs_core.domain.pacing import (
+    Claim,
+    ClaimPacer,
+    ClaimSizing,
+    PacerStep,
+    Sleep,
+    WaitForCapacity,
+)
 from dogs_core.domain.partitions import PartitionRotation
 from dogs_core.errors import InvalidOptionError, WorkersStateError
 
@@ -34,13 +41,19 @@ def make_pacer(
     batch_size: int = 1,
     poll_interval: float = POLL,
     rng: random.Random | None = None,
+    sizing: ClaimSizing | None = None,
 ) -> ClaimPacer:
     return ClaimPacer(
         CapacityLedger(workers, {"a": None, "b": None} if caps is None else caps),
         PartitionRotation(partitions, rng or random.Random(7)),
-        batch_size=batch_size,
+        batch_size=None if sizing is not None else batch_size,
         poll_interval=poll_interval,
+        sizing=sizing,
     )
+
+
+def adaptive(batch: int = 64, concurrency: int = 8) -> ClaimSizing:
+    return ClaimSizing(batch, concurrency, adapt_batch=True, adapt_concurrency=True)
 
 
 def claim(pacer: ClaimPacer, now: float = 0.0) -> Claim:
@@ -510,6 +523,148 @@ def test_released_without_an_execution_is_an_error() -> None:
     assert pacer.generation == 0
 
 
+# -- adaptive sizes -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "args"), [("claim_batch_size", (0, 1)), ("claim_concurrency", (1, 0))]
+)
+def test_sizing_rejects_a_bad_ceiling(field: str, args: tuple[int, int]) -> None:
+    with pytest.raises(InvalidOptionError) as info:
+        ClaimSizing(*args, adapt_batch=True)
+    assert info.value.field == field
+
+
+def test_sizing_or_batch_size_not_both() -> None:
+    with pytest.raises(InvalidOptionError) as info:
+        ClaimPacer(
+            CapacityLedger(4, {"a": None}),
+            PartitionRotation(1, random.Random(1)),
+            batch_size=2,
+            poll_interval=POLL,
+            sizing=adaptive(),
+        )
+    assert info.value.field == "batch_size"
+
+
+def test_fixed_sizes_never_change() -> None:
+    sizing = ClaimSizing(16, 8)
+    assert not sizing.adaptive
+    for asked, found, free in ((16, 16, 4), (16, 3, 0), (4, 0, 10)):
+        sizing.replied(asked, found, free)
+        assert (sizing.batch_size, sizing.concurrency) == (16, 8)
+    sizing.reset()
+    assert (sizing.batch_size, sizing.concurrency) == (16, 8)
+
+
+def test_an_adaptive_batch_starts_at_one_and_doubles_while_claims_come_back_full() -> None:
+    sizing = adaptive(batch=20)
+    assert (sizing.batch_size, sizing.concurrency) == (1, 1)
+    seen = []
+    for _ in range(6):
+        asked = sizing.batch_size
+        sizing.replied(asked, asked, 0)
+        seen.append(sizing.batch_size)
+    assert seen == [2, 4, 8, 16, 20, 20]  # up to its ceiling
+
+
+def test_a_full_reply_to_a_smaller_claim_does_not_shrink_the_batch() -> None:
+    sizing = adaptive()
+    for size in (1, 2, 4, 8):
+        sizing.replied(size, size, 0)
+    assert sizing.batch_size == 16
+    sizing.replied(3, 3, 0)  # only three slots were free: full, says nothing against 16
+    assert sizing.batch_size == 16
+
+
+def test_a_partial_reply_shrinks_the_batch_to_what_was_found_and_a_miss_changes_nothing() -> None:
+    sizing = adaptive()
+    for size in (1, 2, 4, 8, 16):
+        sizing.replied(size, size, 64)
+    assert (sizing.batch_size, sizing.concurrency) == (32, 6)
+    sizing.replied(32, 0, 10)  # one partition ran dry: others may still be full
+    assert (sizing.batch_size, sizing.concurrency) == (32, 6)
+    sizing.replied(32, 5, 10)
+    assert (sizing.batch_size, sizing.concurrency) == (5, 1)
+
+
+def test_claims_in_flight_grow_while_replies_are_full_and_a_batch_of_slots_is_free() -> None:
+    sizing = adaptive(concurrency=3)
+    steps = [
+        ((1, 1, 0), (2, 1)),  # full, but no slot left: one claim in flight is enough
+        ((2, 2, 10), (4, 2)),  # full, and room for a whole batch more
+        ((4, 4, 10), (8, 3)),
+        ((8, 8, 20), (16, 3)),  # the ceiling
+        ((5, 5, 20), (16, 2)),  # a fragment: the free slots bound it, not the batch size
+        ((16, 8, 20), (8, 1)),  # partial: the backlog is thin, back to one
+    ]
+    for (asked, found, free), expected in steps:
+        sizing.replied(asked, found, free)
+        assert (sizing.batch_size, sizing.concurrency) == expected, (asked, found, free)
+
+
+def test_a_reset_starts_both_sizes_from_one() -> None:
+    sizing = adaptive()
+    for size in (1, 2, 4):
+        sizing.replied(size, size, 8)
+    sizing.reset()
+    assert (sizing.batch_size, sizing.concurrency) == (1, 1)
+
+
+@pytest.mark.parametrize("how", ["sweep of misses", "failure"])
+def test_going_idle_resets_an_adaptive_pacer(how: str) -> None:
+    pacer = make_pacer(partitions=2, workers=32, sizing=adaptive())
+    for _ in range(3):
+        sent = claim(pacer)
+        pacer.claimed(sent, ["a"] * len(sent.reservations), 0.0)
+    assert pacer.sizing.batch_size > 1
+    pending = claims_until_blocked(pacer)
+    if how == "failure":
+        pacer.failed(pending[0], 0.0)
+    else:
+        for c in pending:
+            pacer.claimed(c, [], 0.0)
+        while isinstance(step := pacer.next(0.0), Claim):
+            pacer.claimed(step, [], 0.0)
+    assert pacer.idle_until is not None
+    assert (pacer.sizing.batch_size, pacer.sizing.concurrency) == (1, 1)
+
+
+def test_an_adaptive_pacer_grows_its_batches_with_a_backlog() -> None:
+    pacer = make_pacer(partitions=1, workers=32, sizing=adaptive())
+    sizes = []
+    for _ in range(6):
+        sent = claim(pacer)
+        sizes.append(len(sent.reservations))
+        pacer.claimed(sent, ["a"] * len(sent.reservations), 0.0)
+        for _ in sent.reservations:
+            pacer.released("a")  # executions end before the next claim
+    assert sizes == [1, 2, 4, 8, 16, 32]  # the ceiling is the free slots (32)
+
+
+def test_an_adaptive_pacer_limits_hot_claims_in_flight() -> None:
+    pacer = make_pacer(partitions=4, workers=32, sizing=adaptive(concurrency=2))
+    first = claim(pacer)
+    pacer.claimed(first, ["a"], 0.0)  # full with free slots: two claims in flight now
+    assert pacer.hot
+    assert pacer.sizing.concurrency == 2
+    sent = claims_until_blocked(pacer)
+    assert len(sent) == 2
+    assert pacer.claims_in_flight == 2
+    assert pacer.ledger.free_slots > 0  # capacity is free, the limit binds
+
+
+def test_an_idle_adaptive_pacer_sends_one_job_claims_once_per_poll_interval() -> None:
+    pacer = make_pacer(partitions=3, workers=32, sizing=adaptive())
+    sent = claims_until_blocked(pacer)
+    assert [len(c.reservations) for c in sent] == [1, 1, 1]  # one sweep of single claims
+    for c in sent:
+        pacer.claimed(c, [], 0.0)
+    assert pacer.next(1.0) == Sleep(POLL)
+    again = claims_until_blocked(pacer, POLL)
+    assert [len(c.reservations) for c in again] == [1, 1, 1]
+
+
 # -- stateful: arbitrary interleavings against a model --------------------------------------------
 
 NAMES = ("a", "b", "c")
@@ -539,6 +694,11 @@ class PacerMachine(RuleBasedStateMachine):
         self.generation = 0
         self.missed: set[int] = set()
         self.just_woke = False
+        # Adaptive sizes: the model's batch size and claims in flight while hot.
+        self.adapt = False
+        self.concurrency = 1
+        self.model_batch = 1
+        self.model_concurrency = 1
 
     @initialize(
         n=st.integers(1, 4),
@@ -547,6 +707,8 @@ class PacerMachine(RuleBasedStateMachine):
         batch_size=st.integers(1, 4),
         poll=st.integers(1, 10),
         seed=st.integers(0, 2**16),
+        adapt=st.booleans(),
+        concurrency=st.integers(1, 4),
     )
     def start(
         self,
@@ -556,9 +718,13 @@ class PacerMachine(RuleBasedStateMachine):
         batch_size: int,
         poll: int,
         seed: int,
+        adapt: bool,
+        concurrency: int,
     ) -> None:
         self.n, self.workers, self.caps, self.batch_size = n, workers, caps, batch_size
         self.poll = float(poll)
+        self.adapt, self.concurrency = adapt, concurrency
+        sizing = adaptive(batch_size, concurrency) if adapt else None
         self.pacer = make_pacer(
             partitions=n,
             workers=workers,
@@ -566,7 +732,22 @@ class PacerMachine(RuleBasedStateMachine):
             batch_size=batch_size,
             poll_interval=self.poll,
             rng=random.Random(seed),
+            sizing=sizing,
         )
+
+    def _size_after_reply(self, asked: int, found: int) -> None:
+        if not self.adapt:
+            return
+        if found >= asked and found > 0:
+            fragment = asked < self.model_batch
+            self.model_batch = min(self.batch_size, max(self.model_batch, 2 * asked))
+            if fragment:
+                self.model_concurrency = max(1, self.model_concurrency - 1)
+            elif self.pacer.ledger.free_slots >= self.model_batch:
+                self.model_concurrency = min(self.concurrency, self.model_concurrency + 1)
+        elif found > 0:
+            self.model_batch = found
+            self.model_concurrency = 1
 
     # -- the expected next step -------------------------------------------------------------------
 
@@ -576,7 +757,8 @@ class PacerMachine(RuleBasedStateMachine):
         claimable = ledger.claimable()
         if not claimable.can_claim:
             return 0
-        length = min(self.batch_size, claimable.free_slots)
+        size = self.model_batch if self.adapt else self.batch_size
+        length = min(size, claimable.free_slots)
         active, reserved = ledger.active_by_name, ledger.reserved_by_name
         for name in claimable.names:
             cap = self.caps[name]
@@ -594,7 +776,8 @@ class PacerMachine(RuleBasedStateMachine):
         self.idle_until = None
         remaining = max(1, self.n - len(self.missed))
         cold_blocked = not self.hot and len(self.in_flight) >= remaining
-        length = 0 if cold_blocked else self._batch_length()
+        hot_blocked = self.hot and self.adapt and len(self.in_flight) >= self.model_concurrency
+        length = 0 if cold_blocked or hot_blocked else self._batch_length()
         busy = {c.partition for c in self.in_flight if c.batch}
         claimable = ledger.claimable()
         reserved = ledger.reserved
@@ -623,6 +806,8 @@ class PacerMachine(RuleBasedStateMachine):
             assert result.partition not in busy
         if not self.hot:
             assert len(self.in_flight) + 1 <= remaining
+        elif self.adapt:
+            assert len(self.in_flight) + 1 <= self.model_concurrency
         assert ledger.reserved == reserved + length
         self.in_flight.append(result)
 
@@ -642,6 +827,7 @@ class PacerMachine(RuleBasedStateMachine):
             self.missed.add(sent.partition)
             if len(self.missed) == self.n:
                 self.missed.clear()
+                self.model_batch = self.model_concurrency = 1
                 if self.idle_until is None:
                     self.idle_until = self.now + self.poll
 
@@ -656,6 +842,7 @@ class PacerMachine(RuleBasedStateMachine):
         idle_before = self.pacer.idle_until
         self.pacer.claimed(sent, names, self.now)
         self._replied(sent, names)
+        self._size_after_reply(len(sent.reservations), len(names))
         if idle_before is None and self.pacer.idle_until is not None:
             # Idle only after a current-generation miss completed a sweep.
             assert not names
@@ -667,6 +854,8 @@ class PacerMachine(RuleBasedStateMachine):
         sent = data.draw(st.sampled_from(self.in_flight), label="claim")
         self.pacer.failed(sent, self.now)
         self.in_flight.remove(sent)
+        if self.adapt:
+            self.model_batch = self.model_concurrency = 1
         self.just_woke = False
         self.hot = False
         self.missed.clear()
@@ -679,6 +868,7 @@ class PacerMachine(RuleBasedStateMachine):
         sent = data.draw(st.sampled_from(self.in_flight), label="claim")
         self.pacer.claimed(sent, [], self.now)
         self._replied(sent, [])
+        self._size_after_reply(len(sent.reservations), 0)
         with pytest.raises(WorkersStateError):
             self.pacer.claimed(sent, [], self.now)
         with pytest.raises(WorkersStateError):
@@ -721,6 +911,9 @@ class PacerMachine(RuleBasedStateMachine):
         assert pacer.generation == self.generation
         assert pacer.claims_in_flight == len(self.in_flight)
         assert pacer.sweep_remaining() == max(1, self.n - len(self.missed))
+        if self.adapt:
+            assert pacer.sizing.batch_size == self.model_batch
+            assert pacer.sizing.concurrency == self.model_concurrency
 
     @invariant()
     def capacity_is_never_exceeded(self) -> None:

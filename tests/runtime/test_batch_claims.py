@@ -129,9 +129,12 @@ async def test_one_batch_claim_per_partition_in_flight(n_partitions: int) -> Non
 
 
 def test_claim_batch_size_defaults_and_validation() -> None:
+    # Not given, the value is the ceiling of the adaptive batch size.
     assert WorkerSettings(workers_count=4).claim_batch_size == 4
-    assert WorkerSettings(workers_count=100).claim_batch_size == 16
+    assert WorkerSettings(workers_count=100).claim_batch_size == 64
+    assert "claim_batch_size" in WorkerSettings(workers_count=100).adaptive_claims
     assert WorkerSettings(claim_batch_size=1).claim_batch_size == 1
+    assert "claim_batch_size" not in WorkerSettings(claim_batch_size=1).adaptive_claims
     for bad in (0, -1, 2.5, True, "8"):
         with pytest.raises(ValidationError, match="claim_batch_size"):
             WorkerSettings(claim_batch_size=bad)  # type: ignore[arg-type]

@@ -21,6 +21,16 @@ The rules:
   put the lanes back to sleep.
 - **Capped names.** When an execution of a capped name ends, the name may have been left out of
   the sweep that put the lanes to sleep: that release wakes them.
+- **Adaptive sizes.** A batch size or a claims-in-flight limit the user did not give adapts
+  (:class:`ClaimSizing`): the batch doubles (up to its ceiling) while claims come back full and
+  shrinks to what the last claim found when one comes back partial; the claims kept in flight
+  while hot grow by one while claims come back full and a whole batch's worth of slots is
+  still free, shrink by one when a claim got fewer slots than the batch size (claims would
+  split the slots into fragments), and fall back to one on a partial reply. A miss changes neither (one partition ran dry, others may not have;
+  the cold rule binds meanwhile); a sweep of misses or a failure, which put the lanes to sleep,
+  start both again from one, so an idle instance claims one job per claim. Fewer, fuller claims
+  cost the store less per job than many small ones sent as each slot frees; a claim that waits
+  for one in flight collects the slots freed meanwhile. A given value stays fixed.
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ from dogs_core.domain.capacity import CapacityLedger, Reservation
 from dogs_core.domain.partitions import PartitionRotation
 from dogs_core.errors import InvalidOptionError, WorkersStateError
 
-__all__ = ["Claim", "ClaimPacer", "PacerStep", "Sleep", "WaitForCapacity"]
+__all__ = ["Claim", "ClaimPacer", "ClaimSizing", "PacerStep", "Sleep", "WaitForCapacity"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +85,92 @@ class Claim:
 PacerStep: TypeAlias = Sleep | WaitForCapacity | Claim
 
 
+def _check_count(field: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidOptionError(field, value, "must be an int >= 1")
+    return value
+
+
+class ClaimSizing:
+    """How many jobs the next claim asks for and how many claims may be in flight while hot.
+
+    ``batch_size`` and ``concurrency`` are fixed values, or with ``adapt_batch`` /
+    ``adapt_concurrency`` the ceilings of the adaptive values (see the module docstring): the
+    batch starts at one job and the claims in flight at one claim, so an instance that finds
+    nothing reserves one slot per claim, as a single claim would.
+    """
+
+    __slots__ = (
+        "_adapt_batch",
+        "_adapt_concurrency",
+        "_batch",
+        "_batch_ceiling",
+        "_concurrency",
+        "_concurrency_ceiling",
+    )
+
+    def __init__(
+        self,
+        batch_size: int,
+        concurrency: int,
+        *,
+        adapt_batch: bool = False,
+        adapt_concurrency: bool = False,
+    ) -> None:
+        self._batch_ceiling = _check_count("claim_batch_size", batch_size)
+        self._concurrency_ceiling = _check_count("claim_concurrency", concurrency)
+        self._adapt_batch = bool(adapt_batch)
+        self._adapt_concurrency = bool(adapt_concurrency)
+        self._batch = 1 if adapt_batch else batch_size
+        self._concurrency = 1 if adapt_concurrency else concurrency
+
+    @property
+    def batch_size(self) -> int:
+        """Most jobs the next claim asks for (never more than the free slots either)."""
+        return self._batch
+
+    @property
+    def concurrency(self) -> int:
+        """Most claims in flight while hot (cold, the sweep rule binds first)."""
+        return self._concurrency
+
+    @property
+    def adaptive(self) -> bool:
+        return self._adapt_batch or self._adapt_concurrency
+
+    def replied(self, asked: int, found: int, free_slots: int) -> None:
+        """A claim for ``asked`` jobs found ``found`` (at least one: a miss changes nothing);
+        ``free_slots`` are free after it."""
+        if found == 0:
+            return
+        full = found >= asked
+        fragment = asked < self._batch  # the free slots, not the batch size, bound this claim
+        if self._adapt_batch:
+            if full:
+                self._batch = min(self._batch_ceiling, max(self._batch, 2 * asked))
+            else:
+                self._batch = found
+        if self._adapt_concurrency:
+            if not full:
+                self._concurrency = 1
+            elif fragment:
+                self._concurrency = max(1, self._concurrency - 1)
+            elif free_slots >= self._batch:
+                self._concurrency = min(self._concurrency_ceiling, self._concurrency + 1)
+
+    def reset(self) -> None:
+        """The lanes go to sleep (a sweep of misses, a failure): start again from one job and
+        one claim."""
+        if self._adapt_batch:
+            self._batch = 1
+        if self._adapt_concurrency:
+            self._concurrency = 1
+
+
 class ClaimPacer:
     """The claim pacing state of one instance (see the module docstring)."""
 
     __slots__ = (
-        "_batch_size",
         "_batches_in_flight",
         "_first",
         "_generation",
@@ -89,6 +180,7 @@ class ClaimPacer:
         "_ledger",
         "_poll_interval",
         "_rotation",
+        "_sizing",
     )
 
     def __init__(
@@ -96,11 +188,17 @@ class ClaimPacer:
         ledger: CapacityLedger,
         rotation: PartitionRotation,
         *,
-        batch_size: int,
+        batch_size: int | None = None,
         poll_interval: float,
+        sizing: ClaimSizing | None = None,
     ) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidOptionError("claim_batch_size", batch_size, "must be an int >= 1")
+        if sizing is None:
+            # A fixed batch size and no limit of its own on claims in flight (the lanes are).
+            sizing = ClaimSizing(_check_count("claim_batch_size", batch_size), ledger.workers_count)
+        elif batch_size is not None:
+            raise InvalidOptionError(
+                "batch_size", batch_size, "give sizing or batch_size, not both"
+            )
         if (
             isinstance(poll_interval, bool)
             or not isinstance(poll_interval, int | float)
@@ -109,7 +207,7 @@ class ClaimPacer:
             raise InvalidOptionError("poll_interval", poll_interval, "must be a positive number")
         self._ledger = ledger
         self._rotation = rotation
-        self._batch_size = batch_size
+        self._sizing = sizing
         self._poll_interval = float(poll_interval)
         self._hot = False
         self._idle_until: float | None = None
@@ -123,6 +221,10 @@ class ClaimPacer:
     @property
     def ledger(self) -> CapacityLedger:
         return self._ledger
+
+    @property
+    def sizing(self) -> ClaimSizing:
+        return self._sizing
 
     @property
     def hot(self) -> bool:
@@ -155,7 +257,8 @@ class ClaimPacer:
             if now < self._idle_until:
                 return Sleep(self._idle_until)
             self._idle_until = None
-        if not self._hot and len(self._in_flight) >= self.sweep_remaining():
+        in_flight = len(self._in_flight)
+        if in_flight >= (self._sizing.concurrency if self._hot else self.sweep_remaining()):
             return WaitForCapacity()
         reservations = self._reserve_batch()
         if not reservations:
@@ -185,6 +288,7 @@ class ClaimPacer:
         self._land(claim)
         for index, reservation in enumerate(claim.reservations):
             self._ledger.settle(reservation, job_names[index] if index < len(job_names) else None)
+        self._sizing.replied(len(claim.reservations), len(job_names), self._ledger.free_slots)
         if job_names:
             # Jobs were found: a sleep begun by claims that missed meanwhile is over.
             self._rotation.record_hit()
@@ -194,6 +298,7 @@ class ClaimPacer:
         self._hot = False
         # Only misses of claims sent since the last wake may put the lanes to sleep.
         if claim.generation == self._generation and self._rotation.record_miss(claim.partition):
+            self._sizing.reset()
             self._go_idle(now)
 
     def failed(self, claim: Claim, now: float) -> None:
@@ -201,6 +306,7 @@ class ClaimPacer:
         self._land(claim)
         for reservation in claim.reservations:
             self._ledger.settle(reservation, None)
+        self._sizing.reset()
         self._hot = False
         self._rotation.reset_misses()
         self._go_idle(now)
@@ -234,7 +340,8 @@ class ClaimPacer:
         if first is None:
             return []
         reservations = [first]
-        while len(reservations) < self._batch_size:
+        size = self._sizing.batch_size
+        while len(reservations) < size:
             more = self._ledger.reserve(first.names)
             if more is None:
                 break

@@ -1,5 +1,6 @@
 """Sending one claim of the pacer to the store: the requests, then ``claim`` or ``claim_many``;
-and telling telemetry what came back (one :class:`ClaimSwept`, a :class:`JobClaimed` per job)."""
+and telling telemetry what came back (one :class:`ClaimSwept`, a :class:`JobClaimed` per job).
+Also the pacer's :class:`ClaimSizing` from the worker settings (fixed or adaptive sizes)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,26 @@ from functools import partial
 import anyio
 
 from dogs_core.domain.events import ClaimSwept, JobClaimed
-from dogs_core.domain.pacing import Claim
+from dogs_core.domain.pacing import Claim, ClaimSizing
 from dogs_core.domain.records import ClaimedJob, ClaimRequest, Owner
 from dogs_core.ids import new_execution_id
 from dogs_core.ports import AsyncJobStore, Clock
+from dogs_core.runtime.settings import WorkerSettings
 from dogs_core.runtime.telemetry import Telemetry
 
-__all__ = ["send_claim"]
+__all__ = ["claim_sizing", "send_claim"]
+
+
+def claim_sizing(settings: WorkerSettings) -> ClaimSizing:
+    """The batch size and claims in flight of ``settings``: a given value is fixed, one left
+    out adapts up to the value the settings derived for it (its ceiling)."""
+    adaptive = settings.adaptive_claims
+    return ClaimSizing(
+        settings.claim_batch_size,
+        settings.claim_concurrency,
+        adapt_batch="claim_batch_size" in adaptive,
+        adapt_concurrency="claim_concurrency" in adaptive,
+    )
 
 
 async def send_claim(

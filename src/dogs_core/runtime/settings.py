@@ -36,6 +36,12 @@ __all__ = [
     "worker_option",
 ]
 
+#: The ceilings of the adaptive claim sizes (with ``workers_count``): see WorkerSettings.
+BATCH_CEILING: Final = 64
+CONCURRENCY_CEILING: Final = 8
+#: The options that adapt when not given (:attr:`WorkerSettings.adaptive_claims`).
+ADAPTIVE: Final = ("claim_batch_size", "claim_concurrency")
+
 #: Called with the claimed job when an event job is marked maxTriesReached.
 MaxTriesHook = Callable[[Any], Awaitable[None] | None]
 
@@ -107,13 +113,17 @@ class WorkerSettings:
     ``max_tries_reached_retention``
         How long terminal event records are kept; ``None`` keeps them forever.
     ``claim_concurrency``
-        Claims kept in flight at once while capacity is free (default ``min(workers_count, 8)``;
-        Dogs awaits one at a time, which bounds a worker by one round trip per job). Per-name
-        caps are reserved before each claim is sent, so they are never exceeded.
+        Claims kept in flight at once while capacity is free. Not given, it adapts between one
+        and ``min(workers_count, 8)``: one more while claims come back full with slots still
+        free, back to one on a partial reply or a miss (Dogs awaits one at a time, which bounds
+        a worker by one round trip per job). A given value stays fixed. Per-name caps are
+        reserved before each claim is sent, so they are never exceeded.
     ``claim_batch_size``
-        Most jobs one claim call may take (default ``min(workers_count, 16)``; never more than
-        the free slots). A claim for several jobs is a store round trip or three instead of one
-        per job; ``1`` claims one job at a time, as Dogs does.
+        Most jobs one claim call may take (never more than the free slots). Not given, it
+        adapts between one and ``min(workers_count, 64)``: it doubles while claims come back
+        full and shrinks to what a claim found when one comes back partial. A given value stays
+        fixed; ``1`` claims one job at a time, as Dogs does. A claim for several jobs is three
+        store round trips instead of one per job.
     ``probe_interval``, ``probe_enabled``
         The adaptive index-hint probe (every 30 minutes by default).
     ``reconcile_enabled``
@@ -201,16 +211,16 @@ class WorkerSettings:
         metadata=_option(
             None,
             v.optional(v.positive_int),
-            "Claims kept in flight while capacity is free.",
-            derive=lambda values: min(values["workers_count"], 8),
+            "Claims kept in flight while capacity is free (default: adapts up to 8).",
+            derive=lambda values: min(values["workers_count"], CONCURRENCY_CEILING),
         )
     )
     claim_batch_size: int = field(
         metadata=_option(
             None,
             v.optional(v.positive_int),
-            "Most jobs one claim call may take.",
-            derive=lambda values: min(values["workers_count"], 16),
+            "Most jobs one claim call may take (default: adapts up to 64).",
+            derive=lambda values: min(values["workers_count"], BATCH_CEILING),
         )
     )
     probe_interval: timedelta = field(
@@ -240,6 +250,9 @@ class WorkerSettings:
             "How often to measure this machine's clock against the database's.",
         )
     )
+    adaptive_claims: frozenset[str] = field(default=frozenset())
+    """Which of ``claim_batch_size`` and ``claim_concurrency`` adapt (those not given); their
+    values are then the ceilings."""
 
     def __init__(self, **options: Unpack[WorkerOptions]) -> None:
         given: dict[str, Any] = dict(options)
@@ -253,9 +266,11 @@ class WorkerSettings:
         values: dict[str, Any] = {}
         for option in WORKER_OPTIONS:
             values[option.name] = option.check(option.name, given.get(option.name, option.default))
+        adaptive = frozenset(name for name in ADAPTIVE if values[name] is None)
         for option in WORKER_OPTIONS:
             if option.derive is not None and values[option.name] is None:
                 values[option.name] = option.derive(values)
+        values["adaptive_claims"] = adaptive
         for name, value in values.items():
             object.__setattr__(self, name, value)
 
@@ -288,6 +303,8 @@ class WorkerOptions(TypedDict, total=False):
 def _table() -> tuple[WorkerOption, ...]:
     rows = []
     for spec in dataclasses.fields(WorkerSettings):
+        if "option" not in spec.metadata:
+            continue  # adaptive_claims: what the options say, not an option
         default, check, help, cli = spec.metadata["option"]
         rows.append(WorkerOption(spec.name, default, check, help, **cli))
     return tuple(rows)

@@ -3,7 +3,7 @@
 All in one anyio task group, so nothing outlives :meth:`Workers.stop`:
 
 - ``claim_concurrency`` lanes perform the steps of one :class:`~dogs_core.domain.pacing.ClaimPacer`
-  (sleep, wait for capacity, or claim up to ``claim_batch_size`` jobs of one partition) and
+  (sleep, wait for capacity, or claim up to its batch size of jobs of one partition) and
   start an execution per job claimed, on reused runner tasks (:mod:`dogs_core.runtime.runners`).
 - Beside them: the hint probe and partition reconciler (:mod:`dogs_core.runtime.maintenance`),
   one timer task for every lock watchdog, and the batch writers of completions and history rows.
@@ -38,7 +38,7 @@ from dogs_core.errors import WorkersStateError
 from dogs_core.ids import new_execution_id
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock, StoreCapabilities
-from dogs_core.runtime.claiming import send_claim
+from dogs_core.runtime.claiming import claim_sizing, send_claim
 from dogs_core.runtime.clock import ServerClock
 from dogs_core.runtime.execution import Execution
 from dogs_core.runtime.fleet import FleetHolds
@@ -102,8 +102,8 @@ class Workers:
         self._pacer = ClaimPacer(
             CapacityLedger(self.settings.workers_count, caps_of(jobs)),
             PartitionRotation(self.settings.n_partitions, self.rng),
-            batch_size=self.settings.claim_batch_size,
             poll_interval=self.settings.poll_interval.total_seconds(),
+            sizing=claim_sizing(self.settings),
         )
         self._hints = HintSelector()
         self._holds = FleetHolds(
