@@ -31,10 +31,10 @@ jobs = Jobs()
 runs: Counter[str] = Counter()
 
 
-@jobs.event(lock_time=1, heartbeat=True)
+@jobs.event(lock_time=3, heartbeat=True)
 async def render_invoice(params: dict[str, int], ctx: JobContext) -> None:
     runs[ctx.job_id] += 1
-    await anyio.sleep(1.5 if params["n"] % 10 == 0 else 0.01)  # some outlive their lock
+    await anyio.sleep(3.5 if params["n"] % 10 == 0 else 0.01)  # some outlive their lock
 
 
 async def run(store: AsyncJobStore) -> None:

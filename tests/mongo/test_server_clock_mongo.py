@@ -1,5 +1,6 @@
 """Lock expiry on MongoDB's clock, on the real mongod: two instances whose machines' clocks are
-60 s fast and 60 s slow share 500 jobs with 3 s locks renewed by heartbeats.
+60 s fast and 60 s slow share 500 jobs with 5 s locks renewed by heartbeats (long enough
+that a loaded CI machine's stalls do not expire them: a stall is not what this tests).
 
 Each instance has its own ``AsyncMongoClient`` and store, as two processes would. Their clocks
 are :class:`SkewedClock` over the system clock; each measures its offset to the server
@@ -42,14 +43,14 @@ class Fleet:
         jobs = Jobs()
         rng = random.Random(11)
 
-        @jobs.event(lock_time=3, heartbeat=True)
+        @jobs.event(lock_time=5, heartbeat=True)
         async def work(params: dict[str, Any] | None, ctx: JobContext) -> None:
             self.runs[ctx.job_id] += 1
             self.overlaps += ctx.job_id in self.live
             self.live.add(ctx.job_id)
             try:  # a tenth outlive their lock: renewals keep them
                 await anyio.sleep(
-                    rng.uniform(3.5, 5) if rng.random() < 0.1 else rng.uniform(0, 0.05)
+                    rng.uniform(5.5, 7) if rng.random() < 0.1 else rng.uniform(0, 0.05)
                 )
             finally:
                 self.live.discard(ctx.job_id)
