@@ -216,7 +216,11 @@ class DogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, AsyncL
     async def status(self) -> list[NameStatus]:
         """Per job name: due, scheduled later, running, stale and terminal counts."""
         await self._ensure_clock()
-        return await self.store.status_counts(now=self.clock.now())
+        return await retry_transient(
+            lambda: self.store.status_counts(now=self.clock.now()),
+            what="read status",
+            deadline=self.operation_timeout,
+        )
 
     async def unlock_all(self) -> int:
         """Administrative: release every lock (only when no worker is running)."""
@@ -237,6 +241,10 @@ class DogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, AsyncL
         ``status`` (``success``, or ``error`` when no retry is pending: discarded or at its
         attempt limit), ``result`` and ``error_message``. A recurrent job's next finished
         execution counts. A job already over is answered at once from its history.
+
+        What it promises: the handler ended and its row is written. An execution writes its
+        row before its completion, so an event job is answered once its record is gone too; a
+        recurrent job's reschedule may follow the answer by a few milliseconds.
 
         Woken by the store's history feed where it has one (MongoDB change streams), by reads
         every ``poll_interval`` where not. Raises

@@ -28,6 +28,8 @@ class PauseClient(ClientBase):
     """Pause and resume job names for every Python worker sharing the store."""
 
     store: AsyncJobStore
+    operation_timeout: float | None
+    """Seconds a call retries a store that keeps failing (see ``DogsClient``)."""
 
     async def pause(self, job: JobDefinition | str | None = None) -> bool:
         """Stop every Python worker from claiming ``job`` (every job when ``None``); what runs
@@ -42,13 +44,17 @@ class PauseClient(ClientBase):
 
     async def paused(self) -> frozenset[str]:
         """The paused job names (``"*"`` among them when every job is paused)."""
-        return await retry_transient(self.store.paused_names, what="read pauses")
+        return await retry_transient(
+            self.store.paused_names, what="read pauses", deadline=self.operation_timeout
+        )
 
     async def _set_paused(self, job: JobDefinition | str | None, paused: bool) -> bool:
         name = _control_name(job)
         what = "pause" if paused else "resume"
         changed = await retry_transient(
-            lambda: self.store.set_paused(name, paused, now=self.clock.now()), what=what
+            lambda: self.store.set_paused(name, paused, now=self.clock.now()),
+            what=what,
+            deadline=self.operation_timeout,
         )
         if changed:
             logger.warning("%sd %s", what, "every job" if name == EVERY_JOB else name)

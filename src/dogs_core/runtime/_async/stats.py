@@ -31,6 +31,8 @@ class StatsClient(ClientBase):
     """Runs, success rate, failures by type, durations and throughput per job name."""
 
     store: AsyncJobStore
+    operation_timeout: float | None
+    """Seconds a call retries a store that keeps failing (see ``DogsClient``)."""
 
     async def stats(
         self,
@@ -60,6 +62,7 @@ class StatsClient(ClientBase):
         return await retry_transient(
             lambda: self.store.job_stats(since=since, until=end, job_names=names),
             what="read stats",
+            deadline=self.operation_timeout,
         )
 
 

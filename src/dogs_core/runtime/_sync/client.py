@@ -215,7 +215,11 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, Sy
     def status(self) -> list[NameStatus]:
         """Per job name: due, scheduled later, running, stale and terminal counts."""
         self._ensure_clock()
-        return self.store.status_counts(now=self.clock.now())
+        return retry_transient(
+            lambda: self.store.status_counts(now=self.clock.now()),
+            what="read status",
+            deadline=self.operation_timeout,
+        )
 
     def unlock_all(self) -> int:
         """Administrative: release every lock (only when no worker is running)."""
@@ -236,6 +240,10 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, Sy
         ``status`` (``success``, or ``error`` when no retry is pending: discarded or at its
         attempt limit), ``result`` and ``error_message``. A recurrent job's next finished
         execution counts. A job already over is answered at once from its history.
+
+        What it promises: the handler ended and its row is written. An execution writes its
+        row before its completion, so an event job is answered once its record is gone too; a
+        recurrent job's reschedule may follow the answer by a few milliseconds.
 
         Woken by the store's history feed where it has one (MongoDB change streams), by reads
         every ``poll_interval`` where not. Raises

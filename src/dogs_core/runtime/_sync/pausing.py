@@ -30,6 +30,8 @@ class PauseClient(ClientBase):
     """Pause and resume job names for every Python worker sharing the store."""
 
     store: JobStore
+    operation_timeout: float | None
+    """Seconds a call retries a store that keeps failing (see ``SyncDogsClient``)."""
 
     def pause(self, job: JobDefinition | str | None = None) -> bool:
         """Stop every Python worker from claiming ``job`` (every job when ``None``); what runs
@@ -44,13 +46,17 @@ class PauseClient(ClientBase):
 
     def paused(self) -> frozenset[str]:
         """The paused job names (``"*"`` among them when every job is paused)."""
-        return retry_transient(self.store.paused_names, what="read pauses")
+        return retry_transient(
+            self.store.paused_names, what="read pauses", deadline=self.operation_timeout
+        )
 
     def _set_paused(self, job: JobDefinition | str | None, paused: bool) -> bool:
         name = _control_name(job)
         what = "pause" if paused else "resume"
         changed = retry_transient(
-            lambda: self.store.set_paused(name, paused, now=self.clock.now()), what=what
+            lambda: self.store.set_paused(name, paused, now=self.clock.now()),
+            what=what,
+            deadline=self.operation_timeout,
         )
         if changed:
             logger.warning("%sd %s", what, "every job" if name == EVERY_JOB else name)

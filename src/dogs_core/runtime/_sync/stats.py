@@ -33,6 +33,8 @@ class StatsClient(ClientBase):
     """Runs, success rate, failures by type, durations and throughput per job name."""
 
     store: JobStore
+    operation_timeout: float | None
+    """Seconds a call retries a store that keeps failing (see ``SyncDogsClient``)."""
 
     def stats(
         self,
@@ -62,6 +64,7 @@ class StatsClient(ClientBase):
         return retry_transient(
             lambda: self.store.job_stats(since=since, until=end, job_names=names),
             what="read stats",
+            deadline=self.operation_timeout,
         )
 
 

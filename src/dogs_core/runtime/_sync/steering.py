@@ -82,6 +82,8 @@ class SteeringClient(ClientBase):
     """Cancel, retry, reschedule, delete and find jobs; read their history."""
 
     store: JobStore
+    operation_timeout: float | None
+    """Seconds a call retries a store that keeps failing (see ``SyncDogsClient``)."""
 
     # -- finding ------------------------------------------------------------------------------
 
@@ -117,6 +119,7 @@ class SteeringClient(ClientBase):
                 now=self.clock.now(),
             ),
             what="find jobs",
+            deadline=self.operation_timeout,
         )
         page = tuple(records[:size])
         return JobPage(page, page[-1].id if len(records) > size else None)
@@ -139,13 +142,23 @@ class SteeringClient(ClientBase):
             raise InvalidOptionError("job", None, "give a job (or its name), a job_id, or both")
         wanted = _history_status(status)
         name = None if job is None else job_name(job)
-        return self.store.get_executions(name, job_id=job_id, status=wanted, limit=limit, skip=skip)
+        return retry_transient(
+            lambda: self.store.get_executions(
+                name, job_id=job_id, status=wanted, limit=limit, skip=skip
+            ),
+            what="read history",
+            deadline=self.operation_timeout,
+        )
 
     def get_result(self, job_id: str) -> HistoryRecord | None:
         """The newest finished execution of job ``job_id`` (its ``result``, ``status`` and
         error), also once its record is gone; ``None`` while it has not finished once."""
         validate_job_id(job_id)
-        rows = self.store.get_executions(job_id=job_id, limit=1)
+        rows = retry_transient(
+            lambda: self.store.get_executions(job_id=job_id, limit=1),
+            what="read result",
+            deadline=self.operation_timeout,
+        )
         return rows[0] if rows else None
 
     # -- steering -----------------------------------------------------------------------------
@@ -232,7 +245,7 @@ class SteeringClient(ClientBase):
         for _ in range(_RACE_ROUNDS):
             now = self.clock.now()
             delete = functools.partial(self.store.delete_job, job_id, unless_running_at=now)
-            taken = retry_transient(delete, what="delete job")
+            taken = retry_transient(delete, what="delete job", deadline=self.operation_timeout)
             if taken is not None:
                 logger.warning("deleted %s (%s)", taken.job_name, job_id)
                 return Deleted(taken)
@@ -251,12 +264,18 @@ class SteeringClient(ClientBase):
         dry_run: bool = False,
     ) -> int:
         """Delete every record of ``state`` (any but ``running``), of one job when given, and
-        return how many; ``dry_run`` only counts them."""
+        return how many; ``dry_run`` only counts them. Retried on transient errors (the
+        delete is repeatable; after an attempt whose reply was lost, the count is the retry's,
+        without what that attempt deleted)."""
         wanted = check_bulk_state(state)
         validation.boolean("dry_run", dry_run)
         name = None if job is None else job_name(job)
-        count = self.store.delete_jobs(
-            job_name=name, state=wanted, now=self.clock.now(), dry_run=dry_run
+        count = retry_transient(
+            lambda: self.store.delete_jobs(
+                job_name=name, state=wanted, now=self.clock.now(), dry_run=dry_run
+            ),
+            what="delete jobs",
+            deadline=self.operation_timeout,
         )
         if not dry_run:
             logger.warning("deleted %d %s records of %s", count, wanted, name or "every job")
@@ -277,15 +296,20 @@ class SteeringClient(ClientBase):
         found = retry_transient(
             lambda: self.store.find_jobs(unique_identifier=identifier, limit=1),
             what="find job by unique key",
+            deadline=self.operation_timeout,
         )
         return found[0].id if found else NotFound(identifier)
 
     def _read(self, job_id: str) -> JobRecord | None:
-        return retry_transient(lambda: self.store.get_job(job_id), what="read job")
+        return retry_transient(
+            lambda: self.store.get_job(job_id), what="read job", deadline=self.operation_timeout
+        )
 
     def _gone(self, job_id: str) -> NotFound | AlreadyFinished:
         rows = retry_transient(
-            lambda: self.store.get_executions(job_id=job_id, limit=1), what="read history"
+            lambda: self.store.get_executions(job_id=job_id, limit=1),
+            what="read history",
+            deadline=self.operation_timeout,
         )
         return AlreadyFinished(job_id, rows[0].status.value) if rows else NotFound(job_id)
 
@@ -300,6 +324,7 @@ class SteeringClient(ClientBase):
             lambda: self.store.delete_job(record.id, unless_failed=True),
             what="cancel job",
             on_ambiguous=settle,
+            deadline=self.operation_timeout,
         )
         if taken is None:
             return None
@@ -331,6 +356,7 @@ class SteeringClient(ClientBase):
                     record.id, lock_id, next_run_at=following, priority=None, reset_tries=True
                 ),
                 what="cancel running job",
+                deadline=self.operation_timeout,
             )
             if not stopped:
                 return None
@@ -368,12 +394,18 @@ class SteeringClient(ClientBase):
     def _modify_once(self, job_id: str, change: JobChange, now: datetime) -> JobRecord | None:
         # A compare-and-set that leaves the record as asked when repeated: safe to retry.
         return retry_transient(
-            lambda: self.store.modify_job(job_id, change, now=now), what="modify job"
+            lambda: self.store.modify_job(job_id, change, now=now),
+            what="modify job",
+            deadline=self.operation_timeout,
         )
 
     def _write_rows(self, rows: list[HistoryRecord]) -> None:
         if rows:
-            retry_transient(lambda: self.store.write_history_many(rows), what="history")
+            retry_transient(
+                lambda: self.store.write_history_many(rows),
+                what="history",
+                deadline=self.operation_timeout,
+            )
 
     def _retention(self, name: str) -> timedelta:
         if self.jobs is not None and name in self.jobs:
