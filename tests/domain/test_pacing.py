@@ -557,44 +557,44 @@ def test_fixed_sizes_never_change() -> None:
     assert (sizing.batch_size, sizing.concurrency) == (16, 8)
 
 
-def test_an_adaptive_batch_starts_at_one_and_doubles_while_claims_come_back_full() -> None:
+def test_an_adaptive_batch_starts_at_its_ceiling() -> None:
     sizing = adaptive(batch=20)
-    assert (sizing.batch_size, sizing.concurrency) == (1, 1)
+    assert (sizing.batch_size, sizing.concurrency) == (20, 1)
+
+
+def test_a_partial_reply_shrinks_the_batch_and_full_replies_double_it_back() -> None:
+    sizing = adaptive(batch=20)
+    sizing.replied(20, 3, 0)
+    assert sizing.batch_size == 3  # what was found
     seen = []
-    for _ in range(6):
+    for _ in range(4):
         asked = sizing.batch_size
         sizing.replied(asked, asked, 0)
         seen.append(sizing.batch_size)
-    assert seen == [2, 4, 8, 16, 20, 20]  # up to its ceiling
+    assert seen == [6, 12, 20, 20]  # up to its ceiling
 
 
 def test_a_full_reply_to_a_smaller_claim_does_not_shrink_the_batch() -> None:
-    sizing = adaptive()
-    for size in (1, 2, 4, 8):
-        sizing.replied(size, size, 0)
-    assert sizing.batch_size == 16
+    sizing = adaptive(batch=16)
     sizing.replied(3, 3, 0)  # only three slots were free: full, says nothing against 16
     assert sizing.batch_size == 16
 
 
-def test_a_partial_reply_shrinks_the_batch_to_what_was_found_and_a_miss_changes_nothing() -> None:
-    sizing = adaptive()
-    for size in (1, 2, 4, 8, 16):
-        sizing.replied(size, size, 64)
-    assert (sizing.batch_size, sizing.concurrency) == (32, 6)
-    sizing.replied(32, 0, 10)  # one partition ran dry: others may still be full
-    assert (sizing.batch_size, sizing.concurrency) == (32, 6)
-    sizing.replied(32, 5, 10)
-    assert (sizing.batch_size, sizing.concurrency) == (5, 1)
+def test_a_miss_changes_neither_size() -> None:
+    sizing = ClaimSizing(4, 8, adapt_batch=True, adapt_concurrency=True)
+    sizing.replied(4, 4, 10)
+    assert (sizing.batch_size, sizing.concurrency) == (4, 2)
+    sizing.replied(4, 0, 10)  # one partition ran dry: others may still be full
+    assert (sizing.batch_size, sizing.concurrency) == (4, 2)
 
 
 def test_claims_in_flight_grow_while_replies_are_full_and_a_batch_of_slots_is_free() -> None:
-    sizing = adaptive(concurrency=3)
+    sizing = ClaimSizing(16, 3, adapt_batch=True, adapt_concurrency=True)
     steps = [
-        ((1, 1, 0), (2, 1)),  # full, but no slot left: one claim in flight is enough
-        ((2, 2, 10), (4, 2)),  # full, and room for a whole batch more
-        ((4, 4, 10), (8, 3)),
-        ((8, 8, 20), (16, 3)),  # the ceiling
+        ((16, 16, 0), (16, 1)),  # full, but no slot left: one claim in flight is enough
+        ((16, 16, 20), (16, 2)),  # full, and room for a whole batch more
+        ((16, 16, 20), (16, 3)),
+        ((16, 16, 20), (16, 3)),  # the ceiling
         ((5, 5, 20), (16, 2)),  # a fragment: the free slots bound it, not the batch size
         ((16, 8, 20), (8, 1)),  # partial: the backlog is thin, back to one
     ]
@@ -603,21 +603,24 @@ def test_claims_in_flight_grow_while_replies_are_full_and_a_batch_of_slots_is_fr
         assert (sizing.batch_size, sizing.concurrency) == expected, (asked, found, free)
 
 
-def test_a_reset_starts_both_sizes_from_one() -> None:
-    sizing = adaptive()
-    for size in (1, 2, 4):
-        sizing.replied(size, size, 8)
+def test_a_reset_starts_claims_in_flight_from_one_and_keeps_the_batch() -> None:
+    sizing = ClaimSizing(4, 8, adapt_batch=True, adapt_concurrency=True)
+    for _ in range(3):
+        sizing.replied(4, 4, 8)
+    sizing.replied(4, 2, 8)
+    sizing.replied(2, 2, 8)
+    assert (sizing.batch_size, sizing.concurrency) == (4, 2)
     sizing.reset()
-    assert (sizing.batch_size, sizing.concurrency) == (1, 1)
+    assert (sizing.batch_size, sizing.concurrency) == (4, 1)
 
 
 @pytest.mark.parametrize("how", ["sweep of misses", "failure"])
-def test_going_idle_resets_an_adaptive_pacer(how: str) -> None:
-    pacer = make_pacer(partitions=2, workers=32, sizing=adaptive())
+def test_going_idle_resets_an_adaptive_pacers_claims_in_flight(how: str) -> None:
+    pacer = make_pacer(partitions=2, workers=32, sizing=adaptive(batch=4))
     for _ in range(3):
         sent = claim(pacer)
         pacer.claimed(sent, ["a"] * len(sent.reservations), 0.0)
-    assert pacer.sizing.batch_size > 1
+    assert pacer.sizing.concurrency > 1
     pending = claims_until_blocked(pacer)
     if how == "failure":
         pacer.failed(pending[0], 0.0)
@@ -627,25 +630,24 @@ def test_going_idle_resets_an_adaptive_pacer(how: str) -> None:
         while isinstance(step := pacer.next(0.0), Claim):
             pacer.claimed(step, [], 0.0)
     assert pacer.idle_until is not None
-    assert (pacer.sizing.batch_size, pacer.sizing.concurrency) == (1, 1)
+    assert (pacer.sizing.batch_size, pacer.sizing.concurrency) == (4, 1)
 
 
-def test_an_adaptive_pacer_grows_its_batches_with_a_backlog() -> None:
+def test_an_adaptive_pacer_claims_every_free_slot_then_what_a_thin_backlog_holds() -> None:
     pacer = make_pacer(partitions=1, workers=32, sizing=adaptive())
-    sizes = []
-    for _ in range(6):
-        sent = claim(pacer)
-        sizes.append(len(sent.reservations))
-        pacer.claimed(sent, ["a"] * len(sent.reservations), 0.0)
-        for _ in sent.reservations:
-            pacer.released("a")  # executions end before the next claim
-    assert sizes == [1, 2, 4, 8, 16, 32]  # the ceiling is the free slots (32)
+    first = claim(pacer)
+    assert len(first.reservations) == 32  # the ceiling is the free slots
+    pacer.claimed(first, ["a"] * 5, 0.0)  # partial: five jobs were left
+    for _ in range(5):
+        pacer.released("a")
+    assert len(claim(pacer).reservations) == 5
 
 
 def test_an_adaptive_pacer_limits_hot_claims_in_flight() -> None:
-    pacer = make_pacer(partitions=4, workers=32, sizing=adaptive(concurrency=2))
+    sizing = ClaimSizing(2, 2, adapt_batch=True, adapt_concurrency=True)
+    pacer = make_pacer(partitions=4, workers=32, sizing=sizing)
     first = claim(pacer)
-    pacer.claimed(first, ["a"], 0.0)  # full with free slots: two claims in flight now
+    pacer.claimed(first, ["a", "a"], 0.0)  # full with free slots: two claims in flight now
     assert pacer.hot
     assert pacer.sizing.concurrency == 2
     sent = claims_until_blocked(pacer)
@@ -654,15 +656,15 @@ def test_an_adaptive_pacer_limits_hot_claims_in_flight() -> None:
     assert pacer.ledger.free_slots > 0  # capacity is free, the limit binds
 
 
-def test_an_idle_adaptive_pacer_sends_one_job_claims_once_per_poll_interval() -> None:
+def test_an_idle_adaptive_pacer_sweeps_once_per_poll_interval() -> None:
     pacer = make_pacer(partitions=3, workers=32, sizing=adaptive())
-    sent = claims_until_blocked(pacer)
-    assert [len(c.reservations) for c in sent] == [1, 1, 1]  # one sweep of single claims
-    for c in sent:
-        pacer.claimed(c, [], 0.0)
-    assert pacer.next(1.0) == Sleep(POLL)
-    again = claims_until_blocked(pacer, POLL)
-    assert [len(c.reservations) for c in again] == [1, 1, 1]
+    for now in (0.0, POLL):
+        partitions = []
+        while isinstance(step := pacer.next(now), Claim):
+            partitions.append(step.partition)
+            pacer.claimed(step, [], now)
+        assert sorted(partitions) == [0, 1, 2]  # one sweep: each partition once
+        assert step == Sleep(now + POLL)
 
 
 # -- stateful: arbitrary interleavings against a model --------------------------------------------
@@ -724,6 +726,7 @@ class PacerMachine(RuleBasedStateMachine):
         self.n, self.workers, self.caps, self.batch_size = n, workers, caps, batch_size
         self.poll = float(poll)
         self.adapt, self.concurrency = adapt, concurrency
+        self.model_batch = batch_size
         sizing = adaptive(batch_size, concurrency) if adapt else None
         self.pacer = make_pacer(
             partitions=n,
@@ -827,7 +830,7 @@ class PacerMachine(RuleBasedStateMachine):
             self.missed.add(sent.partition)
             if len(self.missed) == self.n:
                 self.missed.clear()
-                self.model_batch = self.model_concurrency = 1
+                self.model_concurrency = 1
                 if self.idle_until is None:
                     self.idle_until = self.now + self.poll
 
@@ -855,7 +858,7 @@ class PacerMachine(RuleBasedStateMachine):
         self.pacer.failed(sent, self.now)
         self.in_flight.remove(sent)
         if self.adapt:
-            self.model_batch = self.model_concurrency = 1
+            self.model_concurrency = 1
         self.just_woke = False
         self.hot = False
         self.missed.clear()

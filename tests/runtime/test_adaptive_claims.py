@@ -1,7 +1,7 @@
 """Adaptive claim sizes in the runtime: with ``claim_batch_size`` and ``claim_concurrency`` left
-out, batches grow with a backlog (never past the free slots), an idle instance still sends one
-single-job claim per partition per poll interval, a given value stays fixed, and two instances
-draining one backlog share it."""
+out, a claim takes every free slot and then what a thinning backlog holds, an idle instance
+still sends one claim per partition per poll interval, a given value stays fixed, and two
+instances draining one backlog share it."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def _record_sizes(store: RecordingStore) -> list[int]:
     return sizes
 
 
-async def test_batches_grow_with_a_backlog_up_to_the_free_slots() -> None:
+async def test_claims_take_every_free_slot_then_follow_a_thinning_backlog() -> None:
     jobs, gauge = Jobs(), Gauge()
     work = _sleeper(jobs, gauge)
     h = Harness(jobs)
@@ -61,13 +61,14 @@ async def test_batches_grow_with_a_backlog_up_to_the_free_slots() -> None:
         await workers.stop()
     assert len(times(gauge.events, "end")) == 100
     assert gauge.maximum == 16
-    assert sizes[:4] == [1, 2, 4, 8]  # doubling while claims come back full
-    assert sizes[4] == 1  # then no more than the one slot still free
-    assert max(sizes) <= 16
-    assert len(sizes) < 60  # far fewer calls than the 100 jobs (49 when this was written)
+    # 100 jobs: six claims of every slot, a seventh that found the four left (partial), then
+    # claims of what the last one found: the idle sweeps, one per poll interval.
+    assert sizes[:7] == [16] * 7
+    assert set(sizes[7:]) == {4}
+    assert len(sizes[7:]) <= 30
 
 
-async def test_an_idle_instance_sends_single_claims_once_per_poll_interval() -> None:
+async def test_an_idle_instance_sweeps_each_partition_once_per_poll_interval() -> None:
     jobs, gauge = Jobs(), Gauge()
     _sleeper(jobs, gauge)
     h = Harness(jobs)
@@ -76,7 +77,10 @@ async def test_an_idle_instance_sends_single_claims_once_per_poll_interval() -> 
     async with h.workers(**options) as workers:
         await anyio.sleep(35)  # sweeps at 0, 10, 20 and 30
         await workers.stop()
-    assert sizes == [1] * 12  # one job per claim, one claim per partition per sweep
+    assert len(sizes) == 12  # one claim per partition per sweep
+    for sweep in range(4):
+        calls = h.store.claims[3 * sweep : 3 * sweep + 3]
+        assert sorted(call.request.partition for call in calls) == [0, 1, 2]
 
 
 async def test_a_given_batch_size_stays_fixed() -> None:

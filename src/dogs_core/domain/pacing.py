@@ -22,15 +22,15 @@ The rules:
 - **Capped names.** When an execution of a capped name ends, the name may have been left out of
   the sweep that put the lanes to sleep: that release wakes them.
 - **Adaptive sizes.** A batch size or a claims-in-flight limit the user did not give adapts
-  (:class:`ClaimSizing`): the batch doubles (up to its ceiling) while claims come back full and
-  shrinks to what the last claim found when one comes back partial; the claims kept in flight
-  while hot grow by one while claims come back full and a whole batch's worth of slots is
-  still free, shrink by one when a claim got fewer slots than the batch size (claims would
-  split the slots into fragments), and fall back to one on a partial reply. A miss changes neither (one partition ran dry, others may not have;
-  the cold rule binds meanwhile); a sweep of misses or a failure, which put the lanes to sleep,
-  start both again from one, so an idle instance claims one job per claim. Fewer, fuller claims
-  cost the store less per job than many small ones sent as each slot frees; a claim that waits
-  for one in flight collects the slots freed meanwhile. A given value stays fixed.
+  (:class:`ClaimSizing`). The batch starts at its ceiling, shrinks to what a claim found when
+  one comes back partial and doubles back while claims come back full. The claims kept in
+  flight while hot start at one, grow by one while claims come back full with a whole batch's
+  worth of slots still free, shrink by one when a claim got fewer slots than the batch size
+  (claims would split the slots into groups that free and are claimed apart), and fall back to
+  one on a partial reply and when the lanes go to sleep. A miss changes neither: one partition
+  ran dry, others may not have, and the cold rule binds meanwhile. Fewer, fuller claims cost
+  the store less per job than many small ones sent as each slot frees; a claim that waits for
+  the one in flight collects the slots freed meanwhile. A given value stays fixed.
 """
 
 from __future__ import annotations
@@ -96,8 +96,9 @@ class ClaimSizing:
 
     ``batch_size`` and ``concurrency`` are fixed values, or with ``adapt_batch`` /
     ``adapt_concurrency`` the ceilings of the adaptive values (see the module docstring): the
-    batch starts at one job and the claims in flight at one claim, so an instance that finds
-    nothing reserves one slot per claim, as a single claim would.
+    batch starts at its ceiling (one claim takes every free slot, so the slots run and free as
+    one group, which the next claim takes again; batches grown from one job split the slots
+    into groups that stay split) and the claims in flight at one claim.
     """
 
     __slots__ = (
@@ -121,7 +122,7 @@ class ClaimSizing:
         self._concurrency_ceiling = _check_count("claim_concurrency", concurrency)
         self._adapt_batch = bool(adapt_batch)
         self._adapt_concurrency = bool(adapt_concurrency)
-        self._batch = 1 if adapt_batch else batch_size
+        self._batch = batch_size
         self._concurrency = 1 if adapt_concurrency else concurrency
 
     @property
@@ -159,10 +160,8 @@ class ClaimSizing:
                 self._concurrency = min(self._concurrency_ceiling, self._concurrency + 1)
 
     def reset(self) -> None:
-        """The lanes go to sleep (a sweep of misses, a failure): start again from one job and
-        one claim."""
-        if self._adapt_batch:
-            self._batch = 1
+        """The lanes go to sleep (a sweep of misses, a failure): start again from one claim in
+        flight (the batch size stays: what the last claims found)."""
         if self._adapt_concurrency:
             self._concurrency = 1
 
