@@ -180,3 +180,33 @@ async def test_a_store_without_a_clock_leaves_the_machine_s_clock_alone() -> Non
     await client.schedule(ping)
     assert client.clock.offset == timedelta(0)
     assert client.clock.now() == machine.now()
+
+
+async def test_operator_calls_of_a_client_60_s_fast_see_a_running_job_as_running() -> None:
+    """Trusting its clock, a client 60 s fast would find the 30 s lock of a running job expired
+    and delete, reschedule or purge it as not running."""
+    server = LoopClock(START)
+    store = InMemoryJobStore(clock=server)
+    jobs = Jobs()
+    started = anyio.Event()
+
+    @jobs.event
+    async def slow(params: None, ctx: JobContext) -> None:
+        started.set()
+        await anyio.sleep(20)
+
+    client = DogsClient(store, jobs, clock=SkewedClock(server, SKEW))
+    outcome = await client.schedule(slow)
+    job_id = outcome.id  # type: ignore[union-attr]
+    async with Workers(store, jobs, clock=server, default_lock_time=30) as workers:
+        await started.wait()
+        assert type(await client.delete(job_id)).__name__ == "Running"
+        assert type(await client.reschedule(job_id, run_in=5)).__name__ == "Running"
+        assert await client.delete_jobs(slow, state="stale") == 0
+        assert [r.id for r in (await client.find_jobs(slow, state="running")).jobs] == [job_id]
+        # The same client trusting its clock takes the live lock for an expired one.
+        trusting = DogsClient(
+            store, jobs, clock=SkewedClock(server, SKEW), clock_sync_interval=None
+        )
+        assert [r.id for r in (await trusting.find_jobs(slow, state="stale")).jobs] == [job_id]
+        await workers.stop()

@@ -31,6 +31,10 @@ class PauseClient(ClientBase):
     operation_timeout: float | None
     """Seconds a call retries a store that keeps failing (see ``DogsClient``)."""
 
+    async def _ensure_clock(self) -> bool:
+        """Measure the clock when due (the client implements it)."""
+        raise NotImplementedError
+
     async def pause(self, job: JobDefinition | str | None = None) -> bool:
         """Stop every Python worker from claiming ``job`` (every job when ``None``); what runs
         finishes. Workers see it within one poll interval. Returns whether it changed anything.
@@ -51,6 +55,7 @@ class PauseClient(ClientBase):
     async def _set_paused(self, job: JobDefinition | str | None, paused: bool) -> bool:
         name = _control_name(job)
         what = "pause" if paused else "resume"
+        await self._ensure_clock()
         changed = await retry_transient(
             lambda: self.store.set_paused(name, paused, now=self.clock.now()),
             what=what,

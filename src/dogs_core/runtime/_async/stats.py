@@ -34,6 +34,10 @@ class StatsClient(ClientBase):
     operation_timeout: float | None
     """Seconds a call retries a store that keeps failing (see ``DogsClient``)."""
 
+    async def _ensure_clock(self) -> bool:
+        """Measure the clock when due (the client implements it)."""
+        raise NotImplementedError
+
     async def stats(
         self,
         job: JobDefinition | str | None = None,
@@ -57,6 +61,8 @@ class StatsClient(ClientBase):
             )
         if until is not None and not isinstance(until, datetime):
             raise InvalidOptionError("until", until, "must be a timezone-aware datetime or None")
+        if until is None:
+            await self._ensure_clock()
         end = self.clock.now() if until is None else until
         since, end = check_stats_window(end - length, end)
         return await retry_transient(

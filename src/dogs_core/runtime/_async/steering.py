@@ -83,6 +83,11 @@ class SteeringClient(ClientBase):
     operation_timeout: float | None
     """Seconds a call retries a store that keeps failing (see ``DogsClient``)."""
 
+    async def _ensure_clock(self) -> bool:
+        """Measure the clock when due, before a call whose outcome depends on ``now`` (the
+        client implements it: see ``DogsClient._ensure_clock``)."""
+        raise NotImplementedError
+
     # -- finding ------------------------------------------------------------------------------
 
     async def find_jobs(
@@ -107,6 +112,8 @@ class SteeringClient(ClientBase):
         identifier = (
             None if unique_key is None else unique_identifier_for(self.jobs, job, unique_key)
         )
+        if wanted is not None:
+            await self._ensure_clock()
         records = await retry_transient(
             lambda: self.store.find_jobs(
                 job_name=name,
@@ -182,6 +189,7 @@ class SteeringClient(ClientBase):
         target = await self._target(job_id, unique_key, job)
         if isinstance(target, NotFound):
             return target
+        await self._ensure_clock()
         for _ in range(_RACE_ROUNDS):
             record = await self._read(target)
             if record is None:
@@ -202,6 +210,7 @@ class SteeringClient(ClientBase):
         a fresh budget of tries; a scheduled or retrying one keeps its tries. A running job is
         left alone (``Running``)."""
         validate_job_id(job_id)
+        await self._ensure_clock()
         return await self._modify(job_id, retry_now_change)
 
     async def reschedule(
@@ -233,6 +242,7 @@ class SteeringClient(ClientBase):
             )
 
         event_run_at(self.clock.now(), delay, run_at)  # refuse a bad time before any read
+        await self._ensure_clock()
         return await self._modify(job_id, change)
 
     async def delete(self, job_id: str) -> DeleteOutcome:
@@ -240,6 +250,7 @@ class SteeringClient(ClientBase):
         :meth:`cancel` to stop a running job). A recurrent record comes back when a worker
         that has its definition starts."""
         validate_job_id(job_id)
+        await self._ensure_clock()
         for _ in range(_RACE_ROUNDS):
             now = self.clock.now()
             delete = functools.partial(self.store.delete_job, job_id, unless_running_at=now)
@@ -270,6 +281,7 @@ class SteeringClient(ClientBase):
         wanted = check_bulk_state(state)
         validation.boolean("dry_run", dry_run)
         name = None if job is None else job_name(job)
+        await self._ensure_clock()
         count = await retry_transient(
             lambda: self.store.delete_jobs(
                 job_name=name, state=wanted, now=self.clock.now(), dry_run=dry_run

@@ -33,6 +33,10 @@ class PauseClient(ClientBase):
     operation_timeout: float | None
     """Seconds a call retries a store that keeps failing (see ``SyncDogsClient``)."""
 
+    def _ensure_clock(self) -> bool:
+        """Measure the clock when due (the client implements it)."""
+        raise NotImplementedError
+
     def pause(self, job: JobDefinition | str | None = None) -> bool:
         """Stop every Python worker from claiming ``job`` (every job when ``None``); what runs
         finishes. Workers see it within one poll interval. Returns whether it changed anything.
@@ -53,6 +57,7 @@ class PauseClient(ClientBase):
     def _set_paused(self, job: JobDefinition | str | None, paused: bool) -> bool:
         name = _control_name(job)
         what = "pause" if paused else "resume"
+        self._ensure_clock()
         changed = retry_transient(
             lambda: self.store.set_paused(name, paused, now=self.clock.now()),
             what=what,

@@ -85,6 +85,11 @@ class SteeringClient(ClientBase):
     operation_timeout: float | None
     """Seconds a call retries a store that keeps failing (see ``SyncDogsClient``)."""
 
+    def _ensure_clock(self) -> bool:
+        """Measure the clock when due, before a call whose outcome depends on ``now`` (the
+        client implements it: see ``SyncDogsClient._ensure_clock``)."""
+        raise NotImplementedError
+
     # -- finding ------------------------------------------------------------------------------
 
     def find_jobs(
@@ -109,6 +114,8 @@ class SteeringClient(ClientBase):
         identifier = (
             None if unique_key is None else unique_identifier_for(self.jobs, job, unique_key)
         )
+        if wanted is not None:
+            self._ensure_clock()
         records = retry_transient(
             lambda: self.store.find_jobs(
                 job_name=name,
@@ -184,6 +191,7 @@ class SteeringClient(ClientBase):
         target = self._target(job_id, unique_key, job)
         if isinstance(target, NotFound):
             return target
+        self._ensure_clock()
         for _ in range(_RACE_ROUNDS):
             record = self._read(target)
             if record is None:
@@ -204,6 +212,7 @@ class SteeringClient(ClientBase):
         a fresh budget of tries; a scheduled or retrying one keeps its tries. A running job is
         left alone (``Running``)."""
         validate_job_id(job_id)
+        self._ensure_clock()
         return self._modify(job_id, retry_now_change)
 
     def reschedule(
@@ -235,6 +244,7 @@ class SteeringClient(ClientBase):
             )
 
         event_run_at(self.clock.now(), delay, run_at)  # refuse a bad time before any read
+        self._ensure_clock()
         return self._modify(job_id, change)
 
     def delete(self, job_id: str) -> DeleteOutcome:
@@ -242,6 +252,7 @@ class SteeringClient(ClientBase):
         :meth:`cancel` to stop a running job). A recurrent record comes back when a worker
         that has its definition starts."""
         validate_job_id(job_id)
+        self._ensure_clock()
         for _ in range(_RACE_ROUNDS):
             now = self.clock.now()
             delete = functools.partial(self.store.delete_job, job_id, unless_running_at=now)
@@ -270,6 +281,7 @@ class SteeringClient(ClientBase):
         wanted = check_bulk_state(state)
         validation.boolean("dry_run", dry_run)
         name = None if job is None else job_name(job)
+        self._ensure_clock()
         count = retry_transient(
             lambda: self.store.delete_jobs(
                 job_name=name, state=wanted, now=self.clock.now(), dry_run=dry_run
