@@ -14,6 +14,7 @@ import pytest
 from benchmarks import (
     backlog,
     claims,
+    crash_fleet,
     explain_stats,
     floor,
     global_limit,
@@ -317,3 +318,15 @@ def test_backlog_quick(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> 
 def test_backlog_rejects_a_bad_size(argv: list[str]) -> None:
     with pytest.raises(SystemExit):
         backlog.main(["--quick", *argv])
+
+
+def test_crash_fleet_quick(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert crash_fleet.main(["--quick", "--uri", mongodb_uri]) == 0
+    out = capsys.readouterr().out
+    assert "ran to the end, record gone, no history row" in out
+    assert "Result: ok" in out
+
+
+def test_crash_fleet_rejects_a_bad_size() -> None:
+    with pytest.raises(SystemExit):
+        crash_fleet.main(["--jobs", "0"])
