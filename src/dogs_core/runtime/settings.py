@@ -114,16 +114,17 @@ class WorkerSettings:
         How long terminal event records are kept; ``None`` keeps them forever.
     ``claim_concurrency``
         Claims kept in flight at once while capacity is free. Not given, it adapts between one
-        and ``min(workers_count, 8)``: one more while claims come back full with slots still
-        free, back to one on a partial reply or a miss (Dogs awaits one at a time, which bounds
-        a worker by one round trip per job). A given value stays fixed. Per-name caps are
-        reserved before each claim is sent, so they are never exceeded.
+        and ``min(workers_count, 8)``: one more while claims come back full with a batch's worth
+        of slots still free, one less when the free slots cut a claim short, back to one on a
+        partial reply (Dogs awaits one at a time, which bounds a worker by one round trip per
+        job). A given value stays fixed. Per-name caps are reserved before each claim is sent,
+        so they are never exceeded.
     ``claim_batch_size``
         Most jobs one claim call may take (never more than the free slots). Not given, it
-        adapts between one and ``min(workers_count, 64)``: it doubles while claims come back
-        full and shrinks to what a claim found when one comes back partial. A given value stays
-        fixed; ``1`` claims one job at a time, as Dogs does. A claim for several jobs is three
-        store round trips instead of one per job.
+        starts at ``min(workers_count, 64)``, shrinks to what a claim found when one comes back
+        partial and doubles back while claims come back full. A given value stays fixed; ``1``
+        claims one job at a time, as Dogs does. A claim for several jobs is three store round
+        trips instead of one per job.
     ``probe_interval``, ``probe_enabled``
         The adaptive index-hint probe (every 30 minutes by default).
     ``reconcile_enabled``
