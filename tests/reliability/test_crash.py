@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import anyio
 import pytest
@@ -28,6 +25,7 @@ from pymongo import AsyncMongoClient, WriteConcern
 from dogs_core.domain.records import Scheduled
 from dogs_core.runtime import DogsClient, Workers
 from dogs_mongo import AsyncMongoJobStore
+from tests.reliability.children import ChildProcess
 from tests.reliability.crash_worker import RUNS, build_jobs
 
 WORKER = Path(__file__).with_name("crash_worker.py")
@@ -43,55 +41,14 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-class WorkerProcess:
-    """A ``crash_worker.py`` child; always killed and reaped on exit."""
-
-    def __init__(self, uri: str, database: str, *options: str) -> None:
-        self._stderr: IO[str] = tempfile.TemporaryFile("w+")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(
-            [sys.executable, str(WORKER), uri, database, *options],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            text=True,
-        )
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def wait_ready(self, timeout: float = 20.0) -> None:
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if line.strip() == "ready":
-                return
-            if not line and self.process.poll() is not None:
-                break
-        raise AssertionError(f"the worker did not start:\n{self.stderr()}")
-
-    def stderr(self) -> str:
-        self._stderr.seek(0)
-        return self._stderr.read()[-4000:]
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=10)
-
-    def stop(self) -> None:
-        try:
-            self.kill()
-        finally:
-            if self.process.stdout is not None:
-                self.process.stdout.close()
-            self._stderr.close()
+def _worker(uri: str, database: str, *options: str) -> ChildProcess:
+    """A ``crash_worker.py`` child."""
+    return ChildProcess([sys.executable, str(WORKER), uri, database, *options])
 
 
 @contextmanager
-def worker_process(uri: str, database: str, *options: str) -> Iterator[WorkerProcess]:
-    worker = WorkerProcess(uri, database, *options)
+def worker_process(uri: str, database: str, *options: str) -> Iterator[ChildProcess]:
+    worker = _worker(uri, database, *options)
     try:
         yield worker
     finally:

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import random
 import signal
-import subprocess
 import sys
-import tempfile
-import time
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import anyio
 import pytest
@@ -27,6 +24,7 @@ from pymongo import AsyncMongoClient, WriteConcern
 from dogs_core.domain.records import HistoryStatus, Scheduled
 from dogs_core.runtime import DogsClient, Workers
 from dogs_mongo import AsyncMongoJobStore
+from tests.reliability.children import ChildProcess
 from tests.reliability.crash_worker import RUNS, build_jobs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,52 +40,15 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-class Worker:
-    """A ``crash_history_worker`` child process; killed and reaped by :meth:`stop`."""
-
-    def __init__(self, uri: str, database: str, *options: str) -> None:
-        self._stderr: IO[str] = tempfile.TemporaryFile("w+")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.reliability.crash_history_worker",
-                uri,
-                database,
-                *options,
-            ],
-            cwd=ROOT,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            text=True,
-        )
-
-    def wait_ready(self, timeout: float = 30.0) -> None:
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if line.strip() == "ready":
-                return
-            if not line and self.process.poll() is not None:
-                break
-        raise AssertionError(f"the worker did not start:\n{self.stderr()}")
-
-    def stderr(self) -> str:
-        self._stderr.seek(0)
-        return self._stderr.read()[-4000:]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=10)
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-        self._stderr.close()
+def _worker(uri: str, database: str, *options: str) -> ChildProcess:
+    """A ``crash_history_worker`` child process; killed and reaped by ``stop``."""
+    command = [sys.executable, "-m", "tests.reliability.crash_history_worker", uri, database]
+    return ChildProcess([*command, *options], cwd=ROOT)
 
 
-async def _until(condition: Any, seconds: float, what: str, worker: Worker | None = None) -> None:
+async def _until(
+    condition: Any, seconds: float, what: str, worker: ChildProcess | None = None
+) -> None:
     with anyio.move_on_after(seconds):
         while True:
             if await condition():
@@ -126,7 +87,7 @@ async def test_a_kill_right_after_the_row_or_the_completion_loses_nothing(
 
     # One execution at a time, so the kill lands in the window of exactly one job.
     options = ("--kill-after", window, "--nth", str(NTH), "--lock-time", str(LOCK_TIME))
-    first = Worker(mongodb_uri, mongo_database_name, *options)
+    first = _worker(mongodb_uri, mongo_database_name, *options)
     try:
         first.wait_ready()
         with anyio.fail_after(60):
@@ -184,7 +145,7 @@ async def test_random_kills_of_two_workers_lose_no_job_and_no_row(
         job_ids.append(outcome.id)
     rng = random.Random(16)
     options = ("--workers", "4", "--lock-time", str(LOCK_TIME))
-    workers = [Worker(mongodb_uri, mongo_database_name, *options) for _ in range(2)]
+    workers = [_worker(mongodb_uri, mongo_database_name, *options) for _ in range(2)]
     killed: set[int] = set()
     try:
         for worker in workers:
@@ -195,7 +156,7 @@ async def test_random_kills_of_two_workers_lose_no_job_and_no_row(
             victim = workers[index]
             killed.add(victim.process.pid)
             victim.stop()
-            workers[index] = Worker(mongodb_uri, mongo_database_name, *options)
+            workers[index] = _worker(mongodb_uri, mongo_database_name, *options)
             workers[index].wait_ready()
 
         async def drained() -> bool:

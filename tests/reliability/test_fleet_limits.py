@@ -22,17 +22,13 @@ the invariants only: no durations are asserted.
 from __future__ import annotations
 
 import itertools
-import signal
-import subprocess
 import sys
-import tempfile
-import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import anyio
 import pytest
@@ -42,6 +38,7 @@ from dogs_core import DogsClient, HistoryRecord, HistoryStatus, ScheduleItem
 from dogs_core.domain.controls import rate_window
 from dogs_mongo import AsyncMongoJobStore
 from tests.reliability import fleet_worker as fw
+from tests.reliability.children import ChildProcess
 
 WORKER = Path(__file__).with_name("fleet_worker.py")
 PROCESSES = 4
@@ -68,57 +65,19 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-class WorkerProcess:
+def _worker(uri: str, database: str) -> ChildProcess:
     """A ``fleet_worker.py`` child; stopped with SIGTERM (killed if it hangs) and reaped."""
-
-    def __init__(self, uri: str, database: str) -> None:
-        self._stderr: IO[str] = tempfile.TemporaryFile("w+")  # noqa: SIM115 - closed in stop()
-        options = ["--workers", str(WORKERS_COUNT), "--lease-rounds", str(LEASE_ROUNDS)]
-        self.process = subprocess.Popen(
-            [sys.executable, str(WORKER), uri, database, *options],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            text=True,
-        )
-
-    def wait_ready(self, timeout: float = 30.0) -> None:
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if line.strip() == "ready":
-                return
-            if not line and self.process.poll() is not None:
-                break
-        raise AssertionError(f"a worker did not start:\n{self.stderr()}")
-
-    def stderr(self) -> str:
-        self._stderr.seek(0)
-        return self._stderr.read()[-4000:]
-
-    def stop(self) -> None:
-        try:
-            if self.process.poll() is None:
-                self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-        finally:
-            if self.process.stdout is not None:
-                self.process.stdout.close()
-            self._stderr.close()
+    options = ["--workers", str(WORKERS_COUNT), "--lease-rounds", str(LEASE_ROUNDS)]
+    return ChildProcess([sys.executable, str(WORKER), uri, database, *options])
 
 
 @contextmanager
-def fleet(uri: str, database: str) -> Iterator[list[WorkerProcess]]:
+def fleet(uri: str, database: str) -> Iterator[list[ChildProcess]]:
     with ExitStack() as stack:
         processes = []
         for _ in range(PROCESSES):
-            process = WorkerProcess(uri, database)
-            stack.callback(process.stop)
+            process = _worker(uri, database)
+            stack.callback(process.terminate)
             processes.append(process)
         for process in processes:
             process.wait_ready()
@@ -202,7 +161,7 @@ async def schedule(client: DogsClient, name: str, items: Sequence[ScheduleItem])
 
 
 async def wait_until_done(
-    database: Any, store: AsyncMongoJobStore, processes: Sequence[WorkerProcess]
+    database: Any, store: AsyncMongoJobStore, processes: Sequence[ChildProcess]
 ) -> None:
     records = store.records_collection
     leases_done = {"lease_done": True}
