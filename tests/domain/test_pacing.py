@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import MutableSequence
 from typing import Any
 
 import pytest
@@ -18,72 +17,22 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from dogs_core.domain.capacity import CapacityLedger, Reservation
+from dogs_core.domain.capacity import Reservation
 from dogs_core.domain.pacing import (
     Claim,
-    ClaimPacer,
-    ClaimSizing,
     PacerStep,
     Sleep,
     WaitForCapacity,
 )
-from dogs_core.domain.partitions import PartitionRotation
 from dogs_core.errors import InvalidOptionError, WorkersStateError
-
-POLL = 5.0
-
-
-def make_pacer(
-    *,
-    partitions: int = 3,
-    workers: int = 8,
-    caps: dict[str, int | None] | None = None,
-    batch_size: int = 1,
-    poll_interval: float = POLL,
-    rng: random.Random | None = None,
-    sizing: ClaimSizing | None = None,
-) -> ClaimPacer:
-    return ClaimPacer(
-        CapacityLedger(workers, {"a": None, "b": None} if caps is None else caps),
-        PartitionRotation(partitions, rng or random.Random(7)),
-        batch_size=None if sizing is not None else batch_size,
-        poll_interval=poll_interval,
-        sizing=sizing,
-    )
-
-
-def adaptive(batch: int = 64, concurrency: int = 8) -> ClaimSizing:
-    return ClaimSizing(batch, concurrency, adapt_batch=True, adapt_concurrency=True)
-
-
-def claim(pacer: ClaimPacer, now: float = 0.0) -> Claim:
-    step = pacer.next(now)
-    assert isinstance(step, Claim), step
-    return step
-
-
-def claims_until_blocked(pacer: ClaimPacer, now: float = 0.0) -> list[Claim]:
-    sent: list[Claim] = []
-    while isinstance(step := pacer.next(now), Claim):
-        sent.append(step)
-    assert step == WaitForCapacity()
-    return sent
-
-
-class ScriptedRandom(random.Random):
-    """Shuffles into the given orders, one per shuffle of two or more partitions."""
-
-    def __init__(self, *orders: list[int]) -> None:
-        super().__init__(0)
-        self.orders = list(orders)
-
-    def shuffle(self, x: MutableSequence[Any]) -> None:
-        if len(x) < 2:
-            return
-        order = self.orders.pop(0)
-        assert sorted(order) == sorted(x)
-        x[:] = order
-
+from tests.domain.pacing_helpers import (
+    POLL,
+    ScriptedRandom,
+    adaptive,
+    claim,
+    claims_until_blocked,
+    make_pacer,
+)
 
 # -- construction ---------------------------------------------------------------------------------
 
@@ -521,150 +470,6 @@ def test_released_without_an_execution_is_an_error() -> None:
     with pytest.raises(WorkersStateError):
         pacer.released("a")
     assert pacer.generation == 0
-
-
-# -- adaptive sizes -------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("field", "args"), [("claim_batch_size", (0, 1)), ("claim_concurrency", (1, 0))]
-)
-def test_sizing_rejects_a_bad_ceiling(field: str, args: tuple[int, int]) -> None:
-    with pytest.raises(InvalidOptionError) as info:
-        ClaimSizing(*args, adapt_batch=True)
-    assert info.value.field == field
-
-
-def test_sizing_or_batch_size_not_both() -> None:
-    with pytest.raises(InvalidOptionError) as info:
-        ClaimPacer(
-            CapacityLedger(4, {"a": None}),
-            PartitionRotation(1, random.Random(1)),
-            batch_size=2,
-            poll_interval=POLL,
-            sizing=adaptive(),
-        )
-    assert info.value.field == "batch_size"
-
-
-def test_fixed_sizes_never_change() -> None:
-    sizing = ClaimSizing(16, 8)
-    assert not sizing.adaptive
-    for asked, found, free in ((16, 16, 4), (16, 3, 0), (4, 0, 10)):
-        sizing.replied(asked, found, free)
-        assert (sizing.batch_size, sizing.concurrency) == (16, 8)
-    sizing.reset()
-    assert (sizing.batch_size, sizing.concurrency) == (16, 8)
-
-
-def test_an_adaptive_batch_starts_at_its_ceiling() -> None:
-    sizing = adaptive(batch=20)
-    assert (sizing.batch_size, sizing.concurrency) == (20, 1)
-
-
-def test_a_partial_reply_shrinks_the_batch_and_full_replies_double_it_back() -> None:
-    sizing = adaptive(batch=20)
-    sizing.replied(20, 3, 0)
-    assert sizing.batch_size == 3  # what was found
-    seen = []
-    for _ in range(4):
-        asked = sizing.batch_size
-        sizing.replied(asked, asked, 0)
-        seen.append(sizing.batch_size)
-    assert seen == [6, 12, 20, 20]  # up to its ceiling
-
-
-def test_a_full_reply_to_a_smaller_claim_does_not_shrink_the_batch() -> None:
-    sizing = adaptive(batch=16)
-    sizing.replied(3, 3, 0)  # only three slots were free: full, says nothing against 16
-    assert sizing.batch_size == 16
-
-
-def test_a_miss_changes_neither_size() -> None:
-    sizing = ClaimSizing(4, 8, adapt_batch=True, adapt_concurrency=True)
-    sizing.replied(4, 4, 10)
-    assert (sizing.batch_size, sizing.concurrency) == (4, 2)
-    sizing.replied(4, 0, 10)  # one partition ran dry: others may still be full
-    assert (sizing.batch_size, sizing.concurrency) == (4, 2)
-
-
-def test_claims_in_flight_grow_while_replies_are_full_and_a_batch_of_slots_is_free() -> None:
-    sizing = ClaimSizing(16, 3, adapt_batch=True, adapt_concurrency=True)
-    steps = [
-        ((16, 16, 0), (16, 1)),  # full, but no slot left: one claim in flight is enough
-        ((16, 16, 20), (16, 2)),  # full, and room for a whole batch more
-        ((16, 16, 20), (16, 3)),
-        ((16, 16, 20), (16, 3)),  # the ceiling
-        ((5, 5, 20), (16, 2)),  # a fragment: the free slots bound it, not the batch size
-        ((16, 8, 20), (8, 1)),  # partial: the backlog is thin, back to one
-    ]
-    for (asked, found, free), expected in steps:
-        sizing.replied(asked, found, free)
-        assert (sizing.batch_size, sizing.concurrency) == expected, (asked, found, free)
-
-
-def test_a_reset_starts_claims_in_flight_from_one_and_keeps_the_batch() -> None:
-    sizing = ClaimSizing(4, 8, adapt_batch=True, adapt_concurrency=True)
-    for _ in range(3):
-        sizing.replied(4, 4, 8)
-    sizing.replied(4, 2, 8)
-    sizing.replied(2, 2, 8)
-    assert (sizing.batch_size, sizing.concurrency) == (4, 2)
-    sizing.reset()
-    assert (sizing.batch_size, sizing.concurrency) == (4, 1)
-
-
-@pytest.mark.parametrize("how", ["sweep of misses", "failure"])
-def test_going_idle_resets_an_adaptive_pacers_claims_in_flight(how: str) -> None:
-    pacer = make_pacer(partitions=2, workers=32, sizing=adaptive(batch=4))
-    for _ in range(3):
-        sent = claim(pacer)
-        pacer.claimed(sent, ["a"] * len(sent.reservations), 0.0)
-    assert pacer.sizing.concurrency > 1
-    pending = claims_until_blocked(pacer)
-    if how == "failure":
-        pacer.failed(pending[0], 0.0)
-    else:
-        for c in pending:
-            pacer.claimed(c, [], 0.0)
-        while isinstance(step := pacer.next(0.0), Claim):
-            pacer.claimed(step, [], 0.0)
-    assert pacer.idle_until is not None
-    assert (pacer.sizing.batch_size, pacer.sizing.concurrency) == (4, 1)
-
-
-def test_an_adaptive_pacer_claims_every_free_slot_then_what_a_thin_backlog_holds() -> None:
-    pacer = make_pacer(partitions=1, workers=32, sizing=adaptive())
-    first = claim(pacer)
-    assert len(first.reservations) == 32  # the ceiling is the free slots
-    pacer.claimed(first, ["a"] * 5, 0.0)  # partial: five jobs were left
-    for _ in range(5):
-        pacer.released("a")
-    assert len(claim(pacer).reservations) == 5
-
-
-def test_an_adaptive_pacer_limits_hot_claims_in_flight() -> None:
-    sizing = ClaimSizing(2, 2, adapt_batch=True, adapt_concurrency=True)
-    pacer = make_pacer(partitions=4, workers=32, sizing=sizing)
-    first = claim(pacer)
-    pacer.claimed(first, ["a", "a"], 0.0)  # full with free slots: two claims in flight now
-    assert pacer.hot
-    assert pacer.sizing.concurrency == 2
-    sent = claims_until_blocked(pacer)
-    assert len(sent) == 2
-    assert pacer.claims_in_flight == 2
-    assert pacer.ledger.free_slots > 0  # capacity is free, the limit binds
-
-
-def test_an_idle_adaptive_pacer_sweeps_once_per_poll_interval() -> None:
-    pacer = make_pacer(partitions=3, workers=32, sizing=adaptive())
-    for now in (0.0, POLL):
-        partitions = []
-        while isinstance(step := pacer.next(now), Claim):
-            partitions.append(step.partition)
-            pacer.claimed(step, [], now)
-        assert sorted(partitions) == [0, 1, 2]  # one sweep: each partition once
-        assert step == Sleep(now + POLL)
 
 
 # -- stateful: arbitrary interleavings against a model --------------------------------------------
