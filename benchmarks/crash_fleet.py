@@ -20,7 +20,7 @@ write concern: the record outlives the kill). Then the script checks, and prints
 Exit 1 when a check fails. Run it as a module from the project root::
 
     python -m benchmarks.crash_fleet                   # 6,000 jobs, 70 kills (about 7 min)
-    python -m benchmarks.crash_fleet --quick           # CI size: 300 jobs, 4 kills
+    python -m benchmarks.crash_fleet --quick           # CI size: 150 jobs, 3 kills
     python -m benchmarks.crash_fleet --uri mongodb://localhost:27017/?replicaSet=rs0
 """
 
@@ -204,10 +204,10 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--kills", type=int, default=70)
     parser.add_argument("--kill-every", type=float, default=5.0, help="mean seconds between kills")
     parser.add_argument("--seed", type=int, default=10)
-    parser.add_argument("--quick", action="store_true", help="CI size: 300 jobs, 4 kills")
+    parser.add_argument("--quick", action="store_true", help="CI size: 150 jobs, 3 kills")
     args = parser.parse_args(argv)
     if args.quick:
-        args.jobs, args.workers, args.kills, args.kill_every = 300, 2, 4, 1.0
+        args.jobs, args.workers, args.kills, args.kill_every = 150, 2, 3, 1.0
     if min(args.jobs, args.workers) < 1 or args.kills < 0 or args.kill_every <= 0:
         parser.error("--jobs and --workers must be >= 1, --kills >= 0, --kill-every > 0")
     return args
