@@ -51,7 +51,10 @@ async def sync_clock(store: AsyncJobStore, clock: ServerClock) -> bool:
 async def ensure_clock(store: AsyncJobStore, clock: ServerClock, *, deadline: float | None) -> bool:
     """A client's measurement before a call that computes times, when one is due: retried like
     the call itself, within its ``deadline`` (so a database that is down fails the call once,
-    within ``operation_timeout``). Returns whether the offset changed."""
+    within ``operation_timeout``). Returns whether the offset changed. Not due (nearly every
+    call), it returns at once, without entering the retry loop."""
+    if not clock.tracker.due(clock.local.now()):
+        return False
     return await retry_transient(
         lambda: sync_clock(store, clock), what="clock sync", deadline=deadline
     )
