@@ -1,6 +1,7 @@
 """A worker script run as a child process by the reliability tests (crash, crash history,
 fleet limits): started with its stderr kept in a temporary file, ready once it prints
-``ready``, then killed (SIGKILL) or stopped (SIGTERM, killed if it hangs) and reaped."""
+``ready``, then killed (SIGKILL) or stopped (SIGTERM, killed if it hangs) and reaped; and
+:func:`wait_until`, the tests' poll of the database while such children work."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-__all__ = ["ChildProcess"]
+import anyio
+
+__all__ = ["ChildProcess", "wait_until"]
 
 
 class ChildProcess:
@@ -80,3 +83,20 @@ class ChildProcess:
         if self.process.stdout is not None:
             self.process.stdout.close()
         self._stderr.close()
+
+
+async def wait_until(
+    condition: Callable[[], Awaitable[bool]],
+    seconds: float,
+    what: str,
+    worker: ChildProcess | None = None,
+) -> None:
+    """Poll ``condition`` (a database query) every 50 ms for at most ``seconds``; then fail
+    naming ``what``, with ``worker``'s stderr."""
+    with anyio.move_on_after(seconds):
+        while True:
+            if await condition():
+                return
+            await anyio.sleep(0.05)
+    details = "" if worker is None else f"\nworker stderr:\n{worker.stderr()}"
+    raise AssertionError(f"timed out waiting until {what}{details}")

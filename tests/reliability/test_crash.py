@@ -12,20 +12,19 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from pymongo import AsyncMongoClient, WriteConcern
 
 from dogs_core.domain.records import Scheduled
 from dogs_core.runtime import DogsClient, Workers
 from dogs_mongo import AsyncMongoJobStore
-from tests.reliability.children import ChildProcess
+from tests.reliability.children import ChildProcess, wait_until
 from tests.reliability.crash_worker import RUNS, build_jobs
 
 WORKER = Path(__file__).with_name("crash_worker.py")
@@ -53,19 +52,6 @@ def worker_process(uri: str, database: str, *options: str) -> Iterator[ChildProc
         yield worker
     finally:
         worker.stop()
-
-
-async def wait_until(
-    condition: Callable[[], Awaitable[bool]], seconds: float, what: str, worker: Any = None
-) -> None:
-    """Poll ``condition`` (a database query) every 50 ms for at most ``seconds``."""
-    with anyio.move_on_after(seconds):
-        while True:
-            if await condition():
-                return
-            await anyio.sleep(0.05)
-    details = f"\nworker stderr:\n{worker.stderr()}" if worker is not None else ""
-    raise AssertionError(f"timed out waiting until {what}{details}")
 
 
 async def test_a_killed_worker_s_jobs_are_recovered_after_their_locks_expire(

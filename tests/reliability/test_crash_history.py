@@ -24,7 +24,7 @@ from pymongo import AsyncMongoClient, WriteConcern
 from dogs_core.domain.records import HistoryStatus, Scheduled
 from dogs_core.runtime import DogsClient, Workers
 from dogs_mongo import AsyncMongoJobStore
-from tests.reliability.children import ChildProcess
+from tests.reliability.children import ChildProcess, wait_until
 from tests.reliability.crash_worker import RUNS, build_jobs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,18 +44,6 @@ def _worker(uri: str, database: str, *options: str) -> ChildProcess:
     """A ``crash_history_worker`` child process; killed and reaped by ``stop``."""
     command = [sys.executable, "-m", "tests.reliability.crash_history_worker", uri, database]
     return ChildProcess([*command, *options], cwd=ROOT)
-
-
-async def _until(
-    condition: Any, seconds: float, what: str, worker: ChildProcess | None = None
-) -> None:
-    with anyio.move_on_after(seconds):
-        while True:
-            if await condition():
-                return
-            await anyio.sleep(0.05)
-    details = "" if worker is None else f"\nworker stderr:\n{worker.stderr()}"
-    raise AssertionError(f"timed out waiting until {what}{details}")
 
 
 async def _success_rows(store: AsyncMongoJobStore, job_ids: list[str]) -> dict[str, list[str]]:
@@ -114,7 +102,7 @@ async def test_a_kill_right_after_the_row_or_the_completion_loses_nothing(
         async def drained() -> bool:
             return await store.find_jobs(limit=1) == []
 
-        await _until(drained, 30, "the second worker completes every job")
+        await wait_until(drained, 30, "the second worker completes every job")
         await workers.stop(grace=1)
 
     done = Counter([row["job_id"] async for row in runs.find({"phase": "done"})])
@@ -162,7 +150,7 @@ async def test_random_kills_of_two_workers_lose_no_job_and_no_row(
         async def drained() -> bool:
             return await store.find_jobs(limit=1) == []
 
-        await _until(drained, 40, "the workers complete every job", workers[0])
+        await wait_until(drained, 40, "the workers complete every job", workers[0])
     finally:
         for worker in workers:
             worker.stop()
