@@ -17,6 +17,7 @@ from typing import Generic, TypeVar
 import anyio
 
 from dogs_core.errors import DogsError
+from dogs_core.runtime.loop import new_event
 from dogs_core.runtime.signal import Signal
 
 __all__ = ["GroupCommit"]
@@ -28,14 +29,15 @@ logger = logging.getLogger("dogs.workers")
 
 
 class _Batch(Generic[T, R]):
-    __slots__ = ("done", "error", "items", "keys", "results")
+    __slots__ = ("callbacks", "done", "error", "items", "keys", "results")
 
     def __init__(self) -> None:
         self.items: list[T] = []
         self.keys: set[object] = set()
         self.results: Sequence[R] = ()
         self.error: BaseException | None = None
-        self.done = anyio.Event()
+        self.done = new_event()
+        self.callbacks: list[tuple[int, Callable[[R | BaseException], None]]] = []
 
 
 class GroupCommit(Generic[T, R]):
@@ -69,6 +71,9 @@ class GroupCommit(Generic[T, R]):
         self._open: _Batch[T, R] = _Batch()
         self._sealed: deque[_Batch[T, R]] = deque()  # full batches waiting, oldest first
         self._queued = Signal()
+        self._progress = Signal()  # a batch is done
+        self._items_queued = 0
+        self._items_done = 0  # batches end in order: the first this many items are settled
         self.batches_sent = 0
         self.items_sent = 0
 
@@ -77,6 +82,33 @@ class GroupCommit(Generic[T, R]):
 
         A cancelled submitter's item is still written; only the wait is cut short.
         """
+        batch, index = self._queue(item)
+        await batch.done.wait()
+        if batch.error is not None:
+            raise batch.error
+        return batch.results[index]
+
+    def submit_nowait(self, item: T) -> None:
+        """Queue ``item`` without waiting for its write (its result and error are dropped):
+        :meth:`flush` waits for it, or a writer that flushes this one before its own write."""
+        self._queue(item)
+
+    def submit_callback(self, item: T, callback: Callable[[R | BaseException], None]) -> None:
+        """Queue ``item`` and call ``callback`` with its result, or the batch's error, from
+        the writer's task once its batch is written: a submitter that has nothing left to do
+        but react to the result need not keep a task waiting for it. ``callback`` must not
+        block; what it raises is logged."""
+        batch, index = self._queue(item)
+        batch.callbacks.append((index, callback))
+
+    async def flush(self) -> None:
+        """Wait until every item queued so far is written (or its batch failed); returns at
+        once, without a checkpoint, when nothing is pending."""
+        target = self._items_queued
+        while self._items_done < target:
+            await self._progress.wait()
+
+    def _queue(self, item: T) -> tuple[_Batch[T, R], int]:
         batch = self._open
         key = None if self._key is None else self._key(item)
         if len(batch.items) >= self._max_batch or (key is not None and key in batch.keys):
@@ -87,12 +119,10 @@ class GroupCommit(Generic[T, R]):
             batch.keys.add(key)
         index = len(batch.items)
         batch.items.append(item)
+        self._items_queued += 1
         if index == 0:
             self._queued.notify()
-        await batch.done.wait()
-        if batch.error is not None:
-            raise batch.error
-        return batch.results[index]
+        return batch, index
 
     def _seal_and_open(self) -> _Batch[T, R]:
         self._sealed.append(self._open)
@@ -131,4 +161,15 @@ class GroupCommit(Generic[T, R]):
             # Set even when cancelled: no submitter waits forever.
             self.batches_sent += 1
             self.items_sent += len(batch.items)
+            self._items_done += len(batch.items)
             batch.done.set()
+            self._progress.notify()
+            self._call_back(batch)
+
+    def _call_back(self, batch: _Batch[T, R]) -> None:
+        error, results = batch.error, batch.results
+        for index, callback in batch.callbacks:
+            try:
+                callback(results[index] if error is None else error)
+            except Exception:
+                logger.exception("%s: a result callback raised", self._what)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping, MutableMapping
 from contextvars import ContextVar, Token
@@ -75,9 +76,15 @@ class JobContext:
 
     def __init__(self, execution: ExecutionControls) -> None:
         self._execution: LockControls = execution
-        job = self._job = execution.job
+        self._job = execution.job
         self._definition = execution.definition
-        self.logger: logging.LoggerAdapter[logging.Logger] = _JobLogger(
+
+    @functools.cached_property
+    def logger(self) -> logging.LoggerAdapter[logging.Logger]:
+        """A logger named ``dogs.job.<name>`` whose records carry the job's name and ids (made
+        on first use: most handlers never log)."""
+        job = self._job
+        return _JobLogger(
             logging.getLogger(f"dogs.job.{job.job_name}"),
             {"job_name": job.job_name, "job_id": job.job_id, "execution_id": job.execution_id},
         )

@@ -35,6 +35,7 @@ from dogs_core.domain.outcome import Cancelled as CancelledRun
 from dogs_core.domain.outcome import (
     Command,
     Defer,
+    Delete,
     Failed,
     Happened,
     MarkTerminal,
@@ -48,7 +49,7 @@ from dogs_core.domain.outcome import (
 )
 from dogs_core.domain.records import ClaimedJob, HistoryStatus, JobType
 from dogs_core.domain.renewal import StaleReason
-from dogs_core.errors import ExecutionCancelledError
+from dogs_core.errors import ExecutionCancelledError, TransientStoreError
 from dogs_core.runtime.context import JobContext, reset_current, set_current
 from dogs_core.runtime.deferrals import tell_deferred
 from dogs_core.runtime.fenced import FencedWriter
@@ -59,13 +60,16 @@ from dogs_core.runtime.invocation import (
     Raised,
     Returned,
     SnoozeRequested,
+    Suspended,
     UserCalls,
+    finish_suspended,
+    first_step,
     handler_call,
     invoke_handler,
     on_error_arguments,
 )
 from dogs_core.runtime.job_events import ended_event, job_extra, reporting_renewals
-from dogs_core.runtime.lock import LockKeeper
+from dogs_core.runtime.lock import LockKeeper, RenewWrite
 from dogs_core.runtime.recording import (
     log_gave_up,
     reached_max_tries,
@@ -104,9 +108,13 @@ class Execution:
         self._finished = False
         self._freed = False
         self._row_written = False  # this execution's history row was submitted
+        self._completing = False  # its completion is with the batch writer (see _complete_soon)
         self._handler_scope: anyio.CancelScope | None = None
         self._calls = UserCalls(services.thread_limiter, job.job_name)
-        self._keeper: LockKeeper | None = None
+        self._keeper: LockKeeper | None = None  # started before the handler, or lazily
+        self._keeper_args: tuple[timedelta, RenewWrite | None] = (timedelta(0), None)
+        self._stepwise = False  # the handler runs stepwise: see _invoke
+        self._in_first_step = False
         self._gate: FleetGate | None = None
         self._open_tasks = 1  # run() itself, plus what _spawn started and has not ended
         self._started_at: datetime | None = None
@@ -124,12 +132,16 @@ class Execution:
 
     async def extend_lock(self, seconds: float) -> bool:
         keeper = self._keeper
+        if keeper is None and self._in_first_step:
+            keeper = self._start_keeper()
         if keeper is None:
             logger.warning("extend_lock_time called while the handler is not running; ignored")
             return False
         return await keeper.extend(seconds)
 
     def clear_watchdog(self) -> None:
+        if self._keeper is None and self._in_first_step:
+            self._start_keeper()
         if self._keeper is not None:
             self._keeper.clear()
 
@@ -154,8 +166,10 @@ class Execution:
             )
         finally:
             reset_current(token)
-            if not self._stale:  # a stale execution's slot is freed after its demotion
-                self._free(stale=False)  # every path that did not free the slot already
+            # A stale execution's slot is freed after its demotion, a completing one's by
+            # _complete_soon or its callback; every other path that did not free it, here.
+            if not self._stale and not self._completing:
+                self._free(stale=False)
             self._task_ended()
 
     async def _lifecycle(self) -> None:
@@ -178,31 +192,28 @@ class Execution:
             return  # refused by a fleet limit: given back, its try not counted
         if not await self._apply_lock_time(lock_time):
             return
-        keeper = LockKeeper(
-            job=job,
-            store=services.store,
-            clock=services.clock,
-            lock_time=lock_time,
-            locked_at=self._lock_from,
-            deadlines=services.deadlines,
-            spawn=self._spawn,
-            on_stale=self._on_stale,
-            write=write,
-        )
-        self._keeper = keeper
-        keeper.start()
-        if not keeper.check_deadline():
-            # The lock ran out before the handler could start; the stale handling is running.
-            keeper.finish()
-            return
-        self._started_at = services.clock.now()
+        self._keeper_args = (lock_time, write)
+        # An async handler without timeout or heartbeat gets its lock keeper only if it
+        # suspends (see _invoke); the lock must still hold when it starts.
+        self._stepwise = definition.is_async and definition.timeout is None
+        self._stepwise = self._stepwise and definition.heartbeat_fraction is None
+        expired = services.loop_time() >= self._lock_from + lock_time.total_seconds()
+        if expired or not self._stepwise:
+            keeper = self._start_keeper()
+            if not keeper.check_deadline():
+                # The lock ran out before the handler could start; the stale handling runs.
+                keeper.finish()
+                return
+        self._started_at = started_at = services.clock.now()
         if services.telemetry.active:
             self._t0 = anyio.current_time()
             services.telemetry.emit(JobStarted(job))
         result = await self._invoke(lock_time)
-        keeper.finish()
+        if self._keeper is not None:
+            self._keeper.finish()
         self._finished = True
-        ended_at = services.clock.now()
+        # A handler that never suspended took no time that a caller could see.
+        ended_at = started_at if self._keeper is None else services.clock.now()
         if self._stale:
             late = "success" if isinstance(result, Returned) else "result"
             what = (late, job.execution_id, job.job_name)
@@ -227,9 +238,26 @@ class Execution:
         self._lock_from = requested_at
         return True
 
+    def _start_keeper(self) -> LockKeeper:
+        """The lock's keeper, started: its watchdog counts from the claim (``_lock_from``)."""
+        if self._keeper is not None:
+            return self._keeper
+        services, (lock_time, write) = self.services, self._keeper_args
+        keeper = self._keeper = LockKeeper(
+            job=self.job,
+            store=services.store,
+            clock=services.clock,
+            lock_time=lock_time,
+            locked_at=self._lock_from,
+            deadlines=services.deadlines,
+            spawn=self._spawn,
+            on_stale=self._on_stale,
+            write=write,
+        )
+        keeper.start()
+        return keeper
+
     async def _invoke(self, lock_time: timedelta) -> HandlerResult:
-        scope = anyio.CancelScope()
-        self._handler_scope = scope
         if self.cancel_requested:
             return Interrupted()
         definition, job, context = self.definition, self.job, self.context
@@ -237,6 +265,22 @@ class Execution:
         def call() -> Any:
             # Params that no longer fit the job's model fail this attempt like the handler would.
             return handler_call(definition, load_params(definition, job.params), context)()
+
+        scope = anyio.CancelScope()
+        self._handler_scope = scope
+        if self._stepwise:
+            # The scope is entered before the first step: a handler's own scopes nest in it.
+            with scope:
+                self._in_first_step = True
+                try:
+                    first = first_step(call)
+                finally:
+                    self._in_first_step = False
+                if not isinstance(first, Suspended):
+                    return first
+                self._start_keeper()
+                return await finish_suspended(first)
+            return Interrupted()
 
         interval = definition.heartbeat_interval(lock_time)
         return await invoke_handler(
@@ -292,20 +336,76 @@ class Execution:
                 what = "reschedule after failure" if recurrent else "schedule retry"
         if command.history is not None:
             # The row first: a worker killed after the completion must have left it (a kill
-            # between the two is settled by the next claimer, see runtime/takeover.py).
+            # between the two is settled by the next claimer, see runtime/takeover.py). A
+            # completion's batch writer flushes the rows queued before it, so it need not wait.
             value = result.value if isinstance(result, Returned) else None
             error = result.error if isinstance(result, Raised) else None
-            await self._write_history(command.history, ended_at, result=value, error=error)
-        if not await self._writer.perform(command, what=what):
-            if self._row_written:  # the ending event matches its row: the handler did end
-                self._tell(ended_event, command, result)
-            self._lost_after_run()
+            wait = not isinstance(command, Delete)
+            await self._write_history(
+                command.history, ended_at, result=value, error=error, wait=wait
+            )
+        if isinstance(command, Delete):
+            self._complete_soon(command, result)
             return
-        if self._t0 is not None:  # someone listened when the handler started
-            self._tell(ended_event, command, result)
-        if isinstance(command, MarkTerminal):
+        owned = await self._writer.perform(command, what=what)
+        self._written(command, result, owned)
+        if owned and isinstance(command, MarkTerminal):
             await self._reached_max_tries()
-        self._free(stale=False)
+        if owned:
+            self._free(stale=False)
+
+    def _written(self, command: Command, result: HandlerResult, owned: bool) -> None:
+        """Tell how the outcome write went: the ending event, or the lost lock."""
+        if owned or self._row_written:  # a lost write's row still tells how the handler ended
+            self._tell(ended_event, command, result)
+        if not owned:
+            self._lost_after_run()
+
+    # -- the completion, with the batch writer ------------------------------------------------
+
+    def _complete_soon(self, command: Delete, result: HandlerResult) -> None:
+        """Hand the completion to its batch writer and let the lifecycle end: no task waits
+        for it. The slot is free now if the workers allow (they bound the completions in
+        flight), else once the completion is written."""
+        self._completing = True
+        self._open_tasks += 1  # the completion, until its callback has run
+        self._writer.complete_soon(functools.partial(self._completed, command, result))
+        if self.services.may_free_early():
+            self._free(stale=False)
+
+    def _completed(
+        self, command: Delete, result: HandlerResult, verdict: bool | BaseException
+    ) -> None:
+        try:
+            if isinstance(verdict, BaseException):
+                self._spawn(self._complete_again, command, result, verdict)
+                return
+            self._written(command, result, verdict)
+            if verdict:
+                self._free(stale=False)
+        finally:
+            self._task_ended()
+
+    async def _complete_again(
+        self, command: Delete, result: HandlerResult, error: BaseException
+    ) -> None:
+        job = self.job
+        gave_up = (
+            f"error running {job.job_name} ({job.job_id}); its lock will expire and it will rerun"
+        )
+        try:
+            if not isinstance(error, TransientStoreError):
+                raise error
+            what = (job.job_name, job.job_id, error)
+            logger.warning("completing %s (%s) hit a transient store error, retrying: %s", *what)
+            owned = await self._writer.complete_again(error)
+        except Exception as raised:
+            log_gave_up(logger, gave_up, raised)
+            self._free(stale=False)
+            return
+        self._written(command, result, owned)
+        if owned:
+            self._free(stale=False)
 
     async def _instead_of_running(self, command: Defer | MarkTerminal) -> None:
         if isinstance(command, Defer):
@@ -438,7 +538,13 @@ class Execution:
             self.services.report(self.job, Milestone.ENDED)
 
     async def _write_history(
-        self, status: HistoryStatus, ended_at: datetime, *, result: Any = None, error: Any = None
+        self,
+        status: HistoryStatus,
+        ended_at: datetime,
+        *,
+        result: Any = None,
+        error: Any = None,
+        wait: bool = True,
     ) -> None:
         job, started, definition = self.job, self._started_at, self.definition
         outcome = {"result": result, "error": error}
@@ -447,4 +553,7 @@ class Execution:
         )
         if row is not None:
             self._row_written = True
-            await submit_history(self.services, row)
+            if wait:
+                await submit_history(self.services, row)
+            else:
+                self.services.history.submit_nowait(row)

@@ -31,9 +31,11 @@ __all__ = ["FencedWriter", "fenced"]
 Write = Callable[[], Awaitable[bool]]
 
 
-async def fenced(what: str, write: Write, *, verify: Write | None = None) -> bool:
-    """Run one fenced ``write`` with retries; ``verify`` settles an ambiguous miss."""
-    ambiguous = False
+async def fenced(
+    what: str, write: Write, *, verify: Write | None = None, ambiguous: bool = False
+) -> bool:
+    """Run one fenced ``write`` with retries; ``verify`` settles an ambiguous miss
+    (``ambiguous``: an earlier attempt, made elsewhere, may have landed)."""
 
     async def attempt() -> bool:
         nonlocal ambiguous
@@ -93,6 +95,24 @@ class FencedWriter:
             )
         assert isinstance(command, DemoteStale)
         return await fenced(label, lambda: store.demote_stale(job.job_id, job.lock_id))
+
+    def complete_soon(self, callback: Callable[[bool | BaseException], None]) -> None:
+        """Queue the completion (:class:`Delete`) without waiting: ``callback`` gets the
+        verdict of this first attempt, or its error, from the batch writer's task (an error is
+        retried with :meth:`complete_again`)."""
+        job = self._job
+        self._completions.submit_callback((job.job_id, job.lock_id), callback)
+
+    async def complete_again(self, error: BaseException) -> bool:
+        """Retry a completion whose :meth:`complete_soon` attempt failed with ``error``."""
+        job = self._job
+        ambiguous = isinstance(error, TransientStoreError) and error.write_may_have_applied
+        return await fenced(
+            f"complete {job.job_name}",
+            lambda: self._completions.submit((job.job_id, job.lock_id)),
+            verify=self._gone,
+            ambiguous=ambiguous,
+        )
 
     async def extend_lock(self, locked_until: datetime) -> bool:
         """Set the lock's deadline (before the handler starts: the job's own lock time)."""

@@ -10,7 +10,7 @@ thread for the workers, right here for an inline test run) is the caller's ``run
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -32,8 +32,11 @@ __all__ = [
     "Returned",
     "RunSync",
     "SnoozeRequested",
+    "Suspended",
     "UserCalls",
     "call_callback",
+    "finish_suspended",
+    "first_step",
     "handler_call",
     "invoke_handler",
     "on_error_arguments",
@@ -78,6 +81,15 @@ class SnoozeRequested:
 HandlerResult: TypeAlias = Returned | Raised | Interrupted | SnoozeRequested
 
 
+@dataclass(frozen=True, slots=True)
+class Suspended:
+    """An async handler that suspended in its first step (see :func:`first_step`): its
+    coroutine (or awaitable's iterator) and what it yielded to the event loop."""
+
+    steps: Any
+    yielded: Any
+
+
 def handler_call(definition: JobDefinition, params: object, context: Any) -> Callable[[], Any]:
     """The handler bound to its arguments: ``(params, ctx)`` for an event job, ``(ctx)`` else."""
     if isinstance(definition, EventJobDefinition):
@@ -114,6 +126,69 @@ async def invoke_handler(
             beats.cancel_scope.cancel()
         return result
     return Interrupted()
+
+
+def first_step(call: Callable[[], Any]) -> HandlerResult | Suspended:
+    """Run an async handler (``call()`` returns its coroutine) up to its first suspension.
+
+    Most handlers of a busy worker finish without suspending at all: no cancel scope, lock
+    watchdog or timer is needed while it cannot be interrupted. One that suspends is finished
+    by :func:`finish_suspended`. Call both inside the handler's cancel scope."""
+    try:
+        awaitable = call()
+        steps = awaitable if isinstance(awaitable, Coroutine) else awaitable.__await__()
+        yielded = steps.send(None)
+    except StopIteration as stop:
+        return _returned(stop.value)
+    except Snooze as snooze:
+        return SnoozeRequested(snooze)
+    except ExecutionCancelledError as error:
+        return Interrupted(error)
+    except Exception as error:
+        return Raised(error)
+    return Suspended(steps, yielded)
+
+
+async def finish_suspended(suspended: Suspended) -> HandlerResult:
+    """Await the rest of a handler that :func:`first_step` left suspended, in the cancel scope
+    the first step ran in (cancellation propagates: the scope tells it apart)."""
+    try:
+        return _returned(await _Rest(suspended))
+    except Snooze as snooze:
+        return SnoozeRequested(snooze)
+    except ExecutionCancelledError as error:
+        return Interrupted(error)
+    except Exception as error:
+        return Raised(error)
+
+
+class _Rest:
+    """Awaits a suspended coroutine: yields what it yielded, then drives it to its end."""
+
+    __slots__ = ("_suspended",)
+
+    def __init__(self, suspended: Suspended) -> None:
+        self._suspended = suspended
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        steps, yielded = self._suspended.steps, self._suspended.yielded
+        while True:
+            try:
+                value = yield yielded
+            except BaseException as error:  # cancellation, passed on to the handler
+                try:
+                    yielded = steps.throw(error)
+                except StopIteration as stop:
+                    return stop.value
+                continue
+            try:
+                yielded = steps.send(value)
+            except StopIteration as stop:
+                return stop.value
+
+
+def _returned(value: Any) -> HandlerResult:
+    return SnoozeRequested(value) if isinstance(value, Snooze) else Returned(value)
 
 
 async def call_callback(func: Callable[..., Any], args: tuple[Any, ...], run_sync: RunSync) -> Any:
@@ -173,7 +248,7 @@ async def _timed(
     try:
         with anyio.fail_after(timeout.total_seconds()) if timeout else nullcontext():
             value = await call() if definition.is_async else await run_sync(call)
-        return SnoozeRequested(value) if isinstance(value, Snooze) else Returned(value)
+        return _returned(value)
     except Snooze as snooze:
         return SnoozeRequested(snooze)
     except TimeoutError as error:

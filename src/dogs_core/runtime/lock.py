@@ -27,6 +27,7 @@ from dogs_core.domain.renewal import (
     StaleReason,
     StartWrite,
 )
+from dogs_core.runtime.loop import new_event
 
 if TYPE_CHECKING:
     from dogs_core.domain.records import ClaimedJob
@@ -51,7 +52,7 @@ class _Ticket:
     __slots__ = ("done", "error", "outcome")
 
     def __init__(self) -> None:
-        self.done = anyio.Event()
+        self.done = new_event()
         self.outcome: RenewalOutcome | None = None
         self.error: BaseException | None = None
 

@@ -33,14 +33,14 @@ logger = logging.getLogger("dogs.execution")
 
 
 async def submit_history(services: ExecutionServices, record: HistoryRecord) -> None:
-    """Queue ``record`` with the history group commit, retried; logged, never raised.
+    """Queue ``record`` with the history group commit and wait for its batch (which retries,
+    and logs what it cannot write); never raises.
 
     The batch writer is not cancelled with the execution, so a row once queued is written even
     if the wait here is cut short."""
-    history = services.history
     try:
-        await retry_transient(lambda: history.submit(record), what=f"history of {record.job_name}")
-    except Exception as error:
+        await services.history.submit(record)
+    except Exception as error:  # the writer stopped (the workers are stopping)
         log_gave_up(logger, f"could not write history for {record.execution_id}", error)
 
 

@@ -17,13 +17,17 @@ from dogs_core.domain.records import ClaimedJob, HistoryRecord
 from dogs_core.ports import AsyncJobStore, Clock
 from dogs_core.runtime.batching import GroupCommit
 from dogs_core.runtime.deadlines import Deadlines
+from dogs_core.runtime.history_writes import (
+    HISTORY_WRITE_TIMEOUT,
+    complete_after_rows,
+    write_history_batch,
+)
 from dogs_core.runtime.settings import WorkerSettings
 from dogs_core.runtime.telemetry import TELEMETRY, Telemetry
 
 __all__ = ["HISTORY_WRITE_TIMEOUT", "ExecutionServices", "Milestone", "build_services"]
 
 _MAX_BATCH = 500  # items per batched completion or history write
-HISTORY_WRITE_TIMEOUT = 30.0  # seconds; a batch of history rows that takes longer is dropped
 
 
 class Milestone(enum.Enum):
@@ -35,6 +39,10 @@ class Milestone(enum.Enum):
     """Its slot is free because it went stale (the handler may still be running)."""
     ENDED = "ended"
     """Its last task ended: the workers may forget it."""
+
+
+def _never() -> bool:
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +69,11 @@ class ExecutionServices:
     one of its jobs)."""
     telemetry: Telemetry = TELEMETRY
     """Where the executions' events go."""
+    may_free_early: Callable[[], bool] = _never
+    """Whether an execution whose completion is on its way may free its slot now (the workers
+    bound how many such completions are in flight); else it frees it once written."""
+    loop_time: Callable[[], float] = anyio.current_time
+    """The event loop's clock (``anyio.current_time`` bound once: see runtime/loop.py)."""
 
 
 def build_services(
@@ -74,9 +87,14 @@ def build_services(
     report: Callable[[ClaimedJob, Milestone], None],
     hold_back: Callable[[str, float], None] | None = None,
     telemetry: Telemetry = TELEMETRY,
+    may_free_early: Callable[[], bool] | None = None,
+    loop_time: Callable[[], float] = anyio.current_time,
 ) -> ExecutionServices:
     """The services of one ``Workers``: one timer task for every lock watchdog, and the
     completions and history rows of concurrent executions written in batches (group commit)."""
+    history: GroupCommit[HistoryRecord, None] = GroupCommit(
+        partial(write_history_batch, store), what="history", max_batch=_MAX_BATCH
+    )
     return ExecutionServices(
         store=store,
         clock=clock,
@@ -89,20 +107,20 @@ def build_services(
         rng=rng,
         deadlines=Deadlines(),
         completions=GroupCommit(
-            store.complete_many, what="complete", max_batch=_MAX_BATCH, key=_job_id_of
-        ),
-        history=GroupCommit(
-            partial(_write_history_batch, store),
-            what="history",
+            partial(complete_after_rows, store, history),
+            what="complete",
             max_batch=_MAX_BATCH,
-            timeout=HISTORY_WRITE_TIMEOUT,
+            key=_job_id_of,
         ),
+        history=history,
         thread_limiter=anyio.CapacityLimiter(settings.workers_count),
         spawn=spawn,
         spawn_background=spawn_background,
         report=report,
         hold_back=hold_back or _hold_nothing_back,
         telemetry=telemetry,
+        may_free_early=may_free_early or _never,
+        loop_time=loop_time,
     )
 
 
@@ -114,8 +132,3 @@ def _job_id_of(claim: tuple[str, str]) -> str:
 
 def _hold_nothing_back(name: str, until: float) -> None:
     """The default ``hold_back``: claims of a refused name simply miss until it is admitted."""
-
-
-async def _write_history_batch(store: AsyncJobStore, records: list[HistoryRecord]) -> list[None]:
-    await store.write_history_many(records)
-    return [None] * len(records)

@@ -6,6 +6,8 @@ import math
 
 import anyio
 
+from dogs_core.runtime.loop import Event, new_event
+
 __all__ = ["Signal"]
 
 
@@ -20,7 +22,7 @@ class Signal:
     __slots__ = ("_event",)
 
     def __init__(self) -> None:
-        self._event: anyio.Event | None = None
+        self._event: Event | None = None
 
     def notify(self) -> None:
         event = self._event
@@ -32,7 +34,7 @@ class Signal:
         """Wait for the next notification; ``False`` when ``seconds`` passed first."""
         event = self._event
         if event is None:
-            event = self._event = anyio.Event()
+            event = self._event = new_event()
         if seconds == math.inf:
             await event.wait()
             return True

@@ -43,6 +43,7 @@ from dogs_core.runtime.clock import ServerClock
 from dogs_core.runtime.execution import Execution
 from dogs_core.runtime.fleet import FleetHolds
 from dogs_core.runtime.job_logs import JobLogLines
+from dogs_core.runtime.loop import loop_clock
 from dogs_core.runtime.maintenance import (
     ensure_recurrent_records,
     prepare_store,
@@ -114,6 +115,7 @@ class Workers:
             on_reopen=self._reopened,
             watch=self.settings.watch_changes,
         )
+        self._loop_clock: Callable[[], float] = anyio.current_time  # bound in the loop
         self._services = build_services(
             store,
             self.settings,
@@ -124,6 +126,8 @@ class Workers:
             report=self._on_milestone,
             hold_back=self._holds.hold_back,
             telemetry=self.telemetry,
+            may_free_early=self._may_free_early,
+            loop_time=self._loop_time,
         )
         self._watcher: ChangeWatcher | None = None
         if self.settings.watch_changes:
@@ -282,6 +286,7 @@ class Workers:
             self._stopped.set()
 
     async def _run_shielded(self, task_status: anyio.abc.TaskStatus[None]) -> None:
+        self._loop_clock = loop_clock()
         async with anyio.create_task_group() as background:
             self._task_group = background
             # Cancelled only after every execution has ended (below), so no execution waits on
@@ -432,6 +437,15 @@ class Workers:
         if self._pacer.released(job.job_name):
             self._wake.notify()  # a capped name is claimable again: look now
         self._capacity.notify()
+
+    def _loop_time(self) -> float:
+        return self._loop_clock()
+
+    def _may_free_early(self) -> bool:
+        """An execution whose completion is on its way frees its slot at once while fewer than
+        ``workers_count`` completions are in flight (more would hold records locked beyond
+        what the workers run)."""
+        return len(self._finishing) < self.settings.workers_count
 
     def _spawn_for_execution(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Start a task of an execution (it ends before the workers stop, or is cancelled with

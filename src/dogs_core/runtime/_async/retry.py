@@ -49,10 +49,13 @@ async def retry_transient(
     re-raised.
     """
     delay = first_delay
-    started = anyio.current_time()
+    # The clock is read only to bound a deadline: most calls (every fenced write of a job)
+    # have none, and succeed at once.
+    timed = deadline is not None
+    started = anyio.current_time() if timed else 0.0
     slowest = 0.0
     for attempt in itertools.count(1):
-        attempt_started = anyio.current_time()
+        attempt_started = anyio.current_time() if timed else 0.0
         try:
             return await operation()
         except TransientStoreError as error:
@@ -60,7 +63,7 @@ async def retry_transient(
                 settled = await on_ambiguous(error)
                 if settled is not None:
                     return settled
-            now = anyio.current_time()
+            now = anyio.current_time() if timed else 0.0
             slowest = max(slowest, now - attempt_started)
             if attempts is not None and attempt >= attempts:
                 logger.error("%s failed after %d attempts: %s", what, attempts, error)
