@@ -222,6 +222,66 @@ def test_a_capped_name_is_offered_to_at_most_cap_claims_in_flight(workers: int, 
     assert offered == min(c, workers)
 
 
+def _one_by_one(ledger: CapacityLedger, size: int) -> list[Reservation]:
+    """What reserve_batch stands for: reserve() again with the first names while it offers them."""
+    first = ledger.reserve()
+    if first is None:
+        return []
+    batch = [first]
+    while len(batch) < size:
+        more = ledger.reserve(first.names)
+        if more is None:
+            break
+        if more.names != first.names:
+            ledger.settle(more, None)
+            break
+        batch.append(more)
+    return batch
+
+
+@given(
+    workers=st.integers(1, 12),
+    caps=st.fixed_dictionaries(
+        {}, optional={name: st.one_of(st.none(), st.integers(0, 5)) for name in NAMES}
+    ),
+    running=st.lists(st.sampled_from(NAMES), max_size=8),
+    in_flight=st.integers(0, 4),
+    size=st.integers(1, 16),
+)
+def test_reserve_batch_is_reserve_again_and_again(
+    workers: int, caps: dict[str, int | None], running: list[str], in_flight: int, size: int
+) -> None:
+    """Two ledgers in the same state (executions running, claims in flight) give batches of the
+    same length and names, and end in the same state."""
+    ledgers = (CapacityLedger(workers, caps), CapacityLedger(workers, caps))
+    for each in ledgers:
+        for name in running:
+            if name in caps:
+                held = each.reserve([name])
+                if held is not None and name in held.names:
+                    each.settle(held, name)
+                elif held is not None:
+                    each.settle(held, None)
+        for _ in range(in_flight):
+            each.reserve()
+    batch, expected = ledgers[0].reserve_batch(size), _one_by_one(ledgers[1], size)
+    assert [r.names for r in batch] == [r.names for r in expected]
+    assert [r.held for r in batch] == [r.held for r in expected]
+    assert len({id(r) for r in batch}) == len(batch)  # distinct one-shot tokens
+    assert ledgers[0].reserved == ledgers[1].reserved
+    assert ledgers[0].reserved_by_name == ledgers[1].reserved_by_name
+    for reservation in batch:
+        ledgers[0].settle(reservation, None)  # each one settles once
+
+
+@pytest.mark.parametrize("size", [0, -1, True, 1.5, "2"])
+def test_reserve_batch_rejects_a_bad_size_without_changing_anything(size: object) -> None:
+    cap = ledger(a=None)
+    with pytest.raises(InvalidOptionError, match="size"):
+        cap.reserve_batch(size)  # type: ignore[arg-type]
+    assert cap.reserved == 0
+
+
 # -- stateful: the invariants under arbitrary interleavings ----------------------------------
 
 caps_strategy = st.fixed_dictionaries(

@@ -74,6 +74,9 @@ async def main(argv: list[str]) -> None:
         store,
         build_jobs(runs, hang=False),
         workers_count=args.workers,
+        # One execution at a time, slot included: a slot frees once its completion landed,
+        # so a kill hits the window of one job only.
+        completions_in_flight=0 if args.workers == 1 else None,
         default_lock_time=timedelta(seconds=args.lock_time),
         poll_interval=0.1,
         probe_enabled=False,

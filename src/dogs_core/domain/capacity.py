@@ -214,6 +214,34 @@ class CapacityLedger:
         self._outstanding.add(reservation)
         return reservation
 
+    def reserve_batch(self, size: int) -> list[Reservation]:
+        """Up to ``size`` reservations for one batch claim, all offering the same names.
+
+        The same as :meth:`reserve` called again and again with the first reservation's names
+        for as long as it offers exactly those (a capped name reaching its cap ends the
+        batch, as does the last free slot), in one step. Empty when no claim can be sent.
+        """
+        if not _is_int(size) or size < 1:
+            raise InvalidOptionError("size", size, "must be an int >= 1")
+        first = self.reserve()
+        if first is None:
+            return []
+        more = min(size - 1, self.free_slots)
+        for name in first.held:
+            cap = self._caps[name]
+            assert cap is not None  # held names are the capped ones
+            more = min(more, cap - self._active_by_name[name] - self._reserved_by_name[name])
+        if more <= 0:
+            return [first]
+        batch = [first]
+        batch.extend(
+            Reservation(first.names, first.names_filtered, first.held) for _ in range(more)
+        )
+        for name in first.held:
+            self._reserved_by_name[name] += more
+        self._outstanding.update(batch[1:])
+        return batch
+
     def settle(self, reservation: Reservation, claimed_name: str | None) -> None:
         """Apply a claim's result: start one execution of ``claimed_name``, or release all.
 

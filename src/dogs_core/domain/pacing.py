@@ -335,20 +335,7 @@ class ClaimPacer:
     # -- internals --------------------------------------------------------------------------
 
     def _reserve_batch(self) -> list[Reservation]:
-        first = self._ledger.reserve()
-        if first is None:
-            return []
-        reservations = [first]
-        size = self._sizing.batch_size
-        while len(reservations) < size:
-            more = self._ledger.reserve(first.names)
-            if more is None:
-                break
-            if more.names != first.names:
-                self._ledger.settle(more, None)
-                break
-            reservations.append(more)
-        return reservations
+        return self._ledger.reserve_batch(self._sizing.batch_size)
 
     def _choose_partition(self, *, batch: bool) -> int | None:
         for index, first in enumerate(self._first):

@@ -160,6 +160,11 @@ def positive_int(field: str, value: object) -> int:
     return integer(field, value, minimum=1)
 
 
+def non_negative_int(field: str, value: object) -> int:
+    """An ``int`` (not a ``bool``) of at least 0."""
+    return integer(field, value, minimum=0)
+
+
 def boolean(field: str, value: object) -> bool:
     """``True`` or ``False`` (not 0, 1 or a string)."""
     if not isinstance(value, bool):

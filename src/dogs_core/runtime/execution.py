@@ -177,7 +177,8 @@ class Execution:
         takeover = await take_over(services, job, definition, self._writer)
         if takeover.completed:
             return  # the attempt it took over had succeeded: completed, not run again
-        instead = decide_before_run(definition, job, services.policy, services.clock.now())
+        now = services.clock.now()
+        instead = decide_before_run(definition, job, services.policy, now)
         if instead is not None:
             await self._instead_of_running(instead)
             return
@@ -190,8 +191,12 @@ class Execution:
             write = reporting_renewals(services, job, write)
         if gate is not None and not await gate.enter(self._writer, lock_time):
             return  # refused by a fleet limit: given back, its try not counted
-        if not await self._apply_lock_time(lock_time):
-            return
+        if lock_time != services.settings.default_lock_time:
+            if not await self._apply_lock_time(lock_time):
+                return
+            now = services.clock.now()  # after the write
+        elif gate is not None:
+            now = services.clock.now()
         self._keeper_args = (lock_time, write)
         # An async handler without timeout or heartbeat gets its lock keeper only if it
         # suspends (see _invoke); the lock must still hold when it starts.
@@ -204,7 +209,7 @@ class Execution:
                 # The lock ran out before the handler could start; the stale handling runs.
                 keeper.finish()
                 return
-        self._started_at = started_at = services.clock.now()
+        self._started_at = started_at = now
         if services.telemetry.active:
             self._t0 = anyio.current_time()
             services.telemetry.emit(JobStarted(job))
@@ -220,8 +225,9 @@ class Execution:
             logger.info("ignoring the late %s of stale execution %s of %s", *what)
             return
         happened = await self._what_happened(result)
+        decided_at = ended_at if isinstance(result, Returned) else services.clock.now()
         command = decide(
-            definition, job, happened, services.policy, services.clock.now(), services.rng.random()
+            definition, job, happened, services.policy, decided_at, services.rng.random()
         )
         await self._conclude(command, result, ended_at)
 
@@ -266,7 +272,7 @@ class Execution:
             # Params that no longer fit the job's model fail this attempt like the handler would.
             return handler_call(definition, load_params(definition, job.params), context)()
 
-        scope = anyio.CancelScope()
+        scope = self.services.cancel_scope()
         self._handler_scope = scope
         if self._stepwise:
             # The scope is entered before the first step: a handler's own scopes nest in it.

@@ -74,6 +74,8 @@ class ExecutionServices:
     bound how many such completions are in flight); else it frees it once written."""
     loop_time: Callable[[], float] = anyio.current_time
     """The event loop's clock (``anyio.current_time`` bound once: see runtime/loop.py)."""
+    cancel_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope
+    """Makes a cancel scope (``anyio.CancelScope``, its backend's class once known)."""
 
 
 def build_services(
@@ -89,6 +91,7 @@ def build_services(
     telemetry: Telemetry = TELEMETRY,
     may_free_early: Callable[[], bool] | None = None,
     loop_time: Callable[[], float] = anyio.current_time,
+    cancel_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope,
 ) -> ExecutionServices:
     """The services of one ``Workers``: one timer task for every lock watchdog, and the
     completions and history rows of concurrent executions written in batches (group commit)."""
@@ -121,6 +124,7 @@ def build_services(
         telemetry=telemetry,
         may_free_early=may_free_early or _never,
         loop_time=loop_time,
+        cancel_scope=cancel_scope,
     )
 
 

@@ -125,6 +125,12 @@ class WorkerSettings:
         partial and doubles back while claims come back full. A given value stays fixed; ``1``
         claims one job at a time, as Dogs does. A claim for several jobs is three store round
         trips instead of one per job.
+    ``completions_in_flight``
+        How many finished jobs may have their completion (the delete of an event record)
+        still on its way to the store while their slots already run new jobs. The next job
+        starts during the write instead of after it; the records stay locked by this instance
+        until the writes land. Default: ``workers_count``; ``0`` frees a slot only once its
+        completion is written (at most ``workers_count`` records locked at a time).
     ``probe_interval``, ``probe_enabled``
         The adaptive index-hint probe (every 30 minutes by default).
     ``reconcile_enabled``
@@ -224,6 +230,15 @@ class WorkerSettings:
             derive=lambda values: min(values["workers_count"], BATCH_CEILING),
         )
     )
+    completions_in_flight: int = field(
+        metadata=_option(
+            None,
+            v.optional(v.non_negative_int),
+            "Finished jobs whose completion write may still be on its way while their slots run "
+            "new jobs (default: workers_count; 0: a slot frees once its completion is written).",
+            derive=lambda values: values["workers_count"],
+        )
+    )
     probe_interval: timedelta = field(
         metadata=_option(
             timedelta(minutes=30), v.positive_duration, "Wait between index-hint probes."
@@ -292,6 +307,7 @@ class WorkerOptions(TypedDict, total=False):
     on_max_tries_reached: MaxTriesHook | None
     claim_concurrency: int | None
     claim_batch_size: int | None
+    completions_in_flight: int | None
     probe_interval: DurationLike
     probe_enabled: bool
     reconcile_enabled: bool

@@ -43,7 +43,7 @@ from dogs_core.runtime.clock import ServerClock
 from dogs_core.runtime.execution import Execution
 from dogs_core.runtime.fleet import FleetHolds
 from dogs_core.runtime.job_logs import JobLogLines
-from dogs_core.runtime.loop import loop_clock
+from dogs_core.runtime.loop import cancel_scope_factory, loop_clock
 from dogs_core.runtime.maintenance import (
     ensure_recurrent_records,
     prepare_store,
@@ -116,6 +116,7 @@ class Workers:
             watch=self.settings.watch_changes,
         )
         self._loop_clock: Callable[[], float] = anyio.current_time  # bound in the loop
+        self._scope_factory: Callable[[], anyio.CancelScope] = anyio.CancelScope  # likewise
         self._services = build_services(
             store,
             self.settings,
@@ -128,6 +129,7 @@ class Workers:
             telemetry=self.telemetry,
             may_free_early=self._may_free_early,
             loop_time=self._loop_time,
+            cancel_scope=self._cancel_scope,
         )
         self._watcher: ChangeWatcher | None = None
         if self.settings.watch_changes:
@@ -287,6 +289,7 @@ class Workers:
 
     async def _run_shielded(self, task_status: anyio.abc.TaskStatus[None]) -> None:
         self._loop_clock = loop_clock()
+        self._scope_factory = cancel_scope_factory()
         async with anyio.create_task_group() as background:
             self._task_group = background
             # Cancelled only after every execution has ended (below), so no execution waits on
@@ -441,11 +444,13 @@ class Workers:
     def _loop_time(self) -> float:
         return self._loop_clock()
 
+    def _cancel_scope(self) -> anyio.CancelScope:
+        return self._scope_factory()
+
     def _may_free_early(self) -> bool:
         """An execution whose completion is on its way frees its slot at once while fewer than
-        ``workers_count`` completions are in flight (more would hold records locked beyond
-        what the workers run)."""
-        return len(self._finishing) < self.settings.workers_count
+        ``completions_in_flight`` others have (their records are still locked by us)."""
+        return len(self._finishing) < self.settings.completions_in_flight
 
     def _spawn_for_execution(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Start a task of an execution (it ends before the workers stop, or is cancelled with
