@@ -91,6 +91,7 @@ class CapacityLedger:
         "_active_by_name",
         "_blocked",
         "_caps",
+        "_extra",
         "_outstanding",
         "_reserved_by_name",
         "_workers_count",
@@ -115,6 +116,7 @@ class CapacityLedger:
         self._reserved_by_name = dict.fromkeys(self._caps, 0)
         self._outstanding: set[Reservation] = set()
         self._blocked: frozenset[str] = frozenset()
+        self._extra = 0
 
     # -- queries -------------------------------------------------------------------------
 
@@ -149,9 +151,15 @@ class CapacityLedger:
         return dict(self._reserved_by_name)
 
     @property
+    def extra_slots(self) -> int:
+        """Slots claimed ahead, beyond ``workers_count`` (see :mod:`dogs_core.domain.lookahead`):
+        their jobs count as active and wait for a free worker slot."""
+        return self._extra
+
+    @property
     def free_slots(self) -> int:
-        """Worker slots neither running nor reserved."""
-        return self._workers_count - self._active - len(self._outstanding)
+        """Worker slots (and slots claimed ahead) neither running nor reserved."""
+        return self._workers_count + self._extra - self._active - len(self._outstanding)
 
     @property
     def is_full(self) -> bool:
@@ -180,6 +188,13 @@ class CapacityLedger:
         return self._blocked
 
     # -- commands ------------------------------------------------------------------------
+
+    def set_extra_slots(self, extra: int) -> None:
+        """Hold up to ``extra`` slots beyond ``workers_count`` from now on (0: none). Fewer than
+        before only stops new reservations until enough slots are released."""
+        if not _is_int(extra) or extra < 0:
+            raise InvalidOptionError("extra_slots", extra, "must be an int >= 0")
+        self._extra = extra
 
     def set_blocked(self, names: Iterable[str]) -> bool:
         """Leave ``names`` out of claims from now on (unknown names are ignored); ``True`` when

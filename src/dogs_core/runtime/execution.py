@@ -117,6 +117,8 @@ class Execution:
         self._in_first_step = False
         self._gate: FleetGate | None = None
         self._open_tasks = 1  # run() itself, plus what _spawn started and has not ended
+        self.began = 0.0  # loop time the workers started it (set by them)
+        self.ran_for: float | None = None  # seconds from then to the handler's end
         self._started_at: datetime | None = None
         self._t0: float | None = None  # loop time the handler started (event durations)
         # Loop time at which the stored lockedUntil was computed (the claim request, then the
@@ -214,6 +216,7 @@ class Execution:
             self._t0 = anyio.current_time()
             services.telemetry.emit(JobStarted(job))
         result = await self._invoke(lock_time)
+        self.ran_for = services.loop_time() - self.began
         if self._keeper is not None:
             self._keeper.finish()
         self._finished = True

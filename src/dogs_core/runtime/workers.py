@@ -30,6 +30,7 @@ import anyio.abc
 from dogs_core.domain.capacity import CapacityLedger, caps_of
 from dogs_core.domain.definitions import JobDefinition
 from dogs_core.domain.hints import Hint, HintSelector, claim_hint
+from dogs_core.domain.lookahead import Lookahead
 from dogs_core.domain.pacing import Claim, ClaimPacer, Sleep
 from dogs_core.domain.partitions import PartitionRotation
 from dogs_core.domain.records import ClaimedJob, Owner
@@ -38,6 +39,7 @@ from dogs_core.errors import WorkersStateError
 from dogs_core.ids import new_execution_id
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock, StoreCapabilities
+from dogs_core.runtime.ahead import ClaimedAhead, give_back
 from dogs_core.runtime.claiming import claim_sizing, send_claim
 from dogs_core.runtime.clock import ServerClock
 from dogs_core.runtime.execution import Execution
@@ -105,6 +107,13 @@ class Workers:
             PartitionRotation(self.settings.n_partitions, self.rng),
             poll_interval=self.settings.poll_interval.total_seconds(),
             sizing=claim_sizing(self.settings),
+        )
+        adaptive = "claim_batch_size" in self.settings.adaptive_claims
+        self._ahead = ClaimedAhead(
+            self.settings.workers_count,
+            self._pacer.ledger,
+            Lookahead(3 * self.settings.claim_batch_size if adaptive else 0),
+            self._start_execution,
         )
         self._hints = HintSelector()
         self._holds = FleetHolds(
@@ -359,8 +368,9 @@ class Workers:
     async def _drain(self) -> None:
         grace = math.inf if self._grace is None else self._grace
         with anyio.move_on_after(grace):
-            while self._active:
+            while self._active or self._ahead:
                 await self._capacity.wait()
+        await give_back(self.store, self.clock, self._ahead.close())
         if self._active:
             logger.warning(
                 "stop: grace period over, cancelling %d execution(s) and releasing their locks",
@@ -405,13 +415,15 @@ class Workers:
         except BaseException:
             self._pacer.failed(claim, anyio.current_time())
             raise
-        self._pacer.claimed(claim, [job.job_name for job in jobs], anyio.current_time())
+        replied_at = self._loop_clock()
+        self._pacer.claimed(claim, [job.job_name for job in jobs], replied_at)
+        self._ahead.claim_took(replied_at - requested_at)
         self._capacity.notify()
         if jobs:
             self._wake.notify()  # lanes put to sleep by misses meanwhile: there is work
         self.claims_succeeded += len(jobs)
         for job in jobs:
-            self._start_execution(job, requested_at)
+            self._ahead.offer(job, requested_at)  # started now, or once a slot frees
 
     def _start_execution(self, job: ClaimedJob, requested_at: float) -> None:
         if job.was_stale:
@@ -419,6 +431,7 @@ class Workers:
             logger.info("running job %s (%s) that was stale; try %d", *what)
         definition = self._definitions[job.job_name]
         execution = Execution(self._services, job, definition, lock_from=requested_at)
+        execution.began = self._loop_clock()
         self._active[job.execution_id] = execution
         assert self._runners is not None
         self._runners.run(execution.run)
@@ -433,12 +446,16 @@ class Workers:
             if self._on_execution_ended is not None:
                 self._on_execution_ended(job)
             return
-        del self._active[key]  # each execution frees its slot exactly once
+        execution = self._active.pop(key)  # each execution frees its slot exactly once
         if milestone is Milestone.FREED:
             self._finishing.add(key)
         self._holds.slot_freed(job.job_name)
         if self._pacer.released(job.job_name):
             self._wake.notify()  # a capped name is claimable again: look now
+        ran_for = execution.ran_for
+        if ran_for is None:  # freed before its handler ended (stale) or without running it
+            ran_for = self._loop_clock() - execution.began
+        self._ahead.freed(ran_for)  # and the next job waiting starts
         self._capacity.notify()
 
     def _loop_time(self) -> float:

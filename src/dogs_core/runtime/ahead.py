@@ -1,0 +1,104 @@
+"""Jobs claimed ahead of the free worker slots, waiting for one (see
+:mod:`dogs_core.domain.lookahead`, which decides how many slots are claimed ahead)."""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+
+from dogs_core.domain.capacity import CapacityLedger
+from dogs_core.domain.lookahead import Lookahead
+from dogs_core.domain.records import ClaimedJob
+from dogs_core.ports import AsyncJobStore, Clock
+from dogs_core.runtime.retry import retry_transient
+
+__all__ = ["ClaimedAhead", "give_back"]
+
+logger = logging.getLogger("dogs.workers")
+
+Start = Callable[[ClaimedJob, float], None]
+"""Starts the execution of a claimed job whose claim was requested at the given loop time."""
+
+
+class ClaimedAhead:
+    """Starts claimed jobs while fewer than ``workers_count`` run, queues the others until a
+    slot frees, and keeps the ledger's slots claimed ahead at what the lookahead says."""
+
+    __slots__ = ("_closed", "_ledger", "_lookahead", "_queue", "_running", "_start", "_workers")
+
+    def __init__(
+        self, workers_count: int, ledger: CapacityLedger, lookahead: Lookahead, start: Start
+    ) -> None:
+        self._workers = workers_count
+        self._ledger = ledger
+        self._lookahead = lookahead
+        self._start = start
+        self._queue: deque[tuple[ClaimedJob, float]] = deque()
+        self._running = 0
+        self._closed = False
+
+    def __len__(self) -> int:
+        """Jobs waiting for a slot."""
+        return len(self._queue)
+
+    @property
+    def lookahead(self) -> Lookahead:
+        return self._lookahead
+
+    def offer(self, job: ClaimedJob, requested_at: float) -> None:
+        """A claim brought ``job``: start it now if a worker slot is free, else queue it."""
+        if self._running < self._workers:
+            self._running += 1
+            self._start(job, requested_at)
+        else:
+            self._queue.append((job, requested_at))
+
+    def freed(self, seconds: float) -> None:
+        """A started job freed its slot; its handler ran ``seconds``: start the next one."""
+        self._running -= 1
+        lookahead = self._lookahead
+        lookahead.job_took(seconds)
+        if lookahead.extra_slots != self._ledger.extra_slots and not self._closed:
+            self._ledger.set_extra_slots(lookahead.extra_slots)
+        if self._queue and not self._closed:
+            self._running += 1
+            self._start(*self._queue.popleft())
+
+    def claim_took(self, seconds: float) -> None:
+        """A claim came back ``seconds`` after it was sent."""
+        self._lookahead.claim_took(seconds)
+        if not self._closed:
+            self._ledger.set_extra_slots(self._lookahead.extra_slots)
+
+    def close(self) -> list[ClaimedJob]:
+        """The workers stop without running what waits (their grace is over): no slot starts a
+        queued job any more; the queued jobs are returned, to be given back."""
+        self._closed = True
+        self._ledger.set_extra_slots(0)
+        queued = [job for job, _ in self._queue]
+        self._queue.clear()
+        return queued
+
+
+async def give_back(store: AsyncJobStore, clock: Clock, jobs: list[ClaimedJob]) -> None:
+    """Give back claimed jobs that never started: due now, their try not counted, unlocked
+    (as a fleet limit gives a job back); failures are logged (the lock then expires)."""
+    for job in jobs:
+
+        async def reschedule(job: ClaimedJob = job) -> bool:
+            return await store.reschedule(
+                job.job_id,
+                job.lock_id,
+                next_run_at=clock.now(),
+                priority=None,
+                reset_tries=False,
+                tries=max(job.tries - 1, 0),
+            )
+
+        try:
+            await retry_transient(reschedule, what=f"give back {job.job_name}")
+        except Exception as error:
+            logger.error("could not give back %s (%s): %s", job.job_name, job.job_id, error)
+    if jobs:
+        logger.warning("stop: gave back %d job(s) claimed ahead that had not started", len(jobs))
