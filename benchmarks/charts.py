@@ -80,7 +80,7 @@ def draw_throughput(results: Path, target: Path) -> bool:
         ax.set_ylabel("no-op jobs/s, end to end")
         ax.set_title(title)
         ax.grid(True, axis="y", alpha=0.3)
-        ax.legend(fontsize=8, loc="upper right")
+        ax.legend(fontsize=8, loc="upper left")
     fig.suptitle("One worker process, workers_count 32, 8 partitions, majority writes (best run)")
     fig.tight_layout()
     target.mkdir(parents=True, exist_ok=True)
