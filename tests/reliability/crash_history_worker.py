@@ -74,9 +74,11 @@ async def main(argv: list[str]) -> None:
         store,
         build_jobs(runs, hang=False),
         workers_count=args.workers,
-        # One execution at a time, slot included: a slot frees once its completion landed,
-        # so a kill hits the window of one job only.
+        # One job at a time, locks included: a slot frees once its completion landed and no
+        # job is claimed ahead of a free slot (a given batch size), so a kill hits the window
+        # of one job only.
         completions_in_flight=0 if args.workers == 1 else None,
+        claim_batch_size=1 if args.workers == 1 else None,
         default_lock_time=timedelta(seconds=args.lock_time),
         poll_interval=0.1,
         probe_enabled=False,
