@@ -70,8 +70,8 @@ from dogs_core.runtime.invocation import (
 )
 from dogs_core.runtime.job_events import ended_event, job_extra, reporting_renewals
 from dogs_core.runtime.lock import LockKeeper, RenewWrite
+from dogs_core.runtime.outage import log_gave_up
 from dogs_core.runtime.recording import (
-    log_gave_up,
     reached_max_tries,
     run_on_stale,
     stopped_by_operator,

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 import anyio
 
 from dogs_core.domain.records import HistoryRecord
-from dogs_core.errors import TransientStoreError
 from dogs_core.ports import AsyncJobStore
 from dogs_core.runtime.batching import GroupCommit
+from dogs_core.runtime.outage import log_gave_up
 from dogs_core.runtime.retry import retry_transient
 
 __all__ = ["HISTORY_WRITE_TIMEOUT", "complete_after_rows", "write_history_batch"]
@@ -31,18 +31,13 @@ async def write_history_batch(store: AsyncJobStore, records: list[HistoryRecord]
     """Write ``records``, retrying transient errors, within :data:`HISTORY_WRITE_TIMEOUT`;
     a batch that cannot be written is logged (one ERROR line) and dropped, never raised."""
     what = f"history of {len(records)} execution(s)"
-    error: BaseException | None = None
     with anyio.move_on_after(HISTORY_WRITE_TIMEOUT) as scope:
         try:
             await retry_transient(lambda: store.write_history_many(records), what=what)
-        except Exception as raised:
-            error = raised
+        except Exception as error:
+            log_gave_up(logger, f"could not write the {what}", error)
     if scope.cancelled_caught:
         logger.error("could not write the %s within %g s", what, HISTORY_WRITE_TIMEOUT)
-    elif isinstance(error, TransientStoreError):
-        logger.error("could not write the %s: %s", what, error)  # the retries logged the rest
-    elif error is not None:
-        logger.error("could not write the %s", what, exc_info=error)
     return [None] * len(records)
 
 

@@ -41,3 +41,13 @@ def log_store_failure(
         logger.warning("%s: %s", message, error)
     else:
         logger.log(unexpected, message, exc_info=error)
+
+
+def log_gave_up(log: logging.Logger, message: str, error: BaseException) -> None:
+    """Log a write or read that gave up: one ERROR line naming a :class:`TransientStoreError`
+    (the retries have logged the outage already; a traceback per job would bury it), the
+    traceback for anything else (a bug to look at)."""
+    if isinstance(error, TransientStoreError):
+        log.error("%s: %s", message, error)
+    else:
+        log.error("%s", message, exc_info=error)

@@ -15,14 +15,13 @@ import anyio
 
 from dogs_core.domain.definitions import JobDefinition, load_params
 from dogs_core.domain.records import ClaimedJob, HistoryRecord
-from dogs_core.errors import TransientStoreError
 from dogs_core.runtime.context import JobContext
 from dogs_core.runtime.invocation import UserCalls
+from dogs_core.runtime.outage import log_gave_up
 from dogs_core.runtime.retry import retry_transient
 from dogs_core.runtime.services import HISTORY_WRITE_TIMEOUT, ExecutionServices
 
 __all__ = [
-    "log_gave_up",
     "reached_max_tries",
     "run_on_stale",
     "stopped_by_operator",
@@ -42,16 +41,6 @@ async def submit_history(services: ExecutionServices, record: HistoryRecord) -> 
         await services.history.submit(record)
     except Exception as error:  # the writer stopped (the workers are stopping)
         log_gave_up(logger, f"could not write history for {record.execution_id}", error)
-
-
-def log_gave_up(log: logging.Logger, message: str, error: BaseException) -> None:
-    """Log a write or read that gave up: one ERROR line naming a :class:`TransientStoreError`
-    (the retries have logged the outage already; a traceback per job would bury it), the
-    traceback for anything else (a bug to look at)."""
-    if isinstance(error, TransientStoreError):
-        log.error("%s: %s", message, error)
-    else:
-        log.error("%s", message, exc_info=error)
 
 
 async def stopped_by_operator(services: ExecutionServices, job: ClaimedJob) -> bool:

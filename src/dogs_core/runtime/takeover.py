@@ -24,7 +24,7 @@ from dogs_core.domain.takeover import (
     previous_attempt_row,
 )
 from dogs_core.runtime.fenced import FencedWriter
-from dogs_core.runtime.recording import log_gave_up
+from dogs_core.runtime.outage import log_gave_up
 from dogs_core.runtime.retry import retry_transient
 from dogs_core.runtime.services import HISTORY_WRITE_TIMEOUT, ExecutionServices
 
