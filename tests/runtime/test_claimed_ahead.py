@@ -15,6 +15,7 @@ from dogs_core.domain.records import ClaimedJob, ClaimRequest
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import JobContext
 from dogs_core.runtime.ahead import ClaimedAhead, give_back
+from dogs_core.runtime.batching import GroupCommit
 from tests.runtime.conftest import Gauge, Harness, assert_nothing_locked
 
 pytestmark = pytest.mark.anyio
@@ -93,7 +94,10 @@ async def test_jobs_waiting_for_a_slot_are_given_back_as_they_were() -> None:
     waiting = queue.close()
     assert ledger.extra_slots == 0
     assert len(queue) == 0
-    await give_back(h.store, h.clock, waiting)
+    completions: GroupCommit[tuple[str, str], bool] = GroupCommit(
+        h.store.complete_many, what="complete"
+    )
+    await give_back(h.store, completions, h.clock, waiting)
     for job in waiting:
         record = await h.store.get_job(job.job_id)
         assert record is not None

@@ -9,9 +9,11 @@ from collections.abc import Callable
 
 from dogs_core.domain.capacity import CapacityLedger
 from dogs_core.domain.lookahead import Lookahead
+from dogs_core.domain.outcome import Defer
 from dogs_core.domain.records import ClaimedJob
 from dogs_core.ports import AsyncJobStore, Clock
-from dogs_core.runtime.retry import retry_transient
+from dogs_core.runtime.batching import GroupCommit
+from dogs_core.runtime.fenced import FencedWriter
 
 __all__ = ["ClaimedAhead", "give_back"]
 
@@ -57,10 +59,8 @@ class ClaimedAhead:
     def freed(self, seconds: float) -> None:
         """A started job freed its slot; its handler ran ``seconds``: start the next one."""
         self._running -= 1
-        lookahead = self._lookahead
-        lookahead.job_took(seconds)
-        if lookahead.extra_slots != self._ledger.extra_slots and not self._closed:
-            self._ledger.set_extra_slots(lookahead.extra_slots)
+        self._lookahead.job_took(seconds)
+        self._follow_lookahead()
         if self._queue and not self._closed:
             self._running += 1
             self._start(*self._queue.popleft())
@@ -68,8 +68,12 @@ class ClaimedAhead:
     def claim_took(self, seconds: float) -> None:
         """A claim came back ``seconds`` after it was sent."""
         self._lookahead.claim_took(seconds)
-        if not self._closed:
-            self._ledger.set_extra_slots(self._lookahead.extra_slots)
+        self._follow_lookahead()
+
+    def _follow_lookahead(self) -> None:
+        extra = self._lookahead.extra_slots
+        if extra != self._ledger.extra_slots and not self._closed:
+            self._ledger.set_extra_slots(extra)
 
     def close(self) -> list[ClaimedJob]:
         """The workers stop without running what waits (their grace is over): no slot starts a
@@ -81,23 +85,19 @@ class ClaimedAhead:
         return queued
 
 
-async def give_back(store: AsyncJobStore, clock: Clock, jobs: list[ClaimedJob]) -> None:
+async def give_back(
+    store: AsyncJobStore,
+    completions: GroupCommit[tuple[str, str], bool],
+    clock: Clock,
+    jobs: list[ClaimedJob],
+) -> None:
     """Give back claimed jobs that never started: due now, their try not counted, unlocked
-    (as a fleet limit gives a job back); failures are logged (the lock then expires)."""
+    (the fenced ``Defer`` a fleet limit gives a job back with); failures are logged (the lock
+    then expires)."""
     for job in jobs:
-
-        async def reschedule(job: ClaimedJob = job) -> bool:
-            return await store.reschedule(
-                job.job_id,
-                job.lock_id,
-                next_run_at=clock.now(),
-                priority=None,
-                reset_tries=False,
-                tries=max(job.tries - 1, 0),
-            )
-
+        command = Defer(clock.now(), tries=max(job.tries - 1, 0))
         try:
-            await retry_transient(reschedule, what=f"give back {job.job_name}")
+            await FencedWriter(job, store, completions).perform(command, what="give back")
         except Exception as error:
             logger.error("could not give back %s (%s): %s", job.job_name, job.job_id, error)
     if jobs:

@@ -370,7 +370,7 @@ class Workers:
         with anyio.move_on_after(grace):
             while self._active or self._ahead:
                 await self._capacity.wait()
-        await give_back(self.store, self.clock, self._ahead.close())
+        await give_back(self.store, self._services.completions, self.clock, self._ahead.close())
         if self._active:
             logger.warning(
                 "stop: grace period over, cancelling %d execution(s) and releasing their locks",
