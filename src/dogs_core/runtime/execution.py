@@ -202,8 +202,11 @@ class Execution:
         self._keeper_args = (lock_time, write)
         # An async handler without timeout or heartbeat gets its lock keeper only if it
         # suspends (see _invoke); the lock must still hold when it starts.
-        self._stepwise = definition.is_async and definition.timeout is None
-        self._stepwise = self._stepwise and definition.heartbeat_fraction is None
+        self._stepwise = (
+            definition.is_async
+            and definition.timeout is None
+            and definition.heartbeat_fraction is None
+        )
         expired = services.loop_time() >= self._lock_from + lock_time.total_seconds()
         if expired or not self._stepwise:
             keeper = self._start_keeper()

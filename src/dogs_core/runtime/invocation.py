@@ -140,12 +140,8 @@ def first_step(call: Callable[[], Any]) -> HandlerResult | Suspended:
         yielded = steps.send(None)
     except StopIteration as stop:
         return _returned(stop.value)
-    except Snooze as snooze:
-        return SnoozeRequested(snooze)
-    except ExecutionCancelledError as error:
-        return Interrupted(error)
     except Exception as error:
-        return Raised(error)
+        return _raised(error)
     return Suspended(steps, yielded)
 
 
@@ -154,12 +150,8 @@ async def finish_suspended(suspended: Suspended) -> HandlerResult:
     the first step ran in (cancellation propagates: the scope tells it apart)."""
     try:
         return _returned(await _Rest(suspended))
-    except Snooze as snooze:
-        return SnoozeRequested(snooze)
-    except ExecutionCancelledError as error:
-        return Interrupted(error)
     except Exception as error:
-        return Raised(error)
+        return _raised(error)
 
 
 class _Rest:
@@ -189,6 +181,16 @@ class _Rest:
 
 def _returned(value: Any) -> HandlerResult:
     return SnoozeRequested(value) if isinstance(value, Snooze) else Returned(value)
+
+
+def _raised(error: Exception) -> HandlerResult:
+    """What a handler that raised ``error`` did (a snooze and a cooperative stop are not
+    failures)."""
+    if isinstance(error, Snooze):
+        return SnoozeRequested(error)
+    if isinstance(error, ExecutionCancelledError):
+        return Interrupted(error)
+    return Raised(error)
 
 
 async def call_callback(func: Callable[..., Any], args: tuple[Any, ...], run_sync: RunSync) -> Any:
