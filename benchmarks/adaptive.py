@@ -286,7 +286,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--memory-jobs", type=int, default=None)
     parser.add_argument("--mongo-jobs", type=int, default=None)
     parser.add_argument("--poll-interval", type=float, default=1.0)
-    parser.add_argument("--lag-samples", type=int, default=3)
+    parser.add_argument("--lag-samples", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="CI size")
     parser.add_argument("--no-sample", action="store_true", help="no pacer sampling")

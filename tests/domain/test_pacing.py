@@ -284,12 +284,47 @@ def test_a_batch_claim_reserves_up_to_the_batch_size() -> None:
 def test_a_batch_claim_takes_no_more_than_the_free_slots() -> None:
     pacer = make_pacer(partitions=2, workers=5, batch_size=4)
     first = claim(pacer)
-    assert len(first.reservations) == 4
+    assert len(first.reservations) == 2  # cold: its share of the five slots
     second = claim(pacer)
-    assert len(second.reservations) == 1  # one slot left: a single claim
-    assert not second.batch
+    assert len(second.reservations) == 3  # the three left, fewer than the batch size
     assert pacer.ledger.free_slots == 0
     assert pacer.next(0.0) == WaitForCapacity()
+    pacer.claimed(second, ["a", "a", "a"], 0.0)
+    pacer.claimed(first, ["a"], 0.0)  # one of its two slots comes back
+    last = claim(pacer)
+    assert len(last.reservations) == 1  # one slot left: a single claim
+    assert not last.batch
+
+
+def test_a_cold_sweep_splits_the_free_slots_over_its_partitions() -> None:
+    # 32 slots, 8 partitions, batches of up to 32: the sweep's eight claims go out together
+    # (a first claim for all 32 slots would leave the other seven waiting for its reply).
+    pacer = make_pacer(partitions=8, workers=32, sizing=adaptive(32, 8))
+    sweep = claims_until_blocked(pacer)
+    assert [len(c.reservations) for c in sweep] == [4] * 8
+    assert sorted(c.partition for c in sweep) == list(range(8))
+    pacer.claimed(sweep[0], ["a"] * 4, 0.0)  # a hit: hot, the batch asks for what is free
+    for sent in sweep[1:]:
+        pacer.claimed(sent, [], 0.0)
+    assert len(claim(pacer).reservations) == 28
+
+
+def test_a_partition_a_wake_announced_is_claimed_first_with_every_free_slot() -> None:
+    pacer = make_pacer(partitions=8, workers=32, sizing=adaptive(32, 8))
+    pacer.wake([3])
+    first = claim(pacer)
+    assert (first.partition, len(first.reservations)) == (3, 32)
+    assert pacer.next(0.0) == WaitForCapacity()  # the rest of the sweep only if it misses
+    pacer.claimed(first, [], 0.0)
+    rest = claims_until_blocked(pacer)
+    assert len({c.partition for c in rest}) == 7  # the sweep's other seven claims, together
+    assert [len(c.reservations) for c in rest] == [4, 4, 4, 5, 5, 5, 5]
+
+
+def test_a_cold_sweep_leaves_an_uneven_remainder_to_its_last_claim() -> None:
+    pacer = make_pacer(partitions=3, workers=10, batch_size=8)
+    sweep = claims_until_blocked(pacer)
+    assert [len(c.reservations) for c in sweep] == [3, 3, 4]
 
 
 def test_batch_claims_in_flight_never_share_a_partition() -> None:
@@ -566,6 +601,10 @@ class PacerMachine(RuleBasedStateMachine):
         if not claimable.can_claim:
             return 0
         size = self.model_batch if self.adapt else self.batch_size
+        unsent = max(1, self.n - len(self.missed)) - len(self.in_flight)
+        if not self.hot and size > 1 and unsent > 1:
+            # Cold: the free slots split over the partitions the sweep has still to try.
+            size = max(1, min(size, claimable.free_slots // unsent))
         length = min(size, claimable.free_slots)
         active, reserved = ledger.active_by_name, ledger.reserved_by_name
         for name in claimable.names:

@@ -11,6 +11,10 @@ The rules:
 - **Hot and cold.** While claims find jobs (hot), every lane may claim. After a miss, a failure
   and at startup (cold), at most one claim per partition not yet tried in the current sweep is
   in flight, so an idle instance sends one sweep per poll interval however many lanes it has.
+  A cold claim asks for its share of the free slots split over the partitions a wake
+  announced (the change feed's), or else over the partitions the sweep has still to try, so
+  the sweep's claims go out together (one claim asking for every free slot would leave the
+  others waiting for its reply, partition after partition).
 - **Batches and partitions.** Two batch claims of one partition would read the same candidates
   and race for them, so a batch claim takes a partition no other batch claim of this instance
   is reading; when every partition has one, the lane waits for a reply.
@@ -335,7 +339,21 @@ class ClaimPacer:
     # -- internals --------------------------------------------------------------------------
 
     def _reserve_batch(self) -> list[Reservation]:
-        return self._ledger.reserve_batch(self._sizing.batch_size)
+        return self._ledger.reserve_batch(self._cold_batch_size())
+
+    def _cold_batch_size(self) -> int:
+        """The batch size; while cold, the free slots split over the partitions a wake
+        announced, or else over those the sweep has still to send a claim to: most of these
+        will miss, and a first claim holding every free slot would send the sweep out one
+        partition at a time. (An announced partition likely holds the job: its claim goes
+        first, and the rest of the sweep only if it misses.)"""
+        size = self._sizing.batch_size
+        if self._hot or size == 1:
+            return size
+        share = len(self._first) or self.sweep_remaining() - len(self._in_flight)
+        if share <= 1:
+            return size
+        return max(1, min(size, self._ledger.free_slots // share))
 
     def _choose_partition(self, *, batch: bool) -> int | None:
         for index, first in enumerate(self._first):
