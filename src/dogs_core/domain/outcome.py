@@ -51,6 +51,7 @@ from dogs_core.domain.definitions import (
 )
 from dogs_core.domain.misfire import MissedSlots, misfire_before_run, next_run_after_run
 from dogs_core.domain.records import ClaimedJob, HistoryStatus, JobType
+from dogs_core.domain.values import value
 
 __all__ = [
     "Cancelled",
@@ -75,12 +76,12 @@ __all__ = [
 # -- what happened ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Succeeded:
     """The handler returned normally."""
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Failed:
     """The handler raised (or ran past its timeout); ``verdict`` is what ``on_error`` said
     (``Retry()`` when there is no callback or it misbehaved)."""
@@ -88,19 +89,19 @@ class Failed:
     verdict: Retry | Discard
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Cancelled:
     """The handler was cancelled because the workers are stopping."""
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Snoozed:
     """The handler returned or raised :class:`~dogs_core.domain.definitions.Snooze`."""
 
     run_at: datetime
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Stale:
     """The execution lost its lock (watchdog, lost fence, failed renewal)."""
 
@@ -111,14 +112,14 @@ Happened: TypeAlias = Succeeded | Failed | Cancelled | Snoozed | Stale
 # -- the writes that follow -----------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Delete:
     """Delete the event record (fenced)."""
 
     history: HistoryStatus
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Reschedule:
     """Release the record for ``next_run_at`` (fenced), setting ``priority`` when given and
     ``tries = 0`` when ``reset_tries`` (``tries`` when given)."""
@@ -130,7 +131,7 @@ class Reschedule:
     tries: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class MarkTerminal:
     """Event record: status ``maxTriesReached`` at ``now``, kept until ``expires_at`` (``None``:
     forever), lock released (fenced). ``history`` is ``None`` when no attempt ran."""
@@ -140,7 +141,7 @@ class MarkTerminal:
     history: HistoryStatus | None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Release:
     """Set ``locked_until = now`` so another worker takes the job at once (fenced; the lock id
     stays so late writes of this execution still fail their fence)."""
@@ -149,7 +150,7 @@ class Release:
     history: HistoryStatus = HistoryStatus.CANCELLED
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Defer:
     """Push the record back to ``next_run_at`` without touching priority (fenced); ``tries``
     when given (a job refused by a fleet limit gives its try back). ``missed`` when the misfire
@@ -161,7 +162,7 @@ class Defer:
     missed: MissedSlots | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class DemoteStale:
     """Priority 0 (fenced) so the retry of a stale job queues behind other due work; the lock
     is left to expire."""

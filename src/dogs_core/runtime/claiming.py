@@ -13,7 +13,7 @@ import anyio
 from dogs_core.domain.events import ClaimSwept, JobClaimed
 from dogs_core.domain.pacing import Claim, ClaimSizing
 from dogs_core.domain.records import ClaimedJob, ClaimRequest, Owner
-from dogs_core.ids import new_execution_id
+from dogs_core.ids import new_execution_ids
 from dogs_core.ports import AsyncJobStore, Clock
 from dogs_core.runtime.settings import WorkerSettings
 from dogs_core.runtime.telemetry import Telemetry
@@ -61,17 +61,10 @@ async def _send(
 ) -> list[ClaimedJob]:
     now = clock.now()
     locked_until = now + lock_time
+    names, partition = claim.names, claim.partition
     requests = [
-        ClaimRequest(
-            job_names=claim.names,
-            partition=claim.partition,
-            hint=hint,
-            now=now,
-            locked_until=locked_until,
-            lock_id=new_execution_id(),
-            owner=owner,
-        )
-        for _ in claim.reservations
+        ClaimRequest(names, partition, hint, now, locked_until, lock_id, owner)
+        for lock_id in new_execution_ids(len(claim.reservations))
     ]
     if claim.batch:
         return await store.claim_many(requests)

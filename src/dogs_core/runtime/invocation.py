@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from contextlib import nullcontext
-from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import anyio
@@ -23,6 +22,7 @@ from dogs_core.domain.definitions import (
     Snooze,
     is_async_callable,
 )
+from dogs_core.domain.values import value
 from dogs_core.errors import ExecutionCancelledError, JobTimeoutError
 
 __all__ = [
@@ -49,21 +49,21 @@ Heartbeat: TypeAlias = Callable[[], Awaitable[bool]]
 """One automatic lock renewal; ``False`` (or an error) ends the heartbeat."""
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Returned:
     """The handler returned ``value``."""
 
     value: Any
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Raised:
     """The handler raised ``error`` (a :class:`JobTimeoutError` when it overran its timeout)."""
 
     error: Exception
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Interrupted:
     """The handler was cancelled (its scope was cancelled, or it raised ``error``, an
     :class:`ExecutionCancelledError`, on ``ctx.raise_if_cancelled()``)."""
@@ -71,7 +71,7 @@ class Interrupted:
     error: ExecutionCancelledError | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class SnoozeRequested:
     """The handler returned or raised ``snooze``: run again later, this try not counted."""
 
@@ -81,7 +81,7 @@ class SnoozeRequested:
 HandlerResult: TypeAlias = Returned | Raised | Interrupted | SnoozeRequested
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Suspended:
     """An async handler that suspended in its first step (see :func:`first_step`): its
     coroutine (or awaitable's iterator) and what it yielded to the event loop."""
