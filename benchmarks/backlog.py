@@ -9,19 +9,22 @@ is ``--records`` (1,000,000: 100,000 due now, 900,000 in the future); the small 
 the big one's proportion, 950, the workers would run out of due records before the drain ends
 and wait on misses that the big one never sees), the rest due in the future. The
 documents are the ones the store writes (:func:`dogs_mongo.queries.writes.document_from_new_job`),
-loaded with raw unordered ``insert_many``; the store's setup then builds the indexes, before
-anything is timed. Per size:
+loaded with raw unordered ``insert_many``; the store's setup then builds the indexes and an
+``fsync`` writes a checkpoint, before anything is timed. Both sizes are loaded first, so their
+claim loops can alternate. Per size:
 
 - explain (``executionStats``) of the claim query the store sends, with each hint
   (``byJobName``, ``globalPriority``), on every partition: keys and documents examined per
   claim, and the index of the winning plan;
 - claims/s: ``--claimers`` asyncio tasks claim through the store's ``claim_many`` (x16) and
   ``claim`` with each hint until the drain's count is claimed (no record twice, no future one);
-  the claimed records are unlocked again after each loop;
+  the claimed records are unlocked again after each loop; the small and the big size take
+  turns, loop by loop, ``--rounds`` times (2), and a row is the best round;
 - jobs/s end to end: one ``Workers`` instance (workers_count 32, no-op handlers, every name)
   until the drain's records are completed (every one ran once, no future record ran, nothing
-  lost: the collection holds what was loaded minus what ran); the process's RSS before and
-  after it;
+  lost: the collection holds what it held minus what ran); ``--rounds`` drains per size, taking
+  turns with the other size's, the drain records loaded again between them; the best drain,
+  and the process's RSS before the first and after the last;
 - big / small: the ratio of each rate (the target: within 15%).
 
 ``--fresh`` also measures a worker started on a freshly loaded big collection without indexes
@@ -111,7 +114,8 @@ class ExplainRow:
 class ClaimRow:
     mode: str
     hint: str
-    claims_per_second: float | None = None
+    claims_per_second: float | None = None  # the best round
+    rounds: list[float] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -122,7 +126,8 @@ class SizeResult:
     setup_seconds: float = 0.0
     explains: list[ExplainRow] = field(default_factory=list)
     claims: list[ClaimRow] = field(default_factory=list)
-    jobs_per_second: float | None = None
+    jobs_per_second: float | None = None  # the best drain
+    drain_rates: list[float] = field(default_factory=list)
     runs: int = 0
     rss_before: float | None = None
     rss_after: float | None = None
@@ -173,6 +178,17 @@ def _load(uri: str, database: str, layout: Layout) -> float:
         for batch in _documents(layout):
             collection.insert_many(batch, ordered=False)
     return time.perf_counter() - began
+
+
+def _reload_drain(uri: str, database: str, layout: Layout) -> None:
+    """Insert the drain records again (new ids, the same params, names and partitions) for
+    another drain."""
+    drain_only = Layout(layout.drain, layout.drain, layout.drain, layout.names, layout.partitions)
+    client: MongoClient[Document] = MongoClient(uri, tz_aware=True)
+    with client:
+        collection = client[database][q.DEFAULT_RECORDS_COLLECTION]
+        for batch in _documents(drain_only):
+            collection.insert_many(batch, ordered=False)
 
 
 def _rss_mib() -> float | None:
@@ -259,29 +275,51 @@ async def _claim_loop(
 
 
 async def _claim_rows(
-    client: AsyncMongoClient[Document], database: str, result: SizeResult, claimers: int
+    client: AsyncMongoClient[Document],
+    sizes: Sequence[tuple[SizeResult, str]],
+    claimers: int,
+    rounds: int,
 ) -> None:
-    """One claim loop per mode and hint; the claimed records are unlocked after each."""
-    store = AsyncMongoJobStore(client, database)
-    records = client[database][q.DEFAULT_RECORDS_COLLECTION]
+    """One claim loop per mode and hint, on each size in turn, ``rounds`` times: the sizes
+    alternate loop by loop so that a drift of the machine falls on both alike. The claimed
+    records are unlocked after each loop; a row keeps its best round."""
     for mode, batch in CLAIM_MODES:
         for hint in Hint:
-            row = ClaimRow(mode, str(hint))
-            result.claims.append(row)
-            claimed, seconds = await _claim_loop(store, result.layout, row.hint, batch, claimers)
-            ids = [job.job_id for job in claimed]
-            if len(ids) != len(set(ids)):
-                result.failures.append(f"{mode} {hint}: {len(ids) - len(set(ids))} claimed twice")
-            future = await records.count_documents(
-                {"_id": {"$in": ids}, "nextRunAt": {"$gt": datetime.now(UTC)}}
-            )
-            if future:
-                result.failures.append(f"{mode} {hint}: {future} future records claimed")
-            if len(ids) < result.layout.drain:
-                result.failures.append(f"{mode} {hint}: {len(ids)} of {result.layout.drain}")
-            row.claims_per_second = len(ids) / seconds if seconds > 0 else None
-            unset = dict.fromkeys(_CLAIM_FIELDS, "")
-            await records.update_many({"lockId": {"$exists": True}}, {"$unset": unset})
+            rows = [ClaimRow(mode, str(hint)) for _ in sizes]
+            for (result, _), row in zip(sizes, rows, strict=True):
+                result.claims.append(row)
+            for _ in range(rounds):
+                for (result, database), row in zip(sizes, rows, strict=True):
+                    await _claim_round(client, database, result, row, batch, claimers)
+
+
+async def _claim_round(
+    client: AsyncMongoClient[Document],
+    database: str,
+    result: SizeResult,
+    row: ClaimRow,
+    batch: int,
+    claimers: int,
+) -> None:
+    store = AsyncMongoJobStore(client, database)
+    records = client[database][q.DEFAULT_RECORDS_COLLECTION]
+    claimed, seconds = await _claim_loop(store, result.layout, row.hint, batch, claimers)
+    ids = [job.job_id for job in claimed]
+    what = f"{row.mode} {row.hint}"
+    if len(ids) != len(set(ids)):
+        result.failures.append(f"{what}: {len(ids) - len(set(ids))} claimed twice")
+    future = await records.count_documents(
+        {"_id": {"$in": ids}, "nextRunAt": {"$gt": datetime.now(UTC)}}
+    )
+    if future:
+        result.failures.append(f"{what}: {future} future records claimed")
+    if len(ids) < result.layout.drain:
+        result.failures.append(f"{what}: {len(ids)} of {result.layout.drain}")
+    if seconds > 0:
+        row.rounds.append(len(ids) / seconds)
+        row.claims_per_second = max(row.rounds)
+    unset = dict.fromkeys(_CLAIM_FIELDS, "")
+    await records.update_many({"lockId": {"$exists": True}}, {"$unset": unset})
 
 
 # -- the workers ---------------------------------------------------------------------------------
@@ -356,8 +394,10 @@ async def _workers_row(uri: str, database: str, result: SizeResult) -> None:
     logging.getLogger("dogs.mongo.store").addHandler(handler)
     logging.getLogger("dogs.mongo.store").setLevel(logging.INFO)
     try:
+        records_before = await client[database][q.DEFAULT_RECORDS_COLLECTION].count_documents({})
         gc.collect()
-        result.rss_before = _rss_mib()
+        if result.rss_before is None:  # the first drain's: the table shows the growth over all
+            result.rss_before = _rss_mib()
         began = time.perf_counter()
         async with Workers(store, registry, workers_count=32, n_partitions=layout.partitions) as w:
             with anyio.move_on_after(1800):
@@ -371,8 +411,9 @@ async def _workers_row(uri: str, database: str, result: SizeResult) -> None:
         result.first_claim_seconds = first - began
         result.drain_seconds = ended - first
         if store.done.is_set():
-            result.jobs_per_second = result.runs / (ended - first)
-        await _check_runs(client, database, result, runs, len(store.drain_ids))
+            result.drain_rates.append(result.runs / (ended - first))
+            result.jobs_per_second = max(result.drain_rates)
+        await _check_runs(client, database, result, runs, len(store.drain_ids), records_before)
     finally:
         logging.getLogger("dogs.mongo.store").removeHandler(handler)
         await client.close()
@@ -384,6 +425,7 @@ async def _check_runs(
     result: SizeResult,
     runs: Counter[int],
     drain: int,
+    records_before: int,
 ) -> None:
     layout = result.layout
     twice = [i for i, n in runs.items() if n > 1]
@@ -396,31 +438,30 @@ async def _check_runs(
         result.failures.append(f"workers: {len(twice)} records ran twice")
     if future:
         result.failures.append(f"workers: {len(future)} future records ran")
-    if left != layout.records - len(runs):
-        result.failures.append(f"workers: {left} records left, {layout.records - len(runs)} due")
+    if left != records_before - len(runs):
+        expected = records_before - len(runs)
+        result.failures.append(f"workers: {left} records left, {expected} expected")
 
 
 # -- the runs ------------------------------------------------------------------------------------
 
 
-async def _measure(uri: str, layout: Layout, label: str, claimers: int) -> SizeResult:
-    """Load, build the indexes (timed apart), explain, claim, drain; the database dropped."""
+async def _prepare(
+    client: AsyncMongoClient[Document], uri: str, layout: Layout, label: str
+) -> tuple[SizeResult, str]:
+    """Load, build the indexes (timed apart), checkpoint, explain: a size ready to measure."""
     result = SizeResult(layout=layout, label=label)
     database = f"dogs_bench_backlog_{uuid.uuid4().hex[:12]}"
-    client: AsyncMongoClient[Document] = AsyncMongoClient(uri, tz_aware=True)
-    try:
-        result.load_seconds = await anyio.to_thread.run_sync(_load, uri, database, layout)
-        began = time.perf_counter()
-        await AsyncMongoJobStore(client, database).setup()
-        result.setup_seconds = time.perf_counter() - began
-        for hint in Hint:
-            result.explains.append(await _explain(client, database, layout, str(hint)))
-        await _claim_rows(client, database, result, claimers)
-        await _workers_row(uri, database, result)
-    finally:
-        await client.drop_database(database)
-        await client.close()
-    return result
+    result.load_seconds = await anyio.to_thread.run_sync(_load, uri, database, layout)
+    began = time.perf_counter()
+    await AsyncMongoJobStore(client, database).setup()
+    result.setup_seconds = time.perf_counter() - began
+    # A checkpoint now: the load's dirty pages are written before anything is timed, instead
+    # of during the big size's claim loops (WiredTiger checkpoints every 60 s).
+    await client.admin.command("fsync")
+    for hint in Hint:
+        result.explains.append(await _explain(client, database, layout, str(hint)))
+    return result, database
 
 
 async def _measure_fresh(uri: str, layout: Layout) -> SizeResult:
@@ -462,10 +503,22 @@ async def run(uri: str, args: argparse.Namespace) -> list[SizeResult]:
         return Layout(records, args.drain + staying, args.drain, args.names, args.partitions)
 
     await _warm_up(uri, args)
-    results = [
-        await _measure(uri, layout(args.small), f"{args.small:,}", args.claimers),
-        await _measure(uri, layout(args.records), f"{args.records:,}", args.claimers),
-    ]
+    client: AsyncMongoClient[Document] = AsyncMongoClient(uri, tz_aware=True)
+    sizes: list[tuple[SizeResult, str]] = []
+    try:
+        for records in (args.small, args.records):
+            sizes.append(await _prepare(client, uri, layout(records), f"{records:,}"))
+        await _claim_rows(client, sizes, args.claimers, args.rounds)
+        for round_ in range(args.rounds):  # the drains alternate too, the drained reloaded
+            for result, database in sizes:
+                if round_:
+                    await anyio.to_thread.run_sync(_reload_drain, uri, database, result.layout)
+                await _workers_row(uri, database, result)
+    finally:
+        for _, database in sizes:
+            await client.drop_database(database)
+        await client.close()
+    results = [result for result, _ in sizes]
     if args.fresh:
         results.append(await _measure_fresh(uri, layout(args.records)))
     return results
@@ -537,11 +590,13 @@ def _print(console: Any, args: argparse.Namespace, results: Sequence[SizeResult]
                 "before the drain)", ("Records", "Hint", "Keys examined per claim",
                 "Docs examined per claim", "Winning plan's index"), tables["explains"])  # fmt: skip
     print_table(console, f"Drain of {args.drain:,} due records: small against big "
-                f"({args.claimers} claimers; Workers: workers_count 32)",
+                f"({args.claimers} claimers, best of {args.rounds} rounds, the sizes "
+                "alternating; Workers: workers_count 32)",
                 ("Rate", f"{args.small:,} records", f"{args.records:,} records", "Big / small",
                  "Within 15%"),
                 tables["rates"])  # fmt: skip
-    print_table(console, "Workers: runs and this process's RSS (MiB) around the drain",
+    print_table(console, "Workers: runs (the last drain) and this process's RSS (MiB) before "
+                "the first drain and after the last",
                 ("Records", "Runs", "RSS before", "RSS after", "Growth", "Result"),
                 tables["memory"])  # fmt: skip
     if tables["fresh"]:
@@ -566,20 +621,24 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--names", type=int, default=50, help="job names (50)")
     parser.add_argument("--partitions", type=int, default=16, help="partitions (16)")
     parser.add_argument("--claimers", type=int, default=None, help="claim loop tasks (32)")
+    parser.add_argument("--rounds", type=int, default=None, help="claim loops per row (2)")
     parser.add_argument("--fresh", action="store_true", help="also a worker on a fresh load")
     parser.add_argument("--uri", default=None, help="MongoDB URI (default: a local mongod)")
     parser.add_argument("--quick", action="store_true", help="CI size: 20,000 against 2,000")
     args = parser.parse_args(argv)
     quick = args.quick
     defaults = {"records": (20_000, 1_000_000), "small": (2_000, 10_000),
-                "due": (2_000, 100_000), "drain": (500, 5_000), "claimers": (8, 32)}  # fmt: skip
+                "due": (2_000, 100_000), "drain": (500, 5_000), "claimers": (8, 32),
+                "rounds": (1, 2)}  # fmt: skip
     for name, (small_value, full_value) in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, small_value if quick else full_value)
     if not 1 <= args.drain < args.due <= args.records or not args.drain <= args.small // 2:
         parser.error("need 1 <= --drain < --due <= --records and --drain <= --small / 2")
-    if args.small >= args.records or args.names < 1 or args.partitions < 1 or args.claimers < 1:
+    if args.small >= args.records or min(args.names, args.partitions, args.claimers) < 1:
         parser.error("need --small < --records, and --names, --partitions, --claimers >= 1")
+    if args.rounds < 1:
+        parser.error("need --rounds >= 1")
     return args
 
 
