@@ -20,19 +20,14 @@ def new_execution_id() -> str:
     It is both the execution id and the fencing token of a claim, so it must be unguessable
     and unique: 17 characters over 55 symbols is about 98 bits of randomness.
     """
-    # One urandom call mapped by bytes.translate (this runs per claimed job): 24 bytes keep at
-    # least 17 after rejection with probability ~0.9997; otherwise draw more.
-    symbols = os.urandom(24).translate(_BYTE_TO_SYMBOL, _REJECTED)
-    while len(symbols) < 17:
-        symbols += os.urandom(8).translate(_BYTE_TO_SYMBOL, _REJECTED)
-    return symbols[:17].decode("ascii")
+    return new_execution_ids(1)[0]
 
 
 def new_execution_ids(count: int) -> list[str]:
-    """``count`` ids as :func:`new_execution_id` makes them, from one ``urandom`` call (a
+    """``count`` ids as :func:`new_execution_id` describes them, from one ``urandom`` call (a
     batch claim names one per job; the system call costs more than the rest)."""
-    if count <= 1:
-        return [new_execution_id()] if count == 1 else []
+    # Mapped by bytes.translate: 24 bytes per id keep at least 17 after rejection with
+    # probability ~0.9997 for one id (more for several); otherwise draw more.
     need = 17 * count
     symbols = os.urandom(24 * count).translate(_BYTE_TO_SYMBOL, _REJECTED)
     while len(symbols) < need:

@@ -339,9 +339,9 @@ class ClaimPacer:
     # -- internals --------------------------------------------------------------------------
 
     def _reserve_batch(self) -> list[Reservation]:
-        return self._ledger.reserve_batch(self._cold_batch_size())
+        return self._ledger.reserve_batch(self._next_batch_size())
 
-    def _cold_batch_size(self) -> int:
+    def _next_batch_size(self) -> int:
         """The batch size; while cold, the free slots split over the partitions a wake
         announced, or else over those the sweep has still to send a claim to: most of these
         will miss, and a first claim holding every free slot would send the sweep out one
