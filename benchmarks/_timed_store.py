@@ -11,7 +11,9 @@ from collections.abc import Sequence
 
 import anyio
 
+from dogs_core.domain.outcome import Delete
 from dogs_core.domain.records import ClaimedJob, ClaimRequest
+from dogs_core.domain.settle import Settlement
 from dogs_core.ports import AsyncJobStore
 from dogs_testing.wrapper import JobStoreWrapper
 
@@ -54,9 +56,9 @@ class TimedStore(JobStoreWrapper):
         self.claim_hits += len(jobs)
         return jobs
 
-    async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
-        verdicts = await self.inner.complete_many(claims)
-        self._count(sum(verdicts))
+    async def settle_many(self, settlements: Sequence[Settlement]) -> list[bool]:
+        verdicts = await self.inner.settle_many(settlements)
+        self._count(sum(v for s, v in zip(settlements, verdicts, strict=True) if _completes(s)))
         return verdicts
 
     def _count(self, completed: int) -> None:
@@ -66,3 +68,8 @@ class TimedStore(JobStoreWrapper):
 
     async def close(self) -> None:
         await self.inner.close()
+
+
+def _completes(settlement: Settlement) -> bool:
+    """Whether ``settlement`` completes a job (the count a throughput run waits for)."""
+    return isinstance(settlement.command, Delete)

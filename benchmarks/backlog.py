@@ -67,8 +67,10 @@ from benchmarks._common import (
 from benchmarks._timed_store import TimedStore
 from dogs_core import Jobs, Workers
 from dogs_core.domain.hints import Hint
+from dogs_core.domain.outcome import Delete
 from dogs_core.domain.partitions import PartitionRotation
 from dogs_core.domain.records import ClaimedJob, ClaimRequest, NewJob
+from dogs_core.domain.settle import Settlement
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_mongo import AsyncMongoJobStore
 from dogs_mongo import queries as q
@@ -345,12 +347,12 @@ class DrainStore(TimedStore):
             self.first_claim = time.perf_counter()
         return await super().claim_many(requests)
 
-    async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
-        verdicts = await super().complete_many(claims)
+    async def settle_many(self, settlements: Sequence[Settlement]) -> list[bool]:
+        verdicts = await super().settle_many(settlements)
         self.drained += sum(
             1
-            for (job_id, _), ok in zip(claims, verdicts, strict=True)
-            if ok and job_id in self.drain_ids
+            for settlement, ok in zip(settlements, verdicts, strict=True)
+            if ok and isinstance(settlement.command, Delete) and settlement.job_id in self.drain_ids
         )
         if self.drained >= len(self.drain_ids):
             self.done.set()

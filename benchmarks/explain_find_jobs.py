@@ -206,7 +206,7 @@ def explain_all(
 def _check(store: MongoJobStore, plans: Sequence[PlanSummary], now: datetime) -> list[str]:
     problems = []
     for plan in plans:
-        found = store.find_jobs(job_name=plan.job_name, state=plan.state, now=now, limit=PAGE)
+        found = store.find_records(job_name=plan.job_name, state=plan.state, now=now, limit=PAGE)
         if plan.scans_collection:
             problems.append(f"{plan.state} ({plan.job_name}): COLLSCAN in {plan.tree}")
         if plan.returned != len(found):

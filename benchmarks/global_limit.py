@@ -189,7 +189,7 @@ async def check(
     left = await store.records_collection.count_documents({})
     if left:
         result.failures.append(f"{left} records left")
-    rows = await store.get_executions(JOB_NAME, limit=jobs + 1)
+    rows = await store.read_history(JOB_NAME, limit=jobs + 1)
     if len(rows) != jobs or {row.tries for row in rows} != {1}:
         tries = sorted({row.tries for row in rows})
         result.failures.append(f"{len(rows)} history rows for {jobs} jobs, tries {tries}")

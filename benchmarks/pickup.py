@@ -491,10 +491,10 @@ async def _check_store(
     )
     if retried:
         result.failures.append(f"{len(retried)} job(s) ran on a later try: {retried[:10]}")
-    left = await store.find_jobs(job_name=JOB_NAME, limit=5)
+    left = await store.find_records(job_name=JOB_NAME, limit=5)
     if left:
         result.failures.append(f"{len(left)} record(s) left after every job ran")
-    rows = await store.get_executions(JOB_NAME, limit=expected + 100)
+    rows = await store.read_history(JOB_NAME, limit=expected + 100)
     runs = sum(len(r) for r in worker.runs.values())
     if len(rows) != runs:
         result.failures.append(f"{len(rows)} history rows for {runs} runs")

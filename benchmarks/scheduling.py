@@ -70,13 +70,13 @@ class CapturingStore(JobStoreWrapper):
 
     async def schedule(self, job: NewJob, *, session: object | None = None) -> ScheduleOutcome:
         self.single.append(job)
-        return await self.inner.schedule(job, session=session)
+        return await self.inner.insert_job(job, session=session)
 
     async def schedule_many(
         self, jobs: Sequence[NewJob], *, session: object | None = None
     ) -> BulkScheduleResult:
         self.bulk.extend(jobs)
-        return await self.inner.schedule_many(jobs, session=session)
+        return await self.inner.insert_jobs(jobs, session=session)
 
 
 @dataclass(slots=True)

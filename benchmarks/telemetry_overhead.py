@@ -188,7 +188,7 @@ async def run_one(
     run.seconds = seconds
     run.jobs_per_second = jobs_count / seconds
     run.cpu_us_per_job = cpu / jobs_count * 1e6
-    if await store.find_jobs(job_name=JOB_NAME, limit=1):
+    if await store.find_records(job_name=JOB_NAME, limit=1):
         run.failures.append("records are left")
     if len(seen) != jobs_count or any(count != 1 for count in seen.values()):
         twice = sum(1 for count in seen.values() if count != 1)

@@ -365,7 +365,7 @@ async def run_scenario(
                     result.instance_jobs = [w.claims_succeeded for w in every]
                     result.claim_p50_ms = median(timed.claim_seconds) * 1000
                     result.claim_p99_ms = percentile(timed.claim_seconds, 0.99) * 1000
-                    left = await inner.find_jobs(job_name=JOB_NAME, limit=1)
+                    left = await inner.find_records(job_name=JOB_NAME, limit=1)
                     if left:
                         result.failures.append("records are left after every job completed")
                     # Pickup lag: the workers are idle now (their sweeps find nothing).
@@ -394,7 +394,7 @@ async def run_scenario(
             if log.runs != jobs_count:
                 result.failures.append(f"{log.runs} handler runs for {jobs_count} jobs")
             if options.history:
-                rows = await inner.get_executions(JOB_NAME, limit=jobs_count + 1000)
+                rows = await inner.read_history(JOB_NAME, limit=jobs_count + 1000)
                 expected = jobs_count + len(result.lag_ms) + len(result.wake_lag_ms)
                 if len(rows) != expected:
                     result.failures.append(f"{len(rows)} history rows, expected {expected}")

@@ -6,7 +6,9 @@
 :class:`MetricsJobStore` implements :class:`~dogs_core.ports.AsyncJobStore` by delegating every
 call to another store and timing it: call counts, latency, slow-call warnings. It builds on
 :class:`dogs_testing.wrapper.JobStoreWrapper`, which forwards each port method through one
-``around`` hook; a new backend implements the methods of ``dogs_core.ports`` itself. The workers and
+``around`` hook (and reports the roles of the store it wraps); a new backend implements the
+roles of ``dogs_core.ports`` itself, one module per role (scheduling, claims, settle, history,
+feeds, steering, stats, controls, leases, maintenance, and optionally archive). The workers and
 the client take it like any store. A store of your own (a wrapper like this, or a new backend)
 proves it meets the port by passing the adapter contract suite. In your tests::
 
@@ -23,8 +25,9 @@ proves it meets the port by passing the adapter contract suite. In your tests::
         async def seed_record(self, store, record: JobRecord) -> None:  # optional
             await store.inner.insert_record(record)
 
-That is some 70 tests of claims, fencing, uniqueness, retention and more (``tests/test_examples.py``
-runs exactly this).
+That is some 170 tests, one part per role (``SettleContract``, ``ClaimContract``...: a backend
+being written can run the parts of the roles it has so far), of claims, fencing, uniqueness,
+retention and more (``tests/test_examples.py`` runs exactly this).
 """
 
 from __future__ import annotations

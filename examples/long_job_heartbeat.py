@@ -64,7 +64,7 @@ class CountingStore(InMemoryJobStore):
         self.renewals: Counter[str] = Counter()
 
     async def extend_lock(self, job_id: str, lock_id: str, locked_until: datetime) -> bool:
-        record = await self.get_job(job_id)
+        record = await self.get_record(job_id)
         if record is not None:
             self.renewals[record.job_name] += 1
         return await super().extend_lock(job_id, lock_id, locked_until)

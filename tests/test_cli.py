@@ -217,7 +217,7 @@ def test_schedule_status_and_unlock_all(
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("Scheduled ")
     job_id = result.stdout.split()[1]
-    record = store.get_job(job_id)
+    record = store.get_record(job_id)
     assert record is not None
     assert record.job_name == "nap"
     assert record.params == {"seconds": 1}
@@ -231,7 +231,7 @@ def test_schedule_status_and_unlock_all(
         "--priority", "7", env=db_env,
     )  # fmt: skip
     assert later.exit_code == 0, later.output
-    greet_record = store.get_job(later.stdout.split()[1])
+    greet_record = store.get_record(later.stdout.split()[1])
     assert greet_record is not None
     assert greet_record.priority == 7
     assert greet_record.params == {"name": "Ada"}
@@ -263,14 +263,14 @@ def test_schedule_status_and_unlock_all(
     assert claimed is not None
     refused = runner.invoke(app, ["unlock-all"], input="n\n", env=db_env)
     assert refused.exit_code == 1
-    record = store.get_job(claimed.job_id)
+    record = store.get_record(claimed.job_id)
     assert record is not None
     assert record.locked_until is not None
     assert record.locked_until > datetime.now(UTC)
     confirmed = runner.invoke(app, ["unlock-all"], input="y\n", env=db_env)
     assert confirmed.exit_code == 0, confirmed.output
     assert "Unlocked 1 job record(s)." in confirmed.stdout
-    record = store.get_job(claimed.job_id)
+    record = store.get_record(claimed.job_id)
     assert record is not None
     assert record.locked_until is None or record.locked_until <= datetime.now(UTC)
     assert "Unlocked 0" in invoke(runner, "unlock-all", "--yes", env=db_env).stdout
@@ -434,11 +434,11 @@ def test_sigterm_drains_then_exits_zero(
     assert f"nap ({ids['short']}) succeeded in" in output
     assert f"nap ({ids['long']}) cancelled in" in output
     # The short job completed: its record is gone and its history says success.
-    assert store.get_job(ids["short"]) is None
-    history = store.get_executions("nap")
+    assert store.get_record(ids["short"]) is None
+    history = store.read_history("nap")
     assert [row.job_id for row in history if row.status is HistoryStatus.SUCCESS] == [ids["short"]]
     # The long one was cancelled after the grace period and its lock released at once.
-    long_record = store.get_job(ids["long"])
+    long_record = store.get_record(ids["long"])
     assert long_record is not None
     assert long_record.locked_until is not None
     assert long_record.locked_until <= datetime.now(UTC)
@@ -461,7 +461,7 @@ def test_a_second_sigterm_exits_at_once(
     assert code != 0
     assert time.monotonic() - signalled < 5
     assert "exiting at once" in worker.text()
-    record = store.get_job(ids["long"])
+    record = store.get_record(ids["long"])
     assert record is not None
     assert record.locked_until is not None
     assert record.locked_until > datetime.now(UTC), "the lock is left to expire, as after a crash"

@@ -245,13 +245,13 @@ def test_a_worker_leaves_a_paused_name_alone_until_it_is_resumed(
     # A job of another name, due after the greeting: once it has run, the worker has claimed
     # past the greeting, which it would have taken first were it not paused.
     canary = schedule(dogs, "nap")
-    wait_until(lambda: store.get_job(canary) is None, "the other job to run")
-    record = store.get_job(greeting)
+    wait_until(lambda: store.get_record(canary) is None, "the other job to run")
+    record = store.get_record(greeting)
     assert record is not None
     assert (record.tries or 0, record.locked_until) == (0, None), "never claimed while paused"
     assert status_rows(dogs)["greet"]["due"] == 1
 
     dogs("resume", "greet")
-    wait_until(lambda: store.get_job(greeting) is None, "the resumed job to run")
+    wait_until(lambda: store.get_record(greeting) is None, "the resumed job to run")
     rows = json.loads(dogs("history", "--job-id", greeting, "--json").stdout)
     assert [(row["status"], row["tries"]) for row in rows] == [("success", 1)]

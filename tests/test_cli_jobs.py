@@ -18,6 +18,7 @@ from dogs_core.domain.records import ClaimRequest
 from dogs_core.ids import new_execution_id
 from dogs_mongo import MongoJobStore
 from dogs_mongo.container import DogsContainer
+from dogs_testing.settling import released, settle_one_sync
 from tests import cli_jobs
 from tests.test_cli import REGISTRY, assert_clean_error, invoke
 
@@ -160,7 +161,7 @@ def test_schedule_list_and_cancel(dogs: Callable[..., Any], store: MongoJobStore
 
     cancelled = dogs("jobs", "cancel", later)
     assert cancelled.stdout.strip() == f"Cancelled {later} (greet)"
-    assert store.get_job(later) is None
+    assert store.get_record(later) is None
     rows = as_json(dogs("history", "--job-id", later, "--json"))
     assert [row["status"] for row in rows] == ["cancelled"]
     again = dogs("jobs", "cancel", later, code=1)
@@ -210,7 +211,7 @@ def test_retry_a_failed_job_and_read_its_history(
     job_id = schedule(dogs, "flaky")
 
     def failed() -> bool:
-        record = store.get_job(job_id)
+        record = store.get_record(job_id)
         return record is not None and record.status is JobStatus.MAX_TRIES_REACHED
 
     wait_until(failed, "flaky to reach its attempt limit")
@@ -225,7 +226,7 @@ def test_retry_a_failed_job_and_read_its_history(
     retried = dogs("jobs", "retry", job_id)
     assert retried.stdout.startswith(f"Rescheduled {job_id} (flaky): due, next run ")
     assert "tries 0" in retried.stdout
-    wait_until(lambda: store.get_job(job_id) is None, "the revived job to succeed")
+    wait_until(lambda: store.get_record(job_id) is None, "the revived job to succeed")
 
     rows = as_json(dogs("history", "--job-id", job_id, "--json"))
     assert [(row["status"], row["tries"]) for row in rows] == [
@@ -256,7 +257,7 @@ def test_reschedule_and_delete(dogs: Callable[..., Any], store: MongoJobStore) -
     job_id = schedule(dogs, "greet", "--params", '{"name": "Ada"}', "--run-in", "1h")
     moved = dogs("jobs", "reschedule", job_id, "--run-in", "2h", "--priority", "9")
     assert moved.stdout.startswith(f"Rescheduled {job_id} (greet): scheduled")
-    record = store.get_job(job_id)
+    record = store.get_record(job_id)
     assert record is not None
     assert record.priority == 9
     in_two_hours = datetime.now(UTC) + timedelta(hours=2)
@@ -269,7 +270,7 @@ def test_reschedule_and_delete(dogs: Callable[..., Any], store: MongoJobStore) -
 
     deleted = dogs("jobs", "delete", job_id)
     assert deleted.stdout.strip() == f"Deleted {job_id} (greet, was due)"
-    assert store.get_job(job_id) is None
+    assert store.get_record(job_id) is None
     assert "Not found" in dogs("jobs", "delete", job_id, code=1).stdout
     assert "Not found" in dogs("jobs", "retry", job_id, code=1).stdout
 
@@ -285,11 +286,11 @@ def test_bulk_delete_is_a_dry_run_without_yes(
         dry.stdout
     )
     assert "dogs jobs delete --name nap --state scheduled --yes" in dry.stdout
-    assert all(store.get_job(job_id) is not None for job_id in ids)
+    assert all(store.get_record(job_id) is not None for job_id in ids)
     done = dogs("jobs", "delete", "--name", "nap", "--state", "scheduled", "--yes")
     assert done.stdout.strip() == "Deleted 3 scheduled record(s) of nap."
-    assert all(store.get_job(job_id) is None for job_id in ids)
-    assert store.get_job(kept) is not None
+    assert all(store.get_record(job_id) is None for job_id in ids)
+    assert store.get_record(kept) is not None
     nothing = dogs("jobs", "delete", "--state", "failed")
     assert nothing.stdout.strip() == "Nothing to delete: 0 failed record(s)."
 
@@ -307,7 +308,7 @@ def test_a_running_job_is_left_alone_until_cancelled(
     assert "is running" in dogs("jobs", "reschedule", job_id, "--run-in", "1h", code=1).stdout
     stopped = dogs("jobs", "cancel", job_id)
     assert "its running execution" in stopped.stdout
-    assert store.get_job(job_id) is None
+    assert store.get_record(job_id) is None
 
 
 @pytest.mark.mongo
@@ -316,12 +317,12 @@ def test_a_recurrent_job_needs_its_registry_to_be_cancelled(
 ) -> None:
     before = datetime.now(UTC)
     store.ensure_recurrent("hourly", priority=100, partition=0, now=before)
-    (record,) = store.find_jobs(job_name="hourly")
+    (record,) = store.find_records(job_name="hourly")
     refused = dogs("jobs", "cancel", record.id, code=2)
     assert "pass --registry MODULE:REGISTRY" in refused.stderr
     skipped = dogs("jobs", "cancel", record.id, "--registry", REGISTRY)
     assert skipped.stdout.startswith(f"Cancelled {record.id} (hourly)")
-    after = store.get_job(record.id)
+    after = store.get_record(record.id)
     assert after is not None, "cancel skips the run of a recurrent job, the record stays"
     assert after.next_run_at > before + timedelta(minutes=30)
     deleted = dogs("jobs", "delete", record.id)
@@ -332,12 +333,12 @@ def test_a_recurrent_job_needs_its_registry_to_be_cancelled(
 def test_status_counts_a_released_lock_as_due_and_a_stale_one_in_oldest_due(
     dogs: Callable[..., Any], store: MongoJobStore
 ) -> None:
-    released = schedule(dogs, "nap", "--run-at", "2021-01-01T00:00:00Z")
+    given_back = schedule(dogs, "nap", "--run-at", "2021-01-01T00:00:00Z")
     claim(store, "nap", lock_for=timedelta(minutes=5))
-    record = store.get_job(released)
+    record = store.get_record(given_back)
     assert record is not None
     assert record.lock_id is not None
-    assert store.release_lock(released, record.lock_id, now=datetime.now(UTC))
+    assert settle_one_sync(store, given_back, record.lock_id, released(datetime.now(UTC)))
     stale = schedule(dogs, "greet", "--params", '{"name": "Ada"}', "--run-at", "2020-01-01T00:00Z")
     claim(store, "greet", lock_for=timedelta(milliseconds=1))
     time.sleep(0.01)

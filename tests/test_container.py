@@ -121,7 +121,7 @@ async def test_the_user_sketch_with_the_store_overridden_in_memory() -> None:
     assert [user for user, _ in seen] == [42]
     ran_at = seen[0][1]
     assert START + timedelta(minutes=5) <= ran_at <= START + timedelta(minutes=5, seconds=2)
-    assert store.sync.find_jobs() == [], "a successful event record is deleted"
+    assert store.sync.find_records() == [], "a successful event record is deleted"
     history = await client.get_executions(send_welcome)
     assert [row.status for row in history] == [HistoryStatus.SUCCESS]
 
@@ -335,7 +335,7 @@ def test_the_blocking_client_follows_an_overridden_store() -> None:
     container.async_store.override(InMemoryJobStore(sync=sync_memory))
     with container.blocking_client(welcome_jobs([])) as client:
         assert isinstance(client.schedule("send_welcome", {"user_id": 1}), Scheduled)
-    assert [r.job_name for r in sync_memory.find_jobs()] == ["send_welcome"]
+    assert [r.job_name for r in sync_memory.find_records()] == ["send_welcome"]
 
 
 def test_blocking_workers_refuse_the_async_mongo_store() -> None:

@@ -100,8 +100,8 @@ def test_custom_adapter(capsys: pytest.CaptureFixture[str]) -> None:
     custom_adapter.main([])
     out = output_of(capsys)
     assert "20 thumbnails made through MetricsJobStore" in out
-    # Completions of concurrent executions are written in batches: 1 to 20 calls for 20 jobs.
-    complete = re.search(r"^complete_many\s+(\d+)\s+0\s", out, re.MULTILINE)
+    # Settlements of concurrent executions are written in batches: 1 to 20 calls for 20 jobs.
+    complete = re.search(r"^settle_many\s+(\d+)\s+0\s", out, re.MULTILINE)
     assert complete is not None
     assert 1 <= int(complete.group(1)) <= 20
     assert re.search(r"^claim(_many)?\s+\d+\s+0\s", out, re.MULTILINE)

@@ -480,7 +480,7 @@ async def test_failures_retries_and_the_attempt_limit() -> None:
         rows = harness.assert_ran(flaky, times=3, status=HistoryStatus.ERROR)
         assert [row.error_message for row in rows] == ["try 1", "try 2", "try 3"]
         assert harness.scheduled(flaky) == [], "a terminal record is not scheduled"
-        (terminal,) = harness.store.sync.find_jobs(job_name="flaky")
+        (terminal,) = harness.store.sync.find_records(job_name="flaky")
         assert terminal.status is JobStatus.MAX_TRIES_REACHED
         with pytest.raises(AssertionError, match=r"error \(try 1\), error \(try 2\)"):
             harness.assert_ran(flaky, status="success")
@@ -564,7 +564,7 @@ async def test_run_until_idle_times_out_naming_what_is_still_busy() -> None:
             await harness.run_until_idle(timeout="10m")
         harness.assert_scheduled(forever, {"n": 1})
     # Leaving the harness cancelled the handler and released its lock.
-    (record,) = harness.store.sync.find_jobs()
+    (record,) = harness.store.sync.find_records()
     assert record.locked_until is not None
     assert record.locked_until <= harness.now()
 
@@ -654,7 +654,7 @@ async def test_the_harness_takes_definitions_without_a_registry() -> None:
 
 def test_memory_store_fixture_is_empty(dogs_memory_store: InMemoryJobStore) -> None:
     assert isinstance(dogs_memory_store, InMemoryJobStore)
-    assert dogs_memory_store.sync.find_jobs() == []
+    assert dogs_memory_store.sync.find_records() == []
 
 
 def test_virtual_clock_fixture_is_an_autojumping_mock_clock(dogs_virtual_clock: Any) -> None:

@@ -53,7 +53,7 @@ async def test_a_write_from_another_thread_wakes_the_async_face() -> None:
     async with aclosing(store.watch_records(["a"])) as feed:
         assert await feed.__anext__() == []
         job = new_job(partition=3)
-        thread = threading.Thread(target=store.sync.schedule, args=(job,))
+        thread = threading.Thread(target=store.sync.insert_job, args=(job,))
         thread.start()
         changes: list[RecordChange] = []
         with anyio.fail_after(SAFETY):
@@ -67,7 +67,7 @@ async def test_a_burst_is_one_batch_and_other_names_are_left_out() -> None:
     store = InMemoryJobStore()
     async with aclosing(store.watch_records(["a"])) as feed:
         assert await feed.__anext__() == []
-        await store.schedule_many([new_job(), new_job("b"), new_job(), new_job()])
+        await store.insert_jobs([new_job(), new_job("b"), new_job(), new_job()])
         with anyio.fail_after(SAFETY):
             batch = await feed.__anext__()
     assert [change.job_name for change in batch] == ["a", "a", "a"]
@@ -192,7 +192,7 @@ async def test_threaded_feeds_of_the_in_memory_store() -> None:
     store = ThreadedJobStore(sync_store)
     async with aclosing(store.watch_records(["a"])) as feed:
         assert await feed.__anext__() == []
-        await store.schedule(new_job())
+        await store.insert_job(new_job())
         changes: list[RecordChange] = []
         with anyio.fail_after(SAFETY):
             while not changes:

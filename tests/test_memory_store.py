@@ -32,6 +32,14 @@ from dogs_core.errors import InvalidOptionError, StoreError
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_core.ports import AsyncJobStore, JobStore, StoreCapabilities
 from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
+from dogs_testing.settling import (
+    completed,
+    demoted,
+    released,
+    rescheduled,
+    settle_one_sync,
+    terminal,
+)
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 S = timedelta(seconds=1)
@@ -100,10 +108,10 @@ def test_both_faces_satisfy_their_ports() -> None:
 async def test_all_records_has_no_page_limit(anyio_backend: str) -> None:
     store = InMemoryJobStore()
     jobs = [new_job("ab"[i % 2]) for i in range(150)]
-    store.sync.schedule_many(list(reversed(jobs)))
+    store.sync.insert_jobs(list(reversed(jobs)))
     assert [r.id for r in await store.all_records()] == sorted(job.id for job in jobs)
     assert [r.id for r in store.sync.all_records("b")] == sorted(j.id for j in jobs[1::2])
-    assert len(await store.find_jobs()) == 100
+    assert len(await store.find_records()) == 100
 
 
 def test_the_sync_face_shares_the_state_of_the_async_face() -> None:
@@ -119,28 +127,28 @@ def test_the_sync_face_shares_the_state_of_the_async_face() -> None:
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 async def test_async_face_reads_what_the_sync_face_wrote(anyio_backend: str) -> None:
     store = InMemoryJobStore()
-    job_id = scheduled_id(store.sync.schedule(new_job()))
+    job_id = scheduled_id(store.sync.insert_job(new_job()))
     claimed = await store.claim(request())
     assert claimed is not None
     assert claimed.job_id == job_id
-    assert store.sync.complete_many([(job_id, claimed.lock_id)]) == [True]
-    assert await store.get_job(job_id) is None
+    assert settle_one_sync(store.sync, job_id, claimed.lock_id, completed())
+    assert await store.get_record(job_id) is None
 
 
 def test_ties_are_broken_by_insertion_order() -> None:
     store = SyncInMemoryJobStore()
-    ids = [scheduled_id(store.schedule(new_job())) for _ in range(20)]
+    ids = [scheduled_id(store.insert_job(new_job())) for _ in range(20)]
     claimed = [store.claim(request()) for _ in ids]
     assert [c.job_id for c in claimed if c is not None] == ids
-    assert [r.id for r in store.find_jobs()] == ids
+    assert [r.id for r in store.find_records()] == ids
 
 
 def test_params_are_copied_in_and_out() -> None:
     store = SyncInMemoryJobStore()
     params: dict[str, Any] = {"items": [1, 2]}
-    job_id = scheduled_id(store.schedule(new_job(params=params)))
+    job_id = scheduled_id(store.insert_job(new_job(params=params)))
     params["items"].append(3)
-    record = store.get_job(job_id)
+    record = store.get_record(job_id)
     assert record is not None
     assert record.params == {"items": [1, 2]}
     assert isinstance(record.params, dict)
@@ -152,7 +160,7 @@ def test_params_are_copied_in_and_out() -> None:
 
 def test_claim_request_times_are_truncated_to_the_millisecond() -> None:
     store = SyncInMemoryJobStore()
-    job_id = scheduled_id(store.schedule(new_job()))
+    job_id = scheduled_id(store.insert_job(new_job()))
     now = T0 + timedelta(microseconds=2_999)
     claimed = store.claim(
         dataclasses.replace(request(now=now), locked_until=now + timedelta(microseconds=500))
@@ -162,7 +170,7 @@ def test_claim_request_times_are_truncated_to_the_millisecond() -> None:
         T0 + timedelta(milliseconds=2),
         T0 + timedelta(milliseconds=3),
     )
-    record = store.get_job(job_id)
+    record = store.get_record(job_id)
     assert record is not None
     assert record.claim_was_stale is False
 
@@ -187,8 +195,8 @@ def test_a_second_recurrent_record_is_an_item_error_in_bulk() -> None:
     store = SyncInMemoryJobStore()
     store.ensure_recurrent("tick", priority=1, partition=0, now=T0)
     with pytest.raises(StoreError):
-        store.schedule(new_job("tick", type=JobType.RECURRENT))
-    result = store.schedule_many([new_job(), new_job("tick", type=JobType.RECURRENT), new_job()])
+        store.insert_job(new_job("tick", type=JobType.RECURRENT))
+    result = store.insert_jobs([new_job(), new_job("tick", type=JobType.RECURRENT), new_job()])
     assert (result.scheduled_count, result.skipped_count) == (2, 0)
     [error] = result.errors
     assert error.index == 1
@@ -198,9 +206,9 @@ def test_a_second_recurrent_record_is_an_item_error_in_bulk() -> None:
 
 def test_probe_counts_examined_entries_and_never_other_names() -> None:
     store = SyncInMemoryJobStore()
-    store.schedule_many([new_job("b") for _ in range(100)])
-    store.schedule_many([new_job("a", at=T0 + S) for _ in range(50)])  # one future level
-    store.schedule_many([new_job("a", priority=1) for _ in range(4)])
+    store.insert_jobs([new_job("b") for _ in range(100)])
+    store.insert_jobs([new_job("a", at=T0 + S) for _ in range(50)])  # one future level
+    store.insert_jobs([new_job("a", priority=1) for _ in range(4)])
     for _ in range(3):
         assert store.claim(request("a")) is not None
     # the head of the future level, then 3 locked entries, then the candidate
@@ -211,19 +219,19 @@ def test_probe_counts_examined_entries_and_never_other_names() -> None:
 def test_ttl_purges_expired_records_and_history_lazily() -> None:
     clock = ManualClock(T0)
     store = SyncInMemoryJobStore(clock=clock)
-    job_id = scheduled_id(store.schedule(new_job(uid="u")))
+    job_id = scheduled_id(store.insert_job(new_job(uid="u")))
     claimed = store.claim(request())
     assert claimed is not None
-    assert store.mark_max_tries_reached(job_id, claimed.lock_id, now=T0, expires_at=T0 + DAY)
+    assert settle_one_sync(store, job_id, claimed.lock_id, terminal(T0, expires_at=T0 + DAY))
     # a later retention moves the deadline: the first heap entry must not purge the record
     assert store.backfill_retention(retention=3 * DAY, now=T0) == 1
     clock.current = T0 + 2 * DAY
-    assert store.get_job(job_id) is not None
-    assert isinstance(store.schedule(new_job(uid="u")), Duplicate)
+    assert store.get_record(job_id) is not None
+    assert isinstance(store.insert_job(new_job(uid="u")), Duplicate)
     clock.current = T0 + 3 * DAY
-    assert store.get_job(job_id) is None
-    assert store.find_jobs() == []
-    assert isinstance(store.schedule(new_job(uid="u")), Scheduled)
+    assert store.get_record(job_id) is None
+    assert store.find_records() == []
+    assert isinstance(store.insert_job(new_job(uid="u")), Scheduled)
 
     row = HistoryRecord(
         execution_id="e1",
@@ -238,20 +246,20 @@ def test_ttl_purges_expired_records_and_history_lazily() -> None:
         expires_at=T0 + 4 * DAY,
     )
     store.write_history_many([row])
-    assert len(store.get_executions("a")) == 1
+    assert len(store.read_history("a")) == 1
     clock.current = T0 + 4 * DAY
-    assert store.get_executions("a") == []
+    assert store.read_history("a") == []
     store.write_history_many([row])  # the execution id is free again: a fresh insert
-    assert store.get_executions("a") == []  # ... already expired
+    assert store.read_history("a") == []  # ... already expired
 
 
 def test_without_a_clock_nothing_expires() -> None:
     store = SyncInMemoryJobStore()
-    job_id = scheduled_id(store.schedule(new_job()))
+    job_id = scheduled_id(store.insert_job(new_job()))
     claimed = store.claim(request())
     assert claimed is not None
-    assert store.mark_max_tries_reached(job_id, claimed.lock_id, now=T0, expires_at=T0 - DAY)
-    assert store.get_job(job_id) is not None
+    assert settle_one_sync(store, job_id, claimed.lock_id, terminal(T0, expires_at=T0 - DAY))
+    assert store.get_record(job_id) is not None
 
 
 def test_a_later_history_row_moves_nothing() -> None:
@@ -273,15 +281,15 @@ def test_a_later_history_row_moves_nothing() -> None:
     store.write_history_many([row])
     late = dataclasses.replace(row, job_name="b", job_id="k", status=HistoryStatus.SUCCESS)
     store.write_history_many([late])
-    assert store.get_executions("a") == [row]
-    assert store.get_executions(job_id="j") == [row]
-    assert store.get_executions("b") == []
-    assert store.get_executions(job_id="k") == []
+    assert store.read_history("a") == [row]
+    assert store.read_history(job_id="j") == [row]
+    assert store.read_history("b") == []
+    assert store.read_history(job_id="k") == []
 
 
 def test_threads_claim_each_job_exactly_once() -> None:
     store = SyncInMemoryJobStore()
-    store.schedule_many([new_job(partition=i % 3, priority=i % 5) for i in range(600)])
+    store.insert_jobs([new_job(partition=i % 3, priority=i % 5) for i in range(600)])
     claimed: list[str] = []
     claimed_lock = threading.Lock()
 
@@ -378,7 +386,7 @@ def brute_force_claims(
     names = set(req.job_names)
     candidates = [
         r
-        for r in store.find_jobs()
+        for r in store.find_records()
         if r.partition == req.partition and r.is_eligible(names, req.now)
     ]
     candidates.sort(key=lambda r: (-r.priority, r.next_run_at, order[r.id]))
@@ -402,7 +410,7 @@ def index_entries(store: SyncInMemoryJobStore) -> Iterator[tuple[int, str, str]]
 def check_index(store: SyncInMemoryJobStore) -> None:
     expected = sorted(
         (r.partition, r.job_name, r.id)
-        for r in store.find_jobs()
+        for r in store.find_records()
         if r.partition is not None
         and not (r.type is JobType.EVENT and r.status is JobStatus.MAX_TRIES_REACHED)
     )
@@ -418,7 +426,7 @@ def records_from_specs(
     keep it): a locked spec carries a lock id and, ``with_params``, params and ``tries``."""
     records = []
     recurrent_names: set[str] = set()
-    for name, job_type, priority, offset, partition, terminal, lock_offset in specs:
+    for name, job_type, priority, offset, partition, is_terminal, lock_offset in specs:
         if job_type is JobType.RECURRENT:
             if name in recurrent_names:
                 job_type = JobType.EVENT
@@ -433,7 +441,7 @@ def records_from_specs(
                 next_run_at=T0 + offset * S,
                 partition=partition,
                 params={"n": offset} if with_params else None,
-                status=JobStatus.MAX_TRIES_REACHED if terminal else None,
+                status=JobStatus.MAX_TRIES_REACHED if is_terminal else None,
                 locked_until=T0 + lock_offset * S if lock_offset is not None else None,
                 lock_id=new_execution_id() if locked else None,
                 tries=2 if locked and with_params else None,
@@ -466,10 +474,10 @@ def apply_steering(
 ) -> None:
     """An operator's ``delete_job``, ``modify_job`` or ``delete_jobs`` (the index must follow)."""
     if op[0] == "delete_jobs":
-        store.delete_jobs(job_name=None, state=op[1], now=T0 + op[2] * S)
+        store.delete_records(job_name=None, state=op[1], now=T0 + op[2] * S)
     elif op[0] == "delete" and target is not None:
         at = None if op[2] is None else T0 + op[2] * S
-        store.delete_job(target.id, unless_running_at=at)
+        store.delete_record(target.id, unless_running_at=at)
     elif op[0] == "modify" and target is not None:
         _, _, offset, priority, revive, now_offset = op
         change = JobChange(
@@ -477,7 +485,7 @@ def apply_steering(
             priority=priority,
             revive=revive,
         )
-        store.modify_job(target.id, change, now=T0 + now_offset * S)
+        store.modify_record(target.id, change, now=T0 + now_offset * S)
 
 
 @settings(max_examples=250, deadline=None)
@@ -494,7 +502,7 @@ def test_claims_match_a_brute_force_selector(
     check_index(store)
 
     for op in ops:
-        records = store.find_jobs()
+        records = store.find_records()
         target = records[op[1] % len(records)] if records and isinstance(op[1], int) else None
         lock_id = target.lock_id if target is not None and target.lock_id else "nobody"
         kind = op[0]
@@ -504,21 +512,20 @@ def test_claims_match_a_brute_force_selector(
             apply_steering(store, op, target)
         elif kind == "reschedule" and target is not None:
             _, _, offset, priority, reset = op
-            store.reschedule(
+            settle_one_sync(
+                store,
                 target.id,
                 lock_id,
-                next_run_at=T0 + offset * S,
-                priority=priority,
-                reset_tries=reset,
+                rescheduled(T0 + offset * S, priority=priority, reset_tries=reset),
             )
         elif kind == "demote" and target is not None:
-            store.demote_stale(target.id, lock_id)
+            settle_one_sync(store, target.id, lock_id, demoted())
         elif kind == "complete" and target is not None:
-            store.complete_many([(target.id, lock_id)])
+            settle_one_sync(store, target.id, lock_id, completed())
         elif kind == "mark" and target is not None:
-            store.mark_max_tries_reached(target.id, lock_id, now=T0, expires_at=None)
+            settle_one_sync(store, target.id, lock_id, terminal(T0))
         elif kind == "release" and target is not None:
-            store.release_lock(target.id, lock_id, now=T0 + op[2] * S)
+            settle_one_sync(store, target.id, lock_id, released(T0 + op[2] * S))
         elif kind == "reconcile":
             _, n_partitions, choice = op
             store.reconcile_partitions(
@@ -531,7 +538,7 @@ def test_claims_match_a_brute_force_selector(
         elif kind == "ensure":
             _, name, priority = op
             store.ensure_recurrent(name, priority=priority, partition=0, now=T0)
-            for record in store.find_jobs():
+            for record in store.find_records():
                 order.setdefault(record.id, len(order))
         check_index(store)
 
@@ -562,17 +569,17 @@ def test_claim_many_is_claims_in_a_row(
     in_a_row = [one_by_one.claim(r) for r in requests]
     assert claimed == [job for job in in_a_row if job is not None]
     assert in_a_row[len(claimed) :] == [None] * (count - len(claimed))
-    assert batch.find_jobs() == one_by_one.find_jobs()
+    assert batch.find_records() == one_by_one.find_records()
     check_index(batch)
 
 
 def test_claim_many_hands_out_copies_of_params() -> None:
     store = SyncInMemoryJobStore()
-    store.schedule(new_job(params={"list": [1]}))
+    store.insert_job(new_job(params={"list": [1]}))
     [claimed] = store.claim_many([request()])
     assert claimed.params is not None
     claimed.params["list"].append(2)
-    [record] = store.find_jobs()
+    [record] = store.find_records()
     assert record.params == {"list": [1]}
 
 
@@ -655,7 +662,7 @@ def test_a_claim_keeps_every_other_field() -> None:
     assert claimed is not None
     assert claimed.previous_attempt is not None
     assert claimed.previous_attempt.owner == record.lock_owner
-    assert store.get_job(record.id) == dataclasses.replace(
+    assert store.get_record(record.id) == dataclasses.replace(
         record,
         last_run_at=T0,
         locked_until=claim.locked_until,

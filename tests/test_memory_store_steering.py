@@ -25,6 +25,7 @@ from dogs_core.domain.steering import JobChange
 from dogs_core.errors import InvalidOptionError, StoreError
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_testing.memory import SyncInMemoryJobStore
+from dogs_testing.settling import rescheduled, settle_one_sync, terminal
 from tests.test_memory_store import (
     DAY,
     MS,
@@ -44,16 +45,16 @@ def test_a_revived_record_outlives_its_old_expiry() -> None:
     the old deadline must not purge the record."""
     clock = ManualClock(T0)
     store = SyncInMemoryJobStore(clock=clock)
-    job_id = scheduled_id(store.schedule(new_job(uid="u")))
+    job_id = scheduled_id(store.insert_job(new_job(uid="u")))
     claimed = store.claim(request())
     assert claimed is not None
-    assert store.mark_max_tries_reached(job_id, claimed.lock_id, now=T0, expires_at=T0 + DAY)
-    revived = store.modify_job(job_id, JobChange(tries=0, revive=True), now=T0)
+    assert settle_one_sync(store, job_id, claimed.lock_id, terminal(T0, expires_at=T0 + DAY))
+    revived = store.modify_record(job_id, JobChange(tries=0, revive=True), now=T0)
     assert revived is not None
     assert revived.expires_at is None
     clock.current = T0 + 2 * DAY
-    assert store.get_job(job_id) == revived
-    assert isinstance(store.schedule(new_job(uid="u")), Duplicate)
+    assert store.get_record(job_id) == revived
+    assert isinstance(store.insert_job(new_job(uid="u")), Duplicate)
 
 
 def test_insert_record_truncates_the_release_time() -> None:
@@ -69,7 +70,7 @@ def test_insert_record_truncates_the_release_time() -> None:
         lock_released_at=T0 + timedelta(microseconds=1_999),
     )
     store.insert_record(record)
-    stored = store.get_job(record.id)
+    stored = store.get_record(record.id)
     assert stored is not None
     assert (stored.locked_until, stored.lock_released_at) == (T0 + MS, T0 + MS)
     assert stored.lock_released
@@ -79,34 +80,32 @@ def test_get_executions_refuses_an_unknown_status() -> None:
     store = SyncInMemoryJobStore()
     for status in ("done", 3):
         with pytest.raises(InvalidOptionError) as refused:
-            store.get_executions("a", status=status)  # type: ignore[arg-type]
+            store.read_history("a", status=status)  # type: ignore[arg-type]
         assert refused.value.field == "status"
-    assert store.get_executions("a", status="success") == []  # type: ignore[arg-type]
+    assert store.read_history("a", status="success") == []  # type: ignore[arg-type]
 
 
 def test_steering_refuses_bad_arguments() -> None:
     store = SyncInMemoryJobStore()
-    job_id = scheduled_id(store.schedule(new_job()))
+    job_id = scheduled_id(store.insert_job(new_job()))
     cases: list[tuple[str, Callable[[], object]]] = [
-        ("state", lambda: store.find_jobs(state="lost", now=T0)),  # type: ignore[arg-type]
-        ("after", lambda: store.find_jobs(after=3)),  # type: ignore[arg-type]
-        ("job_name", lambda: store.find_jobs(job_name=["a"])),  # type: ignore[arg-type]
-        ("change", lambda: store.modify_job(job_id, {"priority": 1}, now=T0)),  # type: ignore[arg-type]
-        ("state", lambda: store.delete_jobs(job_name=None, state=JobState.RUNNING, now=T0)),
-        ("dry_run", lambda: store.delete_jobs(job_name=None, state="due", now=T0, dry_run=1)),  # type: ignore[arg-type]
-        ("unless_failed", lambda: store.delete_job(job_id, unless_failed=None)),  # type: ignore[arg-type]
+        ("state", lambda: store.find_records(state="lost", now=T0)),  # type: ignore[arg-type]
+        ("after", lambda: store.find_records(after=3)),  # type: ignore[arg-type]
+        ("job_name", lambda: store.find_records(job_name=["a"])),  # type: ignore[arg-type]
+        ("change", lambda: store.modify_record(job_id, {"priority": 1}, now=T0)),  # type: ignore[arg-type]
+        ("state", lambda: store.delete_records(job_name=None, state=JobState.RUNNING, now=T0)),
+        ("dry_run", lambda: store.delete_records(job_name=None, state="due", now=T0, dry_run=1)),  # type: ignore[arg-type]
+        ("unless_failed", lambda: store.delete_record(job_id, unless_failed=None)),  # type: ignore[arg-type]
         (
-            "tries",
-            lambda: store.reschedule(
-                job_id, "x", next_run_at=T0, priority=None, reset_tries=False, tries=-1
-            ),
+            "settlements[0].command.tries",
+            lambda: settle_one_sync(store, job_id, "x", rescheduled(T0, tries=-1)),
         ),
     ]
     for field, call in cases:
         with pytest.raises(InvalidOptionError) as refused:
             call()
         assert refused.value.field == field
-    assert [r.id for r in store.find_jobs(state="due", now=T0)] == [job_id]  # type: ignore[arg-type]
+    assert [r.id for r in store.find_records(state="due", now=T0)] == [job_id]  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------- steering vs brute force
@@ -128,7 +127,7 @@ def steering_store(specs: list[SteeringSpec]) -> SyncInMemoryJobStore:
     """A store of the records of ``specs`` (the unique constraints kept: a taken identifier
     or a second recurrent record of a name is dropped)."""
     store = SyncInMemoryJobStore()
-    for name, job_type, offset, terminal, lock, released, tries, uid in specs:
+    for name, job_type, offset, is_terminal, lock, is_released, tries, uid in specs:
         record = JobRecord(
             id=new_record_id(),
             job_name=name,
@@ -137,10 +136,10 @@ def steering_store(specs: list[SteeringSpec]) -> SyncInMemoryJobStore:
             next_run_at=T0 + offset * S,
             partition=0,
             unique_identifier=uid,
-            status=JobStatus.MAX_TRIES_REACHED if terminal else None,
+            status=JobStatus.MAX_TRIES_REACHED if is_terminal else None,
             lock_id=None if lock is None else new_execution_id(),
             locked_until=None if lock is None else T0 + lock * S,
-            lock_released_at=None if released is None else T0 + released * S,
+            lock_released_at=None if is_released is None else T0 + is_released * S,
             tries=tries,
         )
         with contextlib.suppress(StoreError):
@@ -150,7 +149,7 @@ def steering_store(specs: list[SteeringSpec]) -> SyncInMemoryJobStore:
 
 def every_record(store: SyncInMemoryJobStore) -> list[JobRecord]:
     records = store.all_records()
-    assert records == store.find_jobs(limit=10_000)
+    assert records == store.find_records(limit=10_000)
     return records
 
 
@@ -188,7 +187,7 @@ def test_find_jobs_matches_a_brute_force_filter(
         and (state is None or r.state(now) is state)
         and (after is None or r.id > after)
     ][:limit]
-    found = store.find_jobs(
+    found = store.find_records(
         job_name=name, state=state, unique_identifier=uid, after=after, limit=limit, now=now
     )
     assert found == expected
@@ -227,8 +226,8 @@ def test_status_counts_and_delete_jobs_match_record_state(
             oldest_due_at=min((r.next_run_at for r in waiting), default=None),
         )  # fmt: skip
     doomed = {r.id for r in records if r.state(now) is state and name in (None, r.job_name)}
-    assert store.delete_jobs(job_name=name, state=state, now=now, dry_run=True) == len(doomed)
+    assert store.delete_records(job_name=name, state=state, now=now, dry_run=True) == len(doomed)
     assert every_record(store) == records
-    assert store.delete_jobs(job_name=name, state=state, now=now) == len(doomed)
+    assert store.delete_records(job_name=name, state=state, now=now) == len(doomed)
     assert [r.id for r in every_record(store)] == [r.id for r in records if r.id not in doomed]
     check_index(store)

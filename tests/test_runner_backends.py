@@ -61,14 +61,14 @@ def test_shutdown_cancellation_and_shielded_cleanup_on_a_runner(backend: str) ->
             with anyio.fail_after(10):
                 await workers.stop(grace=0.05)
         assert cleaned == [True]
-        [record] = [r for r in await store.find_jobs() if r.job_name == "forever"]
+        [record] = [r for r in await store.find_records() if r.job_name == "forever"]
         assert record.tries == 1
         # The lock was released at shutdown: another instance claims the job again at once.
         async with Workers(store, jobs, workers_count=2, poll_interval=0.05) as workers:
             with anyio.fail_after(10):
                 await after_ran.wait()
             await workers.stop(grace=0)
-        [record] = [r for r in await store.find_jobs() if r.job_name == "forever"]
+        [record] = [r for r in await store.find_records() if r.job_name == "forever"]
         assert record.tries == 2
         assert seen == ["unset"]
 

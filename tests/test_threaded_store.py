@@ -55,7 +55,7 @@ class ThreadRecordingStore(SyncInMemoryJobStore):
         self.max_active = 0
         self._counter_lock = threading.Lock()
 
-    def get_job(self, job_id: str) -> JobRecord | None:
+    def get_record(self, job_id: str) -> JobRecord | None:
         with self._counter_lock:
             self.threads.add(threading.get_ident())
             self.active += 1
@@ -63,7 +63,7 @@ class ThreadRecordingStore(SyncInMemoryJobStore):
         time.sleep(0.005)
         with self._counter_lock:
             self.active -= 1
-        return super().get_job(job_id)
+        return super().get_record(job_id)
 
 
 async def test_calls_run_in_worker_threads_bounded_by_the_limiter() -> None:
@@ -71,11 +71,11 @@ async def test_calls_run_in_worker_threads_bounded_by_the_limiter() -> None:
     store: AsyncJobStore = ThreadedJobStore(sync_store, anyio.CapacityLimiter(1))
     assert isinstance(store, AsyncJobStore)
     job = new_job()
-    assert await store.schedule(job) == Scheduled(job.id)
+    assert await store.insert_job(job) == Scheduled(job.id)
     job_id = job.id
     async with anyio.create_task_group() as tg:
         for _ in range(4):
-            tg.start_soon(store.get_job, job_id)
+            tg.start_soon(store.get_record, job_id)
     assert sync_store.max_active == 1
     assert threading.get_ident() not in sync_store.threads
 
@@ -94,7 +94,7 @@ class GatedClaimStore(SyncInMemoryJobStore):
 
 async def test_a_started_call_completes_when_its_caller_is_cancelled() -> None:
     sync_store = GatedClaimStore()
-    sync_store.schedule(new_job())
+    sync_store.insert_job(new_job())
     store = ThreadedJobStore(sync_store)
     assert store.sync_store is sync_store
     request = claim_request()

@@ -30,8 +30,7 @@ from dogs_core.domain.archiving import (
     ArchiveReport,
     outlives_default_retention,
 )
-from dogs_core.runtime.archive_ports import ThreadedArchiveStore, archive_port_of
-from dogs_core.runtime.client import DogsClient
+from dogs_core.runtime.threaded import ThreadedJobStore
 from dogs_mongo._async.archive import MongoArchiver
 from dogs_mongo._sync.archive import MongoArchiver as SyncMongoArchiver
 from dogs_mongo.cli_common import (
@@ -44,6 +43,7 @@ from dogs_mongo.cli_common import (
     with_connection,
 )
 from dogs_mongo.cli_tables import print_json, stamp
+from dogs_mongo.container import DogsContainer
 
 __all__ = ["archive", "archive_table"]
 
@@ -128,7 +128,7 @@ def archive(
     async def go() -> ArchiveReport:
         async with connected_client(container) as client:
             with user_errors():
-                _use_collections(client, history_archive, records_archive)
+                _use_collections(container, history_archive, records_archive)
                 return await client.archive(
                     older_than=age,
                     batch_size=batch_size,
@@ -180,12 +180,12 @@ def _older_than(value: str) -> timedelta:
     return age
 
 
-def _use_collections(client: DogsClient, history: str | None, records: str | None) -> None:
+def _use_collections(container: DogsContainer, history: str | None, records: str | None) -> None:
     if history is None and records is None:
         return
-    store = archive_port_of(client.store)
-    if isinstance(store, ThreadedArchiveStore):
-        store = store.sync
+    store: object = container.store()
+    if isinstance(store, ThreadedJobStore):
+        store = store.sync_store
     if not isinstance(store, MongoArchiver | SyncMongoArchiver):
         fail("--history-archive/--records-archive need a MongoDB store")
     store.use_archive_collections(history=history, records=records)

@@ -16,8 +16,6 @@ import dataclasses
 from collections.abc import Sequence
 from datetime import datetime
 
-import anyio.lowlevel
-
 from dogs_core.domain.archiving import (
     ArchiveKind,
     check_archive_batch,
@@ -28,7 +26,7 @@ from dogs_core.domain.archiving import (
 from dogs_core.domain.records import HistoryRecord, JobRecord
 from dogs_testing._memory_state import MemoryState, _history_row, _is_terminal, _out, _unindex
 
-__all__ = ["ArchivedCopy", "AsyncMemoryArchive", "MemoryArchive"]
+__all__ = ["ArchivedCopy", "MemoryArchive"]
 
 
 @dataclasses.dataclass(slots=True)
@@ -177,57 +175,3 @@ class MemoryArchive(MemoryState):
             and record.max_tries_reached_at == copied.max_tries_reached_at
         ):
             self._put(record, None)
-
-
-class AsyncMemoryArchive:
-    """The archive part of the async face: each call made on the sync face ``sync`` after one
-    scheduling checkpoint, like every call of :class:`~dogs_testing.memory.InMemoryJobStore`."""
-
-    sync: MemoryArchive
-
-    async def setup_archive(self) -> None:
-        await anyio.lowlevel.checkpoint()
-        self.sync.setup_archive()
-
-    async def archive_history(
-        self, *, cutoff: datetime, batch_size: int, archived_at: datetime
-    ) -> int:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.archive_history(
-            cutoff=cutoff, batch_size=batch_size, archived_at=archived_at
-        )
-
-    async def archive_failed_records(
-        self, *, cutoff: datetime, batch_size: int, archived_at: datetime
-    ) -> int:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.archive_failed_records(
-            cutoff=cutoff, batch_size=batch_size, archived_at=archived_at
-        )
-
-    async def count_archivable(self, kind: ArchiveKind, *, cutoff: datetime) -> int:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.count_archivable(kind, cutoff=cutoff)
-
-    async def count_archived(self, kind: ArchiveKind) -> int:
-        await anyio.lowlevel.checkpoint()
-        return self.sync.count_archived(kind)
-
-    async def copy_batch(
-        self, kind: ArchiveKind, *, cutoff: datetime, batch_size: int, archived_at: datetime
-    ) -> int:
-        """See :meth:`MemoryArchive.copy_batch`."""
-        await anyio.lowlevel.checkpoint()
-        return self.sync.copy_batch(
-            kind, cutoff=cutoff, batch_size=batch_size, archived_at=archived_at
-        )
-
-    async def archived_keys(self, kind: ArchiveKind) -> list[str]:
-        """See :meth:`MemoryArchive.archived_keys`."""
-        await anyio.lowlevel.checkpoint()
-        return self.sync.archived_keys(kind)
-
-    async def archived(self, kind: ArchiveKind) -> dict[str, ArchivedCopy]:
-        """See :meth:`MemoryArchive.archived`."""
-        await anyio.lowlevel.checkpoint()
-        return self.sync.archived(kind)

@@ -1,7 +1,7 @@
-"""The fleet controls of the in-memory store (:mod:`dogs_core.domain.controls`): pauses,
-concurrency slots, rate windows and leases. Each call runs under the state's one lock, so it is
-one atomic step, as each of the MongoDB store's single-document writes is. See
-:mod:`dogs_testing.memory`.
+"""The controls role of the in-memory store (:mod:`dogs_core.domain.controls`): pauses,
+concurrency slots and rate windows (leases: ``dogs_testing._memory_leases``). Each call runs
+under the state's one lock, so it is one atomic step, as each of the MongoDB store's
+single-document writes is. See :mod:`dogs_testing.memory`.
 
 What is kept:
 
@@ -13,8 +13,6 @@ What is kept:
 * rate windows: per ``(job_name, key)``, the count of each window by its start, in the order
   the windows were first used; a window is forgotten one day after its end, measured by the
   start of a later window of the same key (MongoDB's ``purgeAt``, without needing a clock);
-* leases: per name, the last holder (``None`` once released), its fencing token and ``until``,
-  kept forever (the token sequence must survive a release).
 
 Times are kept truncated to the millisecond (BSON dates), so every comparison is made in
 milliseconds, as on MongoDB. Input is checked as the MongoDB store checks it (non-empty names,
@@ -25,14 +23,11 @@ and nothing is written.
 
 from __future__ import annotations
 
-from collections.abc import Generator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from dogs_core.domain import validation
 from dogs_core.domain.controls import (
-    Lease,
-    check_lease,
     check_limit_key,
     check_slot,
 )
@@ -61,15 +56,6 @@ class _Window:
     count: int
 
 
-@dataclass(slots=True)
-class _LeaseRow:
-    """A lease as stored: ``owner`` is ``None`` once released; ``token`` is the last one given."""
-
-    owner: str | None
-    token: int
-    until: datetime
-
-
 class MemoryControls(MemoryState):
     """The fleet controls' part of the port over :class:`MemoryState` (the store's sync face
     adds the rest)."""
@@ -79,7 +65,6 @@ class MemoryControls(MemoryState):
         self._paused: dict[str, datetime] = {}  # job name (or "*") -> paused at
         self._slots: dict[tuple[str, str], dict[int, _Held]] = {}
         self._windows: dict[tuple[str, str], dict[datetime, _Window]] = {}
-        self._leases: dict[str, _LeaseRow] = {}
 
     # ------------------------------------------------------------------ pause
 
@@ -100,11 +85,6 @@ class MemoryControls(MemoryState):
     def paused_names(self) -> frozenset[str]:
         with self._state():
             return frozenset(self._paused)
-
-    def watch_pauses(self) -> Generator[list[str], None, None]:
-        """The port's feed of the names paused or resumed (by a call that changed something;
-        see :mod:`dogs_testing._memory_feeds`)."""
-        return self._feeds.watch_pauses()
 
     # ------------------------------------------------------------------ concurrency slots
 
@@ -207,57 +187,6 @@ class MemoryControls(MemoryState):
                 return False
             window.count += 1
             return True
-
-    # ------------------------------------------------------------------ leases
-
-    def acquire_lease(self, name: str, *, owner: str, until: datetime, now: datetime) -> int | None:
-        validation.text("name", name)
-        validation.text("owner", owner)
-        at = to_millis(now)
-        with self._state():
-            row = self._leases.get(name)
-            if row is not None and row.owner is not None and row.until > at:
-                return None
-            token = 1 if row is None else row.token + 1
-            self._leases[name] = _LeaseRow(owner, token, to_millis(until))
-            return token
-
-    def renew_lease(
-        self, name: str, *, owner: str, token: int, until: datetime, now: datetime
-    ) -> bool:
-        check_lease(name, owner, token)
-        at = to_millis(now)
-        with self._state():
-            row = self._held_lease(name, owner, token)
-            if row is None or row.until <= at:
-                return False
-            row.until = to_millis(until)
-            return True
-
-    def release_lease(self, name: str, *, owner: str, token: int) -> bool:
-        """Fenced by ``owner`` and ``token`` only: a lapsed lease nobody took over is released
-        too (as MongoDB's ``updateOne({_id, owner, token})``)."""
-        check_lease(name, owner, token)
-        with self._state():
-            row = self._held_lease(name, owner, token)
-            if row is None:
-                return False
-            row.owner = None
-            return True
-
-    def get_lease(self, name: str) -> Lease | None:
-        validation.text("name", name)
-        with self._state():
-            row = self._leases.get(name)
-            if row is None or row.owner is None:
-                return None
-            return Lease(name=name, owner=row.owner, token=row.token, expires_at=row.until)
-
-    def _held_lease(self, name: str, owner: str, token: int) -> _LeaseRow | None:
-        row = self._leases.get(name)
-        if row is None or row.owner is None or row.owner != owner or row.token != token:
-            return None
-        return row
 
 
 def _own_slot(slots: dict[int, _Held], holder: str, limit: int) -> int | None:

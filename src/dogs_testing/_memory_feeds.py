@@ -141,28 +141,26 @@ class FeedHub:
     # Every feed is a generator that checks its arguments at its first next(), as the MongoDB
     # store's feeds do (an async generator runs nothing before it is advanced).
 
-    def watch_records(self, job_names: Sequence[str]) -> Generator[list[RecordChange], None, None]:
+    def records(self, job_names: Sequence[str]) -> Generator[list[RecordChange], None, None]:
         return self._sync_feed("records", lambda: _name_filter(job_names))
 
-    def watch_history(
+    def history(
         self, *, job_ids: Sequence[str] | None = None, job_names: Sequence[str] | None = None
     ) -> Generator[list[HistoryRecord], None, None]:
         return self._sync_feed("history", lambda: _history_filter(job_ids, job_names))
 
-    def watch_pauses(self) -> Generator[list[str], None, None]:
+    def pauses(self) -> Generator[list[str], None, None]:
         return self._sync_feed("pauses", lambda: _every)
 
-    def watch_records_async(
-        self, job_names: Sequence[str]
-    ) -> AsyncGenerator[list[RecordChange], None]:
+    def records_async(self, job_names: Sequence[str]) -> AsyncGenerator[list[RecordChange], None]:
         return self._async_feed("records", lambda: _name_filter(job_names))
 
-    def watch_history_async(
+    def history_async(
         self, *, job_ids: Sequence[str] | None = None, job_names: Sequence[str] | None = None
     ) -> AsyncGenerator[list[HistoryRecord], None]:
         return self._async_feed("history", lambda: _history_filter(job_ids, job_names))
 
-    def watch_pauses_async(self) -> AsyncGenerator[list[str], None]:
+    def pauses_async(self) -> AsyncGenerator[list[str], None]:
         return self._async_feed("pauses", lambda: _every)
 
     def _sync_feed(

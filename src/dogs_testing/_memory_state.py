@@ -43,6 +43,15 @@ _Bucket = tuple[int, str]  # (partition, job_name)
 _MIN_DT = datetime.min.replace(tzinfo=UTC)
 _CAPABILITIES = StoreCapabilities(claim_path="memory", supports_probe=True)
 
+#: What ending a lock for good unsets (reschedule, terminal mark, releasing every lock).
+_NO_LOCK: dict[str, Any] = {
+    "lock_id": None,
+    "locked_until": None,
+    "claim_was_stale": None,
+    "lock_owner": None,
+    "lock_released_at": None,
+}
+
 
 def _is_terminal(record: JobRecord) -> bool:
     return record.type is JobType.EVENT and record.status is JobStatus.MAX_TRIES_REACHED

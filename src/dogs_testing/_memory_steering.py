@@ -1,7 +1,8 @@
-"""What an operator reads and changes in the in-memory store: ``find_jobs`` by state with a
-cursor, ``status_counts``, and the atomic steps behind cancel, retry, reschedule and delete
-(``delete_job``, ``modify_job``, ``delete_jobs``). Each runs under the state's lock, so it is
-one atomic step against every claim and fenced write. See :mod:`dogs_testing.memory`.
+"""The steering role of the in-memory store: what an operator reads and changes,
+``get_record``, ``find_records`` by state with a cursor, and the atomic steps behind cancel,
+retry, reschedule and delete (``delete_record``, ``modify_record``, ``delete_records``). Each
+runs under the state's lock, so it is one atomic step against every claim and fenced write.
+See :mod:`dogs_testing.memory`.
 """
 
 from __future__ import annotations
@@ -13,23 +14,24 @@ from datetime import datetime
 from typing import Any
 
 from dogs_core.domain import validation
-from dogs_core.domain.records import JobRecord, JobState, NameStatus, to_millis
+from dogs_core.domain.records import JobRecord, JobState, to_millis
 from dogs_core.domain.steering import JobChange, check_bulk_state, check_state
 from dogs_core.errors import InvalidOptionError
 from dogs_testing._memory_state import MemoryState, _is_terminal, _ms, _out
 
 __all__ = ["MemorySteering"]
 
-# The states counted as waiting to run, and those counted as later, by status_counts (a
-# retrying record goes to one or the other by its next run).
-_DUE_LIKE = frozenset({JobState.DUE, JobState.RETRYING})
-
 
 class MemorySteering(MemoryState):
     """The operators' part of the port over :class:`MemoryState` (the store's sync face adds
     the rest)."""
 
-    def find_jobs(
+    def get_record(self, job_id: str) -> JobRecord | None:
+        with self._state():
+            record = self._records.get(job_id)
+            return None if record is None else _out(record)
+
+    def find_records(
         self,
         *,
         job_name: str | None = None,
@@ -65,16 +67,7 @@ class MemorySteering(MemoryState):
             )
             return [_out(r) for r in heapq.nsmallest(limit, matching, key=_record_id)]
 
-    def status_counts(self, *, now: datetime) -> list[NameStatus]:
-        """Per job name, each record counted once by its :meth:`JobRecord.state`: ``due``
-        (due, and retrying with ``next_run_at <= now``), ``scheduled_later`` (scheduled, and
-        the other retrying ones), ``running``, ``stale``, ``terminal`` (failed); the oldest
-        next run of the due and stale records."""
-        with self._state():
-            at = to_millis(now)
-            return [self._name_status(name, at) for name in sorted(self._by_name)]
-
-    def delete_job(
+    def delete_record(
         self,
         job_id: str,
         *,
@@ -95,7 +88,7 @@ class MemorySteering(MemoryState):
             self._put(old, None)
             return _out(old)
 
-    def modify_job(self, job_id: str, change: JobChange, *, now: datetime) -> JobRecord | None:
+    def modify_record(self, job_id: str, change: JobChange, *, now: datetime) -> JobRecord | None:
         """The port's compare-and-set: ``change`` applied unless the record is running at
         ``now``; the lock fields are kept."""
         if not isinstance(change, JobChange):
@@ -111,7 +104,7 @@ class MemorySteering(MemoryState):
                 self._feeds.offer_record(new)
             return _out(new)
 
-    def delete_jobs(
+    def delete_records(
         self, *, job_name: str | None, state: JobState, now: datetime, dry_run: bool = False
     ) -> int:
         """The port's bulk delete (or count) of one state, in one atomic step."""
@@ -144,35 +137,6 @@ class MemorySteering(MemoryState):
         if job_name is not None:
             return [self._records[i] for i in self._by_name.get(job_name, ())]
         return list(self._records.values())
-
-    def _name_status(self, name: str, now: datetime) -> NameStatus:
-        counts: dict[str, int] = dict.fromkeys(
-            ("due", "scheduled_later", "running", "stale", "terminal"), 0
-        )
-        oldest: datetime | None = None
-        for record_id in self._by_name[name]:
-            record = self._records[record_id]
-            state = record.state(now)
-            if state is JobState.FAILED:
-                counts["terminal"] += 1
-            elif state in (JobState.RUNNING, JobState.STALE):
-                counts[state.value] += 1
-            elif state in _DUE_LIKE and record.next_run_at <= now:
-                counts["due"] += 1
-            else:
-                counts["scheduled_later"] += 1
-            waiting = state is JobState.STALE or (state in _DUE_LIKE and record.next_run_at <= now)
-            if waiting and (oldest is None or record.next_run_at < oldest):
-                oldest = record.next_run_at
-        return NameStatus(
-            job_name=name,
-            due=counts["due"],
-            scheduled_later=counts["scheduled_later"],
-            running=counts["running"],
-            stale=counts["stale"],
-            terminal=counts["terminal"],
-            oldest_due_at=oldest,
-        )
 
 
 def _record_id(record: JobRecord) -> str:

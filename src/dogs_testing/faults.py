@@ -35,7 +35,7 @@ share one ``stats`` object so that a test can print one closing report::
     stats = FaultStats()
     plan = FaultPlan.random(error_rate=0.05, ambiguous_rate=0.05, delay_rate=0.1, max_delay=2.0)
     store = FaultyJobStore(InMemoryJobStore(), plan, rng=random.Random(7), stats=stats)
-    store.fail_next("complete_many", FaultKind.ERROR_AFTER)  # a chosen call, once
+    store.fail_next("settle_many", FaultKind.ERROR_AFTER)  # a chosen call, once
     ...
     print(stats.report())
 
@@ -45,6 +45,7 @@ share one ``stats`` object so that a test can print one closing report::
 from __future__ import annotations
 
 import enum
+import inspect
 import math
 import random
 from collections import Counter
@@ -55,7 +56,7 @@ from typing import Final, TypeVar
 import anyio
 
 from dogs_core.errors import ChangeFeedUnavailableError, InvalidOptionError, TransientStoreError
-from dogs_core.ports import AsyncJobStore
+from dogs_core.ports import AsyncArchiveStore, AsyncJobStore
 from dogs_testing.wrapper import JobStoreWrapper
 
 __all__ = [
@@ -73,70 +74,52 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: Port methods that change the store (an ``ERROR_AFTER`` on them is ambiguous).
-WRITE_METHODS: Final = frozenset(
-    {
-        "setup",
-        "schedule",
-        "schedule_many",
-        "ensure_recurrent",
-        "claim",
-        "claim_many",
-        "extend_lock",
-        "complete_many",
-        "reschedule",
-        "mark_max_tries_reached",
-        "demote_stale",
-        "release_lock",
-        "reconcile_partitions",
-        "backfill_retention",
-        "unlock_all",
-        "write_history_many",
-        "delete_job",
-        "modify_job",
-        "delete_jobs",
-        "set_paused",
-        "acquire_slot",
-        "renew_slot",
-        "release_slot",
-        "take_rate_token",
-        "acquire_lease",
-        "renew_lease",
-        "release_lease",
-    }
-)
-#: Port methods that only read.
+
+def _port_methods() -> tuple[frozenset[str], frozenset[str]]:
+    """Every method of the port's roles (the archive's included), read off the role
+    protocols, and those that open a feed (not coroutine functions)."""
+    methods: dict[str, object] = {}
+    for protocol in (AsyncJobStore, AsyncArchiveStore):
+        for role in protocol.__mro__:
+            if role.__module__.startswith("dogs_core.ports"):
+                methods.update(
+                    (name, member)
+                    for name, member in vars(role).items()
+                    if callable(member) and not name.startswith("_")
+                )
+    feeds = {name for name, member in methods.items() if not inspect.iscoroutinefunction(member)}
+    return frozenset(methods) - {"close"}, frozenset(feeds)
+
+
+_ALL_METHODS, _FEEDS = _port_methods()
+
+#: Port methods that only read (every other method is taken for a write).
 READ_METHODS: Final = frozenset(
     {
         "capabilities",
         "server_time",
         "probe",
-        "get_executions",
-        "get_job",
-        "find_jobs",
+        "read_history",
+        "get_record",
+        "find_records",
         "status_counts",
         "job_stats",
         "paused_names",
         "held_slots",
         "get_lease",
+        "count_archivable",
+        "count_archived",
     }
 )
 #: Port methods that open a change feed (faulted batch by batch).
-FEED_METHODS: Final = frozenset({"watch_records", "watch_history", "watch_pauses"})
+FEED_METHODS: Final = _FEEDS
+#: Port methods that change the store (an ``ERROR_AFTER`` on them is ambiguous).
+WRITE_METHODS: Final = _ALL_METHODS - READ_METHODS - FEED_METHODS
 #: Every port method a plan may name (``close`` is never faulted).
-PORT_METHODS: Final = WRITE_METHODS | READ_METHODS | FEED_METHODS
+PORT_METHODS: Final = _ALL_METHODS
 
 #: The fenced writes an execution makes on behalf of its lock.
-FENCED_METHODS: Final = frozenset(
-    {
-        "extend_lock",
-        "complete_many",
-        "reschedule",
-        "mark_max_tries_reached",
-        "demote_stale",
-        "release_lock",
-    }
-)
+FENCED_METHODS: Final = frozenset({"extend_lock", "settle_many"})
 
 
 class FaultKind(enum.StrEnum):

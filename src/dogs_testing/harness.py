@@ -382,7 +382,7 @@ class JobsHarness:
 
     def history(self, job: JobDefinition | str) -> list[HistoryRecord]:
         """Every finished execution of ``job``, oldest first."""
-        rows = self.store.sync.get_executions(_name(job), limit=_HISTORY_LIMIT)
+        rows = self.store.sync.read_history(_name(job), limit=_HISTORY_LIMIT)
         return sorted(rows, key=lambda row: (row.started_at, row.ended_at))
 
     # -- assertions ------------------------------------------------------------------------------

@@ -27,6 +27,10 @@ class JobStoreWrapper(ForwardingJobStore):
     def __init__(self, inner: AsyncJobStore) -> None:
         self.inner = inner
 
+    @property
+    def _wrapped(self) -> object:
+        return self.inner
+
     async def around(self, method: str, call: Callable[[], Awaitable[T]]) -> T:
         """Run one port call; ``method`` is its name. Override to add behaviour."""
         return await call()

@@ -289,13 +289,13 @@ def test_a_post_without_a_valid_token_is_refused(env: Env) -> None:
     token = env.token()
     env.http.cookies.clear()  # a token without its cookie, as a forged cross-site form has
     assert env.post("delete", token, job_id=job_id, confirmed="yes").status_code == 403
-    assert env.store.sync.get_job(job_id) is not None
+    assert env.store.sync.get_record(job_id) is not None
 
 
 def test_get_never_acts(env: Env) -> None:
     job_id = env.schedule()
     assert env.http.get(f"/actions/delete?job_id={job_id}&confirmed=yes").status_code == 405
-    assert env.store.sync.get_job(job_id) is not None
+    assert env.store.sync.get_record(job_id) is not None
 
 
 def test_an_unconfirmed_action_asks_first(env: Env) -> None:
@@ -305,25 +305,25 @@ def test_an_unconfirmed_action_asks_first(env: Env) -> None:
     assert response.status_code == 200
     assert 'id="confirm-form"' in response.text
     assert 'name="confirmed" value="yes"' in response.text
-    assert env.store.sync.get_job(job_id) is not None
+    assert env.store.sync.get_record(job_id) is not None
     done = env.post("delete", token, job_id=job_id, next="/jobs", confirmed="yes")
     assert done.status_code == 303
     assert done.headers["location"].startswith("/jobs?msg=Deleted+send_email")
-    assert env.store.sync.get_job(job_id) is None
+    assert env.store.sync.get_record(job_id) is None
 
 
 def test_cancel_retry_pause_resume(env: Env) -> None:
     token = env.token()
     job_id = env.schedule(run_in="1h")
     assert env.post("cancel", token, job_id=job_id, confirmed="yes").status_code == 303
-    assert env.store.sync.get_job(job_id) is None
-    rows = env.store.sync.get_executions(job_id=job_id)
+    assert env.store.sync.get_record(job_id) is None
+    rows = env.store.sync.read_history(job_id=job_id)
     assert [row.status for row in rows] == [HistoryStatus.CANCELLED]
 
     record = failed_record()
     env.store.sync.insert_record(record)
     assert env.post("retry", token, job_id=record.id, confirmed="yes").status_code == 303
-    revived = env.store.sync.get_job(record.id)
+    revived = env.store.sync.get_record(record.id)
     assert revived is not None
     assert revived.status is None
     assert revived.tries == 0
@@ -372,7 +372,7 @@ def test_read_only_has_no_buttons_and_refuses_every_post(read_only_env: Env) -> 
     # Even a well-formed token is refused: there is no action in read-only mode.
     response = env.post("delete", "0" * 64, job_id=job_id, confirmed="yes")
     assert response.status_code == 403
-    assert env.store.sync.get_job(job_id) is not None
+    assert env.store.sync.get_record(job_id) is not None
 
 
 # -- mounting -------------------------------------------------------------------------------
@@ -406,7 +406,7 @@ def test_mounted_under_a_prefix() -> None:
         )
         assert response.status_code == 303
         assert response.headers["location"].startswith("/ops/dogs/jobs?msg=")
-        assert store.sync.get_job(outcome.id) is None
+        assert store.sync.get_record(outcome.id) is None
         # Outside the mount point, "next" falls back to the dashboard's home.
         again = http.post(
             "/ops/dogs/actions/pause",

@@ -173,7 +173,7 @@ def test_retry_now(browser: WebDriver, served: ServedDashboard, store: MongoJobS
     browser.get(f"{served.url}/jobs/{failed}")
     act(browser, "retry", failed, accept=True)
     assert "is due now" in text(browser, "#flash")
-    record = store.get_job(failed)
+    record = store.get_record(failed)
     assert record is not None
     assert record.status is None
     assert record.tries == 0
@@ -186,8 +186,8 @@ def test_cancel(
     browser.get(f"{served.url}/jobs/{job_id}")
     act(browser, "cancel", job_id, accept=True)
     assert f"Cancelled send_report {job_id}" in text(browser, "#flash")
-    assert store.get_job(job_id) is None
-    rows = store.get_executions(job_id=job_id)
+    assert store.get_record(job_id) is None
+    rows = store.read_history(job_id=job_id)
     assert [row.status for row in rows] == [HistoryStatus.CANCELLED]
 
 
@@ -197,10 +197,10 @@ def test_delete_asks_first(
     job_id = _id(client.schedule(send_report, {"to": "b"}, run_in="1h"))
     browser.get(f"{served.url}/jobs?name=send_report")
     act(browser, "delete", job_id, accept=False)  # "No" in the dialog: nothing happens
-    assert store.get_job(job_id) is not None
+    assert store.get_record(job_id) is not None
     act(browser, "delete", job_id, accept=True)
     assert f"Deleted send_report {job_id}" in text(browser, "#flash")
-    assert store.get_job(job_id) is None
+    assert store.get_record(job_id) is None
     assert job_id not in job_rows(browser)
 
 

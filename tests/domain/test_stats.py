@@ -17,12 +17,12 @@ from dogs_core.domain.stats import (
     JobStats,
     check_stats_names,
     check_stats_window,
-    job_stats,
     minute_buckets,
     minute_start,
     nearest_rank,
     nearest_rank_index,
     stats_from_history,
+    stats_of_name,
 )
 from dogs_core.errors import InvalidOptionError
 
@@ -192,7 +192,7 @@ def test_snoozed_and_cancelled_rows_have_no_success_rate() -> None:
 
 
 def test_job_stats_fills_every_minute_and_drops_minutes_outside() -> None:
-    stats = job_stats(
+    stats = stats_of_name(
         "a",
         since=T0 + timedelta(seconds=30),
         until=T0 + 2 * _MIN,

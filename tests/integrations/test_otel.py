@@ -269,7 +269,7 @@ async def test_schedule_many_is_one_span_and_every_record_carries_its_context(
     assert schedule.attributes["dogs.schedule.count"] == 3
     assert schedule.attributes["messaging.batch.message_count"] == 3
     assert "dogs.job.id" not in schedule.attributes, "ids are per record, the span per call"
-    records = store.sync.find_jobs(limit=10)
+    records = store.sync.find_records(limit=10)
     assert len(records) == 3
     await run_for(workers, 3)
     runs = t.spans("run ping")

@@ -18,6 +18,7 @@ from dogs_core.ids import new_execution_id, new_record_id
 from dogs_mongo import MongoJobStore
 from dogs_mongo import queries as q
 from dogs_mongo.queries import archive as qa
+from dogs_testing.settling import settle_one_sync, terminal
 
 pytestmark = pytest.mark.mongo
 
@@ -69,7 +70,7 @@ def _failed(store: MongoJobStore, days: float) -> str:
         priority=100,
         partition=0,
     )
-    store.schedule(job)
+    store.insert_job(job)
     claimed = store.claim(
         ClaimRequest(
             job_names=("f",),
@@ -81,7 +82,7 @@ def _failed(store: MongoJobStore, days: float) -> str:
         )
     )
     assert claimed is not None
-    assert store.mark_max_tries_reached(job.id, claimed.execution_id, now=moment, expires_at=None)
+    assert settle_one_sync(store, job.id, claimed.execution_id, terminal(moment))
     return job.id
 
 

@@ -35,10 +35,11 @@ from dogs_core.ids import new_execution_id, new_record_id
 from dogs_core.runtime.threaded import ThreadedJobStore
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_mongo import queries as q
-from dogs_mongo._async import changes as async_changes
+from dogs_mongo._async import feeds as async_changes
 from dogs_mongo.mongod import find_mongod_binary
 from dogs_testing.contract.base import _history
 from dogs_testing.contract.feeds import opened, read_until
+from dogs_testing.settling import demoted, released, rescheduled, settle_one, terminal
 
 from .test_queries import ADDITIVE_HISTORY_INDEXES, DOGS_HISTORY_INDEXES
 
@@ -142,15 +143,15 @@ async def test_claims_and_renewals_are_not_reported_releases_are(
     marker = now + timedelta(hours=1)
     async with aclosing(store.watch_records(["a"])) as feed:
         await opened(feed)
-        await store.schedule(_job(at=now - timedelta(seconds=1)))
+        await store.insert_job(_job(at=now - timedelta(seconds=1)))
         claimed = await store.claim(_claim_request(now))
         assert claimed is not None
         for seconds in (2, 30, 600):  # renewals, a short lock time included
             assert await store.extend_lock(
                 claimed.job_id, claimed.execution_id, _now() + timedelta(seconds=seconds)
             )
-        assert await store.release_lock(claimed.job_id, claimed.execution_id, now=_now())
-        await store.schedule(_job(at=marker))
+        assert await settle_one(store, claimed.job_id, claimed.execution_id, released(_now()))
+        await store.insert_job(_job(at=marker))
         changes = await read_until(feed, _is_at(marker))
     assert changes == [
         RecordChange(job_name="a", partition=0, next_run_at=now - timedelta(seconds=1)),
@@ -163,14 +164,14 @@ async def test_reschedule_and_partition_repair_carry_what_they_set(
     store: AsyncMongoJobStore,
 ) -> None:
     now = _now()
-    await store.schedule(_job(at=now))
+    await store.insert_job(_job(at=now))
     claimed = await store.claim(_claim_request(now))
     assert claimed is not None
     later = now + timedelta(minutes=5)
     async with aclosing(store.watch_records(["a"])) as feed:
         await opened(feed)
-        assert await store.reschedule(
-            claimed.job_id, claimed.execution_id, next_run_at=later, priority=None, reset_tries=True
+        assert await settle_one(
+            store, claimed.job_id, claimed.execution_id, rescheduled(later, reset_tries=True)
         )
         await store.records_collection.update_one({"_id": claimed.job_id}, q.reconcile_update(3))
         changes = await read_until(feed, lambda items: any(c.partition == 3 for c in items))
@@ -179,17 +180,15 @@ async def test_reschedule_and_partition_repair_carry_what_they_set(
 
 async def test_a_terminal_mark_and_a_demotion_are_not_reported(store: AsyncMongoJobStore) -> None:
     now = _now()
-    await store.schedule(_job(at=now))
+    await store.insert_job(_job(at=now))
     first = await store.claim(_claim_request(now))
     assert first is not None
     marker = now + timedelta(hours=2)
     async with aclosing(store.watch_records(["a"])) as feed:
         await opened(feed)
-        assert await store.demote_stale(first.job_id, first.execution_id)
-        assert await store.mark_max_tries_reached(
-            first.job_id, first.execution_id, now=now, expires_at=None
-        )
-        await store.schedule(_job(at=marker))
+        assert await settle_one(store, first.job_id, first.execution_id, demoted())
+        assert await settle_one(store, first.job_id, first.execution_id, terminal(now))
+        await store.insert_job(_job(at=marker))
         changes = await read_until(feed, _is_at(marker))
     assert changes == [RecordChange(job_name="a", partition=0, next_run_at=marker)]
 
@@ -227,7 +226,7 @@ async def test_a_killed_cursor_is_resumed(
             )
         )
         at = _now() + timedelta(minutes=1)
-        await store.schedule(_job(at=at))
+        await store.insert_job(_job(at=at))
         changes = await read_until(feed, _is_at(at))
     assert RecordChange(job_name="a", partition=0, next_run_at=at) in changes
 
@@ -240,7 +239,7 @@ async def test_failures_pymongo_cannot_resume_are_reopened_from_the_token(
         await opened(feed)
         # Inserted while the stream is failing: reported once it is reopened after its token.
         missed = _now() + timedelta(minutes=1)
-        await store.schedule(_job(at=missed))
+        await store.insert_job(_job(at=missed))
         fail_point(["getMore", "aggregate"], times=3)  # getMore, PyMongo's resume, ours
         changes = await read_until(feed, _is_at(missed))
     assert RecordChange(job_name="a", partition=0, next_run_at=missed) in changes
@@ -463,7 +462,7 @@ async def test_a_standalone_server_has_no_change_feeds(standalone_uri: str) -> N
             async with aclosing(feed):
                 with pytest.raises(ChangeFeedUnavailableError, match="replica set"):
                     await feed.__anext__()
-        await store.schedule(_job(at=_now()))  # the store itself works: polling stays
+        await store.insert_job(_job(at=_now()))  # the store itself works: polling stays
     finally:
         await client.drop_database("dogs_standalone")
         await client.close()

@@ -50,7 +50,7 @@ async def test_64_claimers_claim_5000_jobs_exactly_once(
         )
         for i in range(JOBS)
     ]
-    result = await async_store.schedule_many(jobs)
+    result = await async_store.insert_jobs(jobs)
     assert (result.scheduled_count, result.errors) == (JOBS, ())
     path = (await async_store.capabilities()).claim_path
 

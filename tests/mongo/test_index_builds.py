@@ -100,7 +100,7 @@ def _request(hint: str, partition: int = 0) -> ClaimRequest:
 
 async def _schedule(store: AsyncMongoJobStore, count: int) -> None:
     for _ in range(count):
-        await store.schedule(_new_job())
+        await store.insert_job(_new_job())
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -188,7 +188,7 @@ def test_the_sync_store_falls_back_too(
     store.setup()
     store.capabilities()
     job = _new_job()
-    store.schedule(job)
+    store.insert_job(job)
     store.records_collection.drop_index(BY_JOB_NAME)
 
     claimed = store.claim_many([_request("byJobName")])

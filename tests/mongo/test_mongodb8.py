@@ -67,14 +67,14 @@ def test_the_races_are_found() -> None:
     known = {
         "test_concurrent_claimers_claim_each_job_exactly_once",
         "test_concurrent_claim_many_calls_claim_each_job_exactly_once",
-        "test_delete_job_against_a_claim_in_flight",
-        "test_delete_job_during_a_renewal",
+        "test_delete_record_against_a_claim_in_flight",
+        "test_delete_record_during_a_renewal",
         "test_reschedule_racing_a_claim",
         "test_two_operators_deleting_at_once",
         "test_concurrent_pauses_change_it_once",
     }
     assert known <= RACES
-    assert "test_release_lock_makes_the_record_claimable_at_once" not in RACES
+    assert "test_release_makes_the_record_claimable_at_once" not in RACES
     assert "test_claim_many_returns_what_claims_in_a_row_return" not in RACES
     assert set(TOO_SLOW_ON_THE_EMULATOR) <= {n for n in dir(JobStoreContract) if n[:5] == "test_"}
 
@@ -141,17 +141,17 @@ async def test_sorted_claim_records_staleness_in_the_document(
     mongo8_store: AsyncMongoJobStore,
 ) -> None:
     job = NewJob(new_record_id(), "a", {"n": 1}, T0 - timedelta(seconds=1), 100, 0)
-    await mongo8_store.schedule(job)
+    await mongo8_store.insert_job(job)
     first = await mongo8_store.claim(_request(T0))
     assert first is not None
     assert (first.tries, first.was_stale) == (1, False)
-    record = await mongo8_store.get_job(job.id)
+    record = await mongo8_store.get_record(job.id)
     assert record is not None
     assert record.claim_was_stale is False
     second = await mongo8_store.claim(_request(T0 + timedelta(seconds=10)))
     assert second is not None
     assert (second.job_id, second.tries, second.was_stale) == (job.id, 2, True)
-    record = await mongo8_store.get_job(job.id)
+    record = await mongo8_store.get_record(job.id)
     assert record is not None
     assert (record.claim_was_stale, record.lock_id) == (True, second.lock_id)
 

@@ -157,7 +157,7 @@ def test_the_cli_writes_nothing_for_an_unsafe_priority_or_param(
     params = f'{{"seconds": 0, "n": {2**53}}}'
     result = invoke(runner, "schedule", REGISTRY, "nap", "--params", params, env=env)
     assert_clean_error(result, "params.n=9007199254740992", "as a string")
-    assert list(sync_store.find_jobs()) == []
+    assert list(sync_store.find_records()) == []
     scheduled = invoke(
         runner, "schedule", REGISTRY, "nap", "--priority", str(MAX_SAFE_INTEGER), env=env
     )
@@ -165,6 +165,6 @@ def test_the_cli_writes_nothing_for_an_unsafe_priority_or_param(
     job_id = scheduled.stdout.split()[1]
     moved = invoke(runner, "jobs", "reschedule", job_id, "--priority", str(2**63 - 1), env=env)
     assert_clean_error(moved, f"--priority {2**63 - 1}:", "MAX_SAFE_INTEGER")
-    record = sync_store.get_job(job_id)
+    record = sync_store.get_record(job_id)
     assert record is not None
     assert record.priority == MAX_SAFE_INTEGER

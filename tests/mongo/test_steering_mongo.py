@@ -40,6 +40,7 @@ from dogs_core.domain.steering import JobChange, retry_now_change
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_mongo import queries as q
+from dogs_testing.settling import released, rescheduled, settle_one_sync, terminal
 
 pytestmark = [pytest.mark.mongo]
 
@@ -147,13 +148,13 @@ def test_pipeline_claims_write_the_owner_the_release_and_the_attempt_they_took_o
 ) -> None:
     records = sync_store.records_collection
     job = _job()
-    sync_store.schedule(job)
+    sync_store.insert_job(job)
     [first] = sync_store.claim_many([_request(lock_for=10 * _S)])
     assert (first.owner, first.was_stale, first.previous_attempt) == (W1, False, None)
     # claimWasStale false, no staleAttempt, no lockReleasedAt ($$REMOVE writes nothing).
     assert _types(records, job.id) == {**_LOCKED_TYPES, "claimWasStale": "bool", **_OWNER_TYPES}
 
-    assert sync_store.release_lock(job.id, first.lock_id, now=T0 + _S)
+    assert settle_one_sync(sync_store, job.id, first.lock_id, released(T0 + _S))
     stored = records.find_one({"_id": job.id})
     assert stored is not None
     assert stored["lockReleasedAt"] == stored["lockedUntil"] == T0 + _S
@@ -203,11 +204,9 @@ def test_pipeline_claims_write_the_owner_the_release_and_the_attempt_they_took_o
 
     # The end of a lock removes every lock field, ours too: Dogs' examples.pendingEvent again
     # (with the tries of the attempts).
-    assert sync_store.reschedule(
-        job.id, fourth.lock_id, next_run_at=T0, priority=None, reset_tries=False, tries=3
-    )
+    assert settle_one_sync(sync_store, job.id, fourth.lock_id, rescheduled(T0, tries=3))
     assert _types(records, job.id) == {**_PENDING_TYPES, "lastRunAt": "date", "tries": "int"}
-    record = sync_store.get_job(job.id)
+    record = sync_store.get_record(job.id)
     assert record is not None
     assert (record.lock_owner, record.lock_released_at, record.tries) == (None, None, 3)
 
@@ -215,10 +214,10 @@ def test_pipeline_claims_write_the_owner_the_release_and_the_attempt_they_took_o
 def test_a_terminal_mark_and_unlock_all_remove_our_lock_fields(sync_store: MongoJobStore) -> None:
     records = sync_store.records_collection
     jobs = [_job(partition=p) for p in (0, 1)]
-    sync_store.schedule_many(jobs)
-    terminal = sync_store.claim(_request(partition=0))
-    assert terminal is not None
-    assert sync_store.mark_max_tries_reached(jobs[0].id, terminal.lock_id, now=T0, expires_at=None)
+    sync_store.insert_jobs(jobs)
+    failed = sync_store.claim(_request(partition=0))
+    assert failed is not None
+    assert settle_one_sync(sync_store, jobs[0].id, failed.lock_id, terminal(T0))
     assert set(_types(records, jobs[0].id)) == {
         *_PENDING_TYPES,
         "lastRunAt",
@@ -226,10 +225,10 @@ def test_a_terminal_mark_and_unlock_all_remove_our_lock_fields(sync_store: Mongo
         "status",
         "maxTriesReachedAt",
     }  # examples.maxTriesReached without expiresAt
-    released = sync_store.claim(_request(partition=1))
-    assert released is not None
-    assert sync_store.release_lock(jobs[1].id, released.lock_id, now=T0)
-    assert sync_store.unlock_all() == 1
+    given_back = sync_store.claim(_request(partition=1))
+    assert given_back is not None
+    assert settle_one_sync(sync_store, jobs[1].id, given_back.lock_id, released(T0))
+    assert sync_store.release_all_locks() == 1
     stored = records.find_one({"_id": jobs[1].id})
     assert stored is not None
     assert not {"lockId", "lockedUntil", "lockOwner", "lockReleasedAt"} & set(stored)
@@ -295,39 +294,39 @@ def _node_reschedule(
 def test_node_claims_and_runs_a_job_a_python_worker_released(sync_store: MongoJobStore) -> None:
     records = sync_store.records_collection
     job = _job()
-    sync_store.schedule(job)
+    sync_store.insert_job(job)
     ours = sync_store.claim(_request())
     assert ours is not None
-    assert sync_store.release_lock(job.id, ours.lock_id, now=T0 + _S)
-    [record] = sync_store.find_jobs(state=JobState.RETRYING, now=T0 + _S)  # waiting, not stale
+    assert settle_one_sync(sync_store, job.id, ours.lock_id, released(T0 + _S))
+    [record] = sync_store.find_records(state=JobState.RETRYING, now=T0 + _S)  # waiting, not stale
     assert (record.id, record.lock_released, record.lock_owner) == (job.id, True, W1)
 
     lock_id, before = _node_claim(records, now=T0 + _S)
     assert before is not None
     assert before["_id"] == job.id
     # While Node runs it, it is running (Node's lock is later than the release)...
-    [running] = sync_store.find_jobs(state=JobState.RUNNING, now=T0 + 2 * _S)
+    [running] = sync_store.find_records(state=JobState.RUNNING, now=T0 + 2 * _S)
     assert (running.lock_id, running.lock_released, running.tries) == (lock_id, False, 2)
     # ...and stale when Node's lock expires: a Node claim over a release is a live lock.
-    assert [r.id for r in sync_store.find_jobs(state=JobState.STALE, now=T0 + _MIN)] == [job.id]
+    assert [r.id for r in sync_store.find_records(state=JobState.STALE, now=T0 + _MIN)] == [job.id]
     assert _node_complete(records, job.id, lock_id)
-    assert sync_store.get_job(job.id) is None
+    assert sync_store.get_record(job.id) is None
     assert not _node_complete(records, job.id, ours.lock_id)  # the released execution is fenced
 
 
 def test_node_runs_a_failed_job_revived_by_retry_now(sync_store: MongoJobStore) -> None:
     records = sync_store.records_collection
     job = _job()
-    sync_store.schedule(job)
+    sync_store.insert_job(job)
     claimed = sync_store.claim(_request())
     assert claimed is not None
-    assert sync_store.mark_max_tries_reached(
-        job.id, claimed.lock_id, now=T0, expires_at=T0 + timedelta(days=7)
+    assert settle_one_sync(
+        sync_store, job.id, claimed.lock_id, terminal(T0, expires_at=T0 + timedelta(days=7))
     )
     assert _node_claim(records, now=T0 + _MIN)[1] is None  # terminal: Node leaves it alone
-    failed = sync_store.get_job(job.id)
+    failed = sync_store.get_record(job.id)
     assert failed is not None
-    revived = sync_store.modify_job(job.id, retry_now_change(failed, T0 + _MIN), now=T0 + _MIN)
+    revived = sync_store.modify_record(job.id, retry_now_change(failed, T0 + _MIN), now=T0 + _MIN)
     assert revived is not None
     assert (revived.status, revived.expires_at, revived.tries) == (None, None, 0)
     lock_id, before = _node_claim(records, now=T0 + _MIN)
@@ -339,11 +338,11 @@ def test_node_runs_a_failed_job_revived_by_retry_now(sync_store: MongoJobStore) 
 def test_node_never_claims_a_cancelled_or_deleted_job(sync_store: MongoJobStore) -> None:
     records = sync_store.records_collection
     jobs = [_job(), _job(), _job(at=T0 + _MIN), _job()]
-    sync_store.schedule_many(jobs)
-    assert sync_store.delete_job(jobs[0].id, unless_running_at=T0) is not None
-    assert sync_store.delete_jobs(job_name="echo", state=JobState.DUE, now=T0) == 2
-    assert sync_store.delete_jobs(job_name=None, state=JobState.SCHEDULED, now=T0) == 1
-    assert sync_store.find_jobs() == []
+    sync_store.insert_jobs(jobs)
+    assert sync_store.delete_record(jobs[0].id, unless_running_at=T0) is not None
+    assert sync_store.delete_records(job_name="echo", state=JobState.DUE, now=T0) == 2
+    assert sync_store.delete_records(job_name=None, state=JobState.SCHEDULED, now=T0) == 1
+    assert sync_store.find_records() == []
     for moment in (T0, T0 + 2 * _MIN):
         assert _node_claim(records, now=moment)[1] is None
 
@@ -355,9 +354,9 @@ def test_node_deleting_a_job_our_operator_deleted_under_it_matches_nothing(
     matches nothing (Node treats the execution as stale), and no other worker claims it."""
     records = sync_store.records_collection
     job = _job()
-    sync_store.schedule(job)
+    sync_store.insert_job(job)
     lock_id, _ = _node_claim(records, now=T0)
-    deleted = sync_store.delete_job(job.id)
+    deleted = sync_store.delete_record(job.id)
     assert deleted is not None
     assert deleted.lock_id == lock_id
     assert not _node_complete(records, job.id, lock_id)
@@ -367,14 +366,12 @@ def test_node_deleting_a_job_our_operator_deleted_under_it_matches_nothing(
 def test_node_claims_a_snoozed_job_with_its_try_given_back(sync_store: MongoJobStore) -> None:
     records = sync_store.records_collection
     job = _job()
-    sync_store.schedule(job)
+    sync_store.insert_job(job)
     claimed = sync_store.claim(_request())
     assert claimed is not None
     assert claimed.tries == 1
-    assert sync_store.reschedule(
-        job.id, claimed.lock_id, next_run_at=T0 + _S, priority=None, reset_tries=False, tries=0
-    )
-    assert [r.id for r in sync_store.find_jobs(state=JobState.SCHEDULED, now=T0)] == [job.id]
+    assert settle_one_sync(sync_store, job.id, claimed.lock_id, rescheduled(T0 + _S, tries=0))
+    assert [r.id for r in sync_store.find_records(state=JobState.SCHEDULED, now=T0)] == [job.id]
     lock_id, before = _node_claim(records, now=T0 + _S)
     assert before is not None
     assert before["tries"] == 0
@@ -387,7 +384,7 @@ def test_our_claims_take_over_the_attempt_of_a_node_worker_that_died(
 ) -> None:
     records = sync_store.records_collection
     jobs = [_job(partition=p) for p in (0, 1)]
-    sync_store.schedule_many(jobs)
+    sync_store.insert_jobs(jobs)
     node_locks = [_node_claim(records, now=T0, partition=p)[0] for p in (0, 1)]
     later = T0 + _MIN
     # Both claim paths see a stale claim and name Node's attempt (Node writes no owner).
@@ -407,11 +404,11 @@ def test_our_claim_after_a_node_reschedule_is_no_recovery(sync_store: MongoJobSt
     sync_store.ensure_recurrent("tick", priority=100, partition=0, now=T0 - _S)
     ours = sync_store.claim(_request())
     assert ours is not None
-    assert sync_store.release_lock(ours.job_id, ours.lock_id, now=T0)
+    assert settle_one_sync(sync_store, ours.job_id, ours.lock_id, released(T0))
     lock_id, before = _node_claim(records, now=T0)
     assert before is not None
     assert _node_reschedule(records, ours.job_id, lock_id, T0 + _S)
-    record = sync_store.get_job(ours.job_id)
+    record = sync_store.get_record(ours.job_id)
     assert record is not None
     assert record.state(T0 + _S) is JobState.DUE
     [again] = sync_store.claim_many([_request(now=T0 + _S, owner=W2)])
@@ -466,12 +463,12 @@ def test_node_history_upsert_after_our_first_row_keeps_our_status(
         },
         upsert=True,
     )
-    [row] = sync_store.get_executions(job_id="j")
+    [row] = sync_store.read_history(job_id="j")
     assert row.status is HistoryStatus.CANCELLED  # Node's $setOnInsert wrote nothing
     assert row.ended_at == T0 + 9 * _S  # ... but its $set did (docs/differences.md)
     # The other way round: a row Node wrote first is left whole by ours.
     sync_store.write_history_many([_row("node-exec", HistoryStatus.SUCCESS, was_stale=True)])
-    assert sync_store.get_executions(job_id="j") == [row]
+    assert sync_store.read_history(job_id="j") == [row]
     assert history.count_documents({}) == 1
 
 
@@ -510,7 +507,7 @@ def test_find_jobs_of_every_state_is_served_by_an_index(
             )
         assert not plan.scans_collection, plan
         assert plan.indexes == (_EXPECTED_INDEX[plan.state],), plan
-        found = sync_store.find_jobs(job_name=plan.job_name, state=plan.state, now=T0)
+        found = sync_store.find_records(job_name=plan.job_name, state=plan.state, now=T0)
         assert plan.returned == len(found) > 0, plan
         if plan.state in (JobState.RUNNING, JobState.STALE):
             assert plan.docs_examined <= locked < seeded // 10, plan  # only locked records
@@ -522,23 +519,21 @@ def test_reads_without_their_index_fall_back_and_say_so(
     sync_store: MongoJobStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     jobs = [_job(partition=p) for p in (0, 1)]
-    sync_store.schedule_many(jobs)
+    sync_store.insert_jobs(jobs)
     claimed = sync_store.claim(_request())
     assert claimed is not None
-    assert sync_store.mark_max_tries_reached(
-        claimed.job_id, claimed.lock_id, now=T0, expires_at=None
-    )
+    assert settle_one_sync(sync_store, claimed.job_id, claimed.lock_id, terminal(T0))
     sync_store.records_collection.drop_index(q.FAILED_INDEX_NAME)  # a database Node set up
     with caplog.at_level(logging.WARNING, logger="dogs.mongo.store"):
         for _ in range(2):
-            [failed] = sync_store.find_jobs(state=JobState.FAILED, now=T0)
+            [failed] = sync_store.find_records(state=JobState.FAILED, now=T0)
             assert failed.id == claimed.job_id
-        assert sync_store.delete_jobs(job_name=None, state=JobState.FAILED, now=T0, dry_run=True)
-        assert sync_store.delete_jobs(job_name="echo", state=JobState.FAILED, now=T0) == 1
+        assert sync_store.delete_records(job_name=None, state=JobState.FAILED, now=T0, dry_run=True)
+        assert sync_store.delete_records(job_name="echo", state=JobState.FAILED, now=T0) == 1
     warnings = [r for r in caplog.records if "is missing" in r.getMessage()]
     assert len(warnings) == 1  # once per index and store
     assert "status: 1, jobName: 1, _id: 1" in warnings[0].getMessage()
-    assert [r.id for r in sync_store.find_jobs()] == [jobs[1].id]
+    assert [r.id for r in sync_store.find_records()] == [jobs[1].id]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -558,10 +553,10 @@ def test_get_executions_orders_ties_by_ended_at_on_every_page(sync_store: MongoJ
     ]
     sync_store.write_history_many(rows)
     full = sorted(rows, key=lambda r: (r.started_at, r.ended_at), reverse=True)
-    assert sync_store.get_executions(job_id="j", limit=100) == full
+    assert sync_store.read_history(job_id="j", limit=100) == full
     for limit in range(1, 5):
         for skip in range(len(rows) + 1):
-            page = sync_store.get_executions("echo", limit=limit, skip=skip)
+            page = sync_store.read_history("echo", limit=limit, skip=skip)
             assert page == full[skip : skip + limit], (limit, skip)
 
 
@@ -623,14 +618,14 @@ def test_state_filters_and_status_counts_agree_with_record_state(
     records.delete_many({})
     records.insert_many(documents)
     now = T0 + at * _S
-    stored = sorted(sync_store.find_jobs(limit=1000), key=lambda r: r.id)
+    stored = sorted(sync_store.find_records(limit=1000), key=lambda r: r.id)
     for state in JobState:
         wanted = [r.id for r in stored if r.state(now) is state]
-        assert [r.id for r in sync_store.find_jobs(state=state, now=now)] == wanted, state
+        assert [r.id for r in sync_store.find_records(state=state, now=now)] == wanted, state
         if state is not JobState.RUNNING:
             # A bulk delete never takes a live lock (a failed record may hold one).
             deletable = [r for r in stored if r.id in wanted and not _live(r, now)]
-            count = sync_store.delete_jobs(job_name=None, state=state, now=now, dry_run=True)
+            count = sync_store.delete_records(job_name=None, state=state, now=now, dry_run=True)
             assert count == len(deletable), state
     by_name = {s.job_name: s for s in sync_store.status_counts(now=now)}
     for name in {r.job_name for r in stored}:
@@ -682,9 +677,9 @@ def test_a_lock_without_a_lock_id_is_in_no_state_until_it_is_cleared(
             "tries": 1,
         }
     )
-    assert [r.id for r in sync_store.find_jobs()] == [record_id]
+    assert [r.id for r in sync_store.find_records()] == [record_id]
     for state in JobState:
-        assert sync_store.find_jobs(state=state, now=T0) == [], state
+        assert sync_store.find_records(state=state, now=T0) == [], state
     [counts] = sync_store.status_counts(now=T0)
     assert counts.running == 1
 
@@ -692,13 +687,13 @@ def test_a_lock_without_a_lock_id_is_in_no_state_until_it_is_cleared(
 @pytest.mark.anyio
 async def test_the_async_store_steers_as_the_sync_one(async_store: AsyncMongoJobStore) -> None:
     job = _job()
-    await async_store.schedule(job)
-    changed = await async_store.modify_job(job.id, JobChange(priority=5), now=T0)
+    await async_store.insert_job(job)
+    changed = await async_store.modify_record(job.id, JobChange(priority=5), now=T0)
     assert changed is not None
     assert changed.priority == 5
-    [found] = await async_store.find_jobs(state=JobState.DUE, now=T0)
+    [found] = await async_store.find_records(state=JobState.DUE, now=T0)
     assert found == changed
-    assert await async_store.delete_jobs(job_name=None, state=JobState.DUE, now=T0, dry_run=True)
-    deleted = await async_store.delete_job(job.id, unless_failed=True)
+    assert await async_store.delete_records(job_name=None, state=JobState.DUE, now=T0, dry_run=True)
+    deleted = await async_store.delete_record(job.id, unless_failed=True)
     assert deleted == changed
-    assert await async_store.find_jobs() == []
+    assert await async_store.find_records() == []

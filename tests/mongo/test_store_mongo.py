@@ -35,6 +35,7 @@ from dogs_core.errors import InvalidOptionError, InvalidParamsError, StoreError,
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_mongo import queries as q
+from dogs_testing.settling import completed, rescheduled, settle_one, terminal
 
 from .test_queries import (
     ADDITIVE_HISTORY_INDEXES,
@@ -318,7 +319,7 @@ async def test_stored_bson_types_match_dogs(async_store: AsyncMongoJobStore) -> 
     job = _job(
         "echo", partition=0, uid="dump-unique-1", params={"n": 1.5, "tags": ["a", "b"]}, priority=7
     )
-    assert await async_store.schedule(job) == Scheduled(job.id)
+    assert await async_store.insert_job(job) == Scheduled(job.id)
     pending_types = await _types(records, job.id)
     assert pending_types == {  # examples.pendingEventScheduleJob
         "_id": "string",
@@ -334,7 +335,7 @@ async def test_stored_bson_types_match_dogs(async_store: AsyncMongoJobStore) -> 
     assert stored is not None
     assert list(stored) == list(pending_types)  # Dogs' field order
     bare = _job("noop", partition=3)
-    await async_store.schedule_many([bare])
+    await async_store.insert_jobs([bare])
     assert (await _types(records, bare.id))["params"] == "null"  # pendingEventNoParams
 
     claimed = await async_store.claim(_request("echo", partition=0))
@@ -346,8 +347,8 @@ async def test_stored_bson_types_match_dogs(async_store: AsyncMongoJobStore) -> 
         "lockedUntil": "date",
         "tries": "int",
     }
-    assert await async_store.mark_max_tries_reached(
-        job.id, claimed.lock_id, now=T0, expires_at=T0 + timedelta(days=7)
+    assert await settle_one(
+        async_store, job.id, claimed.lock_id, terminal(T0, expires_at=T0 + timedelta(days=7))
     )
     assert await _types(records, job.id) == {  # examples.maxTriesReached
         **pending_types,
@@ -359,15 +360,14 @@ async def test_stored_bson_types_match_dogs(async_store: AsyncMongoJobStore) -> 
     }
 
     await async_store.ensure_recurrent("cronTick", priority=100, partition=3, now=T0)
-    [tick] = await async_store.find_jobs(job_name="cronTick")
+    [tick] = await async_store.find_records(job_name="cronTick")
     tick_claim = await async_store.claim(_request("cronTick", partition=3))
     assert tick_claim is not None
-    assert await async_store.reschedule(
+    assert await settle_one(
+        async_store,
         tick.id,
         tick_claim.lock_id,
-        next_run_at=T0 + timedelta(hours=1),
-        priority=100,
-        reset_tries=True,
+        rescheduled(T0 + timedelta(hours=1), priority=100, reset_tries=True),
     )
     assert await _types(records, tick.id) == {  # examples.recurrent
         "_id": "string",
@@ -437,7 +437,7 @@ async def test_concurrent_bulk_schedulers_with_overlapping_identifiers(
 
     async def schedule_all() -> None:
         jobs = [_job(partition=i % 4, uid=f"u{i}", params={"i": i}) for i in range(250)]
-        results.append(await async_store.schedule_many(jobs))
+        results.append(await async_store.insert_jobs(jobs))
 
     async with anyio.create_task_group() as tg:
         for _ in range(4):
@@ -445,7 +445,7 @@ async def test_concurrent_bulk_schedulers_with_overlapping_identifiers(
     assert sum(r.scheduled_count for r in results) == 250
     assert sum(r.skipped_count for r in results) == 750
     assert [r.errors for r in results] == [()] * 4
-    records = await async_store.find_jobs(limit=1000)
+    records = await async_store.find_records(limit=1000)
     assert len(records) == 250
     assert len({r.unique_identifier for r in records}) == 250
     owners = {r.unique_identifier: r.id for r in records}
@@ -461,7 +461,7 @@ async def test_schedule_many_item_errors_do_not_block_the_others(
     async_store: AsyncMongoJobStore,
 ) -> None:
     existing = _job(uid="taken")
-    await async_store.schedule(existing)
+    await async_store.insert_job(existing)
     jobs = [
         _job(params={"ok": 1}),
         _job(params={"blob": "x" * q.MAX_BSON_DOCUMENT_SIZE}),  # over 16 MiB: never sent
@@ -470,7 +470,7 @@ async def test_schedule_many_item_errors_do_not_block_the_others(
         _job(uid="taken", params={"other": True}),
         _job(),
     ]
-    result = await async_store.schedule_many(jobs)
+    result = await async_store.insert_jobs(jobs)
     assert (result.scheduled_count, result.skipped_count) == (3, 1)
     assert [(error.index, type(error.error)) for error in result.errors] == [
         (1, InvalidParamsError),
@@ -485,22 +485,22 @@ async def test_schedule_many_item_errors_do_not_block_the_others(
         Duplicate(existing.id, "taken"),
         Scheduled(jobs[5].id),
     )
-    assert len(await async_store.find_jobs()) == 4
+    assert len(await async_store.find_records()) == 4
 
 
 async def test_schedule_refuses_a_record_over_16_mib(async_store: AsyncMongoJobStore) -> None:
     with pytest.raises(InvalidParamsError, match="16777216-byte BSON document limit"):
-        await async_store.schedule(_job(params={"blob": "x" * q.MAX_BSON_DOCUMENT_SIZE}))
-    assert await async_store.find_jobs() == []
+        await async_store.insert_job(_job(params={"blob": "x" * q.MAX_BSON_DOCUMENT_SIZE}))
+    assert await async_store.find_records() == []
 
 
 async def test_ensure_recurrent_leaves_event_records_of_that_name_alone(
     async_store: AsyncMongoJobStore,
 ) -> None:
     event = _job("report", partition=1, priority=3)
-    await async_store.schedule(event)
+    await async_store.insert_job(event)
     await async_store.ensure_recurrent("report", priority=100, partition=2, now=T0)
-    records = {r.type: r for r in await async_store.find_jobs(job_name="report")}
+    records = {r.type: r for r in await async_store.find_records(job_name="report")}
     assert set(records) == {JobType.EVENT, JobType.RECURRENT}
     assert records[JobType.EVENT].priority == 3
     assert (records[JobType.RECURRENT].partition, records[JobType.RECURRENT].next_run_at) == (
@@ -518,7 +518,7 @@ def test_reconciler_never_moves_a_job_claimed_after_its_scan(sync_store: MongoJo
     """The compare-and-set repeats the scan's conditions: a claim between the scan and the
     update makes the update match nothing."""
     job = _job(partition=-1)
-    sync_store.schedule(job)
+    sync_store.insert_job(job)
     raced: list[Any] = []
 
     def claim_then_choose() -> int:
@@ -535,13 +535,13 @@ def test_reconciler_never_moves_a_job_claimed_after_its_scan(sync_store: MongoJo
     )
     assert raced[0] is not None
     assert modified == 0
-    record = sync_store.get_job(job.id)
+    record = sync_store.get_record(job.id)
     assert record is not None
     assert (record.partition, record.lock_id) == (-1, raced[0].lock_id)
 
 
 def test_reconciler_refuses_a_partition_out_of_range(sync_store: MongoJobStore) -> None:
-    sync_store.schedule(_job(partition=-1))
+    sync_store.insert_job(_job(partition=-1))
     with pytest.raises(InvalidOptionError, match=r"^choose_partition\(\) returned 2, outside") as e:
         sync_store.reconcile_partitions(
             job_names=["a"], n_partitions=2, now=T0, limit=10, choose_partition=lambda: 2
@@ -556,7 +556,7 @@ async def test_probe_explains_the_claim_query_with_each_hint(
 ) -> None:
     store = AsyncMongoJobStore(recorded_client, mongo_database_name)
     await store.setup()
-    await store.schedule_many([_job(partition=p % 2, priority=p) for p in range(20)])
+    await store.insert_jobs([_job(partition=p % 2, priority=p) for p in range(20)])
     recorder.commands.clear()
     for hint in ("byJobName", "globalPriority"):
         millis = await store.probe(hint=hint, job_names=["a"], partition=1, now=T0)
@@ -584,12 +584,12 @@ async def test_claims_and_fenced_writes_use_the_configured_write_concern(
     )
     await store.setup()
     job = _job()
-    await store.schedule(job)
+    await store.insert_job(job)
     recorder.commands.clear()
     claimed = await store.claim(_request())
     assert claimed is not None
     assert await store.extend_lock(job.id, claimed.lock_id, T0 + timedelta(hours=1))
-    assert await store.complete_many([(job.id, claimed.lock_id)]) == [True]
+    assert await settle_one(store, job.id, claimed.lock_id, completed())
     concerns = {
         name: body.get("writeConcern")
         for name, body in recorder.commands
@@ -615,11 +615,11 @@ async def test_history_rows_use_their_own_write_concern(
     )
     await store.setup()
     job = _job()
-    await store.schedule(job)
+    await store.insert_job(job)
     claimed = await store.claim(_request())
     assert claimed is not None
     recorder.commands.clear()
-    assert await store.complete_many([(job.id, claimed.lock_id)]) == [True]
+    assert await settle_one(store, job.id, claimed.lock_id, completed())
     row = HistoryRecord(
         execution_id=claimed.execution_id,
         job_id=job.id,
@@ -641,7 +641,7 @@ async def test_history_rows_use_their_own_write_concern(
     records, history = store.records_collection.name, store.history_collection.name
     assert concerns[("delete", records)] == {"w": "majority"}
     assert [c for (_, coll), c in concerns.items() if coll == history] == [{"w": 1}], concerns
-    assert [r.execution_id for r in await store.get_executions(job.job_name)] == [
+    assert [r.execution_id for r in await store.read_history(job.job_name)] == [
         claimed.execution_id
     ]
 
@@ -655,7 +655,7 @@ async def test_write_conflict_on_a_claim_is_transient_and_not_applied(
     async_store: AsyncMongoJobStore, fail_point: Any
 ) -> None:
     await async_store.capabilities()
-    await async_store.schedule(_job())
+    await async_store.insert_job(_job())
     fail_point({"failCommands": ["findAndModify"], "errorCode": 112})
     with pytest.raises(TransientStoreError, match=r"'code': 112") as raised:
         await async_store.claim(_request())
@@ -667,7 +667,7 @@ async def test_a_dropped_connection_on_a_write_is_transient_and_may_have_applied
     async_store: AsyncMongoJobStore, fail_point: Any
 ) -> None:
     job = _job()
-    await async_store.schedule(job)
+    await async_store.insert_job(job)
     claimed = await async_store.claim(_request())
     assert claimed is not None
     # Twice: PyMongo's retryable write retries once by itself.
@@ -682,7 +682,7 @@ async def test_a_step_down_on_a_write_is_transient(
 ) -> None:
     fail_point({"failCommands": ["insert"], "errorCode": 10107}, times=2)  # NotWritablePrimary
     with pytest.raises(TransientStoreError) as raised:
-        await async_store.schedule(_job())
+        await async_store.insert_job(_job())
     assert raised.value.write_may_have_applied is False
 
 
@@ -750,6 +750,7 @@ async def test_probe_result_without_a_time_is_a_store_error(
     class NoStats:
         def __init__(self, database: Any) -> None:
             self._database = database
+            self.codec_options = database.codec_options
 
         async def command(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
             return {"queryPlanner": {}}
@@ -780,7 +781,7 @@ async def test_claim_many_sends_a_find_one_bulk_update_and_a_read_back(
     store = AsyncMongoJobStore(recorded_client, mongo_database_name, claim_path=claim_path)
     await store.setup()
     jobs = [_job(priority=p) for p in (3, 2, 1)]
-    await store.schedule_many(jobs)
+    await store.insert_jobs(jobs)
     requests = _batch(5)
     recorder.commands.clear()
     claimed = await store.claim_many(requests)
@@ -846,7 +847,7 @@ async def test_claim_many_skips_a_candidate_another_claimer_took_in_between(
     async_store: AsyncMongoJobStore,
 ) -> None:
     jobs = [_job(priority=p) for p in (3, 2, 1)]
-    await async_store.schedule_many(jobs)
+    await async_store.insert_jobs(jobs)
     other: list[Any] = []
 
     async def race() -> None:  # after the candidate scan, before the bulk write
@@ -858,7 +859,7 @@ async def test_claim_many_skips_a_candidate_another_claimer_took_in_between(
     assert taken is not None
     assert taken.job_id == jobs[0].id
     assert [job.job_id for job in claimed] == [jobs[1].id, jobs[2].id]
-    record = await async_store.get_job(jobs[0].id)
+    record = await async_store.get_record(jobs[0].id)
     assert record is not None
     assert (record.lock_id, record.tries) == (taken.lock_id, 1)  # not claimed twice
 
@@ -867,7 +868,7 @@ async def test_claim_many_returns_what_a_write_with_a_lost_reply_claimed(
     async_store: AsyncMongoJobStore,
 ) -> None:
     jobs = [_job(priority=p) for p in (2, 1)]
-    await async_store.schedule_many(jobs)
+    await async_store.insert_jobs(jobs)
     fenced = async_store._fenced
     async_store._fenced = _Intercepted(  # type: ignore[assignment]
         fenced, error_after_write=AutoReconnect("connection closed")
@@ -879,7 +880,7 @@ async def test_claim_many_returns_what_a_write_with_a_lost_reply_claimed(
         (jobs[1].id, requests[1].lock_id, 1),
     ]
     # When the read-back fails too, the write's error is raised: it may have applied.
-    await async_store.schedule(_job(priority=0))
+    await async_store.insert_job(_job(priority=0))
     primary = async_store._primary
     async_store._primary = _Intercepted(primary, finds_before_error=1)  # type: ignore[assignment]
     with pytest.raises(TransientStoreError, match="claim_many failed") as raised:
@@ -892,7 +893,7 @@ async def test_claim_many_whose_read_back_fails_after_a_write_reports_it_may_hav
     async_store: AsyncMongoJobStore,
 ) -> None:
     job = _job()
-    await async_store.schedule(job)
+    await async_store.insert_job(job)
     async_store._primary = _Intercepted(async_store._primary, finds_before_error=1)  # type: ignore[assignment]
     with pytest.raises(TransientStoreError, match="could not be read back") as raised:
         await async_store.claim_many(_batch(2))
@@ -906,12 +907,12 @@ async def test_a_write_conflict_on_claim_many_is_transient_and_not_applied(
     async_store: AsyncMongoJobStore, fail_point: Any
 ) -> None:
     job = _job()
-    await async_store.schedule(job)
+    await async_store.insert_job(job)
     fail_point({"failCommands": ["update"], "errorCode": 112})
     with pytest.raises(TransientStoreError, match=r"'code': 112") as raised:
         await async_store.claim_many(_batch(2))
     assert raised.value.write_may_have_applied is False
-    record = await async_store.get_job(job.id)
+    record = await async_store.get_record(job.id)
     assert record is not None
     assert record.lock_id is None
     assert len(await async_store.claim_many(_batch(2))) == 1  # the retry succeeds
@@ -921,7 +922,7 @@ async def test_claim_many_returns_its_claims_after_a_write_concern_error(
     async_store: AsyncMongoJobStore, fail_point: Any
 ) -> None:
     jobs = [_job(priority=p) for p in (2, 1)]
-    await async_store.schedule_many(jobs)
+    await async_store.insert_jobs(jobs)
     fail_point(
         {
             "failCommands": ["update"],
@@ -936,7 +937,7 @@ async def test_claim_many_claims_around_a_record_it_cannot_update(
     async_store: AsyncMongoJobStore,
 ) -> None:
     poison, good = _job(priority=2), _job(priority=1)
-    await async_store.schedule_many([poison, good])
+    await async_store.insert_jobs([poison, good])
     # `tries` that is not a number: the pipeline's $add fails for this record only.
     await async_store.records_collection.update_one({"_id": poison.id}, {"$set": {"tries": "x"}})
     claimed = await async_store.claim_many(_batch(2))

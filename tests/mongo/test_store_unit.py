@@ -257,10 +257,10 @@ async def test_unreachable_server_raises_transient_errors(
     assert raised.value.write_may_have_applied is False  # capability detection is a read
     job = NewJob(id="x", job_name="a", params=None, next_run_at=NOW, priority=1, partition=0)
     with pytest.raises(TransientStoreError) as raised:
-        await store.schedule(job)
+        await store.insert_job(job)
     assert raised.value.write_may_have_applied is False  # no server was ever selected
     with pytest.raises(TransientStoreError):
-        await store.get_job("x")
+        await store.get_record("x")
 
 
 @pytest.mark.anyio
@@ -280,10 +280,10 @@ async def test_unstorable_params_are_refused_before_any_io(
         id="odd", job_name="a", params={"s": {1, 2}}, next_run_at=NOW, priority=1, partition=0
     )
     with pytest.raises(InvalidParamsError, match="BSON document limit"):
-        await store.schedule(big)
+        await store.insert_job(big)
     with pytest.raises(InvalidParamsError, match="cannot be stored as a BSON document"):
-        await store.schedule(odd)
-    result = await store.schedule_many([big, odd])
+        await store.insert_job(odd)
+    result = await store.insert_jobs([big, odd])
     assert (result.scheduled_count, result.skipped_count) == (0, 0)
     assert [(e.index, type(e.error)) for e in result.errors] == [
         (0, InvalidParamsError),
@@ -299,27 +299,27 @@ async def test_operator_calls_refuse_bad_input_before_any_io(
     """Every refusal below is raised before a server is selected (the client has none)."""
     store = AsyncMongoJobStore(unconnected_client, "db")
     refusals: list[tuple[str, Callable[[], Awaitable[object]]]] = [
-        ("now", lambda: store.find_jobs(state=JobState.DUE)),
-        ("state", lambda: store.find_jobs(state="nowhere", now=NOW)),  # type: ignore[arg-type]
-        ("limit", lambda: store.find_jobs(limit=0)),
-        ("after", lambda: store.find_jobs(after=5)),  # type: ignore[arg-type]
-        ("job_name", lambda: store.find_jobs(job_name=b"a")),  # type: ignore[arg-type]
-        ("state", lambda: store.delete_jobs(job_name=None, state=JobState.RUNNING, now=NOW)),
+        ("now", lambda: store.find_records(state=JobState.DUE)),
+        ("state", lambda: store.find_records(state="nowhere", now=NOW)),  # type: ignore[arg-type]
+        ("limit", lambda: store.find_records(limit=0)),
+        ("after", lambda: store.find_records(after=5)),  # type: ignore[arg-type]
+        ("job_name", lambda: store.find_records(job_name=b"a")),  # type: ignore[arg-type]
+        ("state", lambda: store.delete_records(job_name=None, state=JobState.RUNNING, now=NOW)),
         (
             "dry_run",
-            lambda: store.delete_jobs(job_name=None, state=JobState.DUE, now=NOW, dry_run=1),  # type: ignore[arg-type]
+            lambda: store.delete_records(job_name=None, state=JobState.DUE, now=NOW, dry_run=1),  # type: ignore[arg-type]
         ),
-        ("job_id", lambda: store.delete_job(None)),  # type: ignore[arg-type]
-        ("unless_failed", lambda: store.delete_job("j", unless_failed="yes")),  # type: ignore[arg-type]
-        ("change", lambda: store.modify_job("j", {"priority": 1}, now=NOW)),  # type: ignore[arg-type]
-        ("status", lambda: store.get_executions("a", status="lost")),  # type: ignore[arg-type]
-        ("job_name", lambda: store.get_executions()),
+        ("job_id", lambda: store.delete_record(None)),  # type: ignore[arg-type]
+        ("unless_failed", lambda: store.delete_record("j", unless_failed="yes")),  # type: ignore[arg-type]
+        ("change", lambda: store.modify_record("j", {"priority": 1}, now=NOW)),  # type: ignore[arg-type]
+        ("status", lambda: store.read_history("a", status="lost")),  # type: ignore[arg-type]
+        ("job_name", lambda: store.read_history()),
     ]
     for field, call in refusals:
         with pytest.raises(InvalidOptionError) as refused:
             await call()
         assert refused.value.field == field, field
-    assert await store.get_executions("a", limit=0) == []  # nothing to read: nothing sent
+    assert await store.read_history("a", limit=0) == []  # nothing to read: nothing sent
 
 
 def test_a_motor_client_is_refused_naming_what_to_use() -> None:

@@ -356,7 +356,7 @@ async def test_the_in_memory_store_refuses_a_session(side: Side) -> None:
     else:
         memory = SyncInMemoryJobStore()
         client = Awaited(SyncDogsClient(memory, registry([])))
-        records = memory.find_jobs
+        records = memory.find_records
 
     async def place_order(session: Any) -> None:
         await side.insert_order({"_id": 1}, session)

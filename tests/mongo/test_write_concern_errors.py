@@ -60,7 +60,7 @@ async def test_a_completion_interrupted_after_it_applied_is_a_success(
         outcome = await client.schedule("once")
         async with Workers(store, jobs, poll_interval=0.1, probe_enabled=False) as workers:
             with anyio.fail_after(60):
-                while await store.get_job(outcome.id) is not None:  # type: ignore[union-attr]  # noqa: ASYNC110
+                while await store.get_record(outcome.id) is not None:  # type: ignore[union-attr]  # noqa: ASYNC110
                     await anyio.sleep(0.05)
                 while not await client.get_executions(once):  # noqa: ASYNC110
                     await anyio.sleep(0.05)

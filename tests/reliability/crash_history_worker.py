@@ -25,7 +25,9 @@ from typing import Any
 import anyio
 from pymongo import AsyncMongoClient, WriteConcern
 
+from dogs_core.domain.outcome import Delete
 from dogs_core.domain.records import HistoryRecord, HistoryStatus
+from dogs_core.domain.settle import Settlement
 from dogs_core.runtime import Workers
 from dogs_mongo import AsyncMongoJobStore
 from tests.reliability.crash_worker import RUNS, build_jobs
@@ -51,9 +53,10 @@ class KillingStore(AsyncMongoJobStore):
         await super().write_history_many(records)
         self._count("row", sum(r.status is HistoryStatus.SUCCESS for r in records))
 
-    async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
-        done = await super().complete_many(claims)
-        self._count("completion", sum(done))
+    async def settle_many(self, settlements: Sequence[Settlement]) -> list[bool]:
+        done = await super().settle_many(settlements)
+        completions = (isinstance(s.command, Delete) for s in settlements)
+        self._count("completion", sum(d and c for d, c in zip(done, completions, strict=True)))
         return done
 
 

@@ -539,9 +539,9 @@ def _check(case: Case, error: BaseException) -> None:
 
 
 async def _assert_empty(store: AsyncJobStore) -> None:
-    assert await store.find_jobs() == [], "something was written"
+    assert await store.find_records() == [], "something was written"
     for name in ("send", "place", "draw", "tick"):
-        assert await store.get_executions(name) == []
+        assert await store.read_history(name) == []
 
 
 @pytest.mark.anyio
@@ -612,7 +612,7 @@ async def test_an_oversized_item_of_a_batch_is_an_item_error_in_the_mongo_store(
     assert [item.index for item in result.errors] == [1]
     assert isinstance(result.errors[0].error, InvalidParamsError)
     assert "params" in str(result.errors[0].error)
-    records = await store.find_jobs()
+    records = await store.find_records()
     assert [record.params for record in records] == [{"n": 1}]
 
 

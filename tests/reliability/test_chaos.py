@@ -46,6 +46,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dogs_core.domain.definitions import Discard, Retry
+from dogs_core.domain.outcome import Delete
 from dogs_core.domain.records import (
     HistoryStatus,
     JobStatus,
@@ -53,6 +54,7 @@ from dogs_core.domain.records import (
     Scheduled,
 )
 from dogs_core.domain.schedules import RetryPolicy
+from dogs_core.domain.settle import Settlement
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import DogsClient, JobContext, LoopClock, ScheduleItem, Workers
 from dogs_testing.faults import (
@@ -84,7 +86,7 @@ TICK_EVERY = 7.0
 
 STARTUP_METHODS = frozenset({"setup", "capabilities", "ensure_recurrent"})
 STEADY_METHODS = PORT_METHODS - STARTUP_METHODS
-SCHEDULE_METHODS = frozenset({"setup", "schedule", "schedule_many"})
+SCHEDULE_METHODS = frozenset({"setup", "insert_job", "insert_jobs"})
 
 Params = dict[str, Any] | None
 
@@ -107,20 +109,22 @@ class AuditedMemoryStore(InMemoryJobStore):
         super().__init__()
         self.completed_by: dict[str, set[str]] = {}
 
-    async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
-        # A True verdict also means "already gone": audit only the pairs that held their
-        # record's lock right before the delete. Nothing awaits between the look and the
-        # delete, so no other task can complete the record in between.
+    async def settle_many(self, settlements: Sequence[Settlement]) -> list[bool]:
+        # Audit only the completions that held their record's lock right before the delete.
+        # Nothing awaits between the look and the delete, so no other task can complete the
+        # record in between.
         await anyio.lowlevel.checkpoint()
-        held = [self._holds(job_id, lock_id) for job_id, lock_id in claims]
-        verdicts = self.sync.complete_many(claims)
-        for (job_id, lock_id), was_held, gone in zip(claims, held, verdicts, strict=True):
+        held = [
+            isinstance(s.command, Delete) and self._holds(s.job_id, s.lock_id) for s in settlements
+        ]
+        verdicts = self.sync.settle_many(settlements)
+        for settlement, was_held, gone in zip(settlements, held, verdicts, strict=True):
             if was_held and gone:
-                self.completed_by.setdefault(job_id, set()).add(lock_id)
+                self.completed_by.setdefault(settlement.job_id, set()).add(settlement.lock_id)
         return verdicts
 
     def _holds(self, job_id: str, lock_id: str) -> bool:
-        record = self.sync.get_job(job_id)
+        record = self.sync.get_record(job_id)
         return record is not None and record.type is JobType.EVENT and record.lock_id == lock_id
 
 
@@ -190,7 +194,7 @@ class Chaos:
         self.succeeded: set[str] = set()
         self.discarded: set[str] = set()
         self.tick_starts: list[float] = []
-        self.stored_tries: dict[str, int] = {}
+        self.started_tries: dict[str, int] = {}  # job id -> the highest try a handler ran
         self.counts: Counter[str] = Counter()
         self.problems: list[str] = []
 
@@ -198,6 +202,8 @@ class Chaos:
 
     def _begin(self, ctx: JobContext) -> None:
         self.counts["executions"] += 1
+        ran = self.started_tries.get(ctx.job_id, 0)
+        self.started_tries[ctx.job_id] = max(ran, ctx.tries)
         if ctx.was_stale:
             self.counts["stale_recoveries"] += 1
         self.ledger.started(
@@ -420,13 +426,14 @@ class Chaos:
             elif inst.state == "running" and not inst.workers.running:
                 self.problems.append(f"w{inst.index} stopped running without being stopped")
                 inst.state = "dead"
-        for record in self.inner.sync.find_jobs(limit=1_000_000):
+        for record in self.inner.sync.find_records(limit=1_000_000):
             if record.type is JobType.EVENT:
+                # A claim that never ran may give its try back (a job claimed ahead, given back
+                # at a stop); a try a handler ran is never given back.
                 tries = record.tries or 0
-                before = self.stored_tries.get(record.id, 0)
-                if tries < before:
-                    self.problems.append(f"record {record.id}: tries went from {before} to {tries}")
-                self.stored_tries[record.id] = max(before, tries)
+                ran = self.started_tries.get(record.id, 0)
+                if tries < ran:
+                    self.problems.append(f"record {record.id}: tries {tries} below its run {ran}")
             if record.locked_until is not None:
                 ahead = (record.locked_until - app_now).total_seconds()
                 if ahead > LOCK + 0.002:
@@ -436,7 +443,7 @@ class Chaos:
 
     def settled(self) -> bool:
         """Every scheduled job is deleted or terminal, and nothing is running."""
-        records = {record.id: record for record in self.inner.sync.find_jobs(limit=1_000_000)}
+        records = {record.id: record for record in self.inner.sync.find_records(limit=1_000_000)}
         for job_id in self.scheduled:
             record = records.get(job_id)
             if record is not None and record.status is not JobStatus.MAX_TRIES_REACHED:
@@ -445,7 +452,7 @@ class Chaos:
 
     def final_check(self, quiet_start: float) -> None:
         now = self.clock.now()
-        records = {record.id: record for record in self.inner.sync.find_jobs(limit=1_000_000)}
+        records = {record.id: record for record in self.inner.sync.find_records(limit=1_000_000)}
         for job_id, name in self.scheduled.items():
             record = records.get(job_id)
             if record is None:
@@ -709,8 +716,8 @@ async def test_an_ambiguous_schedule_is_not_run_twice() -> None:
 
     client_store = FaultyJobStore(inner, name="client")
     # The insert lands, its reply takes 2 s and is then lost: the client retries it.
-    client_store.fail_next("schedule", FaultKind.DELAY_AFTER, delay=2.0)
-    client_store.fail_next("schedule", FaultKind.ERROR_AFTER)
+    client_store.fail_next("insert_job", FaultKind.DELAY_AFTER, delay=2.0)
+    client_store.fail_next("insert_job", FaultKind.ERROR_AFTER)
     options: dict[str, Any] = {"clock": clock, "poll_interval": 0.5}
     async with Workers(inner, jobs, rng=random.Random(1), **options) as workers:
         outcome = await DogsClient(client_store, jobs, clock=clock).schedule(once)
@@ -756,7 +763,7 @@ async def test_a_complete_that_matched_nothing_is_not_a_second_success() -> None
             await anyio.sleep(20)
             await b.stop()
         await a.stop()
-    rows = inner.sync.get_executions("slow_first")
+    rows = inner.sync.read_history("slow_first")
     assert sorted((r.tries, r.status) for r in rows) == [
         (1, HistoryStatus.STALE),
         (2, HistoryStatus.SUCCESS),
@@ -779,14 +786,14 @@ async def test_an_ambiguous_reschedule_that_landed_is_still_a_success() -> None:
         return None
 
     faulty = FaultyJobStore(inner)
-    faulty.fail_next("reschedule", FaultKind.ERROR_AFTER)
+    faulty.fail_next("settle_many", FaultKind.ERROR_AFTER)
     async with Workers(faulty, jobs, clock=clock, poll_interval=1) as workers:
         await anyio.sleep(5)
         await workers.stop()
-    assert faulty.stats.count("reschedule", FaultKind.ERROR_AFTER) == 1
-    [record] = inner.sync.find_jobs()
+    assert faulty.stats.count("settle_many", FaultKind.ERROR_AFTER) == 1
+    [record] = inner.sync.find_records()
     assert record.lock_id is None  # the reschedule did land
-    assert [r.status for r in inner.sync.get_executions("hourly")] == [HistoryStatus.SUCCESS]
+    assert [r.status for r in inner.sync.read_history("hourly")] == [HistoryStatus.SUCCESS]
     assert stale_calls == []
 
 

@@ -85,7 +85,7 @@ async def test_a_killed_worker_s_jobs_are_recovered_after_their_locks_expire(
             if started != VICTIMS or await count(job_name="quick", phase="done") != QUICK:
                 return False
             # Completed too: the row is written after the handler and before the delete.
-            left = await store.find_jobs(limit=1_000_000)
+            left = await store.find_records(limit=1_000_000)
             return not any(record.job_name == "quick" for record in left)
 
         await wait_until(all_running, 20, "the first worker runs every job", first)
@@ -96,7 +96,7 @@ async def test_a_killed_worker_s_jobs_are_recovered_after_their_locks_expire(
     # The dead worker's locks are still held: nobody released them.
     locked = [
         record
-        for record in await store.find_jobs(limit=1_000_000)
+        for record in await store.find_records(limit=1_000_000)
         if record.locked_until is not None
     ]
     assert len(locked) == VICTIMS
@@ -133,7 +133,7 @@ async def test_a_killed_worker_s_jobs_are_recovered_after_their_locks_expire(
                 (False, 2, True, "started"),  # recovered: one more try, seen as interrupted
                 (False, 2, True, "done"),
             ]
-    assert await store.find_jobs(limit=1_000_000) == [], (
+    assert await store.find_records(limit=1_000_000) == [], (
         "every job completed: nothing is left, nothing lost"
     )
     recovered_at = min(

@@ -49,7 +49,7 @@ def _worker(uri: str, database: str, *options: str) -> ChildProcess:
 async def _success_rows(store: AsyncMongoJobStore, job_ids: list[str]) -> dict[str, list[str]]:
     rows: dict[str, list[str]] = {}
     for job_id in job_ids:
-        history = await store.get_executions(job_id=job_id, limit=100)
+        history = await store.read_history(job_id=job_id, limit=100)
         rows[job_id] = [r.execution_id for r in history if r.status is HistoryStatus.SUCCESS]
     return rows
 
@@ -84,7 +84,7 @@ async def test_a_kill_right_after_the_row_or_the_completion_loses_nothing(
         assert first.process.returncode == -signal.SIGKILL, first.stderr()
     finally:
         first.stop()
-    left = await store.find_jobs(limit=1_000)
+    left = await store.find_records(limit=1_000)
     if window == "row":
         locked = [r for r in left if r.locked_until is not None]
         assert len(locked) == 1, "the killed job's record is left locked, its row written"
@@ -100,7 +100,7 @@ async def test_a_kill_right_after_the_row_or_the_completion_loses_nothing(
     async with workers:
 
         async def drained() -> bool:
-            return await store.find_jobs(limit=1) == []
+            return await store.find_records(limit=1) == []
 
         await wait_until(drained, 30, "the second worker completes every job")
         await workers.stop(grace=1)
@@ -148,7 +148,7 @@ async def test_random_kills_of_two_workers_lose_no_job_and_no_row(
             workers[index].wait_ready()
 
         async def drained() -> bool:
-            return await store.find_jobs(limit=1) == []
+            return await store.find_records(limit=1) == []
 
         await wait_until(drained, 40, "the workers complete every job", workers[0])
     finally:

@@ -32,8 +32,10 @@ import pytest
 from pymongo import AsyncMongoClient, WriteConcern
 from pymongo.errors import PyMongoError
 
+from dogs_core.domain.outcome import Delete
 from dogs_core.domain.records import Scheduled
 from dogs_core.domain.schedules import RetryPolicy
+from dogs_core.domain.settle import Settlement
 from dogs_core.errors import DogsError, TransientStoreError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import DogsClient, JobContext, ScheduleItem, Workers
@@ -77,23 +79,27 @@ class AuditedStore(AsyncMongoJobStore):
         self.completions = completions
         self._ambiguous: set[tuple[str, str]] = set()  # deletes whose reply was lost
 
-    async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
-        """Pair by pair, each a one-pair call, exact (True only when it deleted the record):
-        one ``deleteMany`` of several pairs cannot say which records this call deleted (a True
-        verdict also means "already gone"), and a look before it could be overtaken, during a
-        failover, by another worker completing the record. The verdict is the port's: the
-        record is gone after the call."""
-        if len({job_id for job_id, _ in claims}) != len(claims):
-            return await super().complete_many(claims)  # raises ValueError, writes nothing
+    async def settle_many(self, settlements: Sequence[Settlement]) -> list[bool]:
+        """Settlement by settlement, each a one-settlement call, exact for completions (True
+        only when it deleted the record): one ``deleteMany`` of several cannot say which
+        records this call deleted, and a look before it could be overtaken, during a failover,
+        by another worker completing the record. A completion's verdict is the port's leeway:
+        the record is gone after the call."""
+        if len({s.job_id for s in settlements}) != len(settlements):
+            return await super().settle_many(settlements)  # raises ValueError, writes nothing
         verdicts: list[bool] = []
-        for pair in claims:
+        for settlement in settlements:
+            if not isinstance(settlement.command, Delete):
+                verdicts.extend(await super().settle_many([settlement]))
+                continue
+            pair = (settlement.job_id, settlement.lock_id)
             try:
-                [deleted] = await super().complete_many([pair])
+                [deleted] = await super().settle_many([settlement])
             except TransientStoreError as error:
                 if error.write_may_have_applied:
                     self._ambiguous.add(pair)
                 raise
-            gone = deleted or await self.get_job(pair[0]) is None
+            gone = deleted or await self.get_record(pair[0]) is None
             if deleted or (gone and pair in self._ambiguous and not self._completed(pair[0])):
                 # A delete whose reply was lost (a step-down interrupting its write concern)
                 # landed: the record is gone and no other lock's completion removed it.

@@ -71,7 +71,7 @@ async def test_a_transient_error_ends_the_feed_at_a_chosen_batch() -> None:
     store.fail_next("watch_records", FaultKind.ERROR_BEFORE, skip_calls=2)
     async with aclosing(store.watch_records(["a"])) as feed:
         assert await feed.__anext__() == []  # open
-        await store.schedule(_job())
+        await store.insert_job(_job())
         assert await feed.__anext__() == [RecordChange("a", 0, NOW)]
         with pytest.raises(TransientStoreError) as caught:
             await feed.__anext__()
@@ -84,7 +84,7 @@ async def test_error_after_loses_the_batch() -> None:
     async with aclosing(store.watch_records(["a"])) as feed:
         assert await feed.__anext__() == []
         store.fail_next("watch_records", FaultKind.ERROR_AFTER)
-        await store.schedule(_job())
+        await store.insert_job(_job())
         with pytest.raises(TransientStoreError, match="lost a batch"):
             await feed.__anext__()
 
@@ -129,4 +129,4 @@ async def test_feed_unavailable_rules_name_feeds_only() -> None:
     assert rule.applies_to("watch_history")
     assert not rule.applies_to("claim")
     store = FaultyJobStore(InMemoryJobStore(), FaultPlan(rule))
-    await store.schedule(_job())  # not a feed: not faulted
+    await store.insert_job(_job())  # not a feed: not faulted

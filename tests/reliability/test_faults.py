@@ -26,6 +26,7 @@ from dogs_core.errors import InvalidOptionError, TransientStoreError
 from dogs_core.ports import AsyncJobStore
 from dogs_testing.contract import JobStoreContract
 from dogs_testing.faults import (
+    FEED_METHODS,
     PORT_METHODS,
     READ_METHODS,
     WRITE_METHODS,
@@ -36,6 +37,7 @@ from dogs_testing.faults import (
     FaultyJobStore,
 )
 from dogs_testing.memory import InMemoryJobStore
+from dogs_testing.settling import rescheduled, settle_one, terminal
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -82,24 +84,24 @@ pytestmark = pytest.mark.anyio
 async def test_an_error_before_the_call_writes_nothing() -> None:
     inner = InMemoryJobStore()
     store = FaultyJobStore(inner)
-    store.fail_next("schedule", FaultKind.ERROR_BEFORE)
+    store.fail_next("insert_job", FaultKind.ERROR_BEFORE)
     with pytest.raises(TransientStoreError) as caught:
-        await store.schedule(new_job())
+        await store.insert_job(new_job())
     assert caught.value.write_may_have_applied is False
-    assert await inner.find_jobs() == []
-    assert await store.schedule(new_job()) == Scheduled("job-0")  # one-shot
-    assert store.stats.count("schedule", FaultKind.ERROR_BEFORE) == 1
+    assert await inner.find_records() == []
+    assert await store.insert_job(new_job()) == Scheduled("job-0")  # one-shot
+    assert store.stats.count("insert_job", FaultKind.ERROR_BEFORE) == 1
 
 
 async def test_an_error_after_the_call_applies_the_write_and_says_so() -> None:
     inner = InMemoryJobStore()
     store = FaultyJobStore(inner)
-    await store.schedule(new_job())
+    await store.insert_job(new_job())
     store.fail_next("claim", FaultKind.ERROR_AFTER)
     with pytest.raises(TransientStoreError) as caught:
         await store.claim(claim_request())
     assert caught.value.write_may_have_applied is True
-    [record] = await inner.find_jobs()
+    [record] = await inner.find_records()
     assert record.lock_id == "lock-1"  # the claim landed, its reply was lost
     assert record.tries == 1
 
@@ -107,13 +109,13 @@ async def test_an_error_after_the_call_applies_the_write_and_says_so() -> None:
 async def test_an_error_after_a_batch_claim_applies_it_and_says_so() -> None:
     inner = InMemoryJobStore()
     store = FaultyJobStore(inner)
-    await store.schedule_many([new_job(0), new_job(1)])
+    await store.insert_jobs([new_job(0), new_job(1)])
     requests = [claim_request(f"lock-{i}") for i in range(3)]
     store.fail_next("claim_many", FaultKind.ERROR_AFTER)
     with pytest.raises(TransientStoreError) as caught:
         await store.claim_many(requests)
     assert caught.value.write_may_have_applied is True
-    records = await inner.find_jobs()
+    records = await inner.find_records()
     assert {record.lock_id for record in records} == {requests[0].lock_id, requests[1].lock_id}
     assert await store.claim_many(requests) == []  # the retry finds them locked
     assert store.stats.count("claim_many", FaultKind.ERROR_AFTER) == 1
@@ -121,16 +123,16 @@ async def test_an_error_after_a_batch_claim_applies_it_and_says_so() -> None:
 
 async def test_an_error_after_a_read_is_not_an_ambiguous_write() -> None:
     store = FaultyJobStore(InMemoryJobStore())
-    store.fail_next("get_job", FaultKind.ERROR_AFTER)
+    store.fail_next("get_record", FaultKind.ERROR_AFTER)
     with pytest.raises(TransientStoreError) as caught:
-        await store.get_job("x")
+        await store.get_record("x")
     assert caught.value.write_may_have_applied is False
 
 
 async def test_delays_take_virtual_time_before_or_after_the_call() -> None:
     inner = InMemoryJobStore()
     store = FaultyJobStore(inner)
-    await store.schedule(new_job())
+    await store.insert_job(new_job())
     store.fail_next("claim", FaultKind.DELAY_BEFORE, delay=3.0)
     store.fail_next("claim", FaultKind.DELAY_AFTER, delay=2.0)
     seen_by_store: list[str | None] = []
@@ -139,7 +141,7 @@ async def test_delays_take_virtual_time_before_or_after_the_call() -> None:
     async def watch() -> None:
         for at in (2.9, 3.1):
             await anyio.sleep_until(start + at)
-            seen_by_store.append((await inner.find_jobs())[0].lock_id)
+            seen_by_store.append((await inner.find_records())[0].lock_id)
 
     async with anyio.create_task_group() as group:
         group.start_soon(watch)
@@ -152,31 +154,31 @@ async def test_delays_take_virtual_time_before_or_after_the_call() -> None:
 async def test_probability_count_and_skip_calls() -> None:
     stats = FaultStats()
     plan = FaultPlan(
-        FaultRule(FaultKind.ERROR_BEFORE, frozenset({"get_job"}), 1.0, max_count=2, skip_calls=3)
+        FaultRule(FaultKind.ERROR_BEFORE, frozenset({"get_record"}), 1.0, max_count=2, skip_calls=3)
     )
     store = FaultyJobStore(InMemoryJobStore(), plan, stats=stats)
     outcomes = []
     for _ in range(8):
         try:
-            await store.get_job("x")
+            await store.get_record("x")
             outcomes.append("ok")
         except TransientStoreError:
             outcomes.append("fault")
     assert outcomes == ["ok", "ok", "ok", "fault", "fault", "ok", "ok", "ok"]
-    assert stats.calls["get_job"] == 8
+    assert stats.calls["get_record"] == 8
     assert stats.total == 2
 
 
 def test_random_faults_follow_the_rate_and_the_seed() -> None:
     def run(seed: int) -> list[bool]:
-        plan = FaultPlan.random(error_rate=0.3, methods=["get_job"])
+        plan = FaultPlan.random(error_rate=0.3, methods=["get_record"])
         store = FaultyJobStore(InMemoryJobStore(), plan, rng=random.Random(seed))
         result = []
 
         async def go() -> None:
             for _ in range(400):
                 try:
-                    await store.get_job("x")
+                    await store.get_record("x")
                     result.append(False)
                 except TransientStoreError:
                     result.append(True)
@@ -193,17 +195,17 @@ async def test_disabling_keeps_the_plan_and_disconnect_cuts_the_store_off() -> N
     inner = InMemoryJobStore()
     store = FaultyJobStore(inner, FaultPlan(FaultRule(FaultKind.ERROR_BEFORE)))
     store.enabled = False
-    assert await store.schedule(new_job(1)) == Scheduled("job-1")
+    assert await store.insert_job(new_job(1)) == Scheduled("job-1")
     store.enabled = True
     with pytest.raises(TransientStoreError):
-        await store.schedule(new_job(2))
+        await store.insert_job(new_job(2))
     store.plan = FaultPlan()
     store.disconnect()
     with pytest.raises(TransientStoreError, match="disconnected"):
-        await store.schedule(new_job(3))
-    assert [r.id for r in await inner.find_jobs()] == ["job-1"]
+        await store.insert_job(new_job(3))
+    assert [r.id for r in await inner.find_records()] == ["job-1"]
     store.reconnect()
-    assert await store.schedule(new_job(3)) == Scheduled("job-3")
+    assert await store.insert_job(new_job(3)) == Scheduled("job-3")
     assert store.stats.count(kind=FaultKind.DISCONNECTED) == 1
     await store.close()  # never faulted
 
@@ -211,7 +213,7 @@ async def test_disabling_keeps_the_plan_and_disconnect_cuts_the_store_off() -> N
 async def test_a_reply_on_its_way_when_the_store_is_cut_off_is_lost() -> None:
     inner = InMemoryJobStore()
     store = FaultyJobStore(inner)
-    store.fail_next("schedule", FaultKind.DELAY_AFTER, delay=1.0)
+    store.fail_next("insert_job", FaultKind.DELAY_AFTER, delay=1.0)
     async with anyio.create_task_group() as group:
 
         async def cut() -> None:
@@ -220,24 +222,24 @@ async def test_a_reply_on_its_way_when_the_store_is_cut_off_is_lost() -> None:
 
         group.start_soon(cut)
         with pytest.raises(TransientStoreError) as caught:
-            await store.schedule(new_job())
+            await store.insert_job(new_job())
     assert caught.value.write_may_have_applied is True
-    assert len(await inner.find_jobs()) == 1
+    assert len(await inner.find_records()) == 1
 
 
 async def test_the_report_counts_per_method_and_kind() -> None:
     store = FaultyJobStore(InMemoryJobStore())
     assert store.stats.report() == "no faults injected (0 calls)"
-    store.fail_next("get_job", FaultKind.ERROR_BEFORE, count=2)
-    store.fail_next("get_job", FaultKind.DELAY_AFTER, delay=0.1)
+    store.fail_next("get_record", FaultKind.ERROR_BEFORE, count=2)
+    store.fail_next("get_record", FaultKind.DELAY_AFTER, delay=0.1)
     for _ in range(3):
         with contextlib.suppress(TransientStoreError):
-            await store.get_job("x")
+            await store.get_record("x")
     report = store.stats.report()
-    assert "get_job" in report
+    assert "get_record" in report
     assert "3 faults injected in 3 calls" in report
     assert store.stats.by_kind() == {FaultKind.ERROR_BEFORE: 2, FaultKind.DELAY_AFTER: 1}
-    assert store.stats.by_method() == {"get_job": 3}
+    assert store.stats.by_method() == {"get_record": 3}
 
 
 @pytest.mark.parametrize(
@@ -265,11 +267,19 @@ async def test_every_port_method_is_wrapped() -> None:
     store = FaultyJobStore(InMemoryJobStore(), FaultPlan(FaultRule(FaultKind.ERROR_BEFORE)))
     for method in sorted(PORT_METHODS):
         assert method in dir(store)
-    # Every method of the port but close (never faulted) can be named in a plan.
-    assert {name for name in vars(AsyncJobStore) if not name.startswith("_")} == {
-        *PORT_METHODS,
-        "close",
-    }
+    # Every method of every role but close (never faulted) can be named in a plan: the lists
+    # are read off the role protocols, and split into reads, writes and feeds.
+    roles = [
+        role for role in AsyncJobStore.__mro__ if role.__module__.startswith("dogs_core.ports")
+    ]
+    declared = {name for role in roles for name in vars(role) if not name.startswith("_")}
+    assert declared - {"close"} <= PORT_METHODS
+    assert {"settle_many", "watch_records", "archive_history"} <= PORT_METHODS
+    assert READ_METHODS <= PORT_METHODS, "a read the port no longer has"
+    assert {"watch_records", "watch_history", "watch_pauses"} == FEED_METHODS
+    assert not (READ_METHODS & WRITE_METHODS)
+    assert not (FEED_METHODS & WRITE_METHODS)
+    assert READ_METHODS | WRITE_METHODS | FEED_METHODS == PORT_METHODS
     with pytest.raises(InvalidOptionError):
         FaultyJobStore(object())  # type: ignore[arg-type]
 
@@ -277,27 +287,27 @@ async def test_every_port_method_is_wrapped() -> None:
 async def steered_store() -> tuple[InMemoryJobStore, FaultyJobStore, list[str]]:
     """An in-memory store with two records scheduled in an hour and one failed ("job-2")."""
     inner = InMemoryJobStore()
-    await inner.schedule_many([new_job(n) for n in range(3)])
+    await inner.insert_jobs([new_job(n) for n in range(3)])
     later = NOW + timedelta(hours=1)
     for n in range(3):
         claimed = await inner.claim(claim_request(f"lock-{n}"))
         assert claimed is not None
         assert claimed.job_id == f"job-{n}"
         if n == 2:
-            assert await inner.mark_max_tries_reached(
-                "job-2", claimed.lock_id, now=NOW, expires_at=None
-            )
+            assert await settle_one(inner, "job-2", claimed.lock_id, terminal(NOW))
         else:
-            assert await inner.reschedule(
-                claimed.job_id, claimed.lock_id, next_run_at=later, priority=None, reset_tries=True
+            assert await settle_one(
+                inner, claimed.job_id, claimed.lock_id, rescheduled(later, reset_tries=True)
             )
     return inner, FaultyJobStore(inner), ["job-0", "job-1", "job-2"]
 
 
 STEERING_CALLS: dict[str, Callable[[AsyncJobStore], Awaitable[object]]] = {
-    "delete_job": lambda store: store.delete_job("job-0"),
-    "modify_job": lambda store: store.modify_job("job-0", JobChange(priority=9), now=NOW),
-    "delete_jobs": lambda store: store.delete_jobs(job_name="j", state=JobState.FAILED, now=NOW),
+    "delete_record": lambda store: store.delete_record("job-0"),
+    "modify_record": lambda store: store.modify_record("job-0", JobChange(priority=9), now=NOW),
+    "delete_records": lambda store: store.delete_records(
+        job_name="j", state=JobState.FAILED, now=NOW
+    ),
 }
 
 
@@ -306,45 +316,47 @@ async def test_the_operators_writes_fault_like_every_write(method: str) -> None:
     """``delete_job``, ``modify_job`` and ``delete_jobs`` are writes: an error before them
     writes nothing, an error after them was applied and says so."""
     inner, store, _ = await steered_store()
-    before = await inner.find_jobs()
+    before = await inner.find_records()
     store.fail_next(method, FaultKind.ERROR_BEFORE)
     with pytest.raises(TransientStoreError) as caught:
         await STEERING_CALLS[method](store)
     assert caught.value.write_may_have_applied is False
-    assert await inner.find_jobs() == before
+    assert await inner.find_records() == before
     store.fail_next(method, FaultKind.ERROR_AFTER)
     with pytest.raises(TransientStoreError) as caught:
         await STEERING_CALLS[method](store)
     assert caught.value.write_may_have_applied is True
-    assert await inner.find_jobs() != before  # applied, its reply lost
+    assert await inner.find_records() != before  # applied, its reply lost
     assert store.stats.count(method) == 2
 
 
 async def test_plans_target_the_operators_methods_and_reads_pass_their_filters() -> None:
     inner, store, ids = await steered_store()
-    targets = frozenset({"delete_job", "modify_job", "delete_jobs", "find_jobs"})
+    targets = frozenset({"delete_record", "modify_record", "delete_records", "find_records"})
     store.plan = FaultPlan(FaultRule(FaultKind.ERROR_BEFORE, targets, max_count=4))
     for method in sorted(STEERING_CALLS):
         with pytest.raises(TransientStoreError):
             await STEERING_CALLS[method](store)
     with pytest.raises(TransientStoreError):
-        await store.find_jobs()
+        await store.find_records()
     assert store.stats.by_method() == dict.fromkeys(targets, 1)
     # With the rule spent, the calls reach the store with every argument.
-    [failed] = await store.find_jobs(job_name="j", state=JobState.FAILED, now=NOW, limit=5)
+    [failed] = await store.find_records(job_name="j", state=JobState.FAILED, now=NOW, limit=5)
     assert failed.id == ids[2]
-    assert [r.id for r in await store.find_jobs(after=ids[0], limit=1)] == [ids[1]]
-    assert await store.delete_jobs(job_name="j", state=JobState.FAILED, now=NOW, dry_run=True) == 1
-    deleted = await store.delete_job(ids[2], unless_failed=True)
+    assert [r.id for r in await store.find_records(after=ids[0], limit=1)] == [ids[1]]
+    assert (
+        await store.delete_records(job_name="j", state=JobState.FAILED, now=NOW, dry_run=True) == 1
+    )
+    deleted = await store.delete_record(ids[2], unless_failed=True)
     assert deleted is None
     change = JobChange(next_run_at=NOW, tries=0, revive=True)
-    modified = await store.modify_job(ids[2], change, now=NOW)
+    modified = await store.modify_record(ids[2], change, now=NOW)
     assert modified is not None
     assert modified.state(NOW) is JobState.DUE
-    assert await store.get_executions("j", status=HistoryStatus.CANCELLED) == []
-    assert set(await inner.find_jobs()) == set(await store.find_jobs())
+    assert await store.read_history("j", status=HistoryStatus.CANCELLED) == []
+    assert set(await inner.find_records()) == set(await store.find_records())
     ambiguous = FaultPlan.random(ambiguous_rate=1.0, methods=targets)
-    assert ambiguous.rules[0].methods == targets - {"find_jobs"}
+    assert ambiguous.rules[0].methods == targets - {"find_records"}
 
 
 # -- the fleet controls ---------------------------------------------------------------------------

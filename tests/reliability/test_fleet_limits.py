@@ -183,7 +183,7 @@ async def wait_until_done(
 
 
 async def history(store: AsyncMongoJobStore, name: str) -> list[HistoryRecord]:
-    return await store.get_executions(name, limit=10_000)
+    return await store.read_history(name, limit=10_000)
 
 
 async def test_limits_leases_and_pauses_hold_across_four_processes(

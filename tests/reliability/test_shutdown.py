@@ -93,7 +93,7 @@ class World:
         )
 
     def record(self, name: str) -> JobRecord | None:
-        return self.store.sync.get_job(self.ids[name])
+        return self.store.sync.get_record(self.ids[name])
 
     def of(self, name: str) -> list[Run]:
         return [run for run in self.runs if run.name == name]
@@ -180,12 +180,12 @@ async def test_a_release_that_fails_once_is_retried() -> None:
     world = World()
     await world.schedule("long", 100)
     faulty = FaultyJobStore(world.store)
-    faulty.fail_next("release_lock", FaultKind.ERROR_BEFORE)
-    faulty.fail_next("release_lock", FaultKind.ERROR_AFTER, skip_calls=1)
+    faulty.fail_next("settle_many", FaultKind.ERROR_BEFORE)
+    faulty.fail_next("settle_many", FaultKind.ERROR_AFTER, skip_calls=1)
     async with world.workers(faulty) as workers:
         await anyio.sleep(1)
         await workers.stop(grace=1)
-    assert faulty.stats.count("release_lock") == 2
+    assert faulty.stats.count("settle_many") == 2
     record = world.record("long")
     assert record is not None
     assert record.locked_until is not None
@@ -319,10 +319,10 @@ def test_blocking_workers_stop_from_another_thread_drains_cancels_and_releases()
         workers.stop(grace=0)
     assert 0.4 <= elapsed[0] < 3.0
     assert finished == ["quick"]
-    assert store.sync.get_job(ids["quick"]) is None
+    assert store.sync.get_record(ids["quick"]) is None
     now = datetime.now(UTC)
     for name in ("slow_async", "slow_sync"):
-        record = store.sync.get_job(ids[name])
+        record = store.sync.get_record(ids[name])
         assert record is not None
         assert record.locked_until is not None
         assert record.locked_until <= now, f"{name} was not released"

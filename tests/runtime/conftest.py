@@ -24,7 +24,9 @@ import anyio
 import pytest
 import trio.testing
 
+from dogs_core.domain.outcome import Defer, Delete, DemoteStale, MarkTerminal, Release, Reschedule
 from dogs_core.domain.records import ClaimedJob, ClaimRequest, HistoryRecord, JobRecord
+from dogs_core.domain.settle import Settlement
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import DogsClient, LoopClock, Workers
 from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
@@ -70,6 +72,16 @@ class ProbeCall:
     started: float
 
 
+_WRITE_NAMES: dict[type, str] = {
+    Delete: "complete",
+    Reschedule: "reschedule",
+    Defer: "defer",
+    MarkTerminal: "mark_terminal",
+    Release: "release_lock",
+    DemoteStale: "demote_stale",
+}
+
+
 @dataclass
 class StoreHooks:
     """Knobs a test turns on a :class:`RecordingStore`."""
@@ -78,7 +90,7 @@ class StoreHooks:
     extend_delay: float = 0.0
     extend_error: Exception | None = None
     release_error: Exception | None = None
-    """Raised by ``release_lock``: a crashed process cannot release anything."""
+    """Raised by a settlement that releases a lock: a crashed process cannot release anything."""
     probe_delay: float = 0.0
     probe_timing: Callable[[str, float], float] | None = None
     """Returns the "explain time" of one probe call (``hint``, virtual time of the call)."""
@@ -168,56 +180,33 @@ class RecordingStore(InMemoryJobStore):
         finally:
             self.probes_in_flight -= 1
 
-    async def reschedule(
-        self,
-        job_id: str,
-        lock_id: str,
-        *,
-        next_run_at: datetime,
-        priority: int | None,
-        reset_tries: bool,
-        tries: int | None = None,
-    ) -> bool:
-        self.calls.append("reschedule")
-        self.reschedules.append((anyio.current_time(), next_run_at))
-        return await super().reschedule(
-            job_id,
-            lock_id,
-            next_run_at=next_run_at,
-            priority=priority,
-            reset_tries=reset_tries,
-            tries=tries,
-        )
-
-    async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
-        self.calls.append("complete_many")
-        return await super().complete_many(claims)
-
-    async def demote_stale(self, job_id: str, lock_id: str) -> bool:
-        self.calls.append("demote_stale")
-        return await super().demote_stale(job_id, lock_id)
-
-    async def release_lock(self, job_id: str, lock_id: str, *, now: datetime) -> bool:
-        self.calls.append("release_lock")
-        if self.hooks.release_error is not None:
-            raise self.hooks.release_error
-        return await super().release_lock(job_id, lock_id, now=now)
+    async def settle_many(self, settlements: Sequence[Settlement]) -> list[bool]:
+        """Records one call per command, by the name of the write it makes (``complete``,
+        ``reschedule``, ``defer``, ``mark_terminal``, ``release_lock``, ``demote_stale``)."""
+        for settlement in settlements:
+            command = settlement.command
+            self.calls.append(_WRITE_NAMES[type(command)])
+            if isinstance(command, Reschedule):
+                self.reschedules.append((anyio.current_time(), command.next_run_at))
+            if isinstance(command, Release) and self.hooks.release_error is not None:
+                raise self.hooks.release_error
+        return await super().settle_many(settlements)
 
     # -- reading helpers (synchronous: the state is in memory) ---------------------------------
 
     def records(self, job_name: str | None = None) -> list[JobRecord]:
-        return self.sync.find_jobs(job_name=job_name, limit=1_000_000)
+        return self.sync.find_records(job_name=job_name, limit=1_000_000)
 
     def record(self, job_id: str) -> JobRecord | None:
-        return self.sync.get_job(job_id)
+        return self.sync.get_record(job_id)
 
     def history(self, job_name: str) -> list[HistoryRecord]:
         """Every history row of ``job_name``, oldest first."""
-        return list(reversed(self.sync.get_executions(job_name, limit=10_000)))
+        return list(reversed(self.sync.read_history(job_name, limit=10_000)))
 
     def job_history(self, job_id: str) -> list[HistoryRecord]:
         """Every history row of one job, oldest first."""
-        return list(reversed(self.sync.get_executions(job_id=job_id, limit=10_000)))
+        return list(reversed(self.sync.read_history(job_id=job_id, limit=10_000)))
 
     def successful_claims(self) -> list[ClaimedJob]:
         return [call.result for call in self.claims if call.result is not None]
@@ -256,7 +245,7 @@ class Harness:
 
 def assert_nothing_locked(store: InMemoryJobStore, *, at: datetime | None = None) -> None:
     """No record holds a live lock: each is unlocked, expired (``at``), or terminal."""
-    for record in store.sync.find_jobs(limit=1_000_000):
+    for record in store.sync.find_records(limit=1_000_000):
         if record.locked_until is None:
             continue
         assert at is not None, f"record {record.id} of {record.job_name} is locked"

@@ -4,6 +4,7 @@ are not, and a stop whose grace is over gives the waiting jobs back untouched.""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import anyio
@@ -11,11 +12,13 @@ import pytest
 
 from dogs_core.domain.capacity import CapacityLedger
 from dogs_core.domain.lookahead import Lookahead
-from dogs_core.domain.records import ClaimedJob, ClaimRequest
+from dogs_core.domain.records import ClaimedJob, ClaimRequest, HistoryRecord
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import JobContext
 from dogs_core.runtime.ahead import ClaimedAhead, give_back
 from dogs_core.runtime.batching import GroupCommit
+from dogs_core.runtime.history_writes import write_history_batch
+from dogs_core.runtime.settle import Settler
 from tests.runtime.conftest import Gauge, Harness, assert_nothing_locked
 
 pytestmark = pytest.mark.anyio
@@ -94,12 +97,16 @@ async def test_jobs_waiting_for_a_slot_are_given_back_as_they_were() -> None:
     waiting = queue.close()
     assert ledger.extra_slots == 0
     assert len(queue) == 0
-    completions: GroupCommit[tuple[str, str], bool] = GroupCommit(
-        h.store.complete_many, what="complete"
+    rows: GroupCommit[HistoryRecord, None] = GroupCommit(
+        partial(write_history_batch, h.store), what="history"
     )
-    await give_back(h.store, completions, h.clock, waiting)
+    settler = Settler(h.store, rows)
+    async with anyio.create_task_group() as writers:
+        writers.start_soon(settler.run)
+        await give_back(settler, h.clock, waiting)
+        writers.cancel_scope.cancel()
     for job in waiting:
-        record = await h.store.get_job(job.job_id)
+        record = await h.store.get_record(job.job_id)
         assert record is not None
         assert record.locked_until is None  # unlocked
         assert record.next_run_at <= h.clock.now()  # and due now

@@ -261,18 +261,18 @@ class FlakyInserts(SyncInMemoryJobStore):
             raise TransientStoreError("connection reset", write_may_have_applied=True)
         return result
 
-    def schedule(self, job: NewJob, *, session: object | None = None) -> ScheduleOutcome:
+    def insert_job(self, job: NewJob, *, session: object | None = None) -> ScheduleOutcome:
         outcome: ScheduleOutcome = self._flaky(
-            "schedule", lambda: super(FlakyInserts, self).schedule(job, session=session)
+            "insert_job", lambda: super(FlakyInserts, self).insert_job(job, session=session)
         )
         return outcome
 
-    def schedule_many(
+    def insert_jobs(
         self, jobs: Sequence[NewJob], *, session: object | None = None
     ) -> BulkScheduleResult:
         result: BulkScheduleResult = self._flaky(
-            "schedule_many",
-            lambda: super(FlakyInserts, self).schedule_many(jobs, session=session),
+            "insert_jobs",
+            lambda: super(FlakyInserts, self).insert_jobs(jobs, session=session),
         )
         return result
 
@@ -302,7 +302,7 @@ async def test_an_insert_failing_before_the_write_is_retried_with_backoff(
         outcome = await client.schedule("job", unique_key="k")
     assert isinstance(outcome, Scheduled)
     assert [r.id for r in h.store.records()] == [outcome.id]
-    assert flaky.calls == ["schedule"] * 3
+    assert flaky.calls == ["insert_job"] * 3
     waited = sleeps if flavor == "sync" else [anyio.current_time() - started]
     assert sum(waited) == pytest.approx(0.05 + 0.1)
     assert "schedule job hit a transient store error (attempt 1/6), retrying in 0.05s" in (
@@ -319,7 +319,7 @@ async def test_a_lost_insert_reply_is_read_back_not_resent(
     outcome = await client.schedule("job")
     assert isinstance(outcome, Scheduled)
     assert [r.id for r in h.store.records()] == [outcome.id]
-    assert flaky.calls == ["schedule"], "the insert that landed was not sent again"
+    assert flaky.calls == ["insert_job"], "the insert that landed was not sent again"
     assert sleeps == []
 
 
@@ -331,7 +331,7 @@ async def test_inserts_give_up_after_six_attempts(
     started = anyio.current_time()
     with caplog.at_level(logging.WARNING, logger="dogs.retry"), pytest.raises(TransientStoreError):
         await client.schedule("job")
-    assert flaky.calls == ["schedule"] * 6
+    assert flaky.calls == ["insert_job"] * 6
     waited = sleeps if flavor == "sync" else [anyio.current_time() - started]
     assert sum(waited) == pytest.approx(0.05 + 0.1 + 0.2 + 0.4 + 0.8)
     assert "schedule job failed after 6 attempts: no primary" in caplog.text
@@ -346,7 +346,7 @@ async def test_an_ambiguous_bulk_insert_is_settled_item_by_item(
     result = await client.schedule_many("job", [ScheduleItem(unique_key=f"u{i}") for i in range(3)])
     assert (result.scheduled_count, result.skipped_count, result.errors) == (3, 0, ())
     assert len(h.store.records()) == 3
-    assert flaky.calls == ["schedule_many", "schedule", "schedule", "schedule"]
+    assert flaky.calls == ["insert_jobs", "insert_job", "insert_job", "insert_job"]
     assert all(isinstance(o, Scheduled) for o in result.outcomes)
 
 
@@ -371,7 +371,7 @@ def test_sync_clients_in_threads_dedupe_overlapping_unique_keys() -> None:
         thread.join()
     assert sum(r.scheduled_count for r in results) == 250
     assert sum(r.skipped_count for r in results) == 750
-    assert len(store.find_jobs(limit=1000)) == 250
+    assert len(store.find_records(limit=1000)) == 250
 
 
 class ThreadRecording(SyncInMemoryJobStore):
@@ -381,9 +381,9 @@ class ThreadRecording(SyncInMemoryJobStore):
         super().__init__()
         self.threads: list[int] = []
 
-    def schedule(self, job: NewJob, *, session: object | None = None) -> ScheduleOutcome:
+    def insert_job(self, job: NewJob, *, session: object | None = None) -> ScheduleOutcome:
         self.threads.append(threading.get_ident())
-        return super().schedule(job, session=session)
+        return super().insert_job(job, session=session)
 
 
 def test_the_blocking_client_calls_a_sync_store_in_the_callers_thread() -> None:
@@ -410,4 +410,4 @@ def test_the_blocking_client_calls_an_async_store_through_its_loop_thread() -> N
         counts = client.status()
         assert [(c.job_name, c.scheduled_later + c.due) for c in counts] == [("job", 1)]
         assert client.unlock_all() == 0
-    assert [r.id for r in store.sync.find_jobs()] == [outcome.id]
+    assert [r.id for r in store.sync.find_records()] == [outcome.id]

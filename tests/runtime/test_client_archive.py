@@ -14,6 +14,7 @@ from dogs_core.domain.archiving import ArchiveKind
 from dogs_core.domain.records import ClaimRequest, HistoryRecord, HistoryStatus, JobType, NewJob
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ids import new_execution_id, new_record_id
+from dogs_core.ports import REQUIRED_ROLES, Role
 from dogs_core.runtime import DogsClient, SyncDogsClient
 from dogs_core.runtime._async.archive import ARCHIVE_LOG_EVERY
 from dogs_core.runtime.blocking import BlockingDogsClient
@@ -22,6 +23,7 @@ from dogs_core.runtime.telemetry import Telemetry
 from dogs_core.runtime.threaded import ThreadedJobStore
 from dogs_testing.fakes import ManualClock
 from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
+from dogs_testing.settling import settle_one_sync, terminal
 
 pytestmark = pytest.mark.anyio
 
@@ -60,7 +62,7 @@ def _seed(store: SyncInMemoryJobStore, old: int, young: int = 2, failed: int = 0
             priority=100,
             partition=0,
         )
-        store.schedule(job)
+        store.insert_job(job)
         claimed = store.claim(
             ClaimRequest(
                 job_names=("send",),
@@ -72,8 +74,8 @@ def _seed(store: SyncInMemoryJobStore, old: int, young: int = 2, failed: int = 0
             )
         )
         assert claimed is not None
-        assert store.mark_max_tries_reached(
-            claimed.job_id, claimed.execution_id, now=NOW - 45 * _DAY, expires_at=None
+        assert settle_one_sync(
+            store, claimed.job_id, claimed.execution_id, terminal(NOW - 45 * _DAY)
         )
 
 
@@ -94,7 +96,7 @@ async def test_archive_moves_every_old_row_and_failed_record_in_batches() -> Non
     assert seen == [(H, 3, 3), (H, 3, 6), (H, 1, 7), (H, 0, 7), (F, 3, 3), (F, 0, 3)]
     assert store.sync.count_archived(H) == 7
     assert store.sync.count_archived(F) == 3
-    assert len(store.sync.get_executions("send", limit=100)) == 2
+    assert len(store.sync.read_history("send", limit=100)) == 2
     assert store.sync.all_records() == []
     assert all(
         copy.archived_at == NOW and not copy.pending for copy in store.sync.archived(H).values()
@@ -109,7 +111,7 @@ async def test_a_dry_run_counts_and_moves_nothing() -> None:
     assert report.moved == {H: 5, F: 1}
     assert report.batches == 0
     assert store.sync.count_archived(H) == 0
-    assert len(store.sync.get_executions("send", limit=100)) == 7
+    assert len(store.sync.read_history("send", limit=100)) == 7
 
 
 async def test_max_batches_stops_and_a_second_run_goes_on() -> None:
@@ -160,10 +162,18 @@ async def test_bad_input_writes_nothing(options: dict[str, object], field: str) 
 
 async def test_a_store_without_an_archive_is_named() -> None:
     class NoArchive(ForwardingJobStore):
-        """Forwards the job-store port only (and holds its store privately)."""
+        """Forwards every call, and says it has the required roles only."""
 
         def __init__(self, target: InMemoryJobStore) -> None:
             self._target = target
+
+        @property
+        def _wrapped(self) -> object:
+            return self._target
+
+        @property
+        def roles(self) -> frozenset[Role]:
+            return REQUIRED_ROLES
 
         async def _forward(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
             return await getattr(self._target, method)(*args, **kwargs)

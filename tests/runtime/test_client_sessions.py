@@ -55,19 +55,19 @@ class JoiningStore(FlakyInserts):
         self.sessions: list[object | None] = []
         self.reads: list[str] = []
 
-    def schedule(self, job: NewJob, *, session: object | None = None) -> ScheduleOutcome:
+    def insert_job(self, job: NewJob, *, session: object | None = None) -> ScheduleOutcome:
         self.sessions.append(session)
-        return super().schedule(job)
+        return super().insert_job(job)
 
-    def schedule_many(
+    def insert_jobs(
         self, jobs: Sequence[NewJob], *, session: object | None = None
     ) -> BulkScheduleResult:
         self.sessions.append(session)
-        return super().schedule_many(jobs)
+        return super().insert_jobs(jobs)
 
-    def get_job(self, job_id: str) -> JobRecord | None:
-        self.reads.append("get_job")
-        return super().get_job(job_id)
+    def get_record(self, job_id: str) -> JobRecord | None:
+        self.reads.append("get_record")
+        return super().get_record(job_id)
 
 
 @pytest.fixture(params=["async", "sync"])
@@ -94,22 +94,22 @@ async def test_a_session_outside_a_transaction_is_joined_and_retried(flavor: str
     outcome = await client_of(h, flavor).schedule("job", unique_key="k", session=session)
     assert isinstance(outcome, Scheduled)
     assert [r.id for r in h.store.records()] == [outcome.id]
-    assert store.calls == ["schedule"] * 3
+    assert store.calls == ["insert_job"] * 3
     assert store.sessions == [session] * 3
 
 
 async def test_a_lost_reply_outside_a_transaction_is_read_back(flavor: str) -> None:
     h, store = joining_harness(after=1)
     await client_of(h, flavor).schedule("job", session=FakeSession(in_transaction=False))
-    assert store.calls == ["schedule"]
-    assert store.reads == ["get_job"]
+    assert store.calls == ["insert_job"]
+    assert store.reads == ["get_record"]
 
 
 async def test_in_a_transaction_a_transient_error_propagates_at_once(flavor: str) -> None:
     h, store = joining_harness(before=1)
     with pytest.raises(TransientStoreError, match="no primary"):
         await client_of(h, flavor).schedule("job", session=FakeSession(in_transaction=True))
-    assert store.calls == ["schedule"], "the caller's with_transaction retries, not the client"
+    assert store.calls == ["insert_job"], "the caller's with_transaction retries, not the client"
     assert h.store.records() == []
 
 
@@ -117,7 +117,7 @@ async def test_in_a_transaction_a_lost_reply_is_not_read_back(flavor: str) -> No
     h, store = joining_harness(after=1)
     with pytest.raises(TransientStoreError, match="connection reset"):
         await client_of(h, flavor).schedule("job", session=FakeSession(in_transaction=True))
-    assert store.calls == ["schedule"]
+    assert store.calls == ["insert_job"]
     assert store.reads == [], "a read inside an aborted transaction would mislead"
 
 
@@ -126,7 +126,7 @@ async def test_in_a_transaction_an_ambiguous_bulk_insert_propagates(flavor: str)
     session = FakeSession(in_transaction=True)
     with pytest.raises(TransientStoreError):
         await client_of(h, flavor).schedule_many("job", [{}, {}], session=session)
-    assert store.calls == ["schedule_many"], "not settled one by one"
+    assert store.calls == ["insert_jobs"], "not settled one by one"
     assert store.sessions == [session]
 
 
@@ -139,7 +139,7 @@ async def test_outside_a_transaction_an_ambiguous_bulk_insert_is_settled_in_the_
         "job", [ScheduleItem(unique_key="a"), ScheduleItem(unique_key="b")], session=session
     )
     assert (result.scheduled_count, result.skipped_count) == (2, 0)
-    assert store.calls == ["schedule_many", "schedule", "schedule"]
+    assert store.calls == ["insert_jobs", "insert_job", "insert_job"]
     assert store.sessions == [session] * 3
 
 
@@ -198,7 +198,7 @@ async def test_the_in_memory_store_refuses_a_session_and_writes_nothing(
     assert h.store.records() == []
     # The refusal is the store's own, whoever calls it.
     with pytest.raises(SessionNotSupportedError):
-        SyncInMemoryJobStore().schedule_many([], session=session)
+        SyncInMemoryJobStore().insert_jobs([], session=session)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -234,7 +234,7 @@ async def test_stop_with_grace_drains_then_cancels_and_releases_the_rest() -> No
     rerun = h.store.successful_claims()[-1]
     assert not rerun.was_stale, "a released lock is no stale lock"
     assert rerun.tries == 2
-    statuses = [row.status for row in reversed(h.store.sync.get_executions(job_id=rerun.job_id))]
+    statuses = [row.status for row in reversed(h.store.sync.read_history(job_id=rerun.job_id))]
     assert statuses == [HistoryStatus.CANCELLED, HistoryStatus.SUCCESS]
     assert h.store.records() == []
 

@@ -207,7 +207,7 @@ async def test_a_lost_lock_makes_the_execution_stale_exactly_once() -> None:
             await anyio.sleep(1000)
             return
         await anyio.sleep(1)
-        h.store.sync.unlock_all()  # someone else took the lock away
+        h.store.sync.release_all_locks()  # someone else took the lock away
         answers.append(await ctx.extend_lock_time(60))
         answers.append(await ctx.extend_lock_time(60))  # refused: no further write
 
@@ -434,7 +434,7 @@ async def test_a_heartbeat_that_loses_its_lock_goes_stale() -> None:
     @jobs.event(heartbeat=True, lock_time=30)
     async def long(params: Params, ctx: JobContext) -> None:
         await anyio.sleep(15)
-        h.store.sync.unlock_all()
+        h.store.sync.release_all_locks()
         await anyio.sleep(100)
 
     h = Harness(jobs)

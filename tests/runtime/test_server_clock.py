@@ -50,7 +50,7 @@ def _fleet_jobs(runs: Counter[str], live: set[str], overlaps: list[str]) -> Jobs
 async def _all_ended(store: InMemoryJobStore, fleet: list[Workers], n_jobs: int) -> None:
     """Poll until every job has a row and no execution runs (virtual time: polls are free)."""
     while True:
-        rows = store.sync.get_executions("work", limit=10_000)
+        rows = store.sync.read_history("work", limit=10_000)
         if len(rows) >= n_jobs and not any(w.running_executions for w in fleet):
             return
         await anyio.sleep(1)
@@ -90,7 +90,7 @@ async def _run_fleet(interval: float | None, n_jobs: int = 500) -> tuple[Counter
             await workers.stop()
     succeeded = {
         row.job_id
-        for row in store.sync.get_executions("work", limit=10_000)
+        for row in store.sync.read_history("work", limit=10_000)
         if row.status is HistoryStatus.SUCCESS
     }
     return runs, len(overlaps), len(succeeded & set(ids))

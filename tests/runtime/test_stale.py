@@ -144,7 +144,7 @@ async def test_a_stale_execution_no_longer_extends_or_completes() -> None:
         await workers.stop()
     assert answers == [False]
     assert [e.started for e in h.store.extends] == [0.0, 5.0], "only the lock-time writes"
-    assert h.store.calls.count("complete_many") == 1, "only the second run completes"
+    assert h.store.calls.count("complete") == 1, "only the second run completes"
 
 
 async def test_the_current_job_context_is_bound_during_the_handler() -> None:

@@ -49,6 +49,7 @@ from hypothesis import strategies as st
 from dogs_core import AlreadyFinished, Cancelled, NotFound, Rescheduled, Running, Snooze
 from dogs_core.domain.controls import RateLimit, rate_window
 from dogs_core.domain.events import Event, ExecutionEnded, JobStarted
+from dogs_core.domain.outcome import Defer, Reschedule
 from dogs_core.domain.records import (
     ClaimedJob,
     ClaimRequest,
@@ -58,6 +59,7 @@ from dogs_core.domain.records import (
     JobType,
     Scheduled,
 )
+from dogs_core.domain.settle import Settlement
 from dogs_core.domain.steering import JobChange
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import DogsClient, JobContext, LoopClock, Workers
@@ -257,32 +259,18 @@ class TrackingStore(RecordingStore):
             self.tracker.deadlines[lock_id] = locked_until
         return matched
 
-    async def reschedule(
-        self,
-        job_id: str,
-        lock_id: str,
-        *,
-        next_run_at: datetime,
-        priority: int | None,
-        reset_tries: bool,
-        tries: int | None = None,
-    ) -> bool:
-        matched = await super().reschedule(
-            job_id,
-            lock_id,
-            next_run_at=next_run_at,
-            priority=priority,
-            reset_tries=reset_tries,
-            tries=tries,
-        )
-        if matched and tries is not None:
-            self.tracker.claims[job_id] = tries  # a snooze gave its try back
-        return matched
+    async def settle_many(self, settlements: Sequence[Settlement]) -> list[bool]:
+        verdicts = await super().settle_many(settlements)
+        for settlement, matched in zip(settlements, verdicts, strict=True):
+            tries = getattr(settlement.command, "tries", None)
+            if matched and isinstance(settlement.command, Reschedule | Defer) and tries is not None:
+                self.tracker.claims[settlement.job_id] = tries  # a snooze gave its try back
+        return verdicts
 
-    async def modify_job(
+    async def modify_record(
         self, job_id: str, change: JobChange, *, now: datetime
     ) -> JobRecord | None:
-        record = await super().modify_job(job_id, change, now=now)
+        record = await super().modify_record(job_id, change, now=now)
         if record is not None and change.tries is not None:
             self.tracker.claims[job_id] = change.tries  # a failed job revived
         return record

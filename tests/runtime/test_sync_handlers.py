@@ -140,11 +140,11 @@ async def test_a_failing_sync_handler_is_retried_then_marked_and_nothing_stays_l
     ) as workers:
         await anyio.sleep(60)  # retries back off 2 s, then 4 s (each autojump costs 50 ms)
         await workers.stop(grace=1)
-    (record,) = h.store.sync.find_jobs()
+    (record,) = h.store.sync.find_records()
     assert record.id == outcome.id  # type: ignore[union-attr]
     assert record.status is JobStatus.MAX_TRIES_REACHED
     assert record.tries == 3
     assert record.lock_id is None
     assert hook_calls == ["sync_raises"]
-    statuses = [r.status for r in await h.store.get_executions("sync_raises", limit=10)]
+    statuses = [r.status for r in await h.store.read_history("sync_raises", limit=10)]
     assert statuses == [HistoryStatus.ERROR] * 3

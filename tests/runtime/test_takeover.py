@@ -14,7 +14,9 @@ from typing import Any
 import anyio
 import pytest
 
+from dogs_core.domain.outcome import Delete, Reschedule
 from dogs_core.domain.records import HistoryStatus, JobType
+from dogs_core.domain.settle import Settlement
 from dogs_core.errors import StoreError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import JobContext
@@ -47,15 +49,11 @@ class HangingStore(RecordingStore):
         self.order.extend(f"row {r.status.value}" for r in records)
         await super().write_history_many(records)
 
-    async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
-        self.order.append("complete")
+    async def settle_many(self, settlements: Sequence[Settlement]) -> list[bool]:
+        names = {Delete: "complete", Reschedule: "reschedule"}
+        self.order.extend(names.get(type(s.command), "settle") for s in settlements)
         await self._hang()
-        return await super().complete_many(claims)
-
-    async def reschedule(self, job_id: str, lock_id: str, **kwargs: Any) -> bool:
-        self.order.append("reschedule")
-        await self._hang()
-        return await super().reschedule(job_id, lock_id, **kwargs)
+        return await super().settle_many(settlements)
 
 
 async def _killed_after_the_row(h: Harness, store: HangingStore) -> None:
@@ -176,7 +174,7 @@ async def test_a_completion_that_finds_its_lock_lost_keeps_its_success_row_only(
     @jobs.event(lock_time=LOCK)
     async def job(params: Params, ctx: JobContext) -> None:
         if ctx.tries == 1:
-            await store.unlock_all()  # the lock is lost while the handler runs
+            await store.release_all_locks()  # the lock is lost while the handler runs
 
     store = HangingStore()
     h = Harness(jobs, store=store)

@@ -214,7 +214,7 @@ async def test_the_trace_context_a_subscriber_gives_comes_back_on_the_claimed_jo
 
     telemetry.subscribe(carrier, SchedulingStarted)
     scheduled = await client(h, telemetry).schedule(traced)
-    record = await h.store.get_job(scheduled.id)  # type: ignore[union-attr]
+    record = await h.store.get_record(scheduled.id)  # type: ignore[union-attr]
     assert record is not None
     assert record.trace_context is not None
     call_id = recorder.of(SchedulingStarted)[0].call_id
@@ -233,7 +233,7 @@ async def test_without_a_subscriber_no_trace_context_is_stored() -> None:
 
     h = Harness(jobs)
     scheduled = await client(h, Telemetry()).schedule(plain)
-    record = await h.store.get_job(scheduled.id)  # type: ignore[union-attr]
+    record = await h.store.get_record(scheduled.id)  # type: ignore[union-attr]
     assert record is not None
     assert record.trace_context is None
 
@@ -394,11 +394,11 @@ async def test_store_errors_are_reported_with_their_operation() -> None:
 
     h, telemetry, recorder = observed_harness(jobs)
     faulty = FaultyJobStore(h.store, FaultPlan())
-    faulty.fail_next("schedule", FaultKind.ERROR_BEFORE)
+    faulty.fail_next("insert_job", FaultKind.ERROR_BEFORE)
     c = DogsClient(faulty, jobs, clock=h.clock, telemetry=telemetry)
     await c.schedule(job)
     (error,) = recorder.of(StoreErrored)
-    assert error.operation == "schedule"
+    assert error.operation == "insert_job"
     assert error.transient
     assert isinstance(error.error, TransientStoreError)
     assert recorder.of(SchedulingEnded)[0].error is None  # retried, then written

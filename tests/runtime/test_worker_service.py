@@ -336,9 +336,9 @@ async def test_workers_cannot_be_started_twice() -> None:
 class SlowWrites(RecordingStore):
     """Completions and history rows take a second each."""
 
-    async def complete_many(self, claims: Any) -> list[bool]:
+    async def settle_many(self, settlements: Any) -> list[bool]:
         await anyio.sleep(1)
-        return await super().complete_many(claims)
+        return await super().settle_many(settlements)
 
     async def write_history_many(self, records: Any) -> None:
         await anyio.sleep(1)
@@ -362,8 +362,8 @@ async def test_stop_waits_for_the_batched_completion_and_history_row() -> None:
         await started.wait()
         await workers.stop()
         assert now() == pytest.approx(2.0), "one second for the delete, one for the history row"
-    assert await store.find_jobs() == []
-    [row] = await store.get_executions("quick")
+    assert await store.find_records() == []
+    [row] = await store.read_history("quick")
     assert row.status.value == "success"
 
 

@@ -2,7 +2,7 @@
 stores share.
 
 A store reads the rows of the window (``started_at`` in ``[since, until)``), counts them and
-hands the counts to :func:`job_stats`, which builds the :class:`JobStats` value; the in-memory
+hands the counts to :func:`stats_of_name`, which builds the :class:`JobStats` value; the in-memory
 store does all of it here (:func:`stats_from_history`), the MongoDB store by aggregation
 (``dogs_mongo.queries.stats``). Both use the same definitions, so they cannot disagree:
 
@@ -32,12 +32,12 @@ __all__ = [
     "JobStats",
     "check_stats_names",
     "check_stats_window",
-    "job_stats",
     "minute_buckets",
     "minute_start",
     "nearest_rank",
     "nearest_rank_index",
     "stats_from_history",
+    "stats_of_name",
 ]
 
 MAX_STATS_WINDOW: Final = timedelta(days=7)
@@ -170,7 +170,7 @@ def minute_buckets(since: datetime, until: datetime) -> tuple[datetime, ...]:
     return tuple(first + i * _MINUTE for i in range(count))
 
 
-def job_stats(
+def stats_of_name(
     job_name: str,
     *,
     since: datetime,
@@ -227,7 +227,7 @@ def _name_stats(
     failures = Counter(
         row.error_type or UNKNOWN_ERROR_TYPE for row in rows if row.status is HistoryStatus.ERROR
     )
-    return job_stats(
+    return stats_of_name(
         name,
         since=since,
         until=until,

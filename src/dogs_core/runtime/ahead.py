@@ -11,9 +11,9 @@ from dogs_core.domain.capacity import CapacityLedger
 from dogs_core.domain.lookahead import Lookahead
 from dogs_core.domain.outcome import Defer
 from dogs_core.domain.records import ClaimedJob
-from dogs_core.ports import AsyncJobStore, Clock
-from dogs_core.runtime.batching import GroupCommit
-from dogs_core.runtime.fenced import FencedWriter
+from dogs_core.domain.settle import Settlement
+from dogs_core.ports import Clock
+from dogs_core.runtime.settle import Settler
 
 __all__ = ["ClaimedAhead", "give_back"]
 
@@ -85,19 +85,15 @@ class ClaimedAhead:
         return queued
 
 
-async def give_back(
-    store: AsyncJobStore,
-    completions: GroupCommit[tuple[str, str], bool],
-    clock: Clock,
-    jobs: list[ClaimedJob],
-) -> None:
+async def give_back(settler: Settler, clock: Clock, jobs: list[ClaimedJob]) -> None:
     """Give back claimed jobs that never started: due now, their try not counted, unlocked
     (the fenced ``Defer`` a fleet limit gives a job back with); failures are logged (the lock
     then expires)."""
     for job in jobs:
         command = Defer(clock.now(), tries=max(job.tries - 1, 0))
+        settlement = Settlement(job.job_id, job.lock_id, command)
         try:
-            await FencedWriter(job, store, completions).perform(command, what="give back")
+            await settler.settle(settlement, what=f"give back {job.job_name}")
         except Exception as error:
             logger.error("could not give back %s (%s): %s", job.job_name, job.job_id, error)
     if jobs:

@@ -27,7 +27,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from dogs_core.domain.clock_offset import DEFAULT_CLOCK_SYNC_INTERVAL
 from dogs_core.errors import WorkersStateError
 from dogs_core.jobs import Jobs
-from dogs_core.ports import AsyncJobStore, Clock, JobStore
+from dogs_core.ports import AsyncJobStore, Clock, JobStore, Role, store_roles
 from dogs_core.runtime.client import SyncDogsClient
 from dogs_core.runtime.outage import DEFAULT_OPERATION_TIMEOUT
 from dogs_core.runtime.settings import DurationLike, WorkerSettings
@@ -244,6 +244,11 @@ class _PortalJobStore:
     def __init__(self, store: AsyncJobStore, owner: _PortalOwner) -> None:
         self._store = store
         self._owner = owner
+
+    @property
+    def roles(self) -> frozenset[Role]:
+        """The roles of the async store (:func:`~dogs_core.ports.store_roles`)."""
+        return store_roles(self._store)
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         method = getattr(self._store, name)

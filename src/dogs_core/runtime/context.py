@@ -25,7 +25,7 @@ class LockControls(Protocol):
     @property
     def cancel_requested(self) -> bool: ...
 
-    async def extend_lock(self, seconds: float) -> bool: ...
+    async def renew_lock(self, seconds: float) -> bool: ...
 
     def clear_watchdog(self) -> None: ...
 
@@ -137,12 +137,12 @@ class JobContext:
         Concurrent calls share one write: the longest duration asked for wins.
         """
         seconds = parse_duration(duration, field="duration").total_seconds()
-        return await self._execution.extend_lock(seconds)
+        return await self._execution.renew_lock(seconds)
 
     def extend_lock_time_blocking(self, duration: DurationLike) -> bool:
         """:meth:`extend_lock_time` for sync handlers running in a worker thread."""
         seconds = parse_duration(duration, field="duration").total_seconds()
-        return anyio.from_thread.run(self._execution.extend_lock, seconds)
+        return anyio.from_thread.run(self._execution.renew_lock, seconds)
 
     def clear_stale_timeout(self) -> None:
         """Disarm the stale watchdog for good: later lock extensions are refused.
@@ -177,7 +177,7 @@ class _Ended:
     def __init__(self, cancel_requested: bool) -> None:
         self.cancel_requested = cancel_requested
 
-    async def extend_lock(self, seconds: float) -> bool:
+    async def renew_lock(self, seconds: float) -> bool:
         return False
 
     def clear_watchdog(self) -> None:

@@ -21,10 +21,10 @@ from dogs_core.domain.controls import Admission, RateLimit, admission
 from dogs_core.domain.definitions import EventJobDefinition, JobDefinition, load_params
 from dogs_core.domain.outcome import Defer
 from dogs_core.domain.records import ClaimedJob
-from dogs_core.runtime.fenced import FencedWriter
+from dogs_core.domain.settle import Settlement
+from dogs_core.runtime._async.retry import retry_transient
 from dogs_core.runtime.lock import RenewWrite
 from dogs_core.runtime.outage import log_store_failure
-from dogs_core.runtime.retry import retry_transient
 from dogs_core.runtime.services import ExecutionServices
 
 __all__ = ["FleetGate", "SlotHold", "gate_for"]
@@ -60,7 +60,7 @@ class FleetGate:
     def hold(self) -> SlotHold | None:
         return self._hold
 
-    async def enter(self, writer: FencedWriter, lock_time: timedelta) -> bool:
+    async def enter(self, lock_time: timedelta) -> bool:
         """Take what the job needs; ``False`` when refused (the job was given back)."""
         services, job = self._services, self._job
         now = services.clock.now()
@@ -68,17 +68,17 @@ class FleetGate:
         soon = now + _retry_after(self._services)
         try:
             if needs.slot_key is not None and not await self._take_slot(needs, now + lock_time):
-                return await self._give_back(writer, soon)
+                return await self._give_back(soon)
             if needs.rate_key is not None and not await self._take_token(needs):
                 await self.leave()
                 assert needs.window_end is not None
-                return await self._give_back(writer, needs.window_end)
+                return await self._give_back(needs.window_end)
         except Exception as error:
             # The store kept failing (after the retries): the job waits as if refused, rather
             # than sit locked until its lock expires and come back as a stale attempt.
             logger.warning("fleet limit of %s (%s) unreachable, retrying: %r", *_ids(job), error)
             await self.leave()
-            return await self._give_back(writer, soon)
+            return await self._give_back(soon)
         return True
 
     def _needs(self, now: datetime) -> Admission:
@@ -179,15 +179,16 @@ class FleetGate:
             what=f"take a rate token of {job.job_name}",
         )
 
-    async def _give_back(self, writer: FencedWriter, retry_at: datetime) -> bool:
+    async def _give_back(self, retry_at: datetime) -> bool:
         job, services = self._job, self._services
         logger.debug(
             "%s (%s) waits for its fleet limit until %s", job.job_name, job.job_id, retry_at
         )
         command = Defer(retry_at, tries=max(job.tries - 1, 0))
-        await writer.perform(command, what="give back a limited job")
+        settlement = Settlement(job.job_id, job.lock_id, command)
+        await services.settler.settle(settlement, what=f"give back a limited {job.job_name}")
         wait = (retry_at - services.clock.now()).total_seconds()
-        services.hold_back(job.job_name, anyio.current_time() + max(wait, 0.0))
+        services.host.hold_back(job.job_name, anyio.current_time() + max(wait, 0.0))
         return False
 
 

@@ -1,7 +1,7 @@
 """The work of an instance beside its claims: startup bootstrap and the background loops.
 
 - the records of recurrent jobs are made sure of at startup (:func:`ensure_recurrent_records`);
-- terminal records get their retention once (:func:`backfill_retention`);
+- terminal records get their retention once (:func:`give_terminal_records_retention`);
 - the partition reconciler moves records without a valid partition (:func:`reconcile_loop`,
   paced by :func:`dogs_core.domain.reconcile.next_reconcile_delay`);
 - the hint probe times the claim query under each index hint (:func:`probe_loop`, deciding with
@@ -33,9 +33,9 @@ from dogs_core.runtime.retry import retry_transient
 from dogs_core.runtime.settings import WorkerSettings
 
 __all__ = [
-    "backfill_retention",
     "clock_sync_loop",
     "ensure_recurrent_records",
+    "give_terminal_records_retention",
     "prepare_store",
     "probe_loop",
     "reconcile_loop",
@@ -76,7 +76,7 @@ def start_maintenance(
                 rng=rng,
             )
         )
-    group.start_soon(backfill_retention, store, settings, clock)
+    group.start_soon(give_terminal_records_retention, store, settings, clock)
 
 
 async def ensure_recurrent_records(
@@ -130,7 +130,9 @@ async def clock_sync_loop(store: AsyncJobStore, clock: ServerClock) -> None:
             log_store_failure(logger, "clock sync failed", error, unexpected=logging.WARNING)
 
 
-async def backfill_retention(store: AsyncJobStore, settings: WorkerSettings, clock: Clock) -> None:
+async def give_terminal_records_retention(
+    store: AsyncJobStore, settings: WorkerSettings, clock: Clock
+) -> None:
     """Give terminal records written by older versions their retention (logged, never fatal)."""
     try:
         modified = await retry_transient(

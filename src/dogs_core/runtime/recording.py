@@ -10,20 +10,25 @@ killed right after the completion has already left its row, so no job ends witho
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 import anyio
 
 from dogs_core.domain.definitions import JobDefinition, load_params
+from dogs_core.domain.outcome import Stale, decide
 from dogs_core.domain.records import ClaimedJob, HistoryRecord
+from dogs_core.domain.settle import Settlement
+from dogs_core.runtime._async.retry import retry_transient
 from dogs_core.runtime.context import JobContext
 from dogs_core.runtime.invocation import UserCalls
 from dogs_core.runtime.outage import log_gave_up
-from dogs_core.runtime.retry import retry_transient
 from dogs_core.runtime.services import HISTORY_WRITE_TIMEOUT, ExecutionServices
+from dogs_core.runtime.settle import label_of
 
 __all__ = [
     "reached_max_tries",
     "run_on_stale",
+    "settle_stale",
     "stopped_by_operator",
     "submit_history",
 ]
@@ -51,7 +56,7 @@ async def stopped_by_operator(services: ExecutionServices, job: ClaimedJob) -> b
     try:
         with anyio.CancelScope(shield=True), anyio.fail_after(HISTORY_WRITE_TIMEOUT):
             record = await retry_transient(
-                lambda: services.store.get_job(job.job_id), what="read stale job"
+                lambda: services.store.get_record(job.job_id), what="read stale job"
             )
     except Exception:
         logger.exception("could not read stale job %s", job.job_id)
@@ -85,3 +90,26 @@ async def run_on_stale(
         await calls.call(on_stale, params, context)
     except Exception:
         logger.exception("on_stale of %s raised", job.job_name)
+
+
+async def settle_stale(
+    services: ExecutionServices,
+    job: ClaimedJob,
+    definition: JobDefinition,
+    *,
+    row: HistoryRecord | None,
+    now: datetime,
+) -> None:
+    """The end of an execution that went stale: its ``stale`` row (when it wrote none), then
+    its record demoted (:class:`~dogs_core.domain.outcome.DemoteStale`) so the retry queues
+    behind other due work. Shielded, as a stale execution's tasks are cancelled at the stop;
+    a failure is logged."""
+    if row is not None:
+        with anyio.CancelScope(shield=True):
+            await submit_history(services, row)
+    command = decide(definition, job, Stale(), services.policy, now, services.rng.random())
+    settlement = Settlement(job.job_id, job.lock_id, command)
+    try:
+        await services.settler.settle(settlement, what=label_of(command, job.job_name))
+    except Exception as error:
+        log_gave_up(logger, f"could not demote stale job {job.job_id}", error)

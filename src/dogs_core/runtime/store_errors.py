@@ -26,6 +26,10 @@ class ObservedJobStore(ForwardingJobStore):
         self.inner = inner
         self._telemetry = telemetry
 
+    @property
+    def _wrapped(self) -> object:
+        return self.inner
+
     async def _forward(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
         try:
             return await getattr(self.inner, method)(*args, **kwargs)

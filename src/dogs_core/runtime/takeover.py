@@ -18,14 +18,14 @@ import anyio
 from dogs_core.domain.definitions import JobDefinition
 from dogs_core.domain.history import killed_attempt_record
 from dogs_core.domain.records import ClaimedJob, HistoryRecord
+from dogs_core.domain.settle import Settlement
 from dogs_core.domain.takeover import (
     PREVIOUS_ROW_LOOKBACK,
     completion_of_finished_attempt,
     previous_attempt_row,
 )
-from dogs_core.runtime.fenced import FencedWriter
+from dogs_core.runtime._async.retry import retry_transient
 from dogs_core.runtime.outage import log_gave_up
-from dogs_core.runtime.retry import retry_transient
 from dogs_core.runtime.services import HISTORY_WRITE_TIMEOUT, ExecutionServices
 
 __all__ = ["Takeover", "take_over"]
@@ -48,7 +48,7 @@ _NOTHING_TO_DO = Takeover(completed=False)
 
 
 async def take_over(
-    services: ExecutionServices, job: ClaimedJob, definition: JobDefinition, writer: FencedWriter
+    services: ExecutionServices, job: ClaimedJob, definition: JobDefinition
 ) -> Takeover:
     """Settle the attempt ``job``'s claim took over (none: nothing to do). A failed read of its
     row is logged and the job runs (at-least-once: a second run is safer than none)."""
@@ -70,7 +70,9 @@ async def take_over(
         *what,
     )
     try:
-        if not await writer.perform(command, what="complete the finished attempt of"):
+        settlement = Settlement(job.job_id, job.lock_id, command)
+        what_write = f"complete the finished attempt of {job.job_name}"
+        if not await services.settler.settle(settlement, what=what_write):
             logger.warning("%s (%s): lost the lock before completing it", *what[:2])
     except Exception as error:
         log_gave_up(logger, f"could not complete {job.job_name} ({job.job_id})", error)
@@ -81,9 +83,7 @@ async def _read_previous_row(services: ExecutionServices, job: ClaimedJob) -> Hi
     try:
         with anyio.fail_after(HISTORY_WRITE_TIMEOUT):
             rows = await retry_transient(
-                lambda: services.store.get_executions(
-                    job_id=job.job_id, limit=PREVIOUS_ROW_LOOKBACK
-                ),
+                lambda: services.store.read_history(job_id=job.job_id, limit=PREVIOUS_ROW_LOOKBACK),
                 what=f"read the previous attempt of {job.job_name}",
             )
     except Exception as error:

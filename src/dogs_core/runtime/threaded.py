@@ -42,6 +42,10 @@ class ThreadedJobStore(ForwardingJobStore):
         """The wrapped sync store."""
         return self._store
 
+    @property
+    def _wrapped(self) -> object:
+        return self._store
+
     async def _forward(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
         call = partial(getattr(self._store, method), *args, **kwargs)
         return await anyio.to_thread.run_sync(call, limiter=self._limiter)

@@ -21,6 +21,7 @@ import os
 import random
 import socket
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
@@ -126,19 +127,22 @@ class Workers:
         )
         self._loop_clock: Callable[[], float] = anyio.current_time  # bound in the loop
         self._scope_factory: Callable[[], anyio.CancelScope] = anyio.CancelScope  # likewise
+        host = _Host(
+            report=self._on_milestone,
+            spawn=self._spawn_for_execution,
+            spawn_background=self._spawn_background,
+            hold_back=self._holds.hold_back,
+            may_free_early=self._may_free_early,
+            loop_time=self._loop_time,
+            cancel_scope=self._cancel_scope,
+        )
         self._services = build_services(
             store,
             self.settings,
             clock=self.clock,
             rng=self.rng,
-            spawn=self._spawn_for_execution,
-            spawn_background=self._spawn_background,
-            report=self._on_milestone,
-            hold_back=self._holds.hold_back,
+            host=host,
             telemetry=self.telemetry,
-            may_free_early=self._may_free_early,
-            loop_time=self._loop_time,
-            cancel_scope=self._cancel_scope,
         )
         self._watcher: ChangeWatcher | None = None
         if self.settings.watch_changes:
@@ -305,7 +309,7 @@ class Workers:
             # a batch or a watchdog that is no longer served.
             services = self._services
             background.start_soon(services.deadlines.run, name="dogs lock watchdogs")
-            background.start_soon(services.completions.run, name="dogs completion writer")
+            background.start_soon(services.settler.run, name="dogs settle writer")
             background.start_soon(services.history.run, name="dogs history writer")
             task_status.started()
             with anyio.CancelScope() as startup:
@@ -370,7 +374,7 @@ class Workers:
         with anyio.move_on_after(grace):
             while self._active or self._ahead:
                 await self._capacity.wait()
-        await give_back(self.store, self._services.completions, self.clock, self._ahead.close())
+        await give_back(self._services.settler, self.clock, self._ahead.close())
         if self._active:
             logger.warning(
                 "stop: grace period over, cancelling %d execution(s) and releasing their locks",
@@ -465,7 +469,7 @@ class Workers:
         return self._scope_factory()
 
     def _may_free_early(self) -> bool:
-        """An execution whose completion is on its way frees its slot at once while fewer than
+        """An execution whose settlement is on its way frees its slot at once while fewer than
         ``completions_in_flight`` others have (their records are still locked by us)."""
         return len(self._finishing) < self.settings.completions_in_flight
 
@@ -483,3 +487,16 @@ class Workers:
         if group is None:
             raise WorkersStateError("workers are not running")
         group.start_soon(func)
+
+
+@dataclass(frozen=True, slots=True)
+class _Host:
+    """The workers as their executions see them (:class:`ExecutionHost`): bound methods."""
+
+    report: Callable[[ClaimedJob, Milestone], None]
+    spawn: Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
+    spawn_background: Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
+    hold_back: Callable[[str, float], None]
+    may_free_early: Callable[[], bool]
+    loop_time: Callable[[], float]
+    cancel_scope: Callable[[], anyio.CancelScope]

@@ -1,5 +1,6 @@
-"""The claim machinery of the MongoDB job store: single claims on either claim path, and
-``claim_many``'s three round trips, and the claim hints' fallback when their index is missing.
+"""The claims role of the MongoDB store: single claims on either claim path,
+``claim_many``'s three round trips, the fenced lock extension, the claim query's probe, and the
+claim hints' fallback when their index is missing.
 
 Part of the async adapter (the source of truth): ``scripts/generate_sync.py`` generates
 ``_sync/claims.py`` from this module. :class:`MongoClaims` is a base of the store class; it
@@ -19,15 +20,17 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from pymongo import ReturnDocument, UpdateOne
+from pymongo import ReadPreference, ReturnDocument, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError, OperationFailure, PyMongoError
 
 from dogs_core.domain.batches import check_claim_requests
 from dogs_core.domain.records import ClaimedJob, ClaimRequest
-from dogs_core.errors import TransientStoreError
+from dogs_core.errors import StoreError, TransientStoreError
 from dogs_core.ports import StoreCapabilities
 from dogs_mongo import queries as q
 from dogs_mongo._async.indexes import list_indexes
@@ -68,8 +71,11 @@ _T = TypeVar("_T")
 
 
 class MongoClaims:
-    """The claim methods of the store (``claim``, ``claim_many``) and their round trips."""
+    """Taking due records (``claim``, ``claim_many``), keeping their locks (``extend_lock``)
+    and timing the claim query (``probe``)."""
 
+    _db: AsyncDatabase[Document]
+    _records: AsyncCollection[Document]
     _fenced: AsyncCollection[Document]
     _primary: AsyncCollection[Document]
     #: The hints (``byJobName``, ``globalPriority``) whose index is missing, and when
@@ -177,6 +183,33 @@ class MongoClaims:
 
         with translate_errors("claim_many (candidates)", write=False):
             return await self._with_claim_hint(hint, send)
+
+    async def extend_lock(self, job_id: str, lock_id: str, locked_until: datetime) -> bool:
+        with translate_errors("extend_lock", write=True):
+            result = await self._fenced.update_one(
+                q.fenced_filter(job_id, lock_id), q.extend_lock_update(locked_until)
+            )
+        return result.matched_count == 1
+
+    async def probe(
+        self, *, hint: str, job_names: Sequence[str], partition: int, now: datetime
+    ) -> float:
+        """``explain`` (executionStats, ``maxTimeMS`` 1000, on the primary) of the claim query
+        with ``hint``; returns ``executionTimeMillis``. A timeout raises
+        ``TransientStoreError``; a result without a finite time raises ``StoreError``."""
+        command = q.probe_explain_command(
+            self._records.name, hint=hint, job_names=job_names, partition=partition, now=now
+        )
+        with translate_errors("probe", write=False):
+            result = await self._db.command(
+                command,
+                read_preference=ReadPreference.PRIMARY,
+                codec_options=self._db.codec_options,
+            )
+        try:
+            return q.probe_execution_millis(result)
+        except ValueError as error:
+            raise StoreError(f"probe with hint {hint!r}: {error}") from error
 
     # -- the claim hints' fallback ------------------------------------------------------------
 

@@ -1,5 +1,5 @@
-"""Fleet-wide controls in the MongoDB job store: pauses, concurrency slots, rate tokens and
-leases, all in the additive controls collection (its documents:
+"""The controls role of the MongoDB store: fleet-wide pauses, concurrency slots and rate
+tokens, all in the additive controls collection (its documents:
 :mod:`dogs_mongo.queries.controls`).
 
 Part of the async adapter (the source of truth): ``scripts/generate_sync.py`` generates
@@ -25,14 +25,12 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from dogs_core.domain import validation
 from dogs_core.domain.controls import (
-    Lease,
-    check_lease,
     check_limit_key,
     check_slot,
 )
 from dogs_core.errors import InvalidOptionError
 from dogs_mongo import queries as q
-from dogs_mongo._async.changes import _resolve
+from dogs_mongo._async.feeds import _resolve
 from dogs_mongo.errors import translate_errors
 
 __all__ = ["MongoControls"]
@@ -45,7 +43,7 @@ _DUPLICATE_KEY = 11000
 
 
 class MongoControls:
-    """The fleet controls of the store (``set_paused`` ... ``get_lease``)."""
+    """The fleet controls of the store (``set_paused`` ... ``take_rate_token``)."""
 
     _controls: AsyncCollection[Document]
 
@@ -202,51 +200,3 @@ class MongoControls:
                 result = await self._controls.update_one(filter_, update)
             return result.matched_count == 1
         return True
-
-    # ------------------------------------------------------------------------------------------
-    # Leases
-    # ------------------------------------------------------------------------------------------
-
-    async def acquire_lease(
-        self, name: str, *, owner: str, until: datetime, now: datetime
-    ) -> int | None:
-        """One ``findOneAndUpdate`` upsert of the lease while nobody holds it; a duplicate key
-        (its insert, refused because the lease exists and is held) means held."""
-        validation.text("name", name)
-        validation.text("owner", owner)
-        try:
-            with translate_errors("acquire_lease", write=True):
-                document = await self._controls.find_one_and_update(
-                    q.acquire_lease_filter(name, now),
-                    q.acquire_lease_update(owner, until),
-                    projection=dict(q.LEASE_TOKEN_PROJECTION),
-                    upsert=True,
-                    return_document=ReturnDocument.AFTER,
-                )
-        except DuplicateKeyError:
-            return None
-        return None if document is None else q.lease_token(document)
-
-    async def renew_lease(
-        self, name: str, *, owner: str, token: int, until: datetime, now: datetime
-    ) -> bool:
-        check_lease(name, owner, token)
-        with translate_errors("renew_lease", write=True):
-            result = await self._controls.update_one(
-                q.renew_lease_filter(name, owner, token, now), q.renew_lease_update(until)
-            )
-        return result.matched_count == 1
-
-    async def release_lease(self, name: str, *, owner: str, token: int) -> bool:
-        check_lease(name, owner, token)
-        with translate_errors("release_lease", write=True):
-            result = await self._controls.update_one(
-                q.held_lease_filter(name, owner, token), q.release_lease_update()
-            )
-        return result.matched_count == 1
-
-    async def get_lease(self, name: str) -> Lease | None:
-        validation.text("name", name)
-        with translate_errors("get_lease", write=False):
-            document = await self._controls.find_one({"_id": q.lease_id(name)})
-        return q.lease_from_document(name, document)

@@ -1,10 +1,11 @@
-"""``job_stats`` on MongoDB: two aggregations of the history over a window, each one scan of
+"""The stats role of the MongoDB store: ``status_counts`` (one aggregation of the records by
+state) and ``job_stats``: two aggregations of the history over a window, each one scan of
 the window's rows in Dogs' index ``{jobName: 1, startedAt: 1}``
 (:mod:`dogs_mongo.queries.stats`).
 
 Part of the async adapter (the source of truth): ``scripts/generate_sync.py`` generates
 ``_sync/stats.py`` from this module. :class:`MongoStats` is a base of the store class and uses
-its history collection.
+its records and history collections.
 
 What a read costs: the summary fetches every row of the window (keys and documents examined
 are the rows of the window) and keeps one duration (and the failure type of each error row) per
@@ -23,9 +24,10 @@ from typing import Any
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import OperationFailure
 
+from dogs_core.domain.records import NameStatus
 from dogs_core.domain.stats import JobStats, check_stats_names, check_stats_window
 from dogs_mongo import queries as q
-from dogs_mongo._async.changes import _resolve
+from dogs_mongo._async.feeds import _resolve
 from dogs_mongo.errors import read_without_missing_hint, translate_errors
 
 __all__ = ["MongoStats"]
@@ -35,9 +37,29 @@ Document = dict[str, Any]
 
 
 class MongoStats:
-    """The stats read of the store (``dogs stats``, ``client.stats``, the dashboard)."""
+    """The counts of the store (``dogs status``, ``dogs stats``, ``client.stats``, the
+    dashboard)."""
 
+    _records: AsyncCollection[Document]
     _history: AsyncCollection[Document]
+
+    async def status_counts(self, *, now: datetime) -> list[NameStatus]:
+        with translate_errors("status_counts", write=False):
+            cursor = await _resolve(self._records.aggregate(q.status_counts_pipeline(now)))
+            rows: list[Document] = await cursor.to_list(None)
+        return [
+            NameStatus(
+                job_name=str(row["_id"]),
+                due=int(row["due"]),
+                scheduled_later=int(row["later"]),
+                running=int(row["running"]),
+                stale=int(row["stale"]),
+                terminal=int(row["terminal"]),
+                oldest_due_at=row.get("oldestDueAt"),
+            )
+            for row in rows
+        ]
+
     _missing_hints: set[str]
 
     async def job_stats(

@@ -1,6 +1,6 @@
-"""What an operator reads and changes in the MongoDB job store: ``find_jobs`` by state with a
-cursor, ``status_counts``, ``get_executions``, and the atomic steps behind cancel, retry,
-reschedule and delete (``delete_job``, ``modify_job``, ``delete_jobs``).
+"""The steering role of the MongoDB store: what an operator reads and changes, ``get_record``,
+``find_records`` by state with a cursor, and the atomic steps behind cancel, retry, reschedule
+and delete (``delete_record``, ``modify_record``, ``delete_records``).
 
 Part of the async adapter (the source of truth): ``scripts/generate_sync.py`` generates
 ``_sync/steering.py`` from this module. :class:`MongoSteering` is a base of the store class; it
@@ -15,7 +15,7 @@ without the hint and a warning names the index: slower, still right.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -24,12 +24,10 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import OperationFailure
 
 from dogs_core.domain import validation
-from dogs_core.domain.feeds import check_history_filter
-from dogs_core.domain.records import HistoryRecord, HistoryStatus, JobRecord, JobState, NameStatus
+from dogs_core.domain.records import JobRecord, JobState
 from dogs_core.domain.steering import JobChange, check_bulk_state, check_state
 from dogs_core.errors import InvalidOptionError
 from dogs_mongo import queries as q
-from dogs_mongo._async.changes import _resolve
 from dogs_mongo.errors import read_without_missing_hint, translate_errors
 
 __all__ = ["MongoSteering"]
@@ -46,11 +44,12 @@ class MongoSteering:
     _fenced: AsyncCollection[Document]
     _missing_hints: set[str]
 
-    # ------------------------------------------------------------------------------------------
-    # Records by state
-    # ------------------------------------------------------------------------------------------
+    async def get_record(self, job_id: str) -> JobRecord | None:
+        with translate_errors("get_record", write=False):
+            document = await self._records.find_one({"_id": job_id})
+        return None if document is None else q.record_from_document(document)
 
-    async def find_jobs(
+    async def find_records(
         self,
         *,
         job_name: str | None = None,
@@ -75,7 +74,7 @@ class MongoSteering:
             limit=limit,
             now=now,
         )
-        with translate_errors("find_jobs", write=False):
+        with translate_errors("find_records", write=False):
             try:
                 documents = await self._find_page(query, query.hint)
             except OperationFailure as error:
@@ -97,7 +96,7 @@ class MongoSteering:
             error, hint, collection=self._records.name, seen=self._missing_hints
         )
 
-    async def delete_jobs(
+    async def delete_records(
         self, *, job_name: str | None, state: JobState, now: datetime, dry_run: bool = False
     ) -> int:
         """One ``deleteMany`` (or, with ``dry_run``, one count) of the state's filter, through
@@ -106,7 +105,7 @@ class MongoSteering:
         validation.boolean("dry_run", dry_run)
         _check_strings(job_name=job_name)
         filter_, hint = q.delete_jobs_query(job_name=job_name, state=wanted, now=now)
-        operation = "delete_jobs (count)" if dry_run else "delete_jobs"
+        operation = "delete_records (count)" if dry_run else "delete_records"
         with translate_errors(operation, write=not dry_run):
             try:
                 return await self._delete_or_count(filter_, hint, dry_run)
@@ -127,7 +126,7 @@ class MongoSteering:
     # One record
     # ------------------------------------------------------------------------------------------
 
-    async def delete_job(
+    async def delete_record(
         self,
         job_id: str,
         *,
@@ -140,11 +139,11 @@ class MongoSteering:
         filter_ = q.delete_job_filter(
             job_id, unless_running_at=unless_running_at, unless_failed=unless_failed
         )
-        with translate_errors("delete_job", write=True):
+        with translate_errors("delete_record", write=True):
             before = await self._fenced.find_one_and_delete(filter_)
         return None if before is None else q.record_from_document(before)
 
-    async def modify_job(
+    async def modify_record(
         self, job_id: str, change: JobChange, *, now: datetime
     ) -> JobRecord | None:
         """One ``findOneAndUpdate`` by ``_id`` unless the lock is live at ``now``, returning the
@@ -155,85 +154,14 @@ class MongoSteering:
         filter_ = q.modify_job_filter(job_id, now)
         update = q.modify_job_update(change)
         if not update:
-            with translate_errors("modify_job (read)", write=False):
+            with translate_errors("modify_record (read)", write=False):
                 document = await self._fenced.find_one(filter_)
         else:
-            with translate_errors("modify_job", write=True):
+            with translate_errors("modify_record", write=True):
                 document = await self._fenced.find_one_and_update(
                     filter_, update, return_document=ReturnDocument.AFTER
                 )
         return None if document is None else q.record_from_document(document)
-
-    # ------------------------------------------------------------------------------------------
-    # Views
-    # ------------------------------------------------------------------------------------------
-
-    async def status_counts(self, *, now: datetime) -> list[NameStatus]:
-        with translate_errors("status_counts", write=False):
-            cursor = await _resolve(self._records.aggregate(q.status_counts_pipeline(now)))
-            rows: list[Document] = await cursor.to_list(None)
-        return [
-            NameStatus(
-                job_name=str(row["_id"]),
-                due=int(row["due"]),
-                scheduled_later=int(row["later"]),
-                running=int(row["running"]),
-                stale=int(row["stale"]),
-                terminal=int(row["terminal"]),
-                oldest_due_at=row.get("oldestDueAt"),
-            )
-            for row in rows
-        ]
-
-    async def get_executions(
-        self,
-        job_name: str | None = None,
-        *,
-        job_id: str | None = None,
-        status: HistoryStatus | None = None,
-        limit: int = 20,
-        skip: int = 0,
-    ) -> list[HistoryRecord]:
-        """One ``find`` in ``startedAt`` order (an index serves it) of the page and one row on
-        each side of it; when one of those shares the ``startedAt`` of the page's edge, the
-        tie is read whole to order it by ``endedAt``
-        (:func:`~dogs_mongo.queries.executions_page`)."""
-        check_history_filter(job_name, job_id)
-        if status is not None:
-            status = HistoryStatus(
-                validation.choice("status", status, tuple(s.value for s in HistoryStatus))
-            )
-        validation.integer("limit", limit, minimum=0)
-        validation.integer("skip", skip, minimum=0)
-        if limit == 0:
-            return []
-        filter_ = q.get_executions_filter(job_name, job_id, status)
-        lead = 1 if skip > 0 else 0
-        with translate_errors("get_executions", write=False):
-            cursor = (
-                self._history.find(filter_)
-                .sort(q.get_executions_sort())
-                .skip(skip - lead)
-                .limit(limit + lead + 1)
-            )
-            documents: list[Document] = await cursor.to_list(None)
-            page = q.executions_page(documents, lead=lead, limit=limit)
-            if page is None:
-                page = await self._executions_around_a_tie(
-                    filter_, documents[lead : lead + limit], skip, limit
-                )
-        return [q.history_from_document(document) for document in page]
-
-    async def _executions_around_a_tie(
-        self, filter_: Mapping[str, Any], page: Sequence[Document], skip: int, limit: int
-    ) -> list[Mapping[str, Any]]:
-        """The page whose edge cuts a tie of ``startedAt``: the rows of its whole range of
-        ``startedAt`` in full order, sliced after the count of the rows newer than it."""
-        newer, window = q.executions_window_filters(filter_, page)
-        before = int(await self._history.count_documents(newer))
-        rows: list[Document] = await self._history.find(window).to_list(None)
-        start = skip - before
-        return q.executions_in_order(rows)[start : start + limit]
 
 
 def _check_id(job_id: object) -> None:

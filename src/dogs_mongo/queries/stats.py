@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from dogs_core.domain.records import HistoryStatus
-from dogs_core.domain.stats import UNKNOWN_ERROR_TYPE, JobStats, job_stats
+from dogs_core.domain.stats import UNKNOWN_ERROR_TYPE, JobStats, stats_of_name
 
 __all__ = [
     "STATS_HINT",
@@ -170,7 +170,7 @@ def stats_from_documents(
         key = document["_id"]
         per_name.setdefault(str(key["name"]), {})[_utc(key["minute"])] = int(document["count"])
     result = [
-        job_stats(
+        stats_of_name(
             str(summary["_id"]),
             since=since,
             until=until,

@@ -6,7 +6,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final, TypeVar
 
+from dogs_core.domain.outcome import Defer, DemoteStale, MarkTerminal, Release, Reschedule
 from dogs_core.domain.records import JobRecord, JobStatus, JobType, NewJob, to_millis
+from dogs_core.domain.settle import Settlement
 from dogs_core.domain.steering import JobChange
 from dogs_mongo.queries.claims import _lock_free, _not_terminal
 from dogs_mongo.queries.common import (
@@ -61,6 +63,34 @@ def batches(items: Sequence[_T], size: int = MAX_BATCH_SIZE) -> list[Sequence[_T
     if size < 1:
         raise ValueError(f"size={size!r}: must be at least 1")
     return [items[start : start + size] for start in range(0, len(items), size)]
+
+
+def settle_update(settlement: Settlement) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The filter and update of one settlement that updates its record (every command but
+    ``Delete``, which :func:`complete_many_filter` sends for a whole batch): fenced by the lock
+    id, and a ``MarkTerminal`` only of an event record (:mod:`dogs_core.domain.settle`)."""
+    job_id, lock_id, command = settlement.job_id, settlement.lock_id, settlement.command
+    if isinstance(command, Reschedule):
+        update = reschedule_update(
+            next_run_at=command.next_run_at,
+            priority=command.priority,
+            reset_tries=command.reset_tries,
+            tries=command.tries,
+        )
+    elif isinstance(command, Defer):
+        update = reschedule_update(
+            next_run_at=command.next_run_at, priority=None, reset_tries=False, tries=command.tries
+        )
+    elif isinstance(command, MarkTerminal):
+        update = mark_max_tries_update(now=command.now, expires_at=command.expires_at)
+        return mark_max_tries_filter(job_id, lock_id), update
+    elif isinstance(command, Release):
+        update = release_lock_update(command.now)
+    elif isinstance(command, DemoteStale):
+        update = demote_stale_update()
+    else:
+        raise TypeError(f"settle_update: {command!r} is not an update")
+    return fenced_filter(job_id, lock_id), update
 
 
 def extend_lock_update(locked_until: datetime) -> dict[str, Any]:

@@ -19,9 +19,13 @@ when the store cannot seed. ``probe_hints`` lists the hint names the store must 
 ``previous_attempt`` it took over; a store that cannot know it sets it to ``False`` (the port
 lets it leave ``None``).
 
-The optional archive port has its own part, :class:`ArchiveContract`
-(:mod:`dogs_testing.contract.archive`), for a store that also implements
-:class:`~dogs_core.ports.AsyncArchiveStore`.
+One module per role of the port, as the port itself (:mod:`dogs_core.ports`) and our two
+stores are cut: :mod:`~dogs_testing.contract.scheduling`, ``.claims``, ``.settle``,
+``.history``, ``.feeds``, ``.steering``, ``.stats``, ``.controls``, ``.leases``,
+``.maintenance``; each part is a class of its own (``SettleContract``...), so a store being
+written can run the parts of the roles it has so far. The optional archive role has its own
+part, :class:`ArchiveContract` (:mod:`dogs_testing.contract.archive`), for a store that lists
+:attr:`~dogs_core.ports.Role.ARCHIVE` in its ``roles``.
 
 Example::
 
@@ -41,35 +45,51 @@ timeout, and the release tests use the real current time.
 
 from __future__ import annotations
 
-from dogs_testing.contract.admin import AdminContract
 from dogs_testing.contract.archive import ArchiveContract, ArchiveUnderTest, ThreadedArchive
 from dogs_testing.contract.base import T0
 from dogs_testing.contract.claims import ClaimContract
 from dogs_testing.contract.controls import ControlsContract
 from dogs_testing.contract.feeds import FeedContract
-from dogs_testing.contract.fenced_writes import FencedWriteContract
 from dogs_testing.contract.history import HistoryContract
+from dogs_testing.contract.leases import LeaseContract
+from dogs_testing.contract.maintenance import MaintenanceContract
 from dogs_testing.contract.scheduling import SchedulingContract
+from dogs_testing.contract.settle import SettleContract
 from dogs_testing.contract.stats import StatsContract
 from dogs_testing.contract.steering import SteeringContract
 
-__all__ = ["T0", "ArchiveContract", "ArchiveUnderTest", "JobStoreContract", "ThreadedArchive"]
+__all__ = [
+    "T0",
+    "ArchiveContract",
+    "ArchiveUnderTest",
+    "ClaimContract",
+    "ControlsContract",
+    "FeedContract",
+    "HistoryContract",
+    "JobStoreContract",
+    "LeaseContract",
+    "MaintenanceContract",
+    "SchedulingContract",
+    "SettleContract",
+    "StatsContract",
+    "SteeringContract",
+    "ThreadedArchive",
+]
 
 
 class JobStoreContract(
     SchedulingContract,
     ClaimContract,
-    FencedWriteContract,
+    SettleContract,
     HistoryContract,
-    AdminContract,
     FeedContract,
     SteeringContract,
-    ControlsContract,
     StatsContract,
+    ControlsContract,
+    LeaseContract,
+    MaintenanceContract,
 ):
-    """The adapter contract suite. See the module documentation for how to run it.
-
-    Its tests come by area from :mod:`dogs_testing.contract.scheduling`, ``.claims``,
-    ``.fenced_writes``, ``.history``, ``.admin``, ``.feeds``, ``.steering``, ``.controls`` and
-    ``.stats``; the
-    fixtures, hooks and helpers from :class:`dogs_testing.contract.base.ContractBase`."""
+    """The adapter contract suite: one part per required role of :mod:`dogs_core.ports`, each
+    also usable alone (a store under construction may run the parts of the roles it has). See
+    the module documentation for how to run it; the fixtures, hooks and helpers come from
+    :class:`dogs_testing.contract.base.ContractBase`."""

@@ -1,4 +1,4 @@
-"""The contract suite, part 10 (optional): the archive port
+"""The contract suite, the archive role (optional): the archive port
 (:class:`~dogs_core.ports.AsyncArchiveStore`): old history rows and failed records moved in
 batches, exactly once, also when a batch was interrupted between its copy and its deletes.
 
@@ -25,6 +25,7 @@ from dogs_core.domain.steering import retry_now_change
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ports import AsyncArchiveStore, AsyncJobStore
 from dogs_testing.contract.base import _DAY, _S, T0, ContractBase, _history, _job
+from dogs_testing.settling import settle_one, terminal
 
 __all__ = ["ArchiveContract", "ArchiveUnderTest", "ThreadedArchive"]
 
@@ -94,16 +95,16 @@ class ArchiveContract(ContractBase):
         """A failed event record marked ``days`` days before :data:`T0`; its id."""
         moment = T0 - timedelta(days=days)
         job = _job(name, at=moment - _S)
-        await store.schedule(job)
+        await store.insert_job(job)
         claimed = await self.claim(store, name, now=moment)
         assert claimed.job_id == job.id
-        assert await store.mark_max_tries_reached(
-            job.id, claimed.execution_id, now=moment, expires_at=T0 + 400 * _DAY
+        assert await settle_one(
+            store, job.id, claimed.execution_id, terminal(moment, expires_at=T0 + 400 * _DAY)
         )
         return job.id
 
     async def live_keys(self, store: AsyncJobStore) -> list[str]:
-        rows = await store.get_executions("a", limit=1000)
+        rows = await store.read_history("a", limit=1000)
         return sorted(row.execution_id for row in rows)
 
     # ---------------------------------------------------------------- history
@@ -165,13 +166,13 @@ class ArchiveContract(ContractBase):
         old = await self.failed(store, 40)
         young = await self.failed(store, 20)
         pending = _job("p", at=T0 - 60 * _DAY)  # an old record that never failed
-        await store.schedule(pending)
+        await store.insert_job(pending)
         assert await archive.count_archivable(F, cutoff=CUTOFF) == 1
         assert await _drain(archive, F) == [1, 0]
         assert await archive.archived_keys(F) == [old]
-        assert await store.get_job(old) is None
-        assert await store.get_job(young) is not None
-        assert await store.get_job(pending.id) is not None
+        assert await store.get_record(old) is None
+        assert await store.get_record(young) is not None
+        assert await store.get_record(pending.id) is not None
 
     async def test_archive_failed_records_in_batches(
         self, store: AsyncJobStore, archive: ArchiveUnderTest
@@ -179,7 +180,7 @@ class ArchiveContract(ContractBase):
         ids = [await self.failed(store, 40 + i, name=f"f{i % 2}") for i in range(5)]
         assert await _drain(archive, F, batch_size=2) == [2, 2, 1, 0]
         assert await archive.archived_keys(F) == sorted(ids)
-        assert [await store.get_job(record_id) for record_id in ids] == [None] * 5
+        assert [await store.get_record(record_id) for record_id in ids] == [None] * 5
 
     async def test_failed_batch_interrupted_after_its_copy_is_finished_by_the_next(
         self, store: AsyncJobStore, archive: ArchiveUnderTest
@@ -189,7 +190,7 @@ class ArchiveContract(ContractBase):
         assert sum(await _drain(archive, F)) == 3
         assert await archive.archived_keys(F) == sorted(ids)
         assert await archive.count_archived(F) == 3
-        assert [await store.get_job(record_id) for record_id in ids] == [None] * 3
+        assert [await store.get_record(record_id) for record_id in ids] == [None] * 3
 
     async def test_a_record_revived_between_copy_and_delete_stays_live(
         self, store: AsyncJobStore, archive: ArchiveUnderTest
@@ -197,12 +198,12 @@ class ArchiveContract(ContractBase):
         revived = await self.failed(store, 40)
         other = await self.failed(store, 41)
         assert await archive.copy_batch(F, cutoff=CUTOFF, batch_size=10, archived_at=T0) == 2
-        record = await store.get_job(revived)
+        record = await store.get_record(revived)
         assert record is not None
-        assert await store.modify_job(revived, retry_now_change(record, T0), now=T0) is not None
+        assert await store.modify_record(revived, retry_now_change(record, T0), now=T0) is not None
         assert sum(await _drain(archive, F)) == 1
         assert await archive.archived_keys(F) == [other]
-        live = await store.get_job(revived)
+        live = await store.get_record(revived)
         assert isinstance(live, JobRecord)
         assert live.status is not JobStatus.MAX_TRIES_REACHED
 
@@ -211,17 +212,15 @@ class ArchiveContract(ContractBase):
     ) -> None:
         record_id = await self.failed(store, 40)
         await archive.copy_batch(F, cutoff=CUTOFF, batch_size=10, archived_at=T0)
-        record = await store.get_job(record_id)
+        record = await store.get_record(record_id)
         assert record is not None
         again = T0 - 35 * _DAY
-        assert await store.modify_job(record_id, retry_now_change(record, again), now=again)
+        assert await store.modify_record(record_id, retry_now_change(record, again), now=again)
         claimed = await self.claim(store, "f", now=again)
-        assert await store.mark_max_tries_reached(
-            record_id, claimed.execution_id, now=again, expires_at=None
-        )
+        assert await settle_one(store, record_id, claimed.execution_id, terminal(again))
         await _drain(archive, F)
         assert await archive.archived_keys(F) == [record_id]
-        assert await store.get_job(record_id) is None
+        assert await store.get_record(record_id) is None
 
     # ---------------------------------------------------------------- input
 

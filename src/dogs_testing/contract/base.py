@@ -4,10 +4,11 @@ with the fixtures, hooks and helpers every area of the suite uses."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
+import anyio
 import pytest
 
 from dogs_core.domain.records import (
@@ -23,10 +24,35 @@ from dogs_core.domain.records import (
     Scheduled,
     to_millis,
 )
+from dogs_core.domain.settle import Settlement
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_core.ports import AsyncJobStore
+from dogs_testing.settling import completed
 
 __all__ = ["T0", "ContractBase"]
+
+T = TypeVar("T")
+
+#: How many calls each race runs at once.
+_CROWD = 24
+
+
+async def _at_once(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
+    """Run every call at once and return their results in the order of ``calls``."""
+    results: list[Any] = [None] * len(calls)
+
+    async def run(index: int) -> None:
+        results[index] = await calls[index]()
+
+    async with anyio.create_task_group() as group:
+        for index in range(len(calls)):
+            group.start_soon(run, index)
+    return results
+
+
+def _holders(count: int, prefix: str = "holder") -> list[str]:
+    return [f"{prefix}-{n}" for n in range(count)]
+
 
 T0 = datetime(2100, 1, 1, tzinfo=UTC)
 """The reference time of the suite."""
@@ -189,24 +215,24 @@ class ContractBase:
             assert claimed.previous_attempt in (None, expected), claimed
 
     async def complete(self, store: AsyncJobStore, job_id: str, lock_id: str) -> bool:
-        """One completion as the runtime makes it: a one-pair ``complete_many``, whose verdict is
-        exact (the port's leeway needs pairs deleted and pairs gone in one call)."""
-        verdicts = await store.complete_many([(job_id, lock_id)])
+        """One completion: a one-settlement ``settle_many``, whose verdict is exact (the port's
+        leeway needs settlements applied and records gone in one call)."""
+        verdicts = await store.settle_many([Settlement(job_id, lock_id, completed())])
         assert len(verdicts) == 1, verdicts
         assert isinstance(verdicts[0], bool), verdicts
         return verdicts[0]
 
     async def all_records(self, store: AsyncJobStore) -> list[JobRecord]:
-        """Every record, in id order: ``find_jobs`` pages of 1,000 followed by their cursor."""
+        """Every record, in id order: ``find_records`` pages of 1,000 followed by their cursor."""
         records: list[JobRecord] = []
         while True:
             after = records[-1].id if records else None
-            page = await store.find_jobs(after=after, limit=1_000)
+            page = await store.find_records(after=after, limit=1_000)
             records.extend(page)
             if len(page) < 1_000:
                 return records
 
     async def record(self, store: AsyncJobStore, job_id: str) -> JobRecord:
-        record = await store.get_job(job_id)
+        record = await store.get_record(job_id)
         assert record is not None, f"record {job_id} is missing"
         return record

@@ -1,11 +1,13 @@
-"""The contract suite, part 2: claims (eligibility, order, staleness) and ``claim_many``."""
+"""The contract suite, the claims role: claims (eligibility, order, staleness), ``claim_many``,
+the fenced ``extend_lock`` and the probe."""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import anyio
@@ -18,6 +20,7 @@ from dogs_core.domain.records import (
     JobStatus,
     JobType,
     PreviousAttempt,
+    to_millis,
 )
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ids import new_execution_id, new_record_id
@@ -34,6 +37,7 @@ from dogs_testing.contract.base import (
     _owner,
     _scheduled_id,
 )
+from dogs_testing.settling import released, settle_one, terminal
 
 __all__ = ["ClaimContract"]
 
@@ -47,7 +51,7 @@ class ClaimContract(ContractBase):
         self, store: AsyncJobStore
     ) -> None:
         ids = {
-            key: _scheduled_id(await store.schedule(job))
+            key: _scheduled_id(await store.insert_job(job))
             for key, job in {
                 "p100_t3": _job("a", priority=100, at=T0 - 3 * _S),
                 "p100_t1": _job("a", priority=100, at=T0 - 1 * _S),
@@ -62,7 +66,7 @@ class ClaimContract(ContractBase):
 
     async def test_claim_locks_the_record_and_counts_the_try(self, store: AsyncJobStore) -> None:
         job_id = _scheduled_id(
-            await store.schedule(_job(params={"n": 3}, priority=9, partition=2, uid="u"))
+            await store.insert_job(_job(params={"n": 3}, priority=9, partition=2, uid="u"))
         )
         request = self.request("a", partition=2, lock_for=5 * _MIN)
         claimed = await store.claim(request)
@@ -94,36 +98,36 @@ class ClaimContract(ContractBase):
         assert not record.claim_was_stale
 
     async def test_claim_with_no_job_names_finds_nothing(self, store: AsyncJobStore) -> None:
-        await store.schedule(_job())
+        await store.insert_job(_job())
         request = dataclasses.replace(self.request(), job_names=())
         assert await store.claim(request) is None
 
     async def test_claim_ignores_other_partitions(self, store: AsyncJobStore) -> None:
-        job_id = _scheduled_id(await store.schedule(_job(partition=1)))
+        job_id = _scheduled_id(await store.insert_job(_job(partition=1)))
         assert await store.claim(self.request(partition=0)) is None
         assert await store.claim(self.request(partition=2)) is None
         assert (await self.claim(store, partition=1)).job_id == job_id
 
     async def test_claim_ignores_other_job_names(self, store: AsyncJobStore) -> None:
-        job_id = _scheduled_id(await store.schedule(_job("b")))
+        job_id = _scheduled_id(await store.insert_job(_job("b")))
         assert await store.claim(self.request("a", "c")) is None
         assert (await self.claim(store, "a", "b")).job_id == job_id
 
     async def test_claim_ignores_future_jobs(self, store: AsyncJobStore) -> None:
-        later = _scheduled_id(await store.schedule(_job(at=T0 + _MS)))
-        now = _scheduled_id(await store.schedule(_job(at=T0, priority=1)))
+        later = _scheduled_id(await store.insert_job(_job(at=T0 + _MS)))
+        now = _scheduled_id(await store.insert_job(_job(at=T0, priority=1)))
         assert (await self.claim(store, now=T0)).job_id == now  # next_run_at == now is due
         assert await store.claim(self.request(now=T0)) is None
         assert (await self.claim(store, now=T0 + _MS)).job_id == later
 
     async def test_claim_ignores_locked_jobs(self, store: AsyncJobStore) -> None:
-        await store.schedule(_job())
+        await store.insert_job(_job())
         await self.claim(store, now=T0, lock_for=10 * _S)
         assert await store.claim(self.request(now=T0)) is None
         assert await store.claim(self.request(now=T0 + 10 * _S - _MS)) is None
 
     async def test_claim_takes_an_expired_lock_as_stale(self, store: AsyncJobStore) -> None:
-        job_id = _scheduled_id(await store.schedule(_job()))
+        job_id = _scheduled_id(await store.insert_job(_job()))
         first = await self.claim(store, now=T0, lock_for=10 * _S)
         assert (await self.record(store, job_id)).state(T0 + 10 * _S) is JobState.STALE
         second = await self.claim(store, now=T0 + 10 * _S)  # locked_until <= now: expired
@@ -140,7 +144,7 @@ class ClaimContract(ContractBase):
         assert await self.complete(store, job_id, second.lock_id)
 
     async def test_claim_writes_the_owner_and_hands_it_out(self, store: AsyncJobStore) -> None:
-        job_id = _scheduled_id(await store.schedule(_job()))
+        job_id = _scheduled_id(await store.insert_job(_job()))
         first = await self.claim(store, owner=_owner("w1"))
         assert first.owner == _owner("w1")
         record = await self.record(store, job_id)
@@ -158,7 +162,7 @@ class ClaimContract(ContractBase):
     ) -> None:
         """The attempt whose lock expired: its lock id, start, deadline, tries and owner (a
         Node-like claim without an owner first, then one with an owner, through both paths)."""
-        job_id = _scheduled_id(await store.schedule(_job()))
+        job_id = _scheduled_id(await store.insert_job(_job()))
         first = await self.claim(store, now=T0, lock_for=10 * _S)
         self.check_previous_attempt(first, None)
         second = await self.claim(store, now=T0 + 10 * _S, owner=_owner("w2"))
@@ -188,10 +192,10 @@ class ClaimContract(ContractBase):
     async def test_a_released_lock_is_not_stale(self, store: AsyncJobStore) -> None:
         """A lock given back (``release_lock``) is claimable at once and not a stale takeover:
         no ``was_stale``, no previous attempt, through both claim paths."""
-        ids = [_scheduled_id(await store.schedule(_job(partition=p))) for p in (0, 1)]
+        ids = [_scheduled_id(await store.insert_job(_job(partition=p))) for p in (0, 1)]
         for partition, job_id in enumerate(ids):
             first = await self.claim(store, partition=partition, owner=_owner("w1"))
-            assert await store.release_lock(job_id, first.lock_id, now=T0 + _S)
+            assert await settle_one(store, job_id, first.lock_id, released(T0 + _S))
             record = await self.record(store, job_id)
             assert record.state(T0 + _S) is JobState.RETRYING
             assert record.state(T0 + _H) is JobState.RETRYING
@@ -241,10 +245,10 @@ class ClaimContract(ContractBase):
         assert (await self.record(store, record.id)).lock_released_at is None
 
     async def test_claim_ignores_terminal_event_jobs(self, store: AsyncJobStore) -> None:
-        job_id = _scheduled_id(await store.schedule(_job()))
+        job_id = _scheduled_id(await store.insert_job(_job()))
         claimed = await self.claim(store)
-        assert await store.mark_max_tries_reached(
-            job_id, claimed.lock_id, now=T0, expires_at=T0 + 7 * _DAY
+        assert await settle_one(
+            store, job_id, claimed.lock_id, terminal(T0, expires_at=T0 + 7 * _DAY)
         )
         assert await store.claim(self.request(now=T0 + _H)) is None
         assert [r.id for r in await self.all_records(store)] == [job_id]
@@ -282,7 +286,7 @@ class ClaimContract(ContractBase):
         self, store: AsyncJobStore
     ) -> None:
         jobs = [_job("ab"[i % 2], partition=i % 4, priority=i % 3) for i in range(200)]
-        assert (await store.schedule_many(jobs)).scheduled_count == 200
+        assert (await store.insert_jobs(jobs)).scheduled_count == 200
         claimed: list[str] = []
 
         async def claimer(offset: int) -> None:
@@ -309,7 +313,7 @@ class ClaimContract(ContractBase):
         self, store: AsyncJobStore
     ) -> None:
         ids = {
-            key: _scheduled_id(await store.schedule(job))
+            key: _scheduled_id(await store.insert_job(job))
             for key, job in {
                 "p100_t3": _job("a", priority=100, at=T0 - 3 * _S, params={"n": 1}, uid="u"),
                 "p100_t1": _job("a", priority=100, at=T0 - 1 * _S),
@@ -381,7 +385,7 @@ class ClaimContract(ContractBase):
         for partition in (0, 1):
             for index, (name, priority, at, params) in enumerate(shapes):
                 job = _job(name, priority=priority, at=at, partition=partition, params=params)
-                index_of[_scheduled_id(await store.schedule(job))] = index
+                index_of[_scheduled_id(await store.insert_job(job))] = index
             # The best record (priority 9) is claimed and its lock expires at T0: stale.
             await self.claim(store, "a", "b", partition=partition, now=T0 - _S, lock_for=_S)
 
@@ -426,7 +430,7 @@ class ClaimContract(ContractBase):
     async def test_claim_many_with_fewer_eligible_records_than_requests(
         self, store: AsyncJobStore
     ) -> None:
-        ids = {_scheduled_id(await store.schedule(_job(priority=p))) for p in (1, 2)}
+        ids = {_scheduled_id(await store.insert_job(_job(priority=p))) for p in (1, 2)}
         requests = self.requests(5)
         claimed = await store.claim_many(requests)
         assert {job.job_id for job in claimed} == ids
@@ -437,7 +441,7 @@ class ClaimContract(ContractBase):
         assert await store.claim_many(self.requests(5)) == []
 
     async def test_claim_many_that_finds_nothing_writes_nothing(self, store: AsyncJobStore) -> None:
-        await store.schedule_many(
+        await store.insert_jobs(
             [_job(at=T0 + _S), _job("b"), _job(partition=1), _job(priority=7, at=T0 + _H)]
         )
         before = await self.all_records(store)
@@ -447,9 +451,9 @@ class ClaimContract(ContractBase):
     async def test_claim_many_skips_held_locks_and_takes_expired_ones_as_stale(
         self, store: AsyncJobStore
     ) -> None:
-        held = _scheduled_id(await store.schedule(_job(priority=30)))
-        expired = _scheduled_id(await store.schedule(_job(priority=20)))
-        free = _scheduled_id(await store.schedule(_job(priority=10)))
+        held = _scheduled_id(await store.insert_job(_job(priority=30)))
+        expired = _scheduled_id(await store.insert_job(_job(priority=20)))
+        free = _scheduled_id(await store.insert_job(_job(priority=10)))
         first = await self.claim(store, now=T0, lock_for=_H)
         old = await self.claim(store, now=T0, lock_for=10 * _S)
         assert (first.job_id, old.job_id) == (held, expired)
@@ -467,7 +471,7 @@ class ClaimContract(ContractBase):
         assert (await self.record(store, held)).lock_id == first.lock_id
 
     async def test_claim_many_refuses_requests_that_disagree(self, store: AsyncJobStore) -> None:
-        await store.schedule_many([_job(), _job(partition=1)])
+        await store.insert_jobs([_job(), _job(partition=1)])
         before = await self.all_records(store)
         template = self.request()
         other_hint = next(h for h in self.probe_hints if h != template.hint)
@@ -497,7 +501,7 @@ class ClaimContract(ContractBase):
         assert await self.all_records(store) == before
 
     async def test_claim_many_of_nothing(self, store: AsyncJobStore) -> None:
-        await store.schedule(_job())
+        await store.insert_job(_job())
         before = await self.all_records(store)
         assert await store.claim_many([]) == []
         no_names = [dataclasses.replace(r, job_names=()) for r in self.requests(2)]
@@ -506,7 +510,7 @@ class ClaimContract(ContractBase):
 
     async def test_claim_many_of_more_than_a_thousand(self, store: AsyncJobStore) -> None:
         jobs = [_job(priority=i % 7, at=T0 - i * _MS) for i in range(1_500)]
-        assert (await store.schedule_many(jobs)).scheduled_count == 1_500
+        assert (await store.insert_jobs(jobs)).scheduled_count == 1_500
         claimed = await store.claim_many(self.requests(1_200))
         assert len(claimed) == 1_200
         assert len({job.job_id for job in claimed}) == 1_200
@@ -524,7 +528,7 @@ class ClaimContract(ContractBase):
         self, store: AsyncJobStore
     ) -> None:
         jobs = [_job(priority=i % 3) for i in range(50)]
-        assert (await store.schedule_many(jobs)).scheduled_count == 50
+        assert (await store.insert_jobs(jobs)).scheduled_count == 50
         claimed: list[str] = []
 
         async def claimer() -> None:
@@ -540,3 +544,22 @@ class ClaimContract(ContractBase):
         assert len(claimed) == 50
         assert set(claimed) == {job.id for job in jobs}
         assert all(record.tries == 1 for record in await self.all_records(store))
+
+    async def test_extend_lock(self, store: AsyncJobStore) -> None:
+        job_id = _scheduled_id(await store.insert_job(_job()))
+        claimed = await self.claim(store)
+        until = T0 + 5 * _MIN + timedelta(microseconds=123_456)
+        assert await store.extend_lock(job_id, claimed.lock_id, until)
+        record = await self.record(store, job_id)
+        assert (record.locked_until, record.lock_id) == (to_millis(until), claimed.lock_id)
+        assert await store.claim(self.request(now=T0 + 5 * _MIN)) is None
+
+    async def test_probe_measures_every_hint(self, store: AsyncJobStore) -> None:
+        if not (await store.capabilities()).supports_probe:
+            pytest.skip("the store does not support probes")
+        await store.insert_jobs([_job(partition=p % 2, priority=p) for p in range(6)])
+        for hint in self.probe_hints:
+            cost = await store.probe(hint=hint, job_names=["a", "b"], partition=0, now=T0)
+            assert isinstance(cost, float | int)
+            assert math.isfinite(cost)
+            assert cost >= 0

@@ -1,5 +1,5 @@
-"""The contract suite, part 6: the change feeds (``watch_records``, ``watch_history``,
-``watch_pauses``) and the history of one job (``get_executions(job_id=...)``).
+"""The contract suite, the feeds role: the change feeds (``watch_records``, ``watch_history``,
+``watch_pauses``).
 
 A feed is a notification: these tests check what must be reported (an insert after the feed
 is open, a reschedule, a release, a history row as first written, a pause and a resume) and what
@@ -39,6 +39,7 @@ from dogs_testing.contract.base import (
     _job,
     _scheduled_id,
 )
+from dogs_testing.settling import released, rescheduled, settle_one
 
 __all__ = ["SAFETY_TIMEOUT", "FeedContract", "opened", "read_until"]
 
@@ -100,18 +101,16 @@ class FeedContract(ContractBase):
     async def test_watch_records_opens_then_reports_an_insert(self, store: AsyncJobStore) -> None:
         async with aclosing(store.watch_records(["a"])) as feed:
             await opened(feed)
-            await store.schedule(_job("b", at=T0 + _S))  # another name: not reported
-            await store.schedule(_job("a", at=T0 + 2 * _S, partition=2))
+            await store.insert_job(_job("b", at=T0 + _S))  # another name: not reported
+            await store.insert_job(_job("a", at=T0 + 2 * _S, partition=2))
             changes = await read_until(feed, _up_to(_is_insert_at(T0 + 2 * _S)))
         assert RecordChange(job_name="a", partition=2, next_run_at=T0 + 2 * _S) in changes
         assert all(change.job_name in ("a", None) for change in changes), changes
 
-    async def test_watch_records_reports_inserts_of_schedule_many(
-        self, store: AsyncJobStore
-    ) -> None:
+    async def test_watch_records_reports_inserts_of_insert_jobs(self, store: AsyncJobStore) -> None:
         async with aclosing(store.watch_records(["a", "c"])) as feed:
             await opened(feed)
-            await store.schedule_many(
+            await store.insert_jobs(
                 [_job("c", at=T0 + _S), _job("b", at=T0 + _S), _job("a", at=T0 + 3 * _S, uid="u")]
             )
             changes = await read_until(feed, _up_to(_is_insert_at(T0 + 3 * _S)))
@@ -120,16 +119,12 @@ class FeedContract(ContractBase):
         assert "b" not in names
 
     async def test_watch_records_reports_a_reschedule(self, store: AsyncJobStore) -> None:
-        await store.schedule(_job("a"))
+        await store.insert_job(_job("a"))
         claimed = await self.claim(store, "a")
         async with aclosing(store.watch_records(["a"])) as feed:
             await opened(feed)
-            assert await store.reschedule(
-                claimed.job_id,
-                claimed.execution_id,
-                next_run_at=T0 + _H,
-                priority=None,
-                reset_tries=False,
+            assert await settle_one(
+                store, claimed.job_id, claimed.execution_id, rescheduled(T0 + _H)
             )
             changes = await read_until(feed, _up_to(lambda change: change.next_run_at == T0 + _H))
         change = next(change for change in changes if change.next_run_at == T0 + _H)
@@ -140,28 +135,28 @@ class FeedContract(ContractBase):
         self, store: AsyncJobStore
     ) -> None:
         now = _real_now()
-        job_id = _scheduled_id(await store.schedule(_job("a", at=now - _S)))
+        job_id = _scheduled_id(await store.insert_job(_job("a", at=now - _S)))
         claimed = await self.claim(store, "a", now=now)
         async with aclosing(store.watch_records(["a"])) as feed:
             await opened(feed)
             assert await store.extend_lock(job_id, claimed.execution_id, now + 5 * _MIN)
-            assert await store.release_lock(job_id, claimed.execution_id, now=_real_now())
+            assert await settle_one(store, job_id, claimed.execution_id, released(_real_now()))
             marker = T0 + 7 * _S
-            await store.schedule(_job("a", at=marker))
+            await store.insert_job(_job("a", at=marker))
             changes = await read_until(feed, _up_to(_is_insert_at(marker)))
         before = _before(changes, _is_insert_at(marker))
         assert len(before) == 1, f"expected the release alone, got {before}"
         assert before[0].job_name in ("a", None)
         assert before[0].next_run_at in (now - _S, None)
 
-    async def test_watch_records_reports_unlock_all(self, store: AsyncJobStore) -> None:
-        await store.schedule(_job("a"))
+    async def test_watch_records_reports_release_all_locks(self, store: AsyncJobStore) -> None:
+        await store.insert_job(_job("a"))
         await self.claim(store, "a")
         async with aclosing(store.watch_records(["a"])) as feed:
             await opened(feed)
-            assert await store.unlock_all() == 1
+            assert await store.release_all_locks() == 1
             marker = T0 + 9 * _S
-            await store.schedule(_job("a", at=marker))
+            await store.insert_job(_job("a", at=marker))
             changes = await read_until(feed, _up_to(_is_insert_at(marker)))
         assert len(_before(changes, _is_insert_at(marker))) == 1, changes
 
@@ -248,7 +243,7 @@ class FeedContract(ContractBase):
     async def test_watch_pauses_leaves_out_the_other_controls(self, store: AsyncJobStore) -> None:
         async with aclosing(store.watch_pauses()) as feed:
             await opened(feed)
-            await store.schedule(_job("a"))
+            await store.insert_job(_job("a"))
             index = await store.acquire_slot(
                 "a", DEFAULT_KEY, limit=1, holder="h", until=T0 + _MIN, now=T0
             )
@@ -272,24 +267,3 @@ class FeedContract(ContractBase):
                 assert await feed.__anext__() == []
 
     # ---------------------------------------------------------------- get_executions(job_id=)
-
-    async def test_get_executions_by_job_id_newest_first(self, store: AsyncJobStore) -> None:
-        first = _history("e1", started_at=T0)
-        job_id = first.job_id
-        retry = dataclasses.replace(_history("e2", started_at=T0 + _MIN), job_id=job_id)
-        other = _history("e3", started_at=T0 + _H)
-        renamed = dataclasses.replace(
-            _history("e4", name="b", started_at=T0 + 2 * _MIN), job_id=job_id
-        )
-        await store.write_history_many([first, other, retry, renamed])
-        stored = [_as_stored(row) for row in (renamed, retry, first)]
-        assert await store.get_executions(job_id=job_id) == stored
-        assert await store.get_executions(job_id=job_id, limit=1, skip=1) == stored[1:2]
-        assert await store.get_executions("a", job_id=job_id) == stored[1:]
-        assert await store.get_executions("b", job_id=other.job_id) == []
-        assert await store.get_executions(job_id="nobody") == []
-
-    async def test_get_executions_needs_a_filter(self, store: AsyncJobStore) -> None:
-        with pytest.raises(InvalidOptionError, match=r"^job_name=None: "):
-            await store.get_executions()
-        assert await store.get_executions(job_id="x", limit=0) == []

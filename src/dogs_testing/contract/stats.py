@@ -1,5 +1,6 @@
-"""The contract suite, part 9: ``job_stats``, the counts of the history rows of a window per
-job name (:mod:`dogs_core.domain.stats` defines them; every store must give the same)."""
+"""The contract suite, the stats role: ``status_counts`` (records by state) and ``job_stats``,
+the counts of the history rows of a window per job name (:mod:`dogs_core.domain.stats` defines
+them; every store must give the same)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from datetime import timedelta
 
 import pytest
 
-from dogs_core.domain.records import HistoryRecord, HistoryStatus
+from dogs_core.domain.records import HistoryRecord, HistoryStatus, NameStatus
 from dogs_core.domain.stats import MAX_STATS_WINDOW, JobStats
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ports import AsyncJobStore
-from dogs_testing.contract.base import _MIN, _MS, _S, T0, ContractBase, _history
+from dogs_testing.contract.base import _H, _MIN, _MS, _S, T0, ContractBase, _history, _job
+from dogs_testing.settling import released, rescheduled, settle_one, terminal
 
 __all__ = ["StatsContract"]
 
@@ -130,3 +132,51 @@ class StatsContract(ContractBase):
         with pytest.raises(InvalidOptionError) as caught:
             await store.job_stats(since=T0, until=T0 + _S, job_names="a")
         assert caught.value.field == "job_names"
+
+    async def test_status_counts(self, store: AsyncJobStore) -> None:
+        await store.insert_jobs(
+            [
+                _job(partition=0, at=T0 - 2 * _S),  # due
+                _job(partition=1, at=T0 - _S),  # due
+                _job(partition=2, at=T0 + _H),  # scheduled later
+                _job(partition=3, at=T0 - _S),  # running
+                _job(partition=4, at=T0 - 20 * _S),  # stale
+                _job(partition=5, at=T0 - 20 * _S),  # terminal
+                _job(partition=6, at=T0 - 3 * _S),  # released at shutdown: due (retrying)
+                _job(partition=7, at=T0 - _S),  # retrying later
+                _job("b", partition=0, at=T0),  # due
+            ]
+        )
+        await self.claim(store, partition=3, now=T0)
+        await self.claim(store, partition=4, now=T0 - 10 * _S, lock_for=5 * _S)
+        at_limit = await self.claim(store, partition=5, now=T0 - 10 * _S)
+        assert await settle_one(store, at_limit.job_id, at_limit.lock_id, terminal(T0 - 10 * _S))
+        given_back = await self.claim(store, partition=6, now=T0 - _S)
+        assert await settle_one(store, given_back.job_id, given_back.lock_id, released(T0 - _S))
+        failed = await self.claim(store, partition=7, now=T0 - _S)
+        assert await settle_one(store, failed.job_id, failed.lock_id, rescheduled(T0 + _MIN))
+        counts = sorted(await store.status_counts(now=T0), key=lambda s: s.job_name)
+        assert counts == [
+            NameStatus(
+                job_name="a",
+                due=3,
+                scheduled_later=2,
+                running=1,
+                stale=1,
+                terminal=1,
+                oldest_due_at=T0 - 20 * _S,  # the stale record waits for recovery
+            ),
+            NameStatus(job_name="b", due=1, oldest_due_at=T0),
+        ]
+        for status in counts:  # each record is counted once, by its state
+            records = await store.find_records(job_name=status.job_name)
+            assert len(records) == (
+                status.due
+                + status.scheduled_later
+                + status.running
+                + status.stale
+                + status.terminal
+            )
+
+    async def test_status_counts_of_nothing(self, store: AsyncJobStore) -> None:
+        assert await store.status_counts(now=T0) == []

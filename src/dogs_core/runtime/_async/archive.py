@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from functools import partial
+from typing import cast
 
 import anyio
 
@@ -25,9 +26,8 @@ from dogs_core.domain.archiving import (
 )
 from dogs_core.domain.validation import DurationLike
 from dogs_core.errors import InvalidOptionError
-from dogs_core.ports import AsyncArchiveStore, AsyncJobStore
+from dogs_core.ports import AsyncArchiveStore, AsyncJobStore, Role, store_roles
 from dogs_core.runtime._async.retry import retry_transient
-from dogs_core.runtime.archive_ports import archive_port_of
 from dogs_core.runtime.scheduling import ClientBase
 
 __all__ = ["ARCHIVE_LOG_EVERY", "ArchiveClient", "BatchCallback", "archive_store_of"]
@@ -157,8 +157,9 @@ async def _archive_kind(
 
 
 def archive_store_of(store: object) -> AsyncArchiveStore:
-    """The archive port of the client's ``store`` (:func:`archive_port_of`)."""
-    archive = archive_port_of(store)
-    if not isinstance(archive, AsyncArchiveStore):
-        raise InvalidOptionError("store", store, "has no archive (no AsyncArchiveStore)")
-    return archive
+    """The client's ``store`` as an archive: it must list the archive role in its ``roles``
+    (:func:`~dogs_core.ports.store_roles`, through every wrapper)."""
+    if Role.ARCHIVE not in store_roles(store):
+        roles = ", ".join(sorted(store_roles(store)))
+        raise InvalidOptionError("store", store, f"has no archive (its roles: {roles})")
+    return cast(AsyncArchiveStore, store)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from functools import partial
+from typing import cast
 
 from dogs_core.domain.archiving import (
     DEFAULT_ARCHIVE_BATCH_SIZE,
@@ -26,9 +27,8 @@ from dogs_core.domain.archiving import (
 )
 from dogs_core.domain.validation import DurationLike
 from dogs_core.errors import InvalidOptionError
-from dogs_core.ports import ArchiveStore, JobStore
+from dogs_core.ports import ArchiveStore, JobStore, Role, store_roles
 from dogs_core.runtime._sync.retry import retry_transient
-from dogs_core.runtime.archive_ports import archive_port_of
 from dogs_core.runtime.scheduling import ClientBase
 
 __all__ = ["ARCHIVE_LOG_EVERY", "ArchiveClient", "BatchCallback", "archive_store_of"]
@@ -158,8 +158,9 @@ def _archive_kind(
 
 
 def archive_store_of(store: object) -> ArchiveStore:
-    """The archive port of the client's ``store`` (:func:`archive_port_of`)."""
-    archive = archive_port_of(store)
-    if not isinstance(archive, ArchiveStore):
-        raise InvalidOptionError("store", store, "has no archive (no ArchiveStore)")
-    return archive
+    """The client's ``store`` as an archive: it must list the archive role in its ``roles``
+    (:func:`~dogs_core.ports.store_roles`, through every wrapper)."""
+    if Role.ARCHIVE not in store_roles(store):
+        roles = ", ".join(sorted(store_roles(store)))
+        raise InvalidOptionError("store", store, f"has no archive (its roles: {roles})")
+    return cast(ArchiveStore, store)

@@ -210,7 +210,7 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, Sy
     def get_job(self, job_id: str) -> JobRecord | None:
         """One stored record by id (``None`` once an event job succeeded and was deleted)."""
         validate_job_id(job_id)
-        return self.store.get_job(job_id)
+        return self.store.get_record(job_id)
 
     def status(self) -> list[NameStatus]:
         """Per job name: due, scheduled later, running, stale and terminal counts."""
@@ -223,7 +223,7 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, Sy
 
     def unlock_all(self) -> int:
         """Administrative: release every lock (only when no worker is running)."""
-        count = self.store.unlock_all()
+        count = self.store.release_all_locks()
         logger.warning("unlocked %d job records", count)
         return count
 
@@ -299,8 +299,8 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, Sy
     def _end_state(self, job_id: str) -> tuple[JobRecord | None, HistoryRecord | None]:
         """The record of a job and its newest history row (read in this order, so that a job
         that ends in between is seen with its row)."""
-        record = self.store.get_job(job_id)
-        rows = self.store.get_executions(job_id=job_id, limit=1)
+        record = self.store.get_record(job_id)
+        rows = self.store.read_history(job_id=job_id, limit=1)
         return record, rows[0] if rows else None
 
     # -- inserting safely ------------------------------------------------------------------
@@ -315,13 +315,13 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, Sy
         is sent once: the caller's ``with_transaction`` retries (see ``in_transaction``).
         """
         if in_transaction(session):
-            return self.store.schedule(job, session=session)
+            return self.store.insert_job(job, session=session)
 
         def settle(error: TransientStoreError) -> ScheduleOutcome | None:
             return self._after_ambiguous_insert(job)
 
         return retry_transient(
-            lambda: self.store.schedule(job, session=session),
+            lambda: self.store.insert_job(job, session=session),
             what=f"schedule {job.job_name}",
             deadline=self.operation_timeout,
             on_ambiguous=settle,
@@ -332,14 +332,14 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, Sy
         when re-sending it is safe, :class:`ScheduleOutcomeUnknownError` when neither is known.
         """
         found = retry_transient(
-            lambda: self.store.get_job(job.id), what="read back", deadline=self.operation_timeout
+            lambda: self.store.get_record(job.id), what="read back", deadline=self.operation_timeout
         )
         if found is not None:
             return Scheduled(job.id)
         if job.next_run_at > self.clock.now():
             return None  # not due yet, so it cannot have run: it never landed
         history = retry_transient(
-            lambda: self.store.get_executions(job.job_name, limit=HISTORY_LOOKBACK),
+            lambda: self.store.read_history(job.job_name, limit=HISTORY_LOOKBACK),
             what="history read back",
             deadline=self.operation_timeout,
         )
@@ -351,10 +351,10 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, Sy
         """One bulk insert; after an ambiguous failure, settle each job on its own. Inside the
         caller's transaction it is sent once, as :meth:`_insert_one` is."""
         if in_transaction(session):
-            return self.store.schedule_many(jobs, session=session)
+            return self.store.insert_jobs(jobs, session=session)
         try:
             return retry_transient(
-                lambda: self.store.schedule_many(jobs, session=session),
+                lambda: self.store.insert_jobs(jobs, session=session),
                 what=f"schedule_many {jobs[0].job_name}",
                 deadline=self.operation_timeout,
                 on_ambiguous=_settle_one_by_one,

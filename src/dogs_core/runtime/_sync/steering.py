@@ -24,6 +24,7 @@ from dogs_core.domain.definitions import (
     JobDefinition,
     RecurrentJobDefinition,
 )
+from dogs_core.domain.outcome import Reschedule
 from dogs_core.domain.records import (
     DEFAULT_RETENTION,
     HistoryRecord,
@@ -33,6 +34,7 @@ from dogs_core.domain.records import (
     JobType,
 )
 from dogs_core.domain.schedules import event_run_at, next_run_after, parse_duration
+from dogs_core.domain.settle import Settlement
 from dogs_core.domain.steering import (
     MAX_PAGE_SIZE,
     AlreadyFinished,
@@ -117,7 +119,7 @@ class SteeringClient(ClientBase):
         if wanted is not None:
             self._ensure_clock()
         records = retry_transient(
-            lambda: self.store.find_jobs(
+            lambda: self.store.find_records(
                 job_name=name,
                 state=wanted,
                 unique_identifier=identifier,
@@ -150,7 +152,7 @@ class SteeringClient(ClientBase):
         wanted = _history_status(status)
         name = None if job is None else job_name(job)
         return retry_transient(
-            lambda: self.store.get_executions(
+            lambda: self.store.read_history(
                 name, job_id=job_id, status=wanted, limit=limit, skip=skip
             ),
             what="read history",
@@ -162,7 +164,7 @@ class SteeringClient(ClientBase):
         error), also once its record is gone; ``None`` while it has not finished once."""
         validate_job_id(job_id)
         rows = retry_transient(
-            lambda: self.store.get_executions(job_id=job_id, limit=1),
+            lambda: self.store.read_history(job_id=job_id, limit=1),
             what="read result",
             deadline=self.operation_timeout,
         )
@@ -255,7 +257,7 @@ class SteeringClient(ClientBase):
         self._ensure_clock()
         for _ in range(_RACE_ROUNDS):
             now = self.clock.now()
-            delete = functools.partial(self.store.delete_job, job_id, unless_running_at=now)
+            delete = functools.partial(self.store.delete_record, job_id, unless_running_at=now)
             taken = retry_transient(delete, what="delete job", deadline=self.operation_timeout)
             if taken is not None:
                 logger.warning("deleted %s (%s)", taken.job_name, job_id)
@@ -283,7 +285,7 @@ class SteeringClient(ClientBase):
         name = None if job is None else job_name(job)
         self._ensure_clock()
         count = retry_transient(
-            lambda: self.store.delete_jobs(
+            lambda: self.store.delete_records(
                 job_name=name, state=wanted, now=self.clock.now(), dry_run=dry_run
             ),
             what="delete jobs",
@@ -306,7 +308,7 @@ class SteeringClient(ClientBase):
         assert unique_key is not None
         identifier = unique_identifier_for(self.jobs, job, unique_key)
         found = retry_transient(
-            lambda: self.store.find_jobs(unique_identifier=identifier, limit=1),
+            lambda: self.store.find_records(unique_identifier=identifier, limit=1),
             what="find job by unique key",
             deadline=self.operation_timeout,
         )
@@ -314,12 +316,12 @@ class SteeringClient(ClientBase):
 
     def _read(self, job_id: str) -> JobRecord | None:
         return retry_transient(
-            lambda: self.store.get_job(job_id), what="read job", deadline=self.operation_timeout
+            lambda: self.store.get_record(job_id), what="read job", deadline=self.operation_timeout
         )
 
     def _gone(self, job_id: str) -> NotFound | AlreadyFinished:
         rows = retry_transient(
-            lambda: self.store.get_executions(job_id=job_id, limit=1),
+            lambda: self.store.read_history(job_id=job_id, limit=1),
             what="read history",
             deadline=self.operation_timeout,
         )
@@ -333,7 +335,7 @@ class SteeringClient(ClientBase):
             return record if self._read(record.id) is None else None
 
         taken = retry_transient(
-            lambda: self.store.delete_job(record.id, unless_failed=True),
+            lambda: self.store.delete_record(record.id, unless_failed=True),
             what="cancel job",
             on_ambiguous=settle,
             deadline=self.operation_timeout,
@@ -363,14 +365,16 @@ class SteeringClient(ClientBase):
         if running:
             assert record.lock_id is not None
             lock_id = record.lock_id
-            stopped = retry_transient(
-                lambda: self.store.reschedule(
-                    record.id, lock_id, next_run_at=following, priority=None, reset_tries=True
-                ),
+            # Fenced by the running execution's lock: it loses the lock at its next write.
+            stop = Reschedule(
+                following, priority=None, reset_tries=True, history=HistoryStatus.CANCELLED
+            )
+            verdicts = retry_transient(
+                lambda: self.store.settle_many([Settlement(record.id, lock_id, stop)]),
                 what="cancel running job",
                 deadline=self.operation_timeout,
             )
-            if not stopped:
+            if not verdicts[0]:
                 return None
         else:
             change = JobChange(next_run_at=following, tries=0)
@@ -406,7 +410,7 @@ class SteeringClient(ClientBase):
     def _modify_once(self, job_id: str, change: JobChange, now: datetime) -> JobRecord | None:
         # A compare-and-set that leaves the record as asked when repeated: safe to retry.
         return retry_transient(
-            lambda: self.store.modify_job(job_id, change, now=now),
+            lambda: self.store.modify_record(job_id, change, now=now),
             what="modify job",
             deadline=self.operation_timeout,
         )

@@ -1,33 +1,33 @@
-"""The contract suite, part 5: maintenance and views (partition reconciler, retention
-backfill, ``unlock_all``, status counts, ``find_jobs`` and probes)."""
+"""The contract suite, the maintenance role: setup and capabilities, the server's clock, the
+partition reconciler, the retention backfill and ``release_all_locks``."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
 import itertools
-import math
 
 import pytest
 
-from dogs_core.domain.records import JobRecord, JobStatus, JobType, NameStatus
+from dogs_core.domain.records import JobRecord, JobStatus, JobType
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ids import new_record_id
-from dogs_core.ports import AsyncJobStore
+from dogs_core.ports import AsyncJobStore, StoreCapabilities
 from dogs_testing.contract.base import _DAY, _H, _MIN, _S, T0, ContractBase, _job, _scheduled_id
+from dogs_testing.settling import settle_one, terminal
 
-__all__ = ["AdminContract"]
+__all__ = ["MaintenanceContract"]
 
 
-class AdminContract(ContractBase):
-    """Maintenance and views: partition reconciler, retention backfill, ``unlock_all``, status
-    counts, ``find_jobs`` and probes."""
+class MaintenanceContract(ContractBase):
+    """Setup and capabilities, the clock, the partition reconciler, the retention backfill and
+    ``release_all_locks``."""
 
     # ---------------------------------------------------------------- reconciler
 
     async def test_reconcile_fixes_invalid_partitions_only(self, store: AsyncJobStore) -> None:
         ids = {
-            key: _scheduled_id(await store.schedule(job))
+            key: _scheduled_id(await store.insert_job(job))
             for key, job in {
                 "negative": _job(partition=-1),
                 "too_high": _job(partition=4),
@@ -41,10 +41,8 @@ class AdminContract(ContractBase):
         }
         await self.claim(store, partition=7, now=T0)
         await self.claim(store, partition=8, now=T0 - _MIN, lock_for=30 * _S)
-        terminal = await self.claim(store, partition=9, now=T0)
-        assert await store.mark_max_tries_reached(
-            ids["terminal"], terminal.lock_id, now=T0, expires_at=None
-        )
+        failed = await self.claim(store, partition=9, now=T0)
+        assert await settle_one(store, ids["terminal"], failed.lock_id, terminal(T0))
         choices = itertools.cycle([1, 2])
         modified = await store.reconcile_partitions(
             job_names=["a"],
@@ -61,7 +59,7 @@ class AdminContract(ContractBase):
         assert (partitions["locked"], partitions["terminal"]) == (7, 9)
 
     async def test_reconcile_respects_the_limit(self, store: AsyncJobStore) -> None:
-        await store.schedule_many([_job(partition=-1) for _ in range(5)])
+        await store.insert_jobs([_job(partition=-1) for _ in range(5)])
         counts = [
             await store.reconcile_partitions(
                 job_names=["a"], n_partitions=2, now=T0, limit=2, choose_partition=lambda: 0
@@ -74,7 +72,7 @@ class AdminContract(ContractBase):
     async def test_reconcile_refuses_bad_arguments_before_writing(
         self, store: AsyncJobStore
     ) -> None:
-        await store.schedule_many([_job(partition=-1) for _ in range(3)])
+        await store.insert_jobs([_job(partition=-1) for _ in range(3)])
         before = await self.all_records(store)
         with pytest.raises(InvalidOptionError, match=r"^n_partitions=0: must be at least 1$"):
             await store.reconcile_partitions(
@@ -111,11 +109,11 @@ class AdminContract(ContractBase):
     async def test_backfill_retention_recomputes_expiry_from_the_anchor(
         self, store: AsyncJobStore
     ) -> None:
-        job_id = _scheduled_id(await store.schedule(_job()))
-        pending = _scheduled_id(await store.schedule(_job(partition=1)))
+        job_id = _scheduled_id(await store.insert_job(_job()))
+        pending = _scheduled_id(await store.insert_job(_job(partition=1)))
         claimed = await self.claim(store)
-        assert await store.mark_max_tries_reached(
-            job_id, claimed.lock_id, now=T0 + _S, expires_at=T0 + _S + 7 * _DAY
+        assert await settle_one(
+            store, job_id, claimed.lock_id, terminal(T0 + _S, expires_at=T0 + _S + 7 * _DAY)
         )
         pending_before = await self.record(store, pending)
         assert await store.backfill_retention(retention=_DAY, now=T0 + _H) == 1
@@ -124,11 +122,11 @@ class AdminContract(ContractBase):
         assert await self.record(store, pending) == pending_before
 
     async def test_backfill_retention_none_unsets_expiry(self, store: AsyncJobStore) -> None:
-        ids = [_scheduled_id(await store.schedule(_job(partition=p))) for p in range(2)]
+        ids = [_scheduled_id(await store.insert_job(_job(partition=p))) for p in range(2)]
         for partition, expires_at in ((0, T0 + _DAY), (1, None)):
             claimed = await self.claim(store, partition=partition)
-            assert await store.mark_max_tries_reached(
-                claimed.job_id, claimed.lock_id, now=T0, expires_at=expires_at
+            assert await settle_one(
+                store, claimed.job_id, claimed.lock_id, terminal(T0, expires_at=expires_at)
             )
         assert await store.backfill_retention(retention=None, now=T0) == 1
         for job_id in ids:
@@ -165,114 +163,22 @@ class AdminContract(ContractBase):
 
     # ---------------------------------------------------------------- administration
 
-    async def test_unlock_all_releases_every_lock(self, store: AsyncJobStore) -> None:
-        await store.schedule_many([_job(partition=p) for p in range(3)])
+    async def test_release_all_locks_releases_every_lock(self, store: AsyncJobStore) -> None:
+        await store.insert_jobs([_job(partition=p) for p in range(3)])
         for partition in range(2):
             await self.claim(store, partition=partition)
-        assert await store.unlock_all() == 2
+        assert await store.release_all_locks() == 2
         for record in await self.all_records(store):
             assert (record.lock_id, record.locked_until, record.claim_was_stale) == (
                 None,
                 None,
                 None,
             )
-        assert await store.unlock_all() == 0
+        assert await store.release_all_locks() == 0
         again = await self.claim(store, partition=0)
         assert (again.was_stale, again.tries) == (False, 2)
 
     # ---------------------------------------------------------------- views
-
-    async def test_status_counts(self, store: AsyncJobStore) -> None:
-        await store.schedule_many(
-            [
-                _job(partition=0, at=T0 - 2 * _S),  # due
-                _job(partition=1, at=T0 - _S),  # due
-                _job(partition=2, at=T0 + _H),  # scheduled later
-                _job(partition=3, at=T0 - _S),  # running
-                _job(partition=4, at=T0 - 20 * _S),  # stale
-                _job(partition=5, at=T0 - 20 * _S),  # terminal
-                _job(partition=6, at=T0 - 3 * _S),  # released at shutdown: due (retrying)
-                _job(partition=7, at=T0 - _S),  # retrying later
-                _job("b", partition=0, at=T0),  # due
-            ]
-        )
-        await self.claim(store, partition=3, now=T0)
-        await self.claim(store, partition=4, now=T0 - 10 * _S, lock_for=5 * _S)
-        terminal = await self.claim(store, partition=5, now=T0 - 10 * _S)
-        assert await store.mark_max_tries_reached(
-            terminal.job_id, terminal.lock_id, now=T0 - 10 * _S, expires_at=None
-        )
-        released = await self.claim(store, partition=6, now=T0 - _S)
-        assert await store.release_lock(released.job_id, released.lock_id, now=T0 - _S)
-        failed = await self.claim(store, partition=7, now=T0 - _S)
-        assert await store.reschedule(
-            failed.job_id, failed.lock_id, next_run_at=T0 + _MIN, priority=None, reset_tries=False
-        )
-        counts = sorted(await store.status_counts(now=T0), key=lambda s: s.job_name)
-        assert counts == [
-            NameStatus(
-                job_name="a",
-                due=3,
-                scheduled_later=2,
-                running=1,
-                stale=1,
-                terminal=1,
-                oldest_due_at=T0 - 20 * _S,  # the stale record waits for recovery
-            ),
-            NameStatus(job_name="b", due=1, oldest_due_at=T0),
-        ]
-        for status in counts:  # each record is counted once, by its state
-            records = await store.find_jobs(job_name=status.job_name)
-            assert len(records) == (
-                status.due
-                + status.scheduled_later
-                + status.running
-                + status.stale
-                + status.terminal
-            )
-
-    async def test_status_counts_of_nothing(self, store: AsyncJobStore) -> None:
-        assert await store.status_counts(now=T0) == []
-
-    async def test_find_jobs_in_id_order(self, store: AsyncJobStore) -> None:
-        jobs = [
-            _job("a", priority=10, at=T0, partition=0),
-            _job("b", priority=50, at=T0 + _H, partition=1),
-            _job("a", priority=50, at=T0 - _H, partition=2),
-            _job("b", priority=0, at=T0 - _DAY, partition=3),
-        ]
-        for job in reversed(jobs):  # the insertion order does not matter, the ids do
-            await store.schedule(job)
-        ids = sorted(job.id for job in jobs)
-        assert [r.id for r in await store.find_jobs()] == ids
-        b_ids = sorted(job.id for job in jobs if job.job_name == "b")
-        assert [r.id for r in await store.find_jobs(job_name="b")] == b_ids
-        assert [r.id for r in await store.find_jobs(limit=2)] == ids[:2]
-        assert [r.id for r in await store.find_jobs(after=ids[1])] == ids[2:]
-        assert [r.id for r in await store.find_jobs(after=ids[0], limit=2)] == ids[1:3]
-        assert await store.find_jobs(after=ids[-1]) == []
-        assert await store.find_jobs(job_name="nobody") == []
-        for limit in (0, -1):
-            with pytest.raises(InvalidOptionError, match=rf"^limit={limit}: must be at least 1$"):
-                await store.find_jobs(limit=limit)
-
-    async def test_find_jobs_returns_a_hundred_by_default(self, store: AsyncJobStore) -> None:
-        jobs = [_job(partition=i % 4) for i in range(105)]
-        assert (await store.schedule_many(jobs)).scheduled_count == 105
-        ids = sorted(job.id for job in jobs)
-        assert [r.id for r in await store.find_jobs()] == ids[:100]
-        assert [r.id for r in await store.find_jobs(after=ids[99])] == ids[100:]
-        assert len(await store.find_jobs(limit=105)) == 105
-
-    async def test_probe_measures_every_hint(self, store: AsyncJobStore) -> None:
-        if not (await store.capabilities()).supports_probe:
-            pytest.skip("the store does not support probes")
-        await store.schedule_many([_job(partition=p % 2, priority=p) for p in range(6)])
-        for hint in self.probe_hints:
-            cost = await store.probe(hint=hint, job_names=["a", "b"], partition=0, now=T0)
-            assert isinstance(cost, float | int)
-            assert math.isfinite(cost)
-            assert cost >= 0
 
     # ---------------------------------------------------------------- the store's clock
 
@@ -291,3 +197,12 @@ class AdminContract(ContractBase):
             assert moment.utcoffset() == dt.timedelta(0)
             assert moment.microsecond % 1000 == 0
         assert second >= first
+
+    async def test_setup_is_idempotent_and_capabilities_are_stable(
+        self, store: AsyncJobStore
+    ) -> None:
+        await store.setup()
+        capabilities = await store.capabilities()
+        assert isinstance(capabilities, StoreCapabilities)
+        assert capabilities.claim_path
+        assert await store.capabilities() == capabilities

@@ -1,0 +1,77 @@
+"""The ports: everything the runtime and the scheduling API need from the outside world.
+
+The job store is cut into roles, one module each, declared once (async):
+:mod:`~dogs_core.ports.scheduling`, :mod:`~dogs_core.ports.claims`,
+:mod:`~dogs_core.ports.settle`, :mod:`~dogs_core.ports.history`, :mod:`~dogs_core.ports.feeds`,
+:mod:`~dogs_core.ports.steering`, :mod:`~dogs_core.ports.stats`,
+:mod:`~dogs_core.ports.controls`, :mod:`~dogs_core.ports.leases`,
+:mod:`~dogs_core.ports.maintenance`, and the optional :mod:`~dogs_core.ports.archive`.
+:class:`AsyncJobStore` is the union of the required ones; what the conventions of every role
+are (fencing, errors, times) is in :mod:`dogs_core.ports.common`.
+
+Everything else is generated from the role modules by ``scripts/generate_sync.py`` and checked
+in CI: the sync twins (:class:`JobStore` and ``ClaimStore``..., in ``ports/_sync``, which the
+blocking :class:`~dogs_core.runtime._sync.client.SyncDogsClient` calls in the caller's thread)
+and :class:`~dogs_core.runtime.forwarding.ForwardingJobStore`, the base of every store wrapper
+(:class:`~dogs_core.runtime.threaded.ThreadedJobStore` runs a sync store's calls in worker
+threads for the async runtime). A store tells which roles it has through one lookup,
+:func:`store_roles`.
+"""
+
+from dogs_core.ports._sync.archive import ArchiveStore
+from dogs_core.ports._sync.claims import ClaimStore
+from dogs_core.ports._sync.controls import ControlStore
+from dogs_core.ports._sync.feeds import FeedStore
+from dogs_core.ports._sync.history import HistoryStore
+from dogs_core.ports._sync.leases import LeaseStore
+from dogs_core.ports._sync.maintenance import MaintenanceStore
+from dogs_core.ports._sync.scheduling import SchedulingStore
+from dogs_core.ports._sync.settle import SettleStore
+from dogs_core.ports._sync.stats import StatsStore
+from dogs_core.ports._sync.steering import SteeringStore
+from dogs_core.ports._sync.store import JobStore
+from dogs_core.ports.archive import AsyncArchiveStore
+from dogs_core.ports.claims import AsyncClaimStore
+from dogs_core.ports.common import REQUIRED_ROLES, Clock, Role, StoreCapabilities, store_roles
+from dogs_core.ports.controls import AsyncControlStore
+from dogs_core.ports.feeds import AsyncFeedStore
+from dogs_core.ports.history import AsyncHistoryStore
+from dogs_core.ports.leases import AsyncLeaseStore
+from dogs_core.ports.maintenance import AsyncMaintenanceStore
+from dogs_core.ports.scheduling import AsyncSchedulingStore
+from dogs_core.ports.settle import AsyncSettleStore
+from dogs_core.ports.stats import AsyncStatsStore
+from dogs_core.ports.steering import AsyncSteeringStore
+from dogs_core.ports.store import AsyncJobStore
+
+__all__ = [
+    "REQUIRED_ROLES",
+    "ArchiveStore",
+    "AsyncArchiveStore",
+    "AsyncClaimStore",
+    "AsyncControlStore",
+    "AsyncFeedStore",
+    "AsyncHistoryStore",
+    "AsyncJobStore",
+    "AsyncLeaseStore",
+    "AsyncMaintenanceStore",
+    "AsyncSchedulingStore",
+    "AsyncSettleStore",
+    "AsyncStatsStore",
+    "AsyncSteeringStore",
+    "ClaimStore",
+    "Clock",
+    "ControlStore",
+    "FeedStore",
+    "HistoryStore",
+    "JobStore",
+    "LeaseStore",
+    "MaintenanceStore",
+    "Role",
+    "SchedulingStore",
+    "SettleStore",
+    "StatsStore",
+    "SteeringStore",
+    "StoreCapabilities",
+    "store_roles",
+]

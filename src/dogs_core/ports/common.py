@@ -1,0 +1,100 @@
+"""What every role of the store port shares: the capabilities a store reports, the clock the
+runtime computes on, and the one lookup of the roles a store has.
+
+A store is the only coordination point between workers; the port is cut into roles (one module
+each, named by the words the code and the docs use) so that a storage operation is written three
+times by hand: its role here, the MongoDB store, the in-memory store. Everything else (the sync
+twin of each role, the forwarding wrapper every store wrapper builds on) is generated from the
+role modules by ``scripts/generate_sync.py`` and checked in CI.
+
+Conventions every role follows:
+
+Fencing
+    Every write made on behalf of an execution matches both the record's id and the claim's
+    ``lock_id``, and reports ``False`` when it matched nothing (the execution lost its lock).
+Errors
+    Adapters raise :class:`~dogs_core.errors.TransientStoreError` for conditions worth retrying
+    (network, primary step-down, write conflict, timeout) and let anything else propagate.
+    Refused input (a malformed batch, a negative ``limit``) raises ``ValueError``; the shared
+    checks of :mod:`dogs_core.domain.batches`, :mod:`dogs_core.domain.settle` and
+    :mod:`dogs_core.domain.validation` raise its subclass
+    :class:`~dogs_core.errors.InvalidOptionError`, naming the field and the value, before
+    anything is written.
+Times
+    Timezone-aware UTC ``datetime`` values; stores may truncate them to milliseconds.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final, Protocol
+
+__all__ = ["REQUIRED_ROLES", "Clock", "Role", "StoreCapabilities", "store_roles"]
+
+
+class Role(enum.StrEnum):
+    """The roles of the store port, one module of :mod:`dogs_core.ports` each."""
+
+    SCHEDULING = "scheduling"
+    """Inserting records (:mod:`dogs_core.ports.scheduling`)."""
+    CLAIMS = "claims"
+    """Taking due records and keeping their locks (:mod:`dogs_core.ports.claims`)."""
+    SETTLE = "settle"
+    """The fenced writes that end executions (:mod:`dogs_core.ports.settle`)."""
+    HISTORY = "history"
+    """The rows executions leave (:mod:`dogs_core.ports.history`)."""
+    FEEDS = "feeds"
+    """Change notifications (:mod:`dogs_core.ports.feeds`)."""
+    STEERING = "steering"
+    """The operators' reads and writes of records (:mod:`dogs_core.ports.steering`)."""
+    STATS = "stats"
+    """Counts of records and of history (:mod:`dogs_core.ports.stats`)."""
+    CONTROLS = "controls"
+    """Fleet-wide pauses, concurrency slots and rate windows (:mod:`dogs_core.ports.controls`)."""
+    LEASES = "leases"
+    """Distributed locks with fencing tokens (:mod:`dogs_core.ports.leases`)."""
+    MAINTENANCE = "maintenance"
+    """Setup, capabilities, the clock and upkeep (:mod:`dogs_core.ports.maintenance`)."""
+    ARCHIVE = "archive"
+    """Optional: moving old rows to archive collections (:mod:`dogs_core.ports.archive`)."""
+
+
+#: The roles every store has: :class:`~dogs_core.ports.store.AsyncJobStore` is their union.
+REQUIRED_ROLES: Final = frozenset(Role) - {Role.ARCHIVE}
+
+
+def store_roles(store: object) -> frozenset[Role]:
+    """The roles ``store`` has: its ``roles`` attribute, else the required ones.
+
+    The one lookup for optional roles: a store that has one says so in ``roles``, and every
+    store wrapper (forwarding, threaded, observed, faulty) reports the roles of what it wraps,
+    so a caller asks the store in hand, never what it wraps."""
+    roles = getattr(store, "roles", None)
+    if roles is None:
+        return REQUIRED_ROLES
+    return frozenset(roles)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCapabilities:
+    """What a store found out about its backend, once, after its indexes were set up.
+
+    ``claim_path`` names the claim implementation in use (for logs and benchmarks), for example
+    ``"sorted_update_one"``, ``"find_one_and_update"`` or ``"memory"``. ``supports_probe`` is
+    false for a store whose probes mean nothing (the runtime then never probes).
+    """
+
+    claim_path: str
+    supports_probe: bool = True
+    server_version: str | None = None
+
+
+class Clock(Protocol):
+    """A clock. The runtime computes eligibility and lock deadlines on the store's clock: this
+    one plus the offset it measures (:class:`dogs_core.runtime.clock.ServerClock`)."""
+
+    def now(self) -> datetime:
+        """The current time, timezone-aware UTC."""
+        ...

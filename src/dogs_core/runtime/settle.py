@@ -1,0 +1,122 @@
+"""The one settle path: every final write of an execution, batched with the others that ended
+at the same time.
+
+An execution (or the takeover of a killed attempt, a fleet limit's refusal, a stop's give-back)
+hands a :class:`~dogs_core.domain.settle.Settlement` to the workers' :class:`Settler`, which
+sends what has queued as one ``settle_many`` (the settle role of :mod:`dogs_core.ports`) once
+every history row queued before it is written: a row lands before its record is settled, at
+one wait per batch (docs/reliability.md, "History at a crash"; :mod:`dogs_core.runtime.takeover`
+closes the window between the two).
+
+A submitter either waits (:meth:`Settler.settle`: retried on transient errors, and an
+ambiguous miss read back) or is called back with the first attempt's verdict
+(:meth:`Settler.settle_soon`), so that a finished job keeps no task waiting for its write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from dogs_core.domain.outcome import (
+    Command,
+    Defer,
+    Delete,
+    DemoteStale,
+    MarkTerminal,
+    Release,
+    Reschedule,
+)
+from dogs_core.domain.records import HistoryRecord
+from dogs_core.domain.settle import Settlement, settled_as_commanded
+from dogs_core.errors import TransientStoreError
+from dogs_core.ports import AsyncJobStore
+from dogs_core.runtime._async.retry import retry_transient
+from dogs_core.runtime.batching import GroupCommit
+
+__all__ = ["MAX_SETTLE_BATCH", "Settler", "label_of"]
+
+#: Settlements per ``settle_many`` (and rows per history write: the same batches).
+MAX_SETTLE_BATCH: Final = 500
+
+Verdict = bool | BaseException
+"""What a settlement's first attempt came to: whether it matched, or the batch's error."""
+
+
+class Settler:
+    """The workers' settle writer: batches of settlements, each after the history rows queued
+    before it. Serve it with :meth:`run` in a task that outlives every execution."""
+
+    __slots__ = ("_batches", "_rows", "_store")
+
+    def __init__(self, store: AsyncJobStore, rows: GroupCommit[HistoryRecord, None]) -> None:
+        self._store = store
+        self._rows = rows
+        # One batch holds a record once: settle_many refuses a record given twice (a takeover
+        # settles a killed attempt's record, which a late write may name again).
+        self._batches: GroupCommit[Settlement, bool] = GroupCommit(
+            self._write, what="settle", max_batch=MAX_SETTLE_BATCH, key=_record_of
+        )
+
+    @property
+    def batches(self) -> GroupCommit[Settlement, bool]:
+        """The group commit behind it (its counters: ``batches_sent``, ``items_sent``)."""
+        return self._batches
+
+    async def run(self) -> None:
+        """Write batches as settlements queue; runs until cancelled."""
+        await self._batches.run()
+
+    async def _write(self, batch: list[Settlement]) -> Sequence[bool]:
+        await self._rows.flush()
+        return await self._store.settle_many(batch)
+
+    def settle_soon(self, settlement: Settlement, callback: Callable[[Verdict], None]) -> None:
+        """Queue ``settlement`` without waiting: ``callback`` gets the verdict of this first
+        attempt, or its error, from the writer's task (retry an error with :meth:`settle`,
+        passing it as ``after``)."""
+        self._batches.submit_callback(settlement, callback)
+
+    async def settle(
+        self, settlement: Settlement, *, what: str, after: BaseException | None = None
+    ) -> bool:
+        """Settle with bounded, logged retries of transient errors: ``True`` when the write
+        matched, ``False`` when the lock was lost. A miss after an attempt that may have landed
+        (its reply lost; ``after`` is an earlier such attempt's error) is settled by reading the
+        record back. ``what`` names the write in the retry logs."""
+        ambiguous = isinstance(after, TransientStoreError) and after.write_may_have_applied
+
+        async def attempt() -> bool:
+            nonlocal ambiguous
+            try:
+                return await self._batches.submit(settlement)
+            except TransientStoreError as error:
+                ambiguous = ambiguous or error.write_may_have_applied
+                raise
+
+        owned = await retry_transient(attempt, what=what)
+        if not owned and ambiguous:
+            record = await retry_transient(
+                lambda: self._store.get_record(settlement.job_id), what=f"verify {what}"
+            )
+            owned = settled_as_commanded(settlement, record)
+        return owned
+
+
+def label_of(command: Command, job_name: str) -> str:
+    """How the retry logs name a settlement of ``command`` for a job of ``job_name``."""
+    return f"{_LABELS[type(command)]} {job_name}"
+
+
+def _record_of(settlement: Settlement) -> str:
+    return settlement.job_id
+
+
+_LABELS: dict[type, str] = {
+    Delete: "complete",
+    Reschedule: "reschedule",
+    Defer: "defer",
+    MarkTerminal: "mark maxTriesReached",
+    Release: "release lock at shutdown",
+    DemoteStale: "demote stale job",
+}
