@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dogs_core.domain.claimable import ClaimScope, is_claimable
 from dogs_core.domain.records import (
     ClaimRequest,
     Duplicate,
@@ -383,12 +384,8 @@ def brute_force_claims(
     store: SyncInMemoryJobStore, order: dict[str, int], req: ClaimRequest, count: int = 1
 ) -> list[str]:
     """The ids the next ``count`` claims of ``req`` take."""
-    names = set(req.job_names)
-    candidates = [
-        r
-        for r in store.find_records()
-        if r.partition == req.partition and r.is_eligible(names, req.now)
-    ]
+    scope = ClaimScope(partition=req.partition, job_names=req.job_names, now=req.now)
+    candidates = [r for r in store.find_records() if is_claimable(r, scope)]
     candidates.sort(key=lambda r: (-r.priority, r.next_run_at, order[r.id]))
     return [r.id for r in candidates[:count]]
 

@@ -16,13 +16,13 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from dogs_core.domain.claimable import is_failed
 from dogs_core.domain.records import (
     ClaimedJob,
     ClaimRequest,
     Duplicate,
     HistoryRecord,
     JobRecord,
-    JobStatus,
     JobType,
     NewJob,
     PreviousAttempt,
@@ -53,8 +53,9 @@ _NO_LOCK: dict[str, Any] = {
 }
 
 
-def _is_terminal(record: JobRecord) -> bool:
-    return record.type is JobType.EVENT and record.status is JobStatus.MAX_TRIES_REACHED
+#: A failed record (the claimable rule's last clause): kept out of the claim index, in the
+#: terminal one. The store's modules import it under this name.
+_is_terminal = is_failed
 
 
 # Values a shallow copy shares safely (immutable); anything else is deep-copied.
@@ -171,6 +172,11 @@ class MemoryState:
                 _unindex(self._history_by_job, row.job_id, execution_id)
 
     def _slot(self, record: JobRecord | None) -> tuple[_Bucket, _Key] | None:
+        """Where ``record`` sits in the claim index. The index holds the claimable rule's
+        clauses that do not depend on the time (:mod:`dogs_core.domain.claimable`): one bucket
+        per ``(partition, job_name)`` for ``IN_PARTITION`` and ``NAME_REQUESTED`` (a record
+        without a partition is in none), no failed record for ``NOT_FAILED``. The walks check
+        the other two, ``DUE`` and ``LOCK_FREE``, entry by entry."""
         if record is None or record.partition is None or _is_terminal(record):
             return None
         seq = self._seq[record.id]
@@ -285,11 +291,11 @@ class MemoryState:
                 examined += 1
                 if best is not None and key >= best:
                     break
-                if key[1] > now:  # the rest of this priority level is in the future
+                if key[1] > now:  # not DUE, nor the rest of this priority level
                     i = bisect_left(entries, (key[0] + 1, _MIN_DT, -1, ""), i + 1)
                     continue
                 locked_until = self._records[key[3]].locked_until
-                if locked_until is None or locked_until <= now:
+                if locked_until is None or locked_until <= now:  # LOCK_FREE
                     best = key
                     break
                 i += 1
@@ -311,11 +317,11 @@ class MemoryState:
             i, size = 0, len(entries)
             while i < size:
                 key = entries[i]
-                if key[1] > now:  # the rest of this priority level is in the future
+                if key[1] > now:  # not DUE, nor the rest of this priority level
                     i = bisect_left(entries, (key[0] + 1, _MIN_DT, -1, ""), i + 1)
                     continue
                 locked_until = self._records[key[3]].locked_until
-                if locked_until is None or locked_until <= now:
+                if locked_until is None or locked_until <= now:  # LOCK_FREE
                     found.append(key)
                     if len(found) == limit:
                         break

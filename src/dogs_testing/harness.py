@@ -65,13 +65,13 @@ from typing import Any, Final, Self
 import anyio
 import anyio.lowlevel
 
+from dogs_core.domain.claimable import ClaimScope, is_claimable, is_failed
 from dogs_core.domain.definitions import EventJobDefinition, JobDefinition, validate_params
 from dogs_core.domain.records import (
     ClaimedJob,
     HistoryRecord,
     HistoryStatus,
     JobRecord,
-    JobStatus,
     JobType,
     ScheduleOutcome,
 )
@@ -343,9 +343,15 @@ class JobsHarness:
         )
 
     def _due(self) -> list[JobRecord]:
+        """The records due for these workers: each judged for a claim of its own partition,
+        whichever partitions the workers sweep."""
         runnable = self._runnable_names()
         now = self.clock.now()
-        return [r for r in self.store.sync.all_records() if r.is_eligible(runnable, now)]
+        return [
+            r
+            for r in self.store.sync.all_records()
+            if is_claimable(r, ClaimScope(partition=r.partition, job_names=runnable, now=now))
+        ]
 
     def _next_wait(self, remaining: float) -> float:
         """How long to wait before looking again: until the next moment a record of these
@@ -355,7 +361,7 @@ class JobsHarness:
         now = self.clock.now()
         soonest: datetime | None = None
         for record in self.store.sync.all_records():
-            if record.job_name not in runnable or _is_terminal(record):
+            if record.job_name not in runnable or is_failed(record):
                 continue
             for moment in (record.next_run_at, record.locked_until):
                 if moment is not None and moment > now and (soonest is None or moment < soonest):
@@ -375,9 +381,7 @@ class JobsHarness:
         reached its attempt limit) are left out: see ``harness.store.sync.all_records()``."""
         name = _name(job) if job is not None else None
         return [
-            record
-            for record in self.store.sync.all_records(job_name=name)
-            if not _is_terminal(record)
+            record for record in self.store.sync.all_records(job_name=name) if not is_failed(record)
         ]
 
     def history(self, job: JobDefinition | str) -> list[HistoryRecord]:
@@ -454,10 +458,6 @@ class HarnessFactory:
     def __call__(self, jobs: Jobs | Iterable[JobDefinition], **options: Any) -> JobsHarness:
         """``JobsHarness(jobs, store=<shared>, clock=<shared>, **options)``."""
         return JobsHarness(jobs, store=self.store, clock=self.clock, **options)
-
-
-def _is_terminal(record: JobRecord) -> bool:
-    return record.type is JobType.EVENT and record.status is JobStatus.MAX_TRIES_REACHED
 
 
 def _sole_leaf(error: BaseException) -> BaseException:

@@ -79,6 +79,9 @@ class JobState(enum.StrEnum):
     not released: the worker that held it died or hung, and the job waits for recovery),
     ``retrying`` (an earlier attempt failed or was interrupted: ``tries >= 1``), ``due``
     (``next_run_at <= now``) and ``scheduled`` (due later).
+
+    Which records a claim may take is :mod:`dogs_core.domain.claimable`: those due in
+    ``due``, ``retrying`` or ``stale`` (``CLAIMABLE_STATES``).
     """
 
     SCHEDULED = "scheduled"
@@ -186,15 +189,6 @@ class JobRecord:
             self.lock_released_at is not None
             and self.locked_until is not None
             and self.lock_released_at >= self.locked_until
-        )
-
-    def is_eligible(self, job_names: frozenset[str] | set[str], now: datetime) -> bool:
-        """The eligibility selector of every claim (partition is checked by the caller)."""
-        return (
-            self.job_name in job_names
-            and self.next_run_at <= now
-            and (self.locked_until is None or self.locked_until <= now)
-            and not (self.type is JobType.EVENT and self.status is JobStatus.MAX_TRIES_REACHED)
         )
 
 

@@ -7,6 +7,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
+from dogs_core.domain.claimable import (
+    CLAIMABLE,
+    LOCK_FREE,
+    NOT_FAILED,
+    ClaimInput,
+    Clause,
+    Equals,
+    NotAfter,
+    NotAll,
+    OneOf,
+)
 from dogs_core.domain.records import ClaimedJob, ClaimRequest, PreviousAttempt, to_millis
 from dogs_mongo.queries.common import (
     CLAIM_SORT,
@@ -92,29 +103,86 @@ def missing_hints(ready_index_names: set[str] | frozenset[str]) -> set[str]:
 
 
 # --------------------------------------------------------------------------------------------
-# Eligibility (§3.1)
+# Eligibility (§3.1): the claimable rule of the domain, in Dogs' words
 # --------------------------------------------------------------------------------------------
+
+#: The stored name (Dogs') of each record field the claimable rule reads.
+_STORED_FIELDS: Final[Mapping[str, str]] = {
+    "partition": "partition",
+    "job_name": "jobName",
+    "next_run_at": "nextRunAt",
+    "locked_until": "lockedUntil",
+    "type": "type",
+    "status": "status",
+}
+
+
+def _condition(clause: Clause, given: Mapping[ClaimInput, Any]) -> tuple[str | None, Any]:
+    """One clause of :data:`~dogs_core.domain.claimable.CLAIMABLE` as MongoDB says it, with the
+    claim's inputs ``given``: a ``(field, condition)`` pair, or ``(None, expression)`` for a
+    clause over more than one field or value (an ``$and`` member)."""
+    match clause:
+        case Equals(field=field, given=name):
+            return _STORED_FIELDS[field], given[name]
+        case OneOf(field=field, given=name):
+            return _STORED_FIELDS[field], {"$in": list(given[name])}
+        case NotAfter(field=field, given=name, or_missing=False):
+            return _STORED_FIELDS[field], {"$lte": given[name]}
+        case NotAfter(field=field, given=name, or_missing=True):
+            stored = _STORED_FIELDS[field]
+            moment = given[name]
+            return None, {"$or": [{stored: {"$exists": False}}, {stored: {"$lte": moment}}]}
+        case NotAll(clauses=clauses):
+            # De Morgan: some field differs. A missing field differs too, so a record without
+            # a ``type`` is never failed here, as Node Dogs sends it (the state filters read a
+            # missing type as an event: dogs_mongo.queries.states.failed_filter).
+            return None, {
+                "$or": [{_STORED_FIELDS[c.field]: {"$ne": c.value.value}} for c in clauses]
+            }
+    raise AssertionError(f"no MongoDB form for the clause {clause!r}")  # pragma: no cover
+
+
+def _clause_filter(clause: Clause, given: Mapping[ClaimInput, Any]) -> dict[str, Any]:
+    """One clause as a filter document of its own."""
+    field, condition = _condition(clause, given)
+    return condition if field is None else {field: condition}
 
 
 def _lock_free(now: datetime) -> dict[str, Any]:
-    now = to_millis(now)
-    return {"$or": [{"lockedUntil": {"$exists": False}}, {"lockedUntil": {"$lte": now}}]}
+    return _clause_filter(LOCK_FREE, {ClaimInput.NOW: to_millis(now)})
 
 
 def _not_terminal() -> dict[str, Any]:
-    return {"$or": [{"type": {"$ne": "event"}}, {"status": {"$ne": "maxTriesReached"}}]}
+    return _clause_filter(NOT_FAILED, {})
 
 
 def eligible_filter(job_names: Sequence[str], partition: int, now: datetime) -> dict[str, Any]:
-    """The selector of every claim and probe, key for key what Dogs sends. ``now`` is truncated
-    to the millisecond as BSON stores it (stored dates are whole milliseconds, so eligibility is
-    the same)."""
-    return {
-        "partition": partition,
-        "jobName": {"$in": list(job_names)},
-        "nextRunAt": {"$lte": to_millis(now)},
-        "$and": [_lock_free(now), _not_terminal()],
+    """The selector of every claim and probe: :data:`~dogs_core.domain.claimable.CLAIMABLE`
+    translated clause by clause, which gives key for key what Dogs sends (the single-field
+    clauses as top-level keys in the rule's order, then ``$and`` of the others). ``now`` is
+    truncated to the millisecond as BSON stores it (stored dates are whole milliseconds, so
+    eligibility is the same).
+
+    Two shapes no writer of ours leaves are not what
+    :func:`~dogs_core.domain.claimable.is_claimable` says of the record read back: a
+    ``lockedUntil: null`` (neither missing nor a date) is never claimable, and a record without
+    a ``type`` is claimable in status ``maxTriesReached``."""
+    given = {
+        ClaimInput.PARTITION: partition,
+        ClaimInput.JOB_NAMES: job_names,
+        ClaimInput.NOW: to_millis(now),
     }
+    selector: dict[str, Any] = {}
+    compound: list[Any] = []
+    for clause in CLAIMABLE:
+        field, condition = _condition(clause, given)
+        if field is None:
+            compound.append(condition)
+        else:
+            selector[field] = condition
+    if compound:
+        selector["$and"] = compound
+    return selector
 
 
 # --------------------------------------------------------------------------------------------
