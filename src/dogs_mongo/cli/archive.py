@@ -34,7 +34,7 @@ from dogs_core.runtime.archive_ports import ThreadedArchiveStore, archive_port_o
 from dogs_core.runtime.client import DogsClient
 from dogs_mongo._async.archive import MongoArchiver
 from dogs_mongo._sync.archive import MongoArchiver as SyncMongoArchiver
-from dogs_mongo.cli_common import (
+from dogs_mongo.cli.common import (
     Connection,
     connected_client,
     duration,
@@ -43,7 +43,7 @@ from dogs_mongo.cli_common import (
     user_errors,
     with_connection,
 )
-from dogs_mongo.cli_tables import print_json, stamp
+from dogs_mongo.cli.tables import print_json, stamp
 
 __all__ = ["archive", "archive_table"]
 
