@@ -488,7 +488,7 @@ def _floor(
     args: argparse.Namespace,
     progress: Progress,
 ) -> ClaimFloor:
-    """The raw claim loop for the scenarios of ``partitions`` (see :mod:`benchmarks.floor`)."""
+    """The raw claim loop for the scenarios of ``partitions`` (:mod:`benchmarks.support.floors`)."""
     task = progress.add_task(f"{adapter:<5} floor{partitions:<5}", total=args.jobs)
     floor = claim_floor(
         server.uri,

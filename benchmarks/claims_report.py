@@ -59,7 +59,7 @@ class ScenarioResult:
     batch: int = 1
     #: Filled by :func:`summarize`: claims/s of every ok run of this scenario and adapter.
     all_claims_per_second: list[float] = field(default_factory=list)
-    #: The raw pymongo claim loop (:mod:`benchmarks.floor`) of this run, adapter and
+    #: The raw pymongo claim loop (:mod:`benchmarks.support.floors`) of this run, adapter and
     #: partition count; ``None`` with ``--no-floor``.
     floor_claims_per_second: float | None = None
 

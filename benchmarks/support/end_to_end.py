@@ -182,7 +182,7 @@ class ScenarioResult:
     run: int = 1
     #: Filled by :func:`summarize`: jobs/s of every ok run of this store and handler.
     all_jobs_per_second: list[float] = field(default_factory=list)
-    #: The raw pymongo claim loop of this run (:mod:`benchmarks.floor`); ``None`` in memory
+    #: The raw pymongo claim loop of this run (:mod:`benchmarks.support.floors`); ``None`` in memory
     #: and with ``--no-floor``.
     floor_claims_per_second: float | None = None
 
