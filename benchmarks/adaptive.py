@@ -1,7 +1,8 @@
 """Defaults against hand tuning: the claim pacer's batch sizes and claims in flight, measured.
 
-Runs :func:`benchmarks.throughput.run_scenario` for three configurations, interleaved run by run
-on one server (so a shared machine's load falls on all three alike):
+Runs the end-to-end scenario of ``throughput`` (:func:`benchmarks.support.end_to_end.run_scenario`)
+for three configurations, interleaved run by run on one server (so a shared machine's load falls
+on all three alike):
 
 - ``fixed``: ``claim_batch_size=min(workers_count, 16)`` and ``claim_concurrency=
   min(workers_count, 8)`` given explicitly: the defaults before they adapted (an explicit value
@@ -30,17 +31,13 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 import anyio
+from rich.progress import Progress
 
-from benchmarks._common import (
-    MongoServer,
-    fmt,
-    median,
-    mongo_server,
-    new_console,
-    new_progress,
-    print_table,
-)
-from benchmarks.throughput import Options, ScenarioResult, StoreKind, run_scenario
+from benchmarks.support.cli import add_quick, add_uri, new_parser
+from benchmarks.support.end_to_end import Options, ScenarioResult, StoreKind, run_scenario
+from benchmarks.support.report import fmt, new_console, new_progress, outcome, print_table
+from benchmarks.support.server import MongoServer, mongo_server
+from benchmarks.support.timing import median
 from dogs_core import Workers
 from dogs_core.domain.events import ClaimSwept, Event
 from dogs_core.runtime.telemetry import TELEMETRY
@@ -144,10 +141,10 @@ async def _run_one(
     server: MongoServer | None,
     options: Options,
     sample: bool,
-    progress: object,
+    progress: Progress,
 ) -> tuple[ScenarioResult, PacingSample | None]:
     if not sample:
-        result = await run_scenario(store, "async", jobs, server, options, progress)  # type: ignore[arg-type]
+        result = await run_scenario(store, "async", jobs, server, options, progress)
         return result, None
     sampler = Sampler(jobs)
     unsubscribe = TELEMETRY.subscribe(sampler.on_event, ClaimSwept)
@@ -155,7 +152,7 @@ async def _run_one(
         async with anyio.create_task_group() as group:
             group.start_soon(sampler.run)
             options = replace(options, on_started=sampler.started)
-            result = await run_scenario(store, "async", jobs, server, options, progress)  # type: ignore[arg-type]
+            result = await run_scenario(store, "async", jobs, server, options, progress)
             sampler.done = True
     finally:
         unsubscribe()
@@ -219,7 +216,7 @@ def _row(row: Row) -> list[str]:
         f"{median(r.lag_ms):.0f} / {max(r.lag_ms):.0f}" if r.lag_ms else "–",
         " ".join(f"{n:,}" for n in r.instance_jobs) if len(r.instance_jobs) > 1 else "–",
         idle,
-        r.status if not r.failures else f"FAILED: {'; '.join(r.failures)}",
+        outcome(r.failures, r.status),
     ]
 
 
@@ -269,7 +266,7 @@ async def _run_all(args: argparse.Namespace, server: MongoServer | None) -> list
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.adaptive", description=__doc__)
+    parser = new_parser("adaptive", __doc__)
     parser.add_argument("--store", action="append", choices=("memory", "mongo"))
     parser.add_argument("--config", action="append", choices=tuple(CONFIGS))
     parser.add_argument(
@@ -288,9 +285,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--poll-interval", type=float, default=1.0)
     parser.add_argument("--lag-samples", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="CI size")
+    add_quick(parser)
     parser.add_argument("--no-sample", action="store_true", help="no pacer sampling")
-    parser.add_argument("--uri", default=None, help="MongoDB URI (default: a local mongod)")
+    add_uri(parser)
     args = parser.parse_args(argv)
     args.store = list(dict.fromkeys(args.store or ["memory", "mongo"]))
     args.config = list(dict.fromkeys(args.config or ([] if args.tries else CONFIGS)))

@@ -42,42 +42,42 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
-import os
-import random
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, Final
 
 import anyio
 from pymongo import AsyncMongoClient, MongoClient
 
-from benchmarks._common import (
+from benchmarks.support.claiming import drain_by_claims, explain_claims
+from benchmarks.support.cli import add_quick, add_uri, fill_sizes, new_parser
+from benchmarks.support.plans import plan_indexes
+from benchmarks.support.report import (
+    announce,
     command_line,
+    exit_status,
     fmt,
-    machine_summary,
-    mongo_server,
     new_console,
+    outcome,
     print_table,
 )
-from benchmarks._timed_store import TimedStore
+from benchmarks.support.server import scratch_database, serving
+from benchmarks.support.stores import TimedStore
+from benchmarks.support.timing import rss_mib
 from dogs_core import Jobs, Workers
 from dogs_core.domain.hints import Hint
 from dogs_core.domain.outcome import Delete
-from dogs_core.domain.partitions import PartitionRotation
 from dogs_core.domain.records import ClaimedJob, ClaimRequest, NewJob
 from dogs_core.domain.settle import Settlement
-from dogs_core.ids import new_execution_id, new_record_id
+from dogs_core.ids import new_record_id
 from dogs_mongo import AsyncMongoJobStore
 from dogs_mongo import queries as q
 
 __all__ = ["SizeResult", "main"]
 
-LOCK_TIME: Final = timedelta(minutes=30)
 LOAD_BATCH: Final = 10_000
 BATCH: Final = 16  # claim_many's requests per call
 DRAIN_PRIORITY: Final = 1
@@ -193,87 +193,26 @@ def _reload_drain(uri: str, database: str, layout: Layout) -> None:
             collection.insert_many(batch, ordered=False)
 
 
-def _rss_mib() -> float | None:
-    try:
-        pages = int(Path("/proc/self/statm").read_text().split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
 # -- explain -------------------------------------------------------------------------------------
-
-
-def _index_of(plan: dict[str, Any]) -> str:
-    """The index names of the winning plan's index scans."""
-    found: set[str] = set()
-    stack = [plan]
-    while stack:
-        node = stack.pop()
-        if "indexName" in node:
-            found.add(str(node["indexName"]))
-        stack.extend(node.get("inputStages") or [])
-        if "inputStage" in node:
-            stack.append(node["inputStage"])
-    return ", ".join(sorted(found)) or "none (COLLSCAN)"
 
 
 async def _explain(
     client: AsyncMongoClient[Document], database: str, layout: Layout, hint: str
 ) -> ExplainRow:
     """Keys and documents examined by the claim query with ``hint``, mean over partitions."""
-    keys, docs, indexes = [], [], set()
-    for partition in range(layout.partitions):
-        command = q.probe_explain_command(
-            q.DEFAULT_RECORDS_COLLECTION, hint=hint, job_names=_names(layout.names),
-            partition=partition, now=datetime.now(UTC),
-        )  # fmt: skip
-        result = await client[database].command(command)
-        stats = result["executionStats"]
-        keys.append(int(stats["totalKeysExamined"]))
-        docs.append(int(stats["totalDocsExamined"]))
-        indexes.add(_index_of(result["queryPlanner"]["winningPlan"]))
-    return ExplainRow(hint, sum(keys) / len(keys), sum(docs) / len(docs), " | ".join(indexes))
+    explained = await explain_claims(
+        client, database, job_names=_names(layout.names), partitions=layout.partitions, hint=hint
+    )
+    indexes = sorted({_index_names(plan) for plan in explained.winning_plans})
+    return ExplainRow(hint, explained.keys_per_claim, explained.docs_per_claim, " | ".join(indexes))
+
+
+def _index_names(plan: dict[str, Any]) -> str:
+    """The index names of a winning plan's index scans."""
+    return ", ".join(sorted(set(plan_indexes(plan)))) or "none (COLLSCAN)"
 
 
 # -- the claim loops -----------------------------------------------------------------------------
-
-
-async def _claim_loop(
-    store: AsyncMongoJobStore, layout: Layout, hint: str, batch: int, claimers: int
-) -> tuple[list[ClaimedJob], float]:
-    """``claimers`` tasks claim with ``hint`` (``claim_many`` of ``batch``, or ``claim``) until
-    ``layout.drain`` records are claimed or every claimer missed every partition."""
-    claimed: list[ClaimedJob] = []
-    names = tuple(_names(layout.names))
-
-    async def claimer(seed: int) -> None:
-        rotation = PartitionRotation(layout.partitions, random.Random(seed))
-        while len(claimed) < layout.drain:
-            now = datetime.now(UTC)
-            partition = rotation.next_partition()
-            requests = [
-                ClaimRequest(job_names=names, partition=partition, hint=hint, now=now,
-                             locked_until=now + LOCK_TIME, lock_id=new_execution_id())
-                for _ in range(batch)
-            ]  # fmt: skip
-            if batch == 1:
-                one = await store.claim(requests[0])
-                jobs = [] if one is None else [one]
-            else:
-                jobs = await store.claim_many(requests)
-            if not jobs:
-                if rotation.record_miss():
-                    return
-                continue
-            rotation.record_hit()
-            claimed.extend(jobs)
-
-    began = time.perf_counter()
-    async with anyio.create_task_group() as group:
-        for seed in range(claimers):
-            group.start_soon(claimer, seed)
-    return claimed, time.perf_counter() - began
 
 
 async def _claim_rows(
@@ -305,7 +244,16 @@ async def _claim_round(
 ) -> None:
     store = AsyncMongoJobStore(client, database)
     records = client[database][q.DEFAULT_RECORDS_COLLECTION]
-    claimed, seconds = await _claim_loop(store, result.layout, row.hint, batch, claimers)
+    drain = await drain_by_claims(
+        store,
+        claimers=claimers,
+        partitions=result.layout.partitions,
+        job_names=tuple(_names(result.layout.names)),
+        hint=row.hint,
+        batch=batch,
+        enough=result.layout.drain,
+    )
+    claimed, seconds = drain.claimed, drain.seconds
     ids = [job.job_id for job in claimed]
     what = f"{row.mode} {row.hint}"
     if len(ids) != len(set(ids)):
@@ -399,7 +347,7 @@ async def _workers_row(uri: str, database: str, result: SizeResult) -> None:
         records_before = await client[database][q.DEFAULT_RECORDS_COLLECTION].count_documents({})
         gc.collect()
         if result.rss_before is None:  # the first drain's: the table shows the growth over all
-            result.rss_before = _rss_mib()
+            result.rss_before = rss_mib()
         began = time.perf_counter()
         async with Workers(store, registry, workers_count=32, n_partitions=layout.partitions) as w:
             with anyio.move_on_after(1800):
@@ -407,7 +355,7 @@ async def _workers_row(uri: str, database: str, result: SizeResult) -> None:
             ended = time.perf_counter()
             result.runs = sum(runs.values())
             await w.stop()
-        result.rss_after = _rss_mib()
+        result.rss_after = rss_mib()
         result.build_log = handler.lines
         first = store.first_claim if store.first_claim is not None else began
         result.first_claim_seconds = first - began
@@ -453,7 +401,7 @@ async def _prepare(
 ) -> tuple[SizeResult, str]:
     """Load, build the indexes (timed apart), checkpoint, explain: a size ready to measure."""
     result = SizeResult(layout=layout, label=label)
-    database = f"dogs_bench_backlog_{uuid.uuid4().hex[:12]}"
+    database = scratch_database("backlog")
     result.load_seconds = await anyio.to_thread.run_sync(_load, uri, database, layout)
     began = time.perf_counter()
     await AsyncMongoJobStore(client, database).setup()
@@ -469,7 +417,7 @@ async def _prepare(
 async def _measure_fresh(uri: str, layout: Layout) -> SizeResult:
     """Load without indexes and start the worker at once: its setup builds them."""
     result = SizeResult(layout=layout, label=f"{layout.records:,} fresh")
-    database = f"dogs_bench_backlog_{uuid.uuid4().hex[:12]}"
+    database = scratch_database("backlog")
     client: AsyncMongoClient[Document] = AsyncMongoClient(uri, tz_aware=True)
     try:
         result.load_seconds = await anyio.to_thread.run_sync(_load, uri, database, layout)
@@ -484,7 +432,7 @@ async def _warm_up(uri: str, args: argparse.Namespace) -> None:
     """A short drain first, not reported: the first ``Workers`` instance of the process pays
     for connections and first calls that would count against whichever size ran first."""
     layout = Layout(400, 300, 200, args.names, args.partitions)
-    database = f"dogs_bench_backlog_{uuid.uuid4().hex[:12]}"
+    database = scratch_database("backlog")
     client: AsyncMongoClient[Document] = AsyncMongoClient(uri, tz_aware=True)
     try:
         await anyio.to_thread.run_sync(_load, uri, database, layout)
@@ -530,7 +478,7 @@ async def run(uri: str, args: argparse.Namespace) -> list[SizeResult]:
 
 
 def _status(result: SizeResult) -> str:
-    return "ok" if not result.failures else f"FAILED: {'; '.join(result.failures)}"
+    return outcome(result.failures)
 
 
 #: The target of the issue: big within 15% of small.
@@ -612,9 +560,8 @@ def _print(console: Any, args: argparse.Namespace, results: Sequence[SizeResult]
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.backlog",
-        description="The same drain on a small and a big backlog: claims, jobs, RSS, explain.",
+    parser = new_parser(
+        "backlog", "The same drain on a small and a big backlog: claims, jobs, RSS, explain."
     )
     parser.add_argument("--records", type=int, default=None, help="big collection (1000000)")
     parser.add_argument("--small", type=int, default=None, help="small collection (10000)")
@@ -625,16 +572,18 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--claimers", type=int, default=None, help="claim loop tasks (32)")
     parser.add_argument("--rounds", type=int, default=None, help="claim loops per row (2)")
     parser.add_argument("--fresh", action="store_true", help="also a worker on a fresh load")
-    parser.add_argument("--uri", default=None, help="MongoDB URI (default: a local mongod)")
-    parser.add_argument("--quick", action="store_true", help="CI size: 20,000 against 2,000")
+    add_uri(parser)
+    add_quick(parser, "20,000 against 2,000")
     args = parser.parse_args(argv)
-    quick = args.quick
-    defaults = {"records": (20_000, 1_000_000), "small": (2_000, 10_000),
-                "due": (2_000, 100_000), "drain": (500, 5_000), "claimers": (8, 32),
-                "rounds": (1, 2)}  # fmt: skip
-    for name, (small_value, full_value) in defaults.items():
-        if getattr(args, name) is None:
-            setattr(args, name, small_value if quick else full_value)
+    fill_sizes(
+        args,
+        records=(20_000, 1_000_000),
+        small=(2_000, 10_000),
+        due=(2_000, 100_000),
+        drain=(500, 5_000),
+        claimers=(8, 32),
+        rounds=(1, 2),
+    )
     if not 1 <= args.drain < args.due <= args.records or not args.drain <= args.small // 2:
         parser.error("need 1 <= --drain < --due <= --records and --drain <= --small / 2")
     if args.small >= args.records or min(args.names, args.partitions, args.claimers) < 1:
@@ -647,18 +596,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     console = new_console()
-    console.print(f"$ {command_line('benchmarks.backlog', argv)}")
-    console.print(f"[bold]Machine:[/] {machine_summary()}")
-    with mongo_server(args.uri, console) as server:
-        console.print(f"[bold]Server:[/] {server.describe()}")
+    announce(console, command_line("benchmarks.backlog", argv))
+    with serving(args.uri, console) as server:
         with console.status("loading, building, explaining, claiming and draining..."):
             results = anyio.run(run, server.uri, args, backend="asyncio")
         _print(console, args, results)
-    failed = [r for r in results if r.failures]
-    if failed:
-        console.print(f"[bold red]{len(failed)} run(s) FAILED[/]")
-        return 1
-    return 0
+    return exit_status(console, sum(1 for r in results if r.failures), "run")
 
 
 if __name__ == "__main__":

@@ -29,50 +29,67 @@ import argparse
 import random
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import Any, Final, Literal
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
 
 import anyio
 from pymongo import AsyncMongoClient, MongoClient
 from pymongo.write_concern import WriteConcern
 from rich.progress import Progress, TaskID
 
-from benchmarks._common import (
-    MongoServer,
-    atomic_write,
+from benchmarks.claims_report import (
+    HEADERS,
+    SKIP_NOTE,
+    ScenarioResult,
+    markdown_report,
+    summarize,
+    table_rows,
+    targets,
+    write_chart,
+)
+from benchmarks.support.claiming import (
+    JOB_NAMES,
+    ClaimDrain,
+    claim_requests,
+    drain_by_claims,
+    seed_due_records,
+)
+from benchmarks.support.cli import (
+    add_no_floor,
+    add_out,
+    add_quick,
+    add_repeat,
+    add_uri,
+    add_write_concern,
+    fill_sizes,
+    new_parser,
+    write_concern,
+)
+from benchmarks.support.floors import Adapter, ClaimFloor, claim_floor
+from benchmarks.support.report import (
+    announce,
     command_line,
-    dump_json,
-    fmt,
+    exit_status,
     machine_summary,
-    markdown_table,
-    median,
-    mongo_server,
     new_console,
     new_progress,
-    percentile,
     print_table,
-    write_conflicts,
+    write_results,
 )
-from benchmarks.claims_report import targets, write_chart
-from benchmarks.floor import JOB_NAMES, ClaimFloor, claim_floor, ratio, seed_due_records
+from benchmarks.support.server import MongoServer, scratch_database, serving, write_conflicts
+from benchmarks.support.timing import difference, median, percentile
 from dogs_core.domain.partitions import PartitionRotation
 from dogs_core.domain.records import ClaimedJob, ClaimRequest
-from dogs_core.ids import new_execution_id
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_mongo import queries as q
 from dogs_mongo._async.store import CLAIM_PATH_FIND_ONE_AND_UPDATE, CLAIM_PATH_SORTED_UPDATE_ONE
 
-__all__ = ["SCENARIOS", "Scenario", "ScenarioResult", "main"]
+__all__ = ["SCENARIOS", "Scenario", "main"]
 
-LOCK_TIME: Final = timedelta(minutes=30)
 HINT: Final = "globalPriority"
 CLAIM_BATCH: Final = 16  # jobs per claim_many call in the batch scenarios
-
-Adapter = Literal["async", "sync"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,70 +152,6 @@ QUICK_ORDER: Final = ("fam1", "sorted1", "sorted8", "fam8", "batch8")
 
 
 @dataclass(slots=True)
-class ScenarioResult:
-    scenario: str
-    label: str
-    adapter: str
-    path: str
-    partitions: int
-    jobs: int
-    claimers: int
-    status: str  # "ok", "FAILED", "skipped: ..."
-    seconds: float | None = None
-    claims_per_second: float | None = None
-    write_conflicts: int | None = None
-    claim_calls: int | None = None
-    latency_p50_ms: float | None = None
-    latency_p99_ms: float | None = None
-    cpu_seconds: float | None = None
-    server_cpu_seconds: float | None = None
-    failures: list[str] = field(default_factory=list)
-    run: int = 1
-    batch: int = 1
-    #: Filled by :func:`summarize`: claims/s of every ok run of this scenario and adapter.
-    all_claims_per_second: list[float] = field(default_factory=list)
-    #: The raw pymongo claim loop (:mod:`benchmarks.floor`) of this run, adapter and
-    #: partition count; ``None`` with ``--no-floor``.
-    floor_claims_per_second: float | None = None
-
-    @property
-    def floor_ratio(self) -> float | None:
-        return ratio(self.claims_per_second, self.floor_claims_per_second)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    @property
-    def spread(self) -> str:
-        rates = self.all_claims_per_second
-        if len(rates) < 2:
-            return "–"
-        return f"{min(rates):,.0f}–{max(rates):,.0f} ({len(rates)} runs)"
-
-
-def summarize(results: Sequence[ScenarioResult]) -> list[ScenarioResult]:
-    """One row per scenario and adapter: the best run (highest claims/s), with the spread of all
-    ok runs. A scenario with a FAILED run is reported by that run."""
-    groups: dict[tuple[str, str], list[ScenarioResult]] = {}
-    for r in results:
-        groups.setdefault((r.scenario, r.adapter), []).append(r)
-    summary = []
-    for runs in groups.values():
-        failed = [r for r in runs if r.status == "FAILED"]
-        ok = [r for r in runs if r.ok]
-        if failed:
-            best = failed[0]
-        elif ok:
-            best = max(ok, key=lambda r: r.claims_per_second or 0.0)
-        else:
-            best = runs[0]
-        best.all_claims_per_second = [r.claims_per_second for r in ok if r.claims_per_second]
-        summary.append(best)
-    return summary
-
-
-@dataclass(slots=True)
 class _Run:
     """What the claimers of one scenario produced."""
 
@@ -211,28 +164,8 @@ class _Run:
     server_cpu_seconds: float | None
 
 
-def _request(partition: int) -> ClaimRequest:
-    return _requests(partition, 1)[0]
-
-
-def _requests(partition: int, count: int) -> list[ClaimRequest]:
-    """One claim call's requests: the same partition and times, a lock id each."""
-    now = datetime.now(UTC)
-    return [
-        ClaimRequest(
-            job_names=JOB_NAMES,
-            partition=partition,
-            hint=HINT,
-            now=now,
-            locked_until=now + LOCK_TIME,
-            lock_id=new_execution_id(),
-        )
-        for _ in range(count)
-    ]
-
-
-def _delta(before: float | None, after: float | None) -> float | None:
-    return None if before is None or after is None else after - before
+def _requests(partition: int, count: int = 1) -> list[ClaimRequest]:
+    return claim_requests(JOB_NAMES, partition, HINT, count)
 
 
 # -- the claimers ----------------------------------------------------------------------------------
@@ -258,52 +191,39 @@ async def _run_async(
         await store.setup()
         await store.capabilities()
         await client.admin.command("ping")
-        claimed: list[ClaimedJob] = []
-        latencies: list[float] = []
-
-        async def claimer(seed: int) -> None:
-            rotation = PartitionRotation(scenario.partitions, random.Random(seed))
-            while True:
-                requests = _requests(rotation.next_partition(), scenario.batch)
-                began = time.perf_counter()
-                if scenario.batch == 1:
-                    job = await store.claim(requests[0])
-                    jobs = [] if job is None else [job]
-                else:
-                    jobs = await store.claim_many(requests)
-                latencies.append(time.perf_counter() - began)
-                if not jobs:
-                    if rotation.record_miss():
-                        return
-                else:
-                    rotation.record_hit()
-                    claimed.extend(jobs)
+        drain = ClaimDrain()
 
         async def report() -> None:
             while True:
-                on_claim(len(claimed))
+                on_claim(len(drain.claimed))
                 await anyio.sleep(0.1)
 
         conflicts_before = read_conflicts()
         server_cpu_before = server_cpu()
         cpu_before = time.process_time()
-        began = time.perf_counter()
         async with anyio.create_task_group() as outer:
             outer.start_soon(report)
-            async with anyio.create_task_group() as group:
-                for seed in range(claimers):
-                    group.start_soon(claimer, seed)
-            seconds = time.perf_counter() - began
+            await drain_by_claims(
+                store,
+                claimers=claimers,
+                partitions=scenario.partitions,
+                job_names=JOB_NAMES,
+                hint=HINT,
+                batch=scenario.batch,
+                drain=drain,
+            )
             cpu = time.process_time() - cpu_before
             outer.cancel_scope.cancel()
-        server_cpu_used = _delta(server_cpu_before, server_cpu())
+        server_cpu_used = difference(server_cpu_before, server_cpu())
         conflicts = read_conflicts() - conflicts_before
-        on_claim(len(claimed))
+        on_claim(len(drain.claimed))
         sweep = 0
         for partition in range(scenario.partitions):
-            if await store.claim(_request(partition)) is not None:
+            if await store.claim(_requests(partition)[0]) is not None:
                 sweep += 1
-        return _Run(claimed, latencies, seconds, conflicts, sweep, cpu, server_cpu_used)
+        return _Run(
+            drain.claimed, drain.latencies, drain.seconds, conflicts, sweep, cpu, server_cpu_used
+        )
     finally:
         await store.close()
         await client.close()
@@ -371,13 +291,13 @@ def _run_sync(
                 on_claim(len(claimed))
         seconds = time.perf_counter() - began
         cpu = time.process_time() - cpu_before
-        server_cpu_used = _delta(server_cpu_before, server_cpu())
+        server_cpu_used = difference(server_cpu_before, server_cpu())
         conflicts = read_conflicts() - conflicts_before
         on_claim(len(claimed))
         if errors:
             raise errors[0]
         sweep = sum(
-            1 for partition in range(scenario.partitions) if store.claim(_request(partition))
+            1 for partition in range(scenario.partitions) if store.claim(_requests(partition)[0])
         )
         return _Run(claimed, latencies, seconds, conflicts, sweep, cpu, server_cpu_used)
     finally:
@@ -460,7 +380,7 @@ def run_scenario(
     if scenario.path == CLAIM_PATH_SORTED_UPDATE_ONE and not server.supports_sorted_update:
         result.status = "skipped: needs MongoDB 8"
         return result
-    database = f"dogs_bench_claims_{uuid.uuid4().hex[:12]}"
+    database = scratch_database("claims")
     task: TaskID = progress.add_task(f"{adapter:<5} {scenario.name:<10}", total=jobs)
     try:
         # The store creates Dogs' indexes before the seed, as a deployment would have them.
@@ -519,97 +439,11 @@ def run_scenario(
     return result
 
 
-# -- reporting -------------------------------------------------------------------------------------
-
-HEADERS: Final = (
-    "Scenario",
-    "Adapter",
-    "Time (s)",
-    "Claims/s",
-    "Floor claims/s",
-    "Ratio to floor",
-    "Write conflicts",
-    "Claim p50 (ms)",
-    "Claim p99 (ms)",
-    "CPU s: client / mongod",
-    "Claims/s spread",
-    "Result",
-)
-
-
-def table_rows(results: Sequence[ScenarioResult]) -> list[list[str]]:
-    rows = []
-    for r in results:
-        rows.append(
-            [
-                r.label,
-                r.adapter,
-                fmt(r.seconds, ".2f"),
-                fmt(r.claims_per_second, ",.0f"),
-                fmt(r.floor_claims_per_second, ",.0f"),
-                fmt(r.floor_ratio, ".2f"),
-                fmt(r.write_conflicts, ","),
-                fmt(r.latency_p50_ms, ".1f"),
-                fmt(r.latency_p99_ms, ".1f"),
-                f"{fmt(r.cpu_seconds, '.1f')} / {fmt(r.server_cpu_seconds, '.1f')}",
-                r.spread,
-                r.status if not r.failures else f"FAILED: {'; '.join(r.failures)}",
-            ]
-        )
-    return rows
-
-
-FLOOR_NOTE: Final = (
-    "Floor: Dogs' own findOneAndUpdate claim loop sent straight from pymongo "
-    "(benchmarks/floor.py: Node Dogs 4.6.8's query, sort, hint and update; the same seed, "
-    "claimers and partitions; asyncio tasks for async, threads for sync), measured just before "
-    "the scenarios of its partition count in the same run. Ratio: claims/s over the floor's; "
-    "the claim_many rows are compared with the same single-claim floor."
-)
-
-SKIP_NOTE: Final = (
-    "Sorted updateOne scenarios need MongoDB 8 (maxWireVersion >= 25); this server is MongoDB "
-    "{server.version} (maxWireVersion {server.max_wire_version}). Pass --uri with a MongoDB 8 "
-    "replica set to run them."
-)
-
-
-def markdown_report(
-    results: Sequence[ScenarioResult], server: MongoServer, args: argparse.Namespace, command: str
-) -> str:
-    jobs, claimers = args.jobs, args.claimers
-    best = f" Each row is the best of {args.repeat} runs." if args.repeat > 1 else ""
-    lines = [
-        "# Claim contention benchmark",
-        "",
-        f"Command: `{command}`",
-        "",
-        f"Server: {server.describe()}. Machine: {machine_summary()}.",
-        "",
-        f"{jobs:,} jobs, {claimers} concurrent claimers, 32 job names, `globalPriority` hint, "
-        f"write concern {args.write_concern}.{best}",
-        "",
-        FLOOR_NOTE if not args.no_floor else "No floors (--no-floor).",
-        "",
-        markdown_table(HEADERS, table_rows(results)),
-        "",
-    ]
-    if not server.supports_sorted_update:
-        lines += [SKIP_NOTE.format(server=server), ""]
-    target_lines = targets(results)
-    if target_lines:
-        lines += ["Targets:", "", *(f"- {line}" for line in target_lines), ""]
-    return "\n".join(lines)
-
-
 # -- command line ----------------------------------------------------------------------------------
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.claims",
-        description="Dogs' claim contention benchmark against a real MongoDB.",
-    )
+    parser = new_parser("claims", "Dogs' claim contention benchmark against a real MongoDB.")
     parser.add_argument("--jobs", type=int, default=None, help="records to claim (10000)")
     parser.add_argument("--claimers", type=int, default=None, help="concurrent claimers (128)")
     parser.add_argument(
@@ -619,39 +453,17 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="a scenario to run (repeatable; default: all)",
     )
     parser.add_argument("--adapter", choices=("async", "sync", "both"), default="both")
-    parser.add_argument(
-        "--uri", default=None, help="MongoDB URI (default: start a local mongod, then stop it)"
-    )
-    parser.add_argument(
-        "--write-concern",
-        choices=("default", "majority", "1"),
-        default="default",
-        help="write concern of the claims (default: the client's, majority on a replica set)",
-    )
-    parser.add_argument(
-        "--quick", action="store_true", help="CI size: 300 jobs, 16 claimers, 1 and 8 partitions"
-    )
-    parser.add_argument(
-        "--repeat", type=int, default=1, help="run everything N times; report best and spread"
-    )
-    parser.add_argument("--out", type=Path, default=None, help="write claims.md/.png/.json here")
-    parser.add_argument(
-        "--no-floor", action="store_true", help="skip the raw pymongo claim loop (floor.py)"
-    )
+    add_uri(parser)
+    add_write_concern(parser, "the claims")
+    add_quick(parser, "300 jobs, 16 claimers, 1 and 8 partitions")
+    add_repeat(parser)
+    add_out(parser, "claims.md/.png/.json")
+    add_no_floor(parser)
     args = parser.parse_args(argv)
-    if args.jobs is None:
-        args.jobs = 300 if args.quick else 10_000
-    if args.claimers is None:
-        args.claimers = 16 if args.quick else 128
+    fill_sizes(args, jobs=(300, 10_000), claimers=(16, 128))
     if args.jobs < 1 or args.claimers < 1 or args.repeat < 1:
         parser.error("--jobs, --claimers and --repeat must be at least 1")
     return args
-
-
-def _write_concern(args: argparse.Namespace) -> WriteConcern | None:
-    if args.write_concern == "default":
-        return None
-    return WriteConcern(w="majority" if args.write_concern == "majority" else 1)
 
 
 def _skipped(
@@ -676,7 +488,7 @@ def _floor(
     args: argparse.Namespace,
     progress: Progress,
 ) -> ClaimFloor:
-    """The raw claim loop for the scenarios of ``partitions`` (see :mod:`benchmarks.floor`)."""
+    """The raw claim loop for the scenarios of ``partitions`` (:mod:`benchmarks.support.floors`)."""
     task = progress.add_task(f"{adapter:<5} floor{partitions:<5}", total=args.jobs)
     floor = claim_floor(
         server.uri,
@@ -684,7 +496,7 @@ def _floor(
         jobs=args.jobs,
         claimers=args.claimers,
         partitions=partitions,
-        write_concern=_write_concern(args),
+        write_concern=write_concern(args.write_concern),
     )
     progress.update(task, completed=args.jobs)
     return floor
@@ -719,7 +531,7 @@ def _run_all(
                     adapter,
                     jobs=args.jobs,
                     claimers=args.claimers,
-                    write_concern=_write_concern(args),
+                    write_concern=write_concern(args.write_concern),
                     progress=progress,
                 )
                 floor = floors.get(key)
@@ -742,9 +554,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         names = list(QUICK_ORDER if args.quick else DEFAULT_ORDER)
     scenarios = [SCENARIOS[name] for name in dict.fromkeys(names)]
     adapters: list[Adapter] = ["async", "sync"] if args.adapter == "both" else [args.adapter]
-    with mongo_server(args.uri, console) as server:
-        console.print(f"[bold]Server:[/] {server.describe()}")
-        console.print(f"[bold]Machine:[/] {machine_summary()}")
+    with serving(args.uri, console) as server:
+        announce(console)
         console.print(f"{args.jobs:,} jobs, {args.claimers} claimers")
         admin: MongoClient[dict[str, Any]] = MongoClient(server.uri, tz_aware=True)
         try:
@@ -762,12 +573,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in targets(summary):
             console.print(line)
         if args.out is not None:
-            atomic_write(
-                args.out / "claims.md",
+            write_results(
+                args.out,
+                "claims",
                 markdown_report(summary, server, args, command),
-            )
-            dump_json(
-                args.out / "claims.json",
                 {
                     "server": asdict(server),
                     "machine": machine_summary(),
@@ -777,11 +586,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             write_chart(summary, args.out / "claims.png", server)
             console.print(f"wrote {args.out / 'claims.md'}, claims.json and claims.png")
-    failed = [r for r in results if r.status == "FAILED"]
-    if failed:
-        console.print(f"[bold red]{len(failed)} scenario(s) FAILED[/]")
-        return 1
-    return 0
+    failed = sum(1 for r in results if r.status == "FAILED")
+    return exit_status(console, failed, "scenario")
 
 
 if __name__ == "__main__":

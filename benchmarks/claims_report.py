@@ -1,18 +1,168 @@
-"""The claim benchmark's targets and chart (:mod:`benchmarks.claims` measures, this reports)."""
+"""The claim benchmark's results and how they read: rows, the Markdown report, the targets and
+the chart (:mod:`benchmarks.claims` measures, this reports; it imports nothing of claims).
+"""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Final
 
-from benchmarks._common import MongoServer
+from benchmarks.support.report import (
+    best_runs,
+    fmt,
+    markdown_table,
+    outcome,
+    ratio,
+    report_header,
+    spread,
+    targets_section,
+)
+from benchmarks.support.server import MongoServer
 from dogs_mongo._async.store import CLAIM_PATH_FIND_ONE_AND_UPDATE, CLAIM_PATH_SORTED_UPDATE_ONE
 
-if TYPE_CHECKING:
-    from benchmarks.claims import ScenarioResult
+__all__ = [
+    "FLOOR_NOTE",
+    "HEADERS",
+    "SKIP_NOTE",
+    "ScenarioResult",
+    "markdown_report",
+    "summarize",
+    "table_rows",
+    "targets",
+    "write_chart",
+]
 
-__all__ = ["targets", "write_chart"]
+
+@dataclass(slots=True)
+class ScenarioResult:
+    scenario: str
+    label: str
+    adapter: str
+    path: str
+    partitions: int
+    jobs: int
+    claimers: int
+    status: str  # "ok", "FAILED", "skipped: ..."
+    seconds: float | None = None
+    claims_per_second: float | None = None
+    write_conflicts: int | None = None
+    claim_calls: int | None = None
+    latency_p50_ms: float | None = None
+    latency_p99_ms: float | None = None
+    cpu_seconds: float | None = None
+    server_cpu_seconds: float | None = None
+    failures: list[str] = field(default_factory=list)
+    run: int = 1
+    batch: int = 1
+    #: Filled by :func:`summarize`: claims/s of every ok run of this scenario and adapter.
+    all_claims_per_second: list[float] = field(default_factory=list)
+    #: The raw pymongo claim loop (:mod:`benchmarks.support.floors`) of this run, adapter and
+    #: partition count; ``None`` with ``--no-floor``.
+    floor_claims_per_second: float | None = None
+
+    @property
+    def floor_ratio(self) -> float | None:
+        return ratio(self.claims_per_second, self.floor_claims_per_second)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def spread(self) -> str:
+        return spread(self.all_claims_per_second)
+
+
+def summarize(results: Sequence[ScenarioResult]) -> list[ScenarioResult]:
+    """One row per scenario and adapter: the best run (highest claims/s), with the spread of all
+    ok runs. A scenario with a FAILED run is reported by that run."""
+    rows = best_runs(
+        results,
+        key=lambda r: (r.scenario, r.adapter),
+        rate=lambda r: r.claims_per_second,
+        failed=lambda r: r.status == "FAILED",
+        ok=lambda r: r.ok,
+    )
+    for best, rates in rows:
+        best.all_claims_per_second = rates
+    return [best for best, _ in rows]
+
+
+HEADERS: Final = (
+    "Scenario",
+    "Adapter",
+    "Time (s)",
+    "Claims/s",
+    "Floor claims/s",
+    "Ratio to floor",
+    "Write conflicts",
+    "Claim p50 (ms)",
+    "Claim p99 (ms)",
+    "CPU s: client / mongod",
+    "Claims/s spread",
+    "Result",
+)
+
+
+def table_rows(results: Sequence[ScenarioResult]) -> list[list[str]]:
+    rows = []
+    for r in results:
+        rows.append(
+            [
+                r.label,
+                r.adapter,
+                fmt(r.seconds, ".2f"),
+                fmt(r.claims_per_second, ",.0f"),
+                fmt(r.floor_claims_per_second, ",.0f"),
+                fmt(r.floor_ratio, ".2f"),
+                fmt(r.write_conflicts, ","),
+                fmt(r.latency_p50_ms, ".1f"),
+                fmt(r.latency_p99_ms, ".1f"),
+                f"{fmt(r.cpu_seconds, '.1f')} / {fmt(r.server_cpu_seconds, '.1f')}",
+                r.spread,
+                outcome(r.failures, r.status),
+            ]
+        )
+    return rows
+
+
+FLOOR_NOTE: Final = (
+    "Floor: Dogs' own findOneAndUpdate claim loop sent straight from pymongo "
+    "(benchmarks/support/floors.py: Node Dogs 4.6.8's query, sort, hint and update; the same "
+    "seed, claimers and partitions; asyncio tasks for async, threads for sync), measured just "
+    "before the scenarios of its partition count in the same run. Ratio: claims/s over the "
+    "floor's; the claim_many rows are compared with the same single-claim floor."
+)
+
+SKIP_NOTE: Final = (
+    "Sorted updateOne scenarios need MongoDB 8 (maxWireVersion >= 25); this server is MongoDB "
+    "{server.version} (maxWireVersion {server.max_wire_version}). Pass --uri with a MongoDB 8 "
+    "replica set to run them."
+)
+
+
+def markdown_report(
+    results: Sequence[ScenarioResult], server: MongoServer, args: argparse.Namespace, command: str
+) -> str:
+    jobs, claimers = args.jobs, args.claimers
+    best = f" Each row is the best of {args.repeat} runs." if args.repeat > 1 else ""
+    lines = [
+        *report_header("Claim contention benchmark", command, server),
+        f"{jobs:,} jobs, {claimers} concurrent claimers, 32 job names, `globalPriority` hint, "
+        f"write concern {args.write_concern}.{best}",
+        "",
+        FLOOR_NOTE if not args.no_floor else "No floors (--no-floor).",
+        "",
+        markdown_table(HEADERS, table_rows(results)),
+        "",
+    ]
+    if not server.supports_sorted_update:
+        lines += [SKIP_NOTE.format(server=server), ""]
+    lines += targets_section(targets(results))
+    return "\n".join(lines)
 
 
 def targets(results: Sequence[ScenarioResult]) -> list[str]:

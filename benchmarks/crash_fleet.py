@@ -43,8 +43,10 @@ from typing import Any
 
 from pymongo import MongoClient
 
-from benchmarks._common import command_line, machine_summary, mongo_server, new_console, print_table
 from benchmarks.crash_fleet_jobs import RUNS
+from benchmarks.support.cli import add_quick, add_uri, new_parser
+from benchmarks.support.report import announce, command_line, new_console, print_table
+from benchmarks.support.server import mongo_server, scratch_database
 from dogs_core.runtime import SyncDogsClient
 from dogs_mongo import MongoJobStore
 from dogs_mongo import queries as q
@@ -197,14 +199,14 @@ def _check(database: Any, report: FleetReport) -> None:
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.crash_fleet", description=__doc__)
-    parser.add_argument("--uri", help="MongoDB URI (default: a local mongod started for the run)")
+    parser = new_parser("crash_fleet", __doc__)
+    add_uri(parser)
     parser.add_argument("--jobs", type=int, default=6_000)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--kills", type=int, default=70)
     parser.add_argument("--kill-every", type=float, default=5.0, help="mean seconds between kills")
     parser.add_argument("--seed", type=int, default=10)
-    parser.add_argument("--quick", action="store_true", help="CI size: 150 jobs, 3 kills")
+    add_quick(parser, "150 jobs, 3 kills")
     args = parser.parse_args(argv)
     if args.quick:
         args.jobs, args.workers, args.kills, args.kill_every = 150, 2, 3, 1.0
@@ -216,10 +218,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     console = new_console()
-    console.print(f"Command: `{command_line('benchmarks.crash_fleet', argv)}`")
-    console.print(f"Machine: {machine_summary()}")
+    announce(console, command_line("benchmarks.crash_fleet", argv))
     with mongo_server(args.uri, console) as server:
-        database = f"dogs_crash_fleet_{uuid.uuid4().hex[:8]}"
+        database = scratch_database("crash_fleet")
         report = run_fleet(
             server.uri,
             database,

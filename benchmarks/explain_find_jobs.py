@@ -21,8 +21,7 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -30,13 +29,16 @@ from typing import Any, Final
 from pymongo import MongoClient
 from pymongo.database import Database
 
-from benchmarks._common import command_line, machine_summary, mongo_server, new_console
+from benchmarks.support.cli import add_uri, new_parser
+from benchmarks.support.plans import plan_indexes, plan_tree
+from benchmarks.support.report import command_line, new_console, plain_context, problems_status
+from benchmarks.support.server import mongo_server, scratch_database
 from dogs_core.domain.records import JobRecord, JobState, JobStatus, JobType, Owner
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_mongo import MongoJobStore
 from dogs_mongo import queries as q
 
-__all__ = ["PlanSummary", "explain_all", "explain_find_jobs", "main", "plan_tree", "seed_mix"]
+__all__ = ["PlanSummary", "explain_all", "explain_find_jobs", "main", "seed_mix"]
 
 NAMES: Final = ("email", "report")
 PAGE: Final = 100
@@ -126,35 +128,6 @@ def seed_mix(database: Database[Document], count: int, now: datetime, seed: int 
     return len(documents)
 
 
-def plan_tree(plan: Mapping[str, Any]) -> str:
-    """A winning plan as ``STAGE > STAGE > IXSCAN[index]`` (branches in parentheses)."""
-    if "queryPlan" in plan:  # the slot-based engine wraps the classic tree
-        plan = plan["queryPlan"]
-    stage = str(plan.get("stage", "?"))
-    if "indexName" in plan:
-        stage += f"[{plan['indexName']}]"
-    children = list(plan.get("inputStages", []))
-    if "inputStage" in plan:
-        children.insert(0, plan["inputStage"])
-    if not children:
-        return stage
-    if len(children) == 1:
-        return f"{stage} > {plan_tree(children[0])}"
-    return f"{stage} > (" + " | ".join(plan_tree(child) for child in children) + ")"
-
-
-def _indexes(plan: Mapping[str, Any]) -> Iterator[str]:
-    if "queryPlan" in plan:
-        plan = plan["queryPlan"]
-    if "indexName" in plan:
-        yield str(plan["indexName"])
-    children = list(plan.get("inputStages", []))
-    if "inputStage" in plan:
-        children.insert(0, plan["inputStage"])
-    for child in children:
-        yield from _indexes(child)
-
-
 def explain_find_jobs(
     database: Database[Document],
     *,
@@ -185,7 +158,7 @@ def explain_find_jobs(
         state=state,
         job_name=job_name,
         tree=plan_tree(winning),
-        indexes=tuple(dict.fromkeys(_indexes(winning))),
+        indexes=tuple(dict.fromkeys(plan_indexes(winning))),
         keys_examined=int(stats["totalKeysExamined"]),
         docs_examined=int(stats["totalDocsExamined"]),
         returned=int(stats["nReturned"]),
@@ -218,8 +191,8 @@ def _check(store: MongoJobStore, plans: Sequence[PlanSummary], now: datetime) ->
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--uri", default=None, help="a MongoDB server (else a local mongod)")
+    parser = new_parser("explain_find_jobs", __doc__.splitlines()[0])
+    add_uri(parser)
     parser.add_argument("--records", type=int, default=5_000, help="records to seed (5000)")
     args = parser.parse_args(argv)
     if args.records < 100:
@@ -233,15 +206,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     now = datetime.now(UTC).replace(microsecond=0)
     with mongo_server(args.uri, console) as server:
         client: MongoClient[Document] = MongoClient(server.uri, tz_aware=True)
-        name = f"dogs_explain_{uuid.uuid4().hex[:12]}"
+        name = scratch_database("explain")
         try:
             store = MongoJobStore(client, name)
             store.setup()
             seeded = seed_mix(client[name], args.records, now)
             plans = explain_all(client[name], now)
-            print(f"$ {command_line('benchmarks.explain_find_jobs', argv)}")
-            print(f"Server: {server.describe()}")
-            print(f"Machine: {machine_summary()}")
+            print(plain_context(command_line("benchmarks.explain_find_jobs", argv), server))
             print(f"{seeded:,} records; find_jobs(state=..., limit={PAGE}), first page\n")
             for plan in plans:
                 print(
@@ -253,9 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             client.drop_database(name)
             client.close()
-    for problem in problems:
-        print(f"FAILED: {problem}", file=sys.stderr)
-    return 1 if problems else 0
+    return problems_status(problems)
 
 
 if __name__ == "__main__":

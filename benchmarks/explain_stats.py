@@ -29,7 +29,6 @@ import argparse
 import random
 import sys
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -38,8 +37,10 @@ from typing import Any, Final
 from pymongo import MongoClient
 from pymongo.database import Database
 
-from benchmarks._common import command_line, machine_summary, mongo_server, new_console
-from benchmarks.explain_find_jobs import _indexes, plan_tree
+from benchmarks.support.cli import add_quick, add_uri, new_parser
+from benchmarks.support.plans import plan_indexes, plan_tree
+from benchmarks.support.report import command_line, new_console, plain_context, problems_status
+from benchmarks.support.server import mongo_server, scratch_database
 from dogs_core.domain.records import HistoryRecord, HistoryStatus, JobType
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_mongo import MongoJobStore
@@ -168,7 +169,7 @@ def explain_stats(
         window=label,
         job_names=job_names,
         tree=plan_tree(winning),
-        indexes=tuple(dict.fromkeys(_indexes(winning))),
+        indexes=tuple(dict.fromkeys(plan_indexes(winning))),
         keys_examined=int(stats["totalKeysExamined"]),
         docs_examined=int(stats["totalDocsExamined"]),
         server_ms=int(stats.get("executionTimeMillis", 0)),
@@ -212,7 +213,7 @@ def _run_size(
 ) -> tuple[list[str], list[str]]:
     """Seed ``size`` rows in a fresh database, explain and time every case; the printed lines
     and the problems found."""
-    name = f"dogs_explain_stats_{uuid.uuid4().hex[:12]}"
+    name = scratch_database("explain_stats")
     lines = [f"\n{size:,} history rows over 7 days, {len(NAMES)} job names"]
     problems: list[str] = []
     try:
@@ -243,12 +244,12 @@ def _run_size(
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--uri", default=None, help="a MongoDB server (else a local mongod)")
+    parser = new_parser("explain_stats", __doc__.splitlines()[0])
+    add_uri(parser)
     parser.add_argument(
         "--rows", type=int, nargs="+", default=None, help="history rows per size (10000 200000)"
     )
-    parser.add_argument("--quick", action="store_true", help="one small size (2000 rows)")
+    add_quick(parser, "one small size (2000 rows)")
     args = parser.parse_args(argv)
     if args.rows is not None and min(args.rows) < 100:
         parser.error("--rows must be at least 100")
@@ -264,18 +265,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     with mongo_server(args.uri, console) as server:
         client: MongoClient[Document] = MongoClient(server.uri, tz_aware=True)
         try:
-            print(f"$ {command_line('benchmarks.explain_stats', argv)}")
-            print(f"Server: {server.describe()}")
-            print(f"Machine: {machine_summary()}")
+            print(plain_context(command_line("benchmarks.explain_stats", argv), server))
             for size in sizes:
                 lines, found = _run_size(client, size, now)
                 print("\n".join(lines))
                 problems += found
         finally:
             client.close()
-    for problem in problems:
-        print(f"FAILED: {problem}", file=sys.stderr)
-    return 1 if problems else 0
+    return problems_status(problems)
 
 
 if __name__ == "__main__":

@@ -37,29 +37,37 @@ from __future__ import annotations
 import argparse
 import contextlib
 import time
-import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import anyio
 from pymongo import AsyncMongoClient, monitoring
 
-from benchmarks._common import (
-    MongoServer,
-    atomic_write,
+from benchmarks.support.cli import add_out, add_quick, add_uri, fill_sizes, new_parser
+from benchmarks.support.report import (
+    announce,
+    best_runs,
     command_line,
-    dump_json,
     fmt,
-    machine_summary,
     markdown_table,
-    mongo_server,
     new_console,
+    outcome,
     print_table,
+    report_header,
+    spread,
+    write_results,
+)
+from benchmarks.support.server import (
+    MongoServer,
+    async_write_conflicts,
+    scratch_database,
+    serving,
 )
 from dogs_core import DogsClient, EventJobDefinition, JobContext, Jobs, ScheduleItem, Workers
+from dogs_core.domain.outcome import Delete
+from dogs_core.domain.settle import Settlement
 from dogs_core.ports import AsyncJobStore
 from dogs_mongo import AsyncMongoJobStore
 from dogs_mongo import queries as q
@@ -132,13 +140,17 @@ class CountingStore(JobStoreWrapper):
         self.refused = 0
         self.done = anyio.Event()
 
+    async def settle_many(self, settlements: Sequence[Settlement]) -> list[bool]:
+        verdicts = await super().settle_many(settlements)
+        completions = (isinstance(s.command, Delete) for s in settlements)
+        self.completed += sum(v and c for v, c in zip(verdicts, completions, strict=True))
+        if self.completed >= self.target:
+            self.done.set()
+        return verdicts
+
     async def around(self, method: str, call: Callable[[], Awaitable[T]]) -> T:
         result = await call()
-        if method == "complete_many":
-            self.completed += sum(bool(verdict) for verdict in result)  # type: ignore[attr-defined]
-            if self.completed >= self.target:
-                self.done.set()
-        elif (method == "acquire_slot" and result is None) or (
+        if (method == "acquire_slot" and result is None) or (
             method == "take_rate_token" and result is False
         ):
             self.refused += 1
@@ -163,7 +175,7 @@ class ScenarioResult:
     refused: int = 0
     write_conflicts: int | None = None
     failures: list[str] = field(default_factory=list)
-    #: Filled by :func:`best_runs`: jobs/s of every ok run of this scenario.
+    #: Filled by :func:`best_of_scenarios`: jobs/s of every run of this scenario.
     all_jobs_per_second: list[float] = field(default_factory=list)
 
     def per_job(self, count: int) -> float:
@@ -199,7 +211,7 @@ async def run_scenario(
     scenario: Scenario, server: MongoServer, jobs_count: int, workers_count: int, poll: float
 ) -> ScenarioResult:
     result = ScenarioResult(scenario.label, jobs_count, workers_count, poll)
-    database = f"dogs_bench_limit_{uuid.uuid4().hex[:12]}"
+    database = scratch_database("limit")
     counter = CommandCounter(
         {
             q.DEFAULT_RECORDS_COLLECTION: "records",
@@ -224,7 +236,7 @@ async def run_scenario(
                 raise RuntimeError(f"schedule_many: {outcome}")
         store = CountingStore(inner, jobs_count)
         workers = Workers(store, jobs, workers_count=workers_count, poll_interval=poll)
-        conflicts = await write_conflicts(mongo)
+        conflicts = await async_write_conflicts(mongo)
         counter.on = True
         began = time.perf_counter()
         async with workers:
@@ -233,7 +245,7 @@ async def run_scenario(
             result.seconds = time.perf_counter() - began
             await workers.stop()
         counter.on = False
-        result.write_conflicts = await write_conflicts(mongo) - conflicts
+        result.write_conflicts = await async_write_conflicts(mongo) - conflicts
         if not store.done.is_set():
             result.failures.append(f"timed out: {store.completed} of {jobs_count} completed")
         result.jobs_per_second = jobs_count / result.seconds
@@ -252,30 +264,19 @@ async def run_scenario(
     return result
 
 
-async def write_conflicts(mongo: AsyncMongoClient[dict[str, Any]]) -> int:
-    """``serverStatus.metrics.operation.writeConflicts``: a server-wide counter."""
-    status = await mongo.admin.command("serverStatus")
-    return int(status["metrics"]["operation"]["writeConflicts"])
-
-
-def best_runs(results: Sequence[ScenarioResult]) -> list[ScenarioResult]:
+def best_of_scenarios(results: Sequence[ScenarioResult]) -> list[ScenarioResult]:
     """One row per scenario, in order: its best run (most jobs/s) with the spread of its ok
     runs; a scenario with a FAILED run is reported by that run."""
-    groups: dict[str, list[ScenarioResult]] = {}
-    for r in results:
-        groups.setdefault(r.scenario, []).append(r)
-    rows = []
-    for runs in groups.values():
-        failed = [r for r in runs if r.failures]
-        best = failed[0] if failed else max(runs, key=lambda r: r.jobs_per_second or 0.0)
-        best.all_jobs_per_second = [r.jobs_per_second for r in runs if r.jobs_per_second]
-        rows.append(best)
-    return rows
-
-
-def _spread(r: ScenarioResult) -> str:
-    rates = r.all_jobs_per_second
-    return f"{min(rates):,.0f}–{max(rates):,.0f}" if len(rates) > 1 else "–"
+    rows = best_runs(
+        results,
+        key=lambda r: r.scenario,
+        rate=lambda r: r.jobs_per_second,
+        failed=lambda r: bool(r.failures),
+        ok=lambda r: True,  # the spread counts the failed runs' rates too
+    )
+    for best, rates in rows:
+        best.all_jobs_per_second = rates
+    return [best for best, _ in rows]
 
 
 # -- reporting ---------------------------------------------------------------------------------
@@ -319,8 +320,8 @@ def table_rows(results: Sequence[ScenarioResult]) -> list[list[str]]:
                 f"{r.per_job(r.controls_writes):.2f}",
                 "–" if r.write_conflicts is None else f"{r.per_job(r.write_conflicts):.2f}",
                 f"{r.refused:,}",
-                _spread(r),
-                r.status if not r.failures else f"FAILED: {'; '.join(r.failures)}",
+                spread(r.all_jobs_per_second, count=False),
+                outcome(r.failures, r.status),
             ]
         )
     return rows
@@ -333,12 +334,7 @@ def markdown_report(
     best = f" Each row is the best of {repeat} runs." if repeat > 1 else ""
     return "\n".join(
         [
-            "# What a global limit costs",
-            "",
-            f"Command: `{command}`",
-            "",
-            f"Server: {server.describe()}. Machine: {machine_summary()}.",
-            "",
+            *report_header("What a global limit costs", command, server),
             f"One `Workers` instance: workers_count={first.workers_count}, "
             f"poll_interval={first.poll_interval:g} s, the other options at their defaults, "
             "history on. No-op async handlers. Writes are MongoDB write commands (one bulk "
@@ -355,22 +351,18 @@ def markdown_report(
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.global_limit",
-        description="What a global concurrency limit and a rate limit cost per job.",
+    parser = new_parser(
+        "global_limit", "What a global concurrency limit and a rate limit cost per job."
     )
     parser.add_argument("--jobs", type=int, default=None, help="jobs per scenario (5000)")
     parser.add_argument("--workers-count", type=int, default=32)
     parser.add_argument("--poll-interval", type=float, default=0.5, help="seconds (0.5)")
-    parser.add_argument(
-        "--uri", default=None, help="MongoDB URI (default: start a local mongod, then stop it)"
-    )
-    parser.add_argument("--quick", action="store_true", help="CI size")
+    add_uri(parser)
+    add_quick(parser)
     parser.add_argument("--repeat", type=int, default=1, help="runs of every scenario (1)")
-    parser.add_argument("--out", type=Path, default=None, help="write global_limit.md/.json here")
+    add_out(parser, "global_limit.md/.json")
     args = parser.parse_args(argv)
-    if args.jobs is None:
-        args.jobs = 200 if args.quick else 5_000
+    fill_sizes(args, jobs=(200, 5_000))
     if min(args.jobs, args.workers_count, args.repeat) < 1 or args.poll_interval <= 0:
         parser.error("--jobs, --workers-count and --repeat must be at least 1, --poll-interval > 0")
     return args
@@ -388,12 +380,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     command = command_line("benchmarks.global_limit", argv)
     console = new_console()
-    console.print(f"[bold]Machine:[/] {machine_summary()}")
+    announce(console)
     with contextlib.ExitStack() as stack:
-        server = stack.enter_context(mongo_server(args.uri, console))
-        console.print(f"[bold]Server:[/] {server.describe()}")
+        server = stack.enter_context(serving(args.uri, console))
         with console.status(f"{len(SCENARIOS)} scenarios of {args.jobs:,} jobs..."):
-            results = best_runs(anyio.run(_run_all, args, server, backend="asyncio"))
+            results = best_of_scenarios(anyio.run(_run_all, args, server, backend="asyncio"))
     title = (
         f"What a global limit costs: workers_count={args.workers_count}, "
         f"poll_interval={args.poll_interval:g} s, {args.jobs:,} no-op jobs per scenario"
@@ -401,11 +392,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print_table(console, title, HEADERS, table_rows(results))
     if args.out is not None:
-        atomic_write(
-            args.out / "global_limit.md", markdown_report(results, server, command, args.repeat)
-        )
         payload = {"command": command, "results": [asdict(r) for r in results]}
-        dump_json(args.out / "global_limit.json", payload)
+        markdown = markdown_report(results, server, command, args.repeat)
+        write_results(args.out, "global_limit", markdown, payload)
         console.print(f"Wrote {args.out / 'global_limit.md'} and global_limit.json")
     failed = [r for r in results if r.failures]
     for r in failed:

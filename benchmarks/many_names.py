@@ -30,31 +30,31 @@ import contextlib
 import logging
 import random
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import anyio
 from pymongo import AsyncMongoClient, MongoClient
 
-from benchmarks._common import (
+from benchmarks.support.claiming import drain_by_claims, explain_claims, seed_due_records
+from benchmarks.support.cli import add_quick, add_uri, fill_sizes, new_parser
+from benchmarks.support.plans import stage_chain
+from benchmarks.support.report import (
+    announce,
     command_line,
+    exit_status,
     fmt,
-    machine_summary,
-    mongo_server,
     new_console,
+    outcome,
     print_table,
 )
-from benchmarks._timed_store import TimedStore
-from benchmarks.floor import seed_due_records
+from benchmarks.support.server import scratch_database, serving
+from benchmarks.support.stores import TimedStore
 from dogs_core import Jobs, Workers
 from dogs_core.domain.hints import Hint, HintSelector
-from dogs_core.domain.partitions import PartitionRotation
 from dogs_core.domain.records import ClaimedJob, ClaimRequest
-from dogs_core.ids import new_execution_id
 from dogs_core.runtime.clock import SystemClock
 from dogs_core.runtime.maintenance import probe_once
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
@@ -64,7 +64,6 @@ __all__ = ["NAME_COUNTS", "NamesResult", "main"]
 
 NAME_COUNTS: Final = (5, 200)
 N_PARTITIONS: Final = 8
-LOCK_TIME: Final = timedelta(minutes=30)
 Document = dict[str, Any]
 
 
@@ -140,7 +139,7 @@ def _names(count: int) -> list[str]:
 
 
 def _seeded(uri: str, names: Sequence[str], jobs: int) -> tuple[str, set[str]]:
-    database = f"dogs_bench_names_{uuid.uuid4().hex[:12]}"
+    database = scratch_database("names")
     admin: MongoClient[Document] = MongoClient(uri, tz_aware=True)
     with admin:
         MongoJobStore(admin, database).setup()
@@ -152,70 +151,13 @@ async def _explain(
     client: AsyncMongoClient[Document], database: str, names: Sequence[str], row: HintRow
 ) -> None:
     """Keys and documents examined by the claim query with ``row.hint``, mean over partitions."""
-    keys, docs, millis, plans = [], [], [], set()
-    for partition in range(N_PARTITIONS):
-        command = q.probe_explain_command(
-            q.DEFAULT_RECORDS_COLLECTION,
-            hint=row.hint,
-            job_names=names,
-            partition=partition,
-            now=datetime.now(UTC),
-        )
-        result = await client[database].command(command)
-        stats = result["executionStats"]
-        keys.append(int(stats["totalKeysExamined"]))
-        docs.append(int(stats["totalDocsExamined"]))
-        millis.append(float(stats["executionTimeMillis"]))
-        plans.add(_stages(result["queryPlanner"]["winningPlan"]))
-    row.keys_per_claim = sum(keys) / len(keys)
-    row.docs_per_claim = sum(docs) / len(docs)
-    row.explain_ms = sum(millis) / len(millis)
-    row.plan = " | ".join(sorted(plans))
-
-
-def _stages(plan: dict[str, Any]) -> str:
-    stages = []
-    node: dict[str, Any] | None = plan
-    while node is not None:
-        stages.append(str(node.get("stage")))
-        children = node.get("inputStages") or ([node["inputStage"]] if "inputStage" in node else [])
-        if len(children) > 1:
-            stages.append(f"{len(children)}×{_stages(children[0])}")
-            break
-        node = children[0] if children else None
-    return " > ".join(stages)
-
-
-async def _drain(
-    store: AsyncMongoJobStore, names: Sequence[str], hint: str, claimers: int
-) -> tuple[list[str], int, float]:
-    """``claimers`` tasks claim with ``hint`` until each has missed every partition."""
-    claimed: list[str] = []
-    calls = 0
-
-    async def claimer(seed: int) -> None:
-        nonlocal calls
-        rotation = PartitionRotation(N_PARTITIONS, random.Random(seed))
-        while True:
-            now = datetime.now(UTC)
-            request = ClaimRequest(
-                job_names=tuple(names), partition=rotation.next_partition(), hint=hint,
-                now=now, locked_until=now + LOCK_TIME, lock_id=new_execution_id(),
-            )  # fmt: skip
-            job = await store.claim(request)
-            calls += 1
-            if job is None:
-                if rotation.record_miss():
-                    return
-            else:
-                rotation.record_hit()
-                claimed.append(job.job_id)
-
-    began = time.perf_counter()
-    async with anyio.create_task_group() as group:
-        for seed in range(claimers):
-            group.start_soon(claimer, seed)
-    return claimed, calls, time.perf_counter() - began
+    explained = await explain_claims(
+        client, database, job_names=names, partitions=N_PARTITIONS, hint=row.hint
+    )
+    row.keys_per_claim = explained.keys_per_claim
+    row.docs_per_claim = explained.docs_per_claim
+    row.explain_ms = explained.millis_per_claim
+    row.plan = " | ".join(sorted({stage_chain(plan) for plan in explained.winning_plans}))
 
 
 async def _hint_rows(uri: str, names: Sequence[str], args: argparse.Namespace) -> NamesResult:
@@ -236,9 +178,16 @@ async def _hint_rows(uri: str, names: Sequence[str], args: argparse.Namespace) -
                         rng=random.Random(1),
                     )  # fmt: skip
                     result.probe_pick = str(selector.current)
-                claimed, row.claim_calls, seconds = await _drain(
-                    store, names, row.hint, args.claimers
+                drain = await drain_by_claims(
+                    store,
+                    claimers=args.claimers,
+                    partitions=N_PARTITIONS,
+                    job_names=tuple(names),
+                    hint=row.hint,
                 )
+                claimed = [job.job_id for job in drain.claimed]
+                row.claim_calls = drain.calls
+                seconds = drain.seconds
                 row.claims_per_second = len(claimed) / seconds if seconds > 0 else None
                 if len(claimed) != len(set(claimed)):
                     result.failures.append(
@@ -300,7 +249,7 @@ async def run(uri: str, args: argparse.Namespace) -> list[NamesResult]:
 
 
 def _status(result: NamesResult) -> str:
-    return "ok" if not result.failures else f"FAILED: {'; '.join(result.failures)}"
+    return outcome(result.failures)
 
 
 def _tables(results: Sequence[NamesResult]) -> tuple[list[list[str]], list[list[str]]]:
@@ -320,19 +269,15 @@ def _tables(results: Sequence[NamesResult]) -> tuple[list[list[str]], list[list[
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.many_names",
-        description="A worker for 200 job names against one for 5: claims, keys, the probe.",
+    parser = new_parser(
+        "many_names", "A worker for 200 job names against one for 5: claims, keys, the probe."
     )
     parser.add_argument("--jobs", type=int, default=None, help="due records (10000)")
     parser.add_argument("--claimers", type=int, default=None, help="concurrent claimers (32)")
-    parser.add_argument("--uri", default=None, help="MongoDB URI (default: a local mongod)")
-    parser.add_argument("--quick", action="store_true", help="CI size: 400 records, 8 claimers")
+    add_uri(parser)
+    add_quick(parser, "400 records, 8 claimers")
     args = parser.parse_args(argv)
-    if args.jobs is None:
-        args.jobs = 400 if args.quick else 10_000
-    if args.claimers is None:
-        args.claimers = 8 if args.quick else 32
+    fill_sizes(args, jobs=(400, 10_000), claimers=(8, 32))
     if args.jobs < max(NAME_COUNTS) or args.claimers < 1:
         parser.error(f"--jobs must be at least {max(NAME_COUNTS)} and --claimers at least 1")
     return args
@@ -341,10 +286,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     console = new_console()
-    console.print(f"$ {command_line('benchmarks.many_names', argv)}")
-    console.print(f"[bold]Machine:[/] {machine_summary()}")
-    with mongo_server(args.uri, console) as server:
-        console.print(f"[bold]Server:[/] {server.describe()}")
+    announce(console, command_line("benchmarks.many_names", argv))
+    with serving(args.uri, console) as server:
         with console.status("seeding, explaining, probing and draining..."):
             results = anyio.run(run, server.uri, args, backend="asyncio")
         claims, workers = _tables(results)
@@ -363,11 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
              "The workers' probe logged", "Result"),
             workers,
         )  # fmt: skip
-    failed = [r for r in results if r.failures]
-    if failed:
-        console.print(f"[bold red]{len(failed)} name count(s) FAILED[/]")
-        return 1
-    return 0
+    return exit_status(console, sum(1 for r in results if r.failures), "name count")
 
 
 if __name__ == "__main__":

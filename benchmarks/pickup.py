@@ -41,7 +41,6 @@ import os
 import random
 import sys
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -55,21 +54,24 @@ from pymongo import AsyncMongoClient
 from rich.console import Console
 from rich.progress import Progress, TaskID
 
-from benchmarks._common import (
-    MongoServer,
-    atomic_write,
+from benchmarks.support.cli import add_out, add_quick, add_uri, new_parser
+from benchmarks.support.report import (
+    announce,
     command_line,
-    dump_json,
+    exit_status,
     fmt,
     machine_summary,
     markdown_table,
-    mongo_server,
     new_console,
     new_progress,
-    percentile,
+    outcome,
     print_table,
-    process_cpu_seconds,
+    report_header,
+    targets_section,
+    write_results,
 )
+from benchmarks.support.server import MongoServer, scratch_database, serving
+from benchmarks.support.timing import difference, percentile, process_cpu_seconds
 from dogs_core import (
     DogsClient,
     EventJobDefinition,
@@ -335,7 +337,7 @@ async def run_mode(
         n_partitions=n_partitions,
     )
     task = progress.add_task(f"{mode.label:<15} starting the worker", total=samples)
-    database = f"dogs_bench_pickup_{uuid.uuid4().hex[:12]}"
+    database = scratch_database("pickup")
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(server.uri, tz_aware=True)
     store = AsyncMongoJobStore(client, database)
     jobs, definition = make_jobs(_never_here)
@@ -447,12 +449,8 @@ class _Sampler:
                 self.progress.update(self.task, completed=len(result.latencies_ms))
         result.seconds = time.perf_counter() - began
         await anyio.sleep(LATE_RUN_WAIT)  # a job that runs twice shows up here
-        worker_cpu_now = process_cpu_seconds(worker_pid)
-        if worker_cpu_began is not None and worker_cpu_now is not None:
-            result.worker_cpu_seconds = worker_cpu_now - worker_cpu_began
-        server_cpu_now = server.cpu_seconds()
-        if server_cpu_began is not None and server_cpu_now is not None:
-            result.server_cpu_seconds = server_cpu_now - server_cpu_began
+        result.worker_cpu_seconds = difference(worker_cpu_began, process_cpu_seconds(worker_pid))
+        result.server_cpu_seconds = difference(server_cpu_began, server.cpu_seconds())
 
 
 async def _stop_worker(
@@ -537,7 +535,7 @@ def table_rows(results: Sequence[ModeResult]) -> list[list[str]]:
                 fmt(percentile(r.schedule_ms, 0.5) if r.schedule_ms else None, ".1f"),
                 f"{fmt(r.worker_cpu_seconds, '.1f')} / {fmt(r.server_cpu_seconds, '.1f')}",
                 r.watching_text,
-                r.status if not r.failures else f"FAILED: {'; '.join(r.failures)}",
+                outcome(r.failures, r.status),
             ]
         )
     return rows
@@ -568,14 +566,7 @@ def markdown_report(
     results: Sequence[ModeResult], server: MongoServer, command: str, seed: int
 ) -> str:
     first = results[0] if results else None
-    lines = [
-        "# Pickup latency across processes",
-        "",
-        f"Command: `{command}`",
-        "",
-        f"Server: {server.describe()}. Machine: {machine_summary()}.",
-        "",
-    ]
+    lines = report_header("Pickup latency across processes", command, server)
     if first is not None:
         lines += [
             f"One idle `Workers` instance in another process per mode "
@@ -587,9 +578,7 @@ def markdown_report(
             "",
         ]
     lines += [markdown_table(HEADERS, table_rows(results)), ""]
-    target_lines = targets(results)
-    if target_lines:
-        lines += ["Targets:", "", *(f"- {line}" for line in target_lines), ""]
+    lines += targets_section(targets(results))
     return "\n".join(lines)
 
 
@@ -597,9 +586,8 @@ def markdown_report(
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.pickup",
-        description="Pickup latency of an idle worker in another process, per wake-up mode.",
+    parser = new_parser(
+        "pickup", "Pickup latency of an idle worker in another process, per wake-up mode."
     )
     parser.add_argument(
         "--mode", action="append", choices=list(MODES), help="a mode to run (repeatable; all)"
@@ -613,11 +601,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers-count", type=int, default=WORKERS_COUNT)
     parser.add_argument("--n-partitions", type=int, default=None, help="default: the runtime's (1)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the random pauses (1)")
-    parser.add_argument(
-        "--uri", default=None, help="MongoDB URI (default: start a local mongod, then stop it)"
-    )
-    parser.add_argument("--quick", action="store_true", help="CI size")
-    parser.add_argument("--out", type=Path, default=None, help="write pickup.md/.json here")
+    add_uri(parser)
+    add_quick(parser)
+    add_out(parser, "pickup.md/.json")
     # The worker process: ``--worker --mode M --uri U --database D``.
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--database", default=None, help=argparse.SUPPRESS)
@@ -663,11 +649,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = command_line("benchmarks.pickup", argv)
     console = new_console()
     modes = [MODES[key] for key in dict.fromkeys(args.mode or MODES)]
-    console.print(f"[bold]Machine:[/] {machine_summary()}")
+    announce(console)
     if not has_watch_option():
         console.print("this runtime has no watch_changes option: every mode polls")
-    with mongo_server(args.uri, console) as server:
-        console.print(f"[bold]Server:[/] {server.describe()}")
+    with serving(args.uri, console) as server:
         results = anyio.run(run_all, modes, server, args, console, backend="asyncio")
         title = (
             f"Pickup latency across processes: one idle worker "
@@ -682,11 +667,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 console.print(f"[bold]{r.label}: the end of the worker's stderr:[/]")
                 console.print(r.worker_stderr.strip()[-2_000:], markup=False, highlight=False)
         if args.out is not None:
-            atomic_write(
-                args.out / "pickup.md", markdown_report(results, server, command, args.seed)
-            )
-            dump_json(
-                args.out / "pickup.json",
+            write_results(
+                args.out,
+                "pickup",
+                markdown_report(results, server, command, args.seed),
                 {
                     "server": asdict(server),
                     "machine": machine_summary(),
@@ -698,11 +682,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 },
             )
             console.print(f"wrote {args.out / 'pickup.md'} and pickup.json")
-    failed = [r for r in results if r.status == "FAILED"]
-    if failed:
-        console.print(f"[bold red]{len(failed)} mode(s) FAILED[/]")
-        return 1
-    return 0
+    return exit_status(console, sum(1 for r in results if r.status == "FAILED"), "mode")
 
 
 if __name__ == "__main__":

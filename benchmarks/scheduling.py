@@ -1,7 +1,7 @@
 """Scheduling against its floor: ``schedule_many`` and ``schedule()`` beside raw inserts.
 
 Two measurements on ``DogsClient`` over ``AsyncMongoJobStore``, each beside the raw pymongo
-write of the very same documents (:func:`benchmarks.floor.insert_floor`):
+write of the very same documents (:func:`benchmarks.support.floors.insert_floor`):
 
 - bulk: one ``schedule_many`` call of N jobs (100,000; jobs/s, from the call to its result)
   against one unordered ``insert_many`` of the same documents;
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -36,17 +35,19 @@ import anyio
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
 
-from benchmarks._common import (
+from benchmarks.support.cli import add_quick, add_uri, fill_sizes, new_parser
+from benchmarks.support.floors import InsertFloor, insert_floor
+from benchmarks.support.report import (
+    announce,
     command_line,
     fmt,
-    machine_summary,
-    median,
-    mongo_server,
     new_console,
-    percentile,
+    outcome,
     print_table,
+    ratio,
 )
-from benchmarks.floor import InsertFloor, insert_floor, ratio
+from benchmarks.support.server import scratch_database, serving
+from benchmarks.support.timing import median, percentile
 from dogs_core import DogsClient, EventJobDefinition, Jobs, ScheduleItem
 from dogs_core.domain.records import BulkScheduleResult, NewJob, ScheduleOutcome
 from dogs_core.ports import AsyncJobStore
@@ -159,7 +160,7 @@ async def run(uri: str, jobs: int, singles: int) -> SchedulingResult:
     floor's alternately); every database is dropped at the end."""
     result = SchedulingResult(jobs=jobs, singles=singles)
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri, tz_aware=True)
-    database = f"dogs_bench_scheduling_{uuid.uuid4().hex[:12]}"
+    database = scratch_database("scheduling")
     floor_database = f"{database}_floor"
     store = CapturingStore(AsyncMongoJobStore(client, database))
     registry = Jobs()
@@ -190,7 +191,7 @@ async def run(uri: str, jobs: int, singles: int) -> SchedulingResult:
 
 def table_rows(result: SchedulingResult) -> list[list[str]]:
     floor = result.floor
-    status = "ok" if not result.failures else f"FAILED: {'; '.join(result.failures)}"
+    status = outcome(result.failures)
     p50 = median(result.single_seconds) * 1000 if result.single_seconds else None
     p99 = percentile(result.single_seconds, 0.99) * 1000 if result.single_seconds else None
     floor_rate = floor.insert_many_per_second if floor else None
@@ -215,19 +216,15 @@ HEADERS: Final = ("Measure", "Floor (raw pymongo)", "Ours", "Floor", "Ratio ours
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.scheduling",
-        description="schedule_many and schedule() against raw inserts of the same documents.",
+    parser = new_parser(
+        "scheduling", "schedule_many and schedule() against raw inserts of the same documents."
     )
     parser.add_argument("--jobs", type=int, default=None, help="jobs in schedule_many (100000)")
     parser.add_argument("--singles", type=int, default=None, help="schedule() calls (2000)")
-    parser.add_argument("--uri", default=None, help="MongoDB URI (default: a local mongod)")
-    parser.add_argument("--quick", action="store_true", help="CI size: 5,000 / 200")
+    add_uri(parser)
+    add_quick(parser, "5,000 / 200")
     args = parser.parse_args(argv)
-    if args.jobs is None:
-        args.jobs = 5_000 if args.quick else 100_000
-    if args.singles is None:
-        args.singles = 200 if args.quick else 2_000
+    fill_sizes(args, jobs=(5_000, 100_000), singles=(200, 2_000))
     if args.jobs < 1 or args.singles < 1:
         parser.error("--jobs and --singles must be at least 1")
     return args
@@ -236,10 +233,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     console = new_console()
-    console.print(f"$ {command_line('benchmarks.scheduling', argv)}")
-    console.print(f"[bold]Machine:[/] {machine_summary()}")
-    with mongo_server(args.uri, console) as server:
-        console.print(f"[bold]Server:[/] {server.describe()}")
+    announce(console, command_line("benchmarks.scheduling", argv))
+    with serving(args.uri, console) as server:
         with console.status(f"scheduling {args.jobs:,} + {args.singles:,} jobs, then the floors"):
             result = anyio.run(run, server.uri, args.jobs, args.singles, backend="asyncio")
         title = (

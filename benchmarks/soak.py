@@ -45,7 +45,6 @@ import statistics
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -58,15 +57,17 @@ from pymongo import AsyncMongoClient
 from rich.console import Console
 
 from benchmarks import soak_worker
-from benchmarks._common import (
+from benchmarks.support.cli import add_quick, add_uri, new_parser
+from benchmarks.support.report import (
+    announce,
     atomic_write,
     command_line,
     dump_json,
     machine_summary,
-    mongo_server,
     new_console,
     print_table,
 )
+from benchmarks.support.server import scratch_database, serving
 from dogs_core import DogsClient, ScheduleItem
 from dogs_mongo import AsyncMongoJobStore
 from dogs_mongo.queries import DEFAULT_HISTORY_COLLECTION, DEFAULT_RECORDS_COLLECTION
@@ -373,7 +374,7 @@ async def stop_workers(workers: Sequence[WorkerProcess]) -> None:
 
 async def run_soak(args: argparse.Namespace, uri: str, console: Console) -> SoakResult:
     result = SoakResult(jobs=args.jobs, minutes=args.minutes, workers=args.workers)
-    database_name = f"dogs_soak_{uuid.uuid4().hex[:8]}"
+    database_name = scratch_database("soak")
     mongo: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri, tz_aware=True)
     database = mongo[database_name]
     store = AsyncMongoJobStore(mongo, database_name)
@@ -671,9 +672,7 @@ def _rate(text: str) -> float:
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.soak", description=__doc__.splitlines()[0]
-    )
+    parser = new_parser("soak", __doc__.splitlines()[0])
     parser.add_argument("--jobs", type=_positive(int), default=None, help="default 200,000")
     parser.add_argument("--minutes", type=_positive(float), default=None, help="default 20")
     parser.add_argument("--workers", type=_positive(int), default=2, help="worker processes")
@@ -685,8 +684,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--lock-time", type=_positive(float), default=None, help="seconds")
     parser.add_argument("--drain-limit", type=_positive(float), default=None, help="seconds")
     parser.add_argument("--seed", type=int, default=16)
-    parser.add_argument("--quick", action="store_true", help="CI size: 2,000 jobs in 24 s")
-    parser.add_argument("--uri", help="MongoDB URI (default: start a local mongod)")
+    add_quick(parser, "2,000 jobs in 24 s")
+    add_uri(parser)
     parser.add_argument("--json", type=Path, help="write every sample and check as JSON")
     parser.add_argument("--chart", type=Path, help="write the RSS-over-time chart (SVG)")
     parser.add_argument("--keep", action="store_true", help="keep the soak's database")
@@ -743,14 +742,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         replot(args.replot, args.chart)
         console.print(f"wrote {args.chart} from {args.replot}")
         return 0
-    console.print(f"[bold]Command:[/] {command_line('benchmarks.soak', argv)}")
-    console.print(f"[bold]Machine:[/] {machine_summary()}")
+    announce(console, command_line("benchmarks.soak", argv))
     console.print(
         f"[bold]Faults:[/] {args.error_rate:g} of the calls fail before, {args.ambiguous_rate:g}"
         f" of the writes after (ambiguous), {args.delay_rate:g} delayed; no process is killed"
     )
-    with mongo_server(args.uri, console) as server:
-        console.print(f"[bold]Server:[/] {server.describe()}")
+    with serving(args.uri, console) as server:
         result = anyio.run(run_soak, args, server.uri, console, backend="asyncio")
     report(result, args, console)
     return 0 if result.passed else 1

@@ -32,7 +32,6 @@ import pstats
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Final
 
 import anyio
@@ -40,17 +39,22 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from prometheus_client import CollectorRegistry
 
-from benchmarks._common import (
-    atomic_write,
+from benchmarks.support.cli import add_out, add_quick, new_parser
+from benchmarks.support.report import (
+    announce,
+    best_runs,
     command_line,
-    dump_json,
+    exit_status,
     fmt,
     machine_summary,
     markdown_table,
     new_console,
+    outcome,
     print_table,
+    spread,
+    write_results,
 )
-from benchmarks.throughput import TimedStore
+from benchmarks.support.stores import TimedStore
 from dogs_core import DogsClient, Jobs, ScheduleItem, Workers
 from dogs_core.domain.events import Event
 from dogs_core.runtime.telemetry import Telemetry
@@ -197,18 +201,18 @@ async def run_one(
     return run
 
 
-def best_runs(runs: Sequence[Run]) -> list[Run]:
-    """Per mode, the run with the most jobs/s (a FAILED run wins, to be seen)."""
-    rows = []
-    for mode in MODES:
-        of_mode = [r for r in runs if r.mode == mode]
-        if not of_mode:
-            continue
-        failed = [r for r in of_mode if r.failures]
-        best = failed[0] if failed else max(of_mode, key=lambda r: r.jobs_per_second or 0.0)
-        best.all_jobs_per_second = [r.jobs_per_second or 0.0 for r in of_mode if not r.failures]
-        rows.append(best)
-    return rows
+def best_of_modes(runs: Sequence[Run]) -> list[Run]:
+    """Per mode, in the order of :data:`MODES`, the run with the most jobs/s (a FAILED run wins,
+    to be seen)."""
+    rows = best_runs(
+        runs,
+        key=lambda r: r.mode,
+        rate=lambda r: r.jobs_per_second,
+        failed=lambda r: bool(r.failures),
+    )
+    for best, rates in rows:
+        best.all_jobs_per_second = rates
+    return sorted((best for best, _ in rows), key=lambda r: MODES.index(r.mode))
 
 
 def table_rows(rows: Sequence[Run], calls: dict[str, float]) -> list[list[str]]:
@@ -216,8 +220,6 @@ def table_rows(rows: Sequence[Run], calls: dict[str, float]) -> list[list[str]]:
     out = []
     for r in rows:
         ratio = (r.jobs_per_second / base) if base and r.jobs_per_second else None
-        rates = r.all_jobs_per_second
-        spread = f"{min(rates):,.0f}–{max(rates):,.0f} ({len(rates)} runs)" if rates else "–"
         per_job = (r.events / r.jobs) if r.events is not None else None
         out.append(
             [
@@ -229,30 +231,30 @@ def table_rows(rows: Sequence[Run], calls: dict[str, float]) -> list[list[str]]:
                 fmt(r.cpu_us_per_job, ",.0f"),
                 fmt(per_job, ".1f"),
                 fmt(calls.get(r.mode), ".1f"),
-                spread,
-                r.status if not r.failures else "FAILED: " + "; ".join(r.failures),
+                spread(r.all_jobs_per_second, fewest=1),
+                outcome(r.failures, r.status),
             ]
         )
     return out
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.telemetry_overhead",
-        description="In-memory jobs/s and CPU per job with no, a trivial, the Prometheus and the "
+    parser = new_parser(
+        "telemetry_overhead",
+        "In-memory jobs/s and CPU per job with no, a trivial, the Prometheus and the "
         "OpenTelemetry subscriber.",
     )
     parser.add_argument("--jobs", type=int, default=None, help="jobs per run (10000)")
     parser.add_argument("--workers-count", type=int, default=32)
     parser.add_argument("--mode", action="append", choices=MODES, help="repeatable; default all")
     parser.add_argument("--repeat", type=int, default=3, help="rounds of every mode (3)")
-    parser.add_argument("--quick", action="store_true", help="CI size: 1,000 jobs, 1 round")
+    add_quick(parser, "1,000 jobs, 1 round")
     parser.add_argument(
         "--calls",
         action="store_true",
         help="one more run per mode under cProfile: Python function calls per job",
     )
-    parser.add_argument("--out", type=Path, default=None, help="write telemetry_overhead.md/.json")
+    add_out(parser, "telemetry_overhead.md/.json")
     args = parser.parse_args(argv)
     if args.jobs is None:
         args.jobs = 1_000 if args.quick else 10_000
@@ -284,9 +286,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     modes = list(dict.fromkeys(args.mode or MODES))
     console = new_console()
-    console.print(f"[bold]Machine:[/] {machine_summary()}")
+    announce(console)
     runs, calls = anyio.run(_run_all, args, modes, backend="asyncio")
-    rows = best_runs([r for r in runs if r.calls_per_job is None])
+    rows = best_of_modes([r for r in runs if r.calls_per_job is None])
     title = (
         f"Telemetry overhead: in-memory store, workers_count={args.workers_count}, "
         f"n_partitions=8, async no-op handler, best of {args.repeat}"
@@ -303,17 +305,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 markdown_table(HEADERS, table_rows(rows, calls)),
             ]
         )
-        atomic_write(args.out / "telemetry_overhead.md", report + "\n")
-        dump_json(
-            args.out / "telemetry_overhead.json",
+        write_results(
+            args.out,
+            "telemetry_overhead",
+            report + "\n",
             {"machine": machine_summary(), "command": command, "runs": [asdict(r) for r in runs]},
         )
         console.print(f"wrote {args.out / 'telemetry_overhead.md'} and telemetry_overhead.json")
-    failed = [r for r in runs if r.failures]
-    if failed:
-        console.print(f"[bold red]{len(failed)} run(s) FAILED[/]")
-        return 1
-    return 0
+    return exit_status(console, sum(1 for r in runs if r.failures), "run")
 
 
 if __name__ == "__main__":

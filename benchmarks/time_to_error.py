@@ -18,7 +18,6 @@ Run it as a module from the project root::
 
 from __future__ import annotations
 
-import argparse
 import logging
 import socket
 import sys
@@ -30,14 +29,14 @@ from typing import Any, Final
 
 import anyio
 
-from benchmarks._common import (
-    atomic_write,
+from benchmarks.support.cli import add_quick, new_parser
+from benchmarks.support.report import (
     command_line,
-    dump_json,
     machine_summary,
     markdown_table,
     new_console,
     print_table,
+    write_results,
 )
 from dogs_core import JobContext, Jobs, StoreUnavailableError
 from dogs_mongo import DogsContainer
@@ -217,8 +216,8 @@ def _rows(results: Sequence[Result]) -> list[list[str]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="the closed port, small bounds")
+    parser = new_parser("time_to_error", __doc__.splitlines()[0] if __doc__ else None)
+    add_quick(parser, "the closed port, small bounds")
     parser.add_argument("--legacy", action="store_true", help="also operation_timeout=None")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = parser.parse_args(argv)
@@ -236,8 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ]
     )
     name = "time_to_error_quick" if args.quick else "time_to_error"
-    atomic_write(args.out / f"{name}.md", report + "\n")
-    dump_json(args.out / f"{name}.json", [asdict(r) for r in results])
+    write_results(args.out, name, report + "\n", [asdict(r) for r in results])
     return 0 if all(r.ok for r in results) else 1
 
 

@@ -24,7 +24,9 @@ from typer.testing import CliRunner
 from dogs_core import HistoryStatus, Jobs, Scheduled
 from dogs_core.runtime.settings import WORKER_OPTIONS
 from dogs_mongo import MongoJobStore
-from dogs_mongo.cli import app, format_age, load_registry
+from dogs_mongo.cli import app
+from dogs_mongo.cli.common import load_registry
+from dogs_mongo.cli.output import format_age
 from dogs_mongo.container import DogsContainer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""``dogs archive`` (dogs_mongo.cli_archive): bad input without a server, then a dry run, a run
+"""``dogs archive`` (dogs_mongo.cli.archive): bad input without a server, then a dry run, a run
 with a line per batch and its summary, ``--json``, ``--max-batches`` and the archive names, on
 the real mongod."""
 

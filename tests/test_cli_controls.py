@@ -1,5 +1,5 @@
 """``dogs pause``, ``dogs resume`` and what ``dogs status`` shows of the fleet controls
-(dogs_mongo.cli_controls): bad input without a server, then the commands against the real
+(dogs_mongo.cli.controls): bad input without a server, then the commands against the real
 mongod, with a real worker that leaves a paused name alone until it is resumed."""
 
 from __future__ import annotations

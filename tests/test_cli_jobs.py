@@ -1,4 +1,4 @@
-"""``dogs jobs`` and ``dogs history`` (dogs_mongo.cli_jobs), and the state fixes of ``dogs
+"""``dogs jobs`` and ``dogs history`` (dogs_mongo.cli.jobs), and the state fixes of ``dogs
 status``: bad input without a server, then every command against the real mongod, with a real
 worker where a job has to fail."""
 

@@ -1,4 +1,4 @@
-"""``dogs stats`` (dogs_mongo.cli_stats): bad input without a server, then the table and the
+"""``dogs stats`` (dogs_mongo.cli.stats): bad input without a server, then the table and the
 JSON of history rows written to the real mongod."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Capacity accounting of one scheduler: worker slots and per-job-name caps (spec §3.6).
+"""Capacity accounting of one scheduler: worker slots and per-job-name caps
+(docs/concepts.md#per-instance-caps-timeouts-and-shutdown).
 
 One scheduler runs at most ``workers_count`` executions at a time, and at most ``cap`` of each
 capped job name (``maxParallelExecutionsPerServer``; event jobs only, recurrent jobs pass
@@ -282,7 +283,8 @@ class CapacityLedger:
         """An execution of ``name`` finished or went stale: give its slot back.
 
         Call it exactly once per execution. A stale execution releases early while its coroutine
-        may still run; that is the spec'd behaviour (its lock is already lost).
+        may still run; that is intended, its lock is already lost
+        (docs/concepts.md#stale-executions).
         """
         self._check_known(name)
         if self._active_by_name[name] <= 0:

@@ -1,4 +1,5 @@
-"""Acquisition index hints and the adaptive hint-selection policy (spec §2.2, §3.6, §3.11).
+"""Acquisition index hints and the adaptive hint-selection policy
+(docs/concepts.md#the-adaptive-index-hint).
 
 A claim names its index explicitly. Two indexes can serve it and which one is faster depends on
 the data: ``byJobName`` (partition, jobName, priority, nextRunAt) is best when few names are
@@ -193,7 +194,8 @@ def _usable(values: Sequence[float]) -> bool:
 
 
 class HintSelector:
-    """The hint-selection policy of one scheduler (spec §3.11), as a sans-I/O state machine.
+    """The hint-selection policy of one scheduler, as a sans-I/O state machine
+    (docs/concepts.md#the-adaptive-index-hint).
 
     - It starts on :data:`INITIAL_HINT` (``byJobName``).
     - Per probe the median of each hint's samples is compared; the challenger (the hint not in

@@ -1,4 +1,5 @@
-"""Partition assignment and the per-scheduler shuffled partition rotation (spec §3.4).
+"""Partition assignment and the per-scheduler shuffled partition rotation
+(docs/concepts.md#partitions-and-the-rotation).
 
 Every record carries a ``partition`` in ``[0, n_partitions)`` and every claim queries exactly one
 partition. Claimers that start at different places in the partition space touch different

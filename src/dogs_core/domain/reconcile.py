@@ -1,4 +1,4 @@
-"""Pacing of the partition reconciler (spec §3.5).
+"""Pacing of the partition reconciler (docs/concepts.md#partitions-and-the-rotation).
 
 The reconciler gives a valid partition to records that have none (legacy records, records
 written by a process with another ``n_partitions``). It runs once at start, then repeatedly:

@@ -1,4 +1,7 @@
-"""Single-flight lock renewal and the stale watchdog of one execution (spec §1.5, §3.9, §3.10).
+"""Single-flight lock renewal and the stale watchdog of one execution.
+
+The rules are those of docs/concepts.md#renewal-single-flight-coalescing-one-watchdog and
+docs/concepts.md#stale-executions.
 
 This module is sans-I/O, in the style of h11: :class:`RenewalMachine` holds the renewal state of
 one execution, the runtime feeds it events (a pulse, a renewal write that succeeded, lost its
@@ -74,7 +77,7 @@ returned commands in order:
   :meth:`~RenewalMachine.watchdog_fired` with its ``generation``.
 * :class:`CancelWatchdog` — cancel the watchdog timer of that generation (a race where it fires
   anyway is harmless: the machine ignores an old generation).
-* :class:`ReportStale` — run the stale handling of spec §3.10 (log, ``on_stale``, fenced
+* :class:`ReportStale` — run the stale handling (log, ``on_stale``, fenced
   priority demotion, release capacity, stale history, optional cancellation). Emitted at most
   once per execution.
 * :class:`ResolveWaiters` — complete every caller waiting on ``ticket`` with ``outcome``.
@@ -201,7 +204,8 @@ class CancelWatchdog:
 
 @dataclass(frozen=True, slots=True)
 class ReportStale:
-    """Run the stale handling of the execution (spec §3.10). Emitted at most once."""
+    """Run the stale handling of the execution (docs/concepts.md#stale-executions). Emitted
+    at most once."""
 
     reason: StaleReason
 

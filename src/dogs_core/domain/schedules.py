@@ -18,12 +18,13 @@ Precedence of schedule options (a deliberate deviation from Dogs)
     A recurrent job takes **exactly one** rule: ``run_every``, ``cron`` (with its required
     ``timezone``) or ``next_run``. Giving two is a conflicting-options error. Dogs silently lets
     ``runEvery`` win over ``cron`` and ``getNextRun`` while its documentation says
-    ``getNextRun`` wins (spec §1.2); rather than pick one of two contradictory behaviours we make
-    the ambiguous definition impossible. Likewise, an event job is scheduled with ``run_in``
-    **or** ``run_at`` (or neither, meaning now); both together is an error. ``run_in=0`` is
-    allowed and means now (Dogs treated 0 as absent, which gives the same result).
+    ``getNextRun`` wins (docs/differences.md#scheduling); rather than pick one of two
+    contradictory behaviours we make the ambiguous definition impossible. Likewise, an event job
+    is scheduled with ``run_in`` **or** ``run_at`` (or neither, meaning now); both together is an
+    error. ``run_in=0`` is allowed and means now (Dogs treated 0 as absent, which gives the same
+    result).
 
-Next-run rules (computed after an execution completes, like Dogs, spec §3.8)
+Next-run rules (after an execution completes, as in Dogs: docs/configuration.md#recurrent-jobs-only)
     * :class:`RunEvery` ``anchor="completion"`` (default, Dogs' behaviour): ``now + interval``,
       a fixed delay from completion, which drifts by the run time.
     * :class:`RunEvery` ``anchor="slot"``: fixed rate. The next run is the first slot

@@ -53,7 +53,8 @@ CLAIM_PATHS: Final = (CLAIM_PATH_AUTO, CLAIM_PATH_SORTED_UPDATE_ONE, CLAIM_PATH_
 HINT_BY_JOB_NAME: Final = "byJobName"
 HINT_GLOBAL_PRIORITY: Final = "globalPriority"
 
-#: The two acquisition hints of Dogs (§3.11), as the key documents Dogs sends.
+#: The two acquisition hints of Dogs, as the key documents Dogs sends
+#: (docs/concepts.md#the-adaptive-index-hint).
 HINTS: Final[Mapping[str, Mapping[str, int]]] = {
     HINT_BY_JOB_NAME: RECORD_INDEXES[1].key_document,
     HINT_GLOBAL_PRIORITY: RECORD_INDEXES[0].key_document,
@@ -103,7 +104,7 @@ def missing_hints(ready_index_names: set[str] | frozenset[str]) -> set[str]:
 
 
 # --------------------------------------------------------------------------------------------
-# Eligibility (§3.1): the claimable rule of the domain, in Dogs' words
+# Eligibility (docs/concepts.md#the-claim): the claimable rule of the domain, in Dogs' words
 # --------------------------------------------------------------------------------------------
 
 #: The stored name (Dogs') of each record field the claimable rule reads.
@@ -186,7 +187,7 @@ def eligible_filter(job_names: Sequence[str], partition: int, now: datetime) -> 
 
 
 # --------------------------------------------------------------------------------------------
-# Claims (§3.2)
+# Claims (docs/concepts.md#the-claim)
 # --------------------------------------------------------------------------------------------
 
 

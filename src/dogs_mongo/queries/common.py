@@ -22,7 +22,7 @@ MAX_BATCH_SIZE: Final = 1000
 #: ``maxTimeMS`` of an explain probe (Dogs 4.6.2+).
 PROBE_MAX_TIME_MS: Final = 1000
 
-#: The claim order: priority descending, then next run ascending (Dogs §3.1).
+#: The claim order: priority descending, then next run ascending (docs/concepts.md#the-claim).
 CLAIM_SORT: Final[Mapping[str, int]] = {"priority": -1, "nextRunAt": 1}
 
 LOCK_ID_INDEX_NAME: Final = "jobs_dogs_records_lock_id"

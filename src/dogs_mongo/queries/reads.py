@@ -14,7 +14,7 @@ from dogs_mongo.queries.common import CLAIM_SORT, PROBE_MAX_TIME_MS
 from dogs_mongo.queries.states import not_locked_after, state_filter, state_hint
 
 # --------------------------------------------------------------------------------------------
-# Probe (§3.11)
+# Probe (docs/concepts.md#the-adaptive-index-hint)
 # --------------------------------------------------------------------------------------------
 
 

@@ -20,7 +20,7 @@ from dogs_mongo.queries.common import (
 from dogs_mongo.queries.states import not_failed_filter, not_locked_after
 
 # --------------------------------------------------------------------------------------------
-# Fenced writes (§3.16) and their updates
+# Fenced writes (docs/concepts.md#locks-and-lockid-fencing) and their updates
 # --------------------------------------------------------------------------------------------
 
 
@@ -192,7 +192,7 @@ def delete_job_filter(
 
 
 # --------------------------------------------------------------------------------------------
-# Scheduling (§1.4, §3.13) and recurrent bootstrap (§3.8)
+# Scheduling (docs/concepts.md#uniqueness-keys), recurrent bootstrap (docs/differences.md#startup)
 # --------------------------------------------------------------------------------------------
 
 
@@ -282,7 +282,7 @@ def ensure_recurrent_update(
 
 
 # --------------------------------------------------------------------------------------------
-# Partition reconciler (§3.5)
+# Partition reconciler (docs/concepts.md#partitions-and-the-rotation)
 # --------------------------------------------------------------------------------------------
 
 
@@ -322,7 +322,7 @@ def reconcile_update(partition: int) -> dict[str, Any]:
 RECONCILE_PROJECTION: Final[Mapping[str, int]] = {"_id": 1}
 
 # --------------------------------------------------------------------------------------------
-# Retention of terminal event jobs (§3.15)
+# Retention of terminal event jobs (docs/concepts.md#attempt-limits-and-maxtriesreached)
 # --------------------------------------------------------------------------------------------
 
 

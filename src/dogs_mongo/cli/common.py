@@ -3,9 +3,8 @@ to a command, which gets one :class:`Connection`), the one-line errors (exit 2 f
 input), loading a registry, the container of the options given, the connection check and the
 run of an async body.
 
-:mod:`dogs_mongo.cli` (``worker``, ``schedule``, ``status``, ``unlock-all``, ``mongod``) and
-:mod:`dogs_mongo.cli_jobs` (``jobs ...``, ``history``) both build on this module, so neither
-imports the other's commands.
+Every command module of :mod:`dogs_mongo.cli` builds on this module, so none imports another's
+commands.
 """
 
 from __future__ import annotations
@@ -71,6 +70,7 @@ __all__ = [
     "user_errors",
     "when",
     "with_connection",
+    "worker_flag_names",
 ]
 
 T = TypeVar("T")
@@ -237,6 +237,13 @@ def flags_named(flags: Mapping[str, tuple[str, object]]) -> Iterator[None]:
             raise
         flag, typed = flags[error.field]
         fail(f"{flag} {shlex.quote(str(typed))}: {error.reason}")
+
+
+def worker_flag_names(flags: Mapping[str, str], n_partitions: int) -> dict[str, tuple[str, object]]:
+    """What :func:`flags_named` needs for the worker options typed as flags (option name -> text
+    typed) and ``--n-partitions``, which every command that builds a container takes."""
+    typed: dict[str, object] = {**flags, "n_partitions": n_partitions}
+    return {name: (str(worker_option(name).flag), text) for name, text in typed.items()}
 
 
 def run(func: Callable[[], Awaitable[T]]) -> T:

@@ -26,7 +26,7 @@ from rich.table import Table
 
 from dogs_core.domain.stats import MAX_STATS_WINDOW, JobStats
 from dogs_core.runtime.client import DogsClient
-from dogs_mongo.cli_common import (
+from dogs_mongo.cli.common import (
     Connection,
     connected_client,
     duration,
@@ -35,7 +35,7 @@ from dogs_mongo.cli_common import (
     user_errors,
     with_connection,
 )
-from dogs_mongo.cli_tables import print_json, stamp
+from dogs_mongo.cli.tables import print_json, stamp
 
 __all__ = ["print_stats", "stats", "stats_json", "stats_table"]
 

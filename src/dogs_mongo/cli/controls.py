@@ -26,7 +26,7 @@ import typer
 
 from dogs_core.domain.controls import EVERY_JOB
 from dogs_core.runtime.client import DogsClient
-from dogs_mongo.cli_common import (
+from dogs_mongo.cli.common import (
     Connection,
     connected_client,
     fail,
@@ -34,7 +34,7 @@ from dogs_mongo.cli_common import (
     user_errors,
     with_connection,
 )
-from dogs_mongo.cli_output import FleetView
+from dogs_mongo.cli.output import FleetView
 
 __all__ = ["fleet_view", "pause", "resume"]
 

@@ -43,7 +43,7 @@ from dogs_core.domain.steering import (
 )
 from dogs_core.jobs import Jobs
 from dogs_core.runtime.client import DogsClient
-from dogs_mongo.cli_common import (
+from dogs_mongo.cli.common import (
     EXIT_NOT_DONE,
     AppDirOption,
     Connection,
@@ -56,7 +56,7 @@ from dogs_mongo.cli_common import (
     when,
     with_connection,
 )
-from dogs_mongo.cli_tables import (
+from dogs_mongo.cli.tables import (
     cancel_message,
     delete_message,
     print_history,

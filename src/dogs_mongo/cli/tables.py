@@ -1,7 +1,7 @@
 """What ``dogs jobs`` and ``dogs history`` print: records, pages, executions and the outcome of
 each action, as tables or as one JSON document (times in ISO 8601 UTC).
 
-Pure presentation, like :mod:`dogs_mongo.cli_output`: the commands of :mod:`dogs_mongo.cli_jobs`
+Pure presentation, like :mod:`dogs_mongo.cli.output`: the commands of :mod:`dogs_mongo.cli.jobs`
 read and steer the database and hand the results here.
 """
 
@@ -28,7 +28,7 @@ from dogs_core.domain.steering import (
     Rescheduled,
     Running,
 )
-from dogs_mongo.cli_output import format_age
+from dogs_mongo.cli.output import format_age
 
 __all__ = [
     "cancel_message",

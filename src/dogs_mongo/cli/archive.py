@@ -33,7 +33,7 @@ from dogs_core.domain.archiving import (
 from dogs_core.runtime.threaded import ThreadedJobStore
 from dogs_mongo._async.archive import MongoArchiver
 from dogs_mongo._sync.archive import MongoArchiver as SyncMongoArchiver
-from dogs_mongo.cli_common import (
+from dogs_mongo.cli.common import (
     Connection,
     connected_client,
     duration,
@@ -42,7 +42,7 @@ from dogs_mongo.cli_common import (
     user_errors,
     with_connection,
 )
-from dogs_mongo.cli_tables import print_json, stamp
+from dogs_mongo.cli.tables import print_json, stamp
 from dogs_mongo.container import DogsContainer
 
 __all__ = ["archive", "archive_table"]

@@ -24,7 +24,7 @@ from typing import Annotated, Any
 import anyio
 import typer
 
-from dogs_mongo.cli_common import (
+from dogs_mongo.cli.common import (
     Connection,
     LogLevel,
     connected_client,

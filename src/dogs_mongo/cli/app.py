@@ -1,0 +1,108 @@
+"""The ``dogs`` command: the root Typer app, ``--version``, and one command group per module.
+
+::
+
+    dogs worker myapp.jobs:jobs --workers-count 16         # dogs_mongo.cli.worker
+    dogs schedule myapp.jobs:jobs send_welcome --params '{"user_id": 42}' --run-in 5m
+                                                           # dogs_mongo.cli.schedule
+    dogs status [--json]                                   # dogs_mongo.cli.status
+    dogs jobs list|show|cancel|retry|reschedule|delete ... # dogs_mongo.cli.jobs
+    dogs history --name send_welcome [--status error] [--json]
+    dogs pause NAME | --all, dogs resume NAME | --all      # dogs_mongo.cli.controls
+    dogs stats [--name NAME] [--window 1h] [--json]        # dogs_mongo.cli.stats
+    dogs archive --older-than 30d [--dry-run] [--json]     # dogs_mongo.cli.archive
+    dogs dashboard [--host H] [--port N] [--read-only]     # dogs_mongo.cli.dashboard
+    dogs unlock-all [--yes]                                # dogs_mongo.cli.unlock
+    dogs mongod [--dbpath DIR] [--port N]                  # a local development server
+    dogs --version
+
+The MongoDB URI comes from ``--uri`` or ``$DOGS_MONGODB_URI``; the database from ``--database``,
+``$DOGS_MONGODB_DATABASE`` or the URI path. Bad input (a registry that does not import, an unknown
+job, bad JSON or durations, an unreachable server) ends with a one-line message and exit code 2.
+
+What every command shares (the database options, the errors, the connection) is in
+:mod:`dogs_mongo.cli.common`; what the commands print is formatted in
+:mod:`dogs_mongo.cli.output` and :mod:`dogs_mongo.cli.tables`. This module only wires the
+commands together, so no command module imports another's commands.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from typing import Annotated
+
+import typer
+
+from dogs_mongo.cli.archive import archive
+from dogs_mongo.cli.controls import pause, resume
+from dogs_mongo.cli.dashboard import dashboard
+from dogs_mongo.cli.jobs import history, jobs_app
+from dogs_mongo.cli.mongod import mongod
+from dogs_mongo.cli.schedule import schedule
+from dogs_mongo.cli.stats import stats
+from dogs_mongo.cli.status import status
+from dogs_mongo.cli.unlock import unlock_all
+from dogs_mongo.cli.worker import worker
+
+__all__ = ["app", "main", "package_version"]
+
+#: The distribution that installs the ``dogs`` command.
+DISTRIBUTION = "dogs-py"
+
+app = typer.Typer(
+    name="dogs",
+    help="Dogs for Python: run workers, schedule jobs and inspect a Dogs job database.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def package_version() -> str:
+    """The installed version of Dogs for Python (its package metadata)."""
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"dogs {package_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _dogs(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the installed version of Dogs for Python and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Dogs for Python: run workers, schedule jobs and inspect a Dogs job database."""
+
+
+# In the order `dogs --help` lists them.
+app.command("worker")(worker)
+app.command("schedule")(schedule)
+app.command("status")(status)
+app.add_typer(jobs_app, name="jobs")
+app.command("history")(history)
+app.command("pause")(pause)
+app.command("resume")(resume)
+app.command("stats")(stats)
+app.command("archive")(archive)
+app.command("dashboard")(dashboard)
+app.command("unlock-all")(unlock_all)
+app.command("mongod")(mongod)
+
+
+def main() -> None:
+    """The ``dogs`` console script."""
+    app(prog_name="dogs")
