@@ -69,11 +69,11 @@ class CapturingStore(JobStoreWrapper):
         self.bulk: list[NewJob] = []
         self.single: list[NewJob] = []
 
-    async def schedule(self, job: NewJob, *, session: object | None = None) -> ScheduleOutcome:
+    async def insert_job(self, job: NewJob, *, session: object | None = None) -> ScheduleOutcome:
         self.single.append(job)
         return await self.inner.insert_job(job, session=session)
 
-    async def schedule_many(
+    async def insert_jobs(
         self, jobs: Sequence[NewJob], *, session: object | None = None
     ) -> BulkScheduleResult:
         self.bulk.extend(jobs)

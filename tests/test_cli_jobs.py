@@ -350,4 +350,4 @@ def test_status_counts_a_released_lock_as_due_and_a_stale_one_in_oldest_due(
     table = dogs("status").stdout
     assert "greet" in table
     states = {job["id"]: job["state"] for job in as_json(dogs("jobs", "list", "--json"))["jobs"]}
-    assert states == {released: "retrying", stale: "stale"}
+    assert states == {given_back: "retrying", stale: "stale"}
