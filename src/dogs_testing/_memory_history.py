@@ -10,9 +10,8 @@ import dataclasses
 from collections.abc import Sequence
 
 from dogs_core.domain import validation
-from dogs_core.domain.feeds import check_history_filter
+from dogs_core.domain.feeds import check_history_filter, check_history_status
 from dogs_core.domain.records import HistoryRecord, HistoryStatus
-from dogs_core.errors import InvalidOptionError
 from dogs_testing._memory_state import MemoryState, _copy_params, _history_row
 
 __all__ = ["MemoryHistory"]
@@ -42,7 +41,7 @@ class MemoryHistory(MemoryState):
         skip: int = 0,
     ) -> list[HistoryRecord]:
         check_history_filter(job_name, job_id)
-        wanted = _check_status(status)
+        wanted = check_history_status(status)
         validation.integer("limit", limit, minimum=0)
         validation.integer("skip", skip, minimum=0)
         with self._state():
@@ -65,18 +64,3 @@ class MemoryHistory(MemoryState):
                 )
                 for row in rows[skip : skip + limit]
             ]
-
-
-def _check_status(status: object) -> HistoryStatus | None:
-    """A ``read_history`` status filter: ``None`` or a :class:`HistoryStatus` (or its value)."""
-    if status is None:
-        return None
-    try:
-        return HistoryStatus(status) if isinstance(status, str) else _bad_status(status)
-    except ValueError:
-        return _bad_status(status)
-
-
-def _bad_status(status: object) -> HistoryStatus:
-    choices = ", ".join(s.value for s in HistoryStatus)
-    raise InvalidOptionError("status", status, f"expected one of {choices}")

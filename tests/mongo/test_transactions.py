@@ -352,7 +352,7 @@ async def test_the_in_memory_store_refuses_a_session(side: Side) -> None:
     if side.flavor == "async":
         memory = InMemoryJobStore()
         client: Any = DogsClient(memory, registry([]))
-        records = memory.sync.find_jobs
+        records = memory.sync.find_records
     else:
         memory = SyncInMemoryJobStore()
         client = Awaited(SyncDogsClient(memory, registry([])))

@@ -13,12 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
+from dogs_core.domain.records import HistoryStatus
 from dogs_core.errors import InvalidOptionError
 
 __all__ = [
     "FEED_HEARTBEAT_SECONDS",
     "check_feed_names",
     "check_history_filter",
+    "check_history_status",
     "check_optional_feed_names",
 ]
 
@@ -45,10 +47,23 @@ def check_optional_feed_names(field: str, names: object) -> tuple[str, ...] | No
 
 
 def check_history_filter(job_name: object, job_id: object) -> None:
-    """The filters of ``get_executions``: at least one of ``job_name`` and ``job_id``, each a
+    """The filters of a history read (``read_history``, ``client.get_executions``): at least one of ``job_name`` and ``job_id``, each a
     string when given."""
     if job_name is None and job_id is None:
         raise InvalidOptionError("job_name", None, "get_executions needs job_name, job_id or both")
     for field, value in (("job_name", job_name), ("job_id", job_id)):
         if value is not None and not isinstance(value, str):
             raise InvalidOptionError(field, value, "must be a string")
+
+
+def check_history_status(value: object) -> HistoryStatus | None:
+    """A history read's ``status`` filter: ``None``, or a :class:`HistoryStatus` or its value."""
+    if value is None:
+        return None
+    if isinstance(value, str):  # a HistoryStatus is one too
+        try:
+            return HistoryStatus(value)
+        except ValueError:
+            pass
+    choices = ", ".join(status.value for status in HistoryStatus)
+    raise InvalidOptionError("status", value, f"expected one of {choices}")

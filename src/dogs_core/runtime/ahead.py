@@ -13,6 +13,7 @@ from dogs_core.domain.outcome import Defer
 from dogs_core.domain.records import ClaimedJob
 from dogs_core.domain.settle import Settlement
 from dogs_core.ports import Clock
+from dogs_core.runtime.settings import WorkerSettings
 from dogs_core.runtime.settle import Settler
 
 __all__ = ["ClaimedAhead", "give_back"]
@@ -39,6 +40,14 @@ class ClaimedAhead:
         self._queue: deque[tuple[ClaimedJob, float]] = deque()
         self._running = 0
         self._closed = False
+
+    @classmethod
+    def of(cls, settings: WorkerSettings, ledger: CapacityLedger, start: Start) -> ClaimedAhead:
+        """The jobs claimed ahead of one ``Workers``: up to three batches' worth of slots
+        beyond ``workers_count`` while the batch size is adaptive (none when it is fixed)."""
+        adaptive = "claim_batch_size" in settings.adaptive_claims
+        lookahead = Lookahead(3 * settings.claim_batch_size if adaptive else 0)
+        return cls(settings.workers_count, ledger, lookahead, start)
 
     def __len__(self) -> int:
         """Jobs waiting for a slot."""

@@ -7,18 +7,33 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from functools import partial
+from random import Random
 
 import anyio
 
+from dogs_core.domain.capacity import CapacityLedger, caps_of
 from dogs_core.domain.events import ClaimSwept, JobClaimed
-from dogs_core.domain.pacing import Claim, ClaimSizing
+from dogs_core.domain.pacing import Claim, ClaimPacer, ClaimSizing
+from dogs_core.domain.partitions import PartitionRotation
 from dogs_core.domain.records import ClaimedJob, ClaimRequest, Owner
 from dogs_core.ids import new_execution_ids
+from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock
 from dogs_core.runtime.settings import WorkerSettings
 from dogs_core.runtime.telemetry import Telemetry
 
-__all__ = ["claim_sizing", "send_claim"]
+__all__ = ["claim_sizing", "pacer_for", "send_claim"]
+
+
+def pacer_for(settings: WorkerSettings, jobs: Jobs, rng: Random) -> ClaimPacer:
+    """The claim pacer of one ``Workers``: its capacity ledger (``workers_count``, the jobs'
+    per-server caps), its partition rotation and its claim sizing."""
+    return ClaimPacer(
+        CapacityLedger(settings.workers_count, caps_of(jobs)),
+        PartitionRotation(settings.n_partitions, rng),
+        poll_interval=settings.poll_interval.total_seconds(),
+        sizing=claim_sizing(settings),
+    )
 
 
 def claim_sizing(settings: WorkerSettings) -> ClaimSizing:

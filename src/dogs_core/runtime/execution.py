@@ -2,15 +2,13 @@
 
 :meth:`Execution._life` reads top to bottom: the attempt the claim took over, the checks before a
 run, the fleet gate, the job's own lock time, the handler, the outcome, and its history row then
-its settlement. The execution decides nothing itself: :mod:`dogs_core.domain.outcome` says which
-command follows what happened, the settler (:mod:`dogs_core.runtime.settle`) performs it fenced
-by the claim's ``lock_id``, and the lock is held by a :class:`~dogs_core.runtime.holding.JobLock`.
-A write that matches nothing means another execution owns the job now: this one went stale
-(:meth:`Execution._on_stale`, which may also come from the lock's watchdog at any time).
-
-Where it stands is one :class:`Phase`. It reports to the workers through its host:
-:attr:`Milestone.FREED` (or ``FREED_STALE``) exactly once when its slot is free, then
-:attr:`Milestone.ENDED` when its last task has ended.
+its settlement. It decides nothing itself: :mod:`dogs_core.domain.outcome` says which command
+follows what happened, the settler (:mod:`dogs_core.runtime.settle`) performs it fenced by the
+claim's ``lock_id``, a :class:`~dogs_core.runtime.holding.JobLock` holds the lock. A write that
+matches nothing means another execution owns the job now: this one went stale
+(:meth:`Execution._on_stale`, which the lock's watchdog may also call at any time). Where it
+stands is one :class:`Phase`; it reports to the workers through its host (the slot freed
+exactly once, then its end: :mod:`dogs_core.runtime.milestones`).
 """
 
 from __future__ import annotations
@@ -62,6 +60,7 @@ from dogs_core.runtime.milestones import Milestones
 from dogs_core.runtime.outage import log_gave_up
 from dogs_core.runtime.recording import (
     reached_max_tries,
+    release_at_shutdown,
     run_on_stale,
     settle_stale,
     stopped_by_operator,
@@ -75,8 +74,6 @@ from dogs_core.runtime.verdicts import what_happened
 __all__ = ["Execution", "Phase"]
 
 logger = logging.getLogger("dogs.execution")
-
-_SHUTDOWN_RELEASE_TIMEOUT = 30.0
 
 
 class Phase(enum.Enum):
@@ -200,7 +197,11 @@ class Execution:
             definition, job, happened, services.policy, decided_at, services.rng.random()
         )
         if isinstance(command, Release):
-            await self._release_for_shutdown(command)
+            stopped = ExecutionCancelledError("cancelled at shutdown")
+            row = self._row(command.history, services.clock.now(), error=stopped)
+            if await release_at_shutdown(services, job, command, row):
+                self._tell(JobCancelled, "shutdown")
+                self._tasks.free(stale=False)
             return
         if command.history is not None:
             # The row first: its batch is written before the settlement's (a worker killed
@@ -368,21 +369,6 @@ class Execution:
             await reached_max_tries(self.services, self._calls, self.job)
         finally:
             self._tasks.free(stale=False)
-
-    async def _release_for_shutdown(self, command: Release) -> None:
-        services, job = self.services, self.job
-        with anyio.CancelScope(shield=True), anyio.move_on_after(_SHUTDOWN_RELEASE_TIMEOUT):
-            stopped = ExecutionCancelledError("cancelled at shutdown")
-            self._queue_row(command.history, services.clock.now(), error=stopped)
-            settlement = Settlement(job.job_id, job.lock_id, command)
-            released = await services.settler.settle(
-                settlement, what=label_of(command, job.job_name)
-            )
-            what = (job.job_name, job.job_id, "released" if released else "already lost")
-            logger.warning("cancelled %s (%s) at shutdown; lock %s", *what, extra=job_extra(job))
-            if released:
-                self._tell(JobCancelled, "shutdown")
-                self._tasks.free(stale=False)
 
     # -- stale ------------------------------------------------------------------------------------
 

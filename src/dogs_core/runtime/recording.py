@@ -15,18 +15,20 @@ from datetime import datetime
 import anyio
 
 from dogs_core.domain.definitions import JobDefinition, load_params
-from dogs_core.domain.outcome import Stale, decide
+from dogs_core.domain.outcome import Release, Stale, decide
 from dogs_core.domain.records import ClaimedJob, HistoryRecord
 from dogs_core.domain.settle import Settlement
 from dogs_core.runtime._async.retry import retry_transient
 from dogs_core.runtime.context import JobContext
 from dogs_core.runtime.invocation import UserCalls
+from dogs_core.runtime.job_events import job_extra
 from dogs_core.runtime.outage import log_gave_up
 from dogs_core.runtime.services import HISTORY_WRITE_TIMEOUT, ExecutionServices
 from dogs_core.runtime.settle import label_of
 
 __all__ = [
     "reached_max_tries",
+    "release_at_shutdown",
     "run_on_stale",
     "settle_stale",
     "stopped_by_operator",
@@ -34,6 +36,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger("dogs.execution")
+
+SHUTDOWN_RELEASE_TIMEOUT = 30.0  # seconds a shutdown's release may take (shielded)
 
 
 async def submit_history(services: ExecutionServices, record: HistoryRecord) -> None:
@@ -113,3 +117,20 @@ async def settle_stale(
         await services.settler.settle(settlement, what=label_of(command, job.job_name))
     except Exception as error:
         log_gave_up(logger, f"could not demote stale job {job.job_id}", error)
+
+
+async def release_at_shutdown(
+    services: ExecutionServices, job: ClaimedJob, command: Release, row: HistoryRecord | None
+) -> bool:
+    """The end of an execution cancelled at shutdown: its ``cancelled`` row, then its lock
+    released so another worker takes the job at once; shielded, within
+    :data:`SHUTDOWN_RELEASE_TIMEOUT`. Whether the release landed (logged either way)."""
+    released = False
+    with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_RELEASE_TIMEOUT):
+        if row is not None:
+            services.history.submit_nowait(row)  # written before the settlement's batch
+        settlement = Settlement(job.job_id, job.lock_id, command)
+        released = await services.settler.settle(settlement, what=label_of(command, job.job_name))
+        what = (job.job_name, job.job_id, "released" if released else "already lost")
+        logger.warning("cancelled %s (%s) at shutdown; lock %s", *what, extra=job_extra(job))
+    return released

@@ -1,15 +1,12 @@
-"""The workers of one instance: claim lanes, their executions and background loops.
-
-All in one anyio task group, so nothing outlives :meth:`Workers.stop`:
-
-- ``claim_concurrency`` lanes perform the steps of one :class:`~dogs_core.domain.pacing.ClaimPacer`
-  (sleep, wait for capacity, or claim up to its batch size of jobs of one partition) and
-  start an execution per job claimed, on reused runner tasks (:mod:`dogs_core.runtime.runners`).
-- Beside them: the hint probe and partition reconciler (:mod:`dogs_core.runtime.maintenance`),
-  one timer task for every lock watchdog, and the batch writers of completions and history rows.
-- Executions get their collaborators as one :class:`~dogs_core.runtime.services.ExecutionServices`
-  value and report back through :meth:`Workers._on_milestone`. ``stop`` drains them, then
-  cancels what is left after the grace period and releases those locks for other workers.
+"""The workers of one instance: claim lanes, their executions and background loops, all in one
+anyio task group, so nothing outlives :meth:`Workers.stop`. ``claim_concurrency`` lanes perform
+the steps of one :class:`~dogs_core.domain.pacing.ClaimPacer` and start an execution per job
+claimed, on reused runner tasks (:mod:`dogs_core.runtime.runners`); beside them run the probe and
+reconciler (:mod:`dogs_core.runtime.maintenance`), the lock watchdogs' timer, and the batch
+writers of history rows and settlements. Executions get their collaborators as one
+:class:`~dogs_core.runtime.services.ExecutionServices` value and report back through its host
+(:meth:`Workers._on_milestone`). ``stop`` drains them, then cancels what is left after the grace
+period and releases those locks for other workers.
 """
 
 from __future__ import annotations
@@ -20,20 +17,16 @@ import math
 import os
 import random
 import socket
-from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Self
 
 import anyio
 import anyio.abc
 
-from dogs_core.domain.capacity import CapacityLedger, caps_of
 from dogs_core.domain.definitions import JobDefinition
 from dogs_core.domain.hints import Hint, HintSelector, claim_hint
-from dogs_core.domain.lookahead import Lookahead
-from dogs_core.domain.pacing import Claim, ClaimPacer, Sleep
-from dogs_core.domain.partitions import PartitionRotation
+from dogs_core.domain.pacing import Claim, Sleep
 from dogs_core.domain.records import ClaimedJob, Owner
 from dogs_core.domain.schedules import parse_duration
 from dogs_core.errors import WorkersStateError
@@ -41,12 +34,12 @@ from dogs_core.ids import new_execution_id
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock, StoreCapabilities
 from dogs_core.runtime.ahead import ClaimedAhead, give_back
-from dogs_core.runtime.claiming import claim_sizing, send_claim
+from dogs_core.runtime.claiming import pacer_for, send_claim
 from dogs_core.runtime.clock import ServerClock
 from dogs_core.runtime.execution import Execution
 from dogs_core.runtime.fleet import FleetHolds
+from dogs_core.runtime.host import Tasks, WorkersHost
 from dogs_core.runtime.job_logs import JobLogLines
-from dogs_core.runtime.loop import cancel_scope_factory, loop_clock
 from dogs_core.runtime.maintenance import (
     ensure_recurrent_records,
     prepare_store,
@@ -103,20 +96,29 @@ class Workers:
         self._definitions: dict[str, JobDefinition] = {d.name: d for d in jobs}
         self._names = tuple(self._definitions)
         self._on_execution_ended = on_execution_ended
-        self._pacer = ClaimPacer(
-            CapacityLedger(self.settings.workers_count, caps_of(jobs)),
-            PartitionRotation(self.settings.n_partitions, self.rng),
-            poll_interval=self.settings.poll_interval.total_seconds(),
-            sizing=claim_sizing(self.settings),
-        )
-        adaptive = "claim_batch_size" in self.settings.adaptive_claims
-        self._ahead = ClaimedAhead(
-            self.settings.workers_count,
-            self._pacer.ledger,
-            Lookahead(3 * self.settings.claim_batch_size if adaptive else 0),
-            self._start_execution,
-        )
+        self._pacer = pacer_for(self.settings, jobs, self.rng)
+        self._ahead = ClaimedAhead.of(self.settings, self._pacer.ledger, self._start_execution)
         self._hints = HintSelector()
+        self._build_services(store)
+        self._active: dict[str, Execution] = {}
+        self._finishing: set[str] = set()  # freed their slot, still writing history
+        self._forgotten = Signal()
+        self._capacity = Signal()
+        self._wake = Signal()
+        self._started = False
+        self._running = False
+        self._stop_requested = anyio.Event()
+        self._stopped = anyio.Event()
+        self._grace: float | None = None
+        self._exit_stack: contextlib.AsyncExitStack | None = None
+        self._startup_scope: anyio.CancelScope | None = None
+        self._runners: RunnerPool | None = None
+        self._capabilities: StoreCapabilities | None = None
+        self.claims_succeeded = 0
+        """Jobs claimed so far (each starts one execution)."""
+
+    def _build_services(self, store: AsyncJobStore) -> None:
+        """The fleet holds, the executions' services and host, and the change watcher."""
         self._holds = FleetHolds(
             store,
             self._pacer.ledger,
@@ -125,16 +127,15 @@ class Workers:
             on_reopen=self._reopened,
             watch=self.settings.watch_changes,
         )
-        self._loop_clock: Callable[[], float] = anyio.current_time  # bound in the loop
-        self._scope_factory: Callable[[], anyio.CancelScope] = anyio.CancelScope  # likewise
-        host = _Host(
+        self._tasks = tasks = Tasks()
+        host = WorkersHost(
             report=self._on_milestone,
-            spawn=self._spawn_for_execution,
-            spawn_background=self._spawn_background,
+            spawn=tasks.spawn,
+            spawn_background=tasks.spawn_background,
             hold_back=self._holds.hold_back,
             may_free_early=self._may_free_early,
-            loop_time=self._loop_time,
-            cancel_scope=self._cancel_scope,
+            loop_time=tasks.loop_time,
+            cancel_scope=tasks.cancel_scope,
         )
         self._services = build_services(
             store,
@@ -154,24 +155,6 @@ class Workers:
                 horizon=self.settings.poll_interval,
                 wake=self.wake,
             )
-        self._active: dict[str, Execution] = {}
-        self._finishing: set[str] = set()  # freed their slot, still writing history
-        self._forgotten = Signal()
-        self._capacity = Signal()
-        self._wake = Signal()
-        self._started = False
-        self._running = False
-        self._stop_requested = anyio.Event()
-        self._stopped = anyio.Event()
-        self._grace: float | None = None
-        self._exit_stack: contextlib.AsyncExitStack | None = None
-        self._startup_scope: anyio.CancelScope | None = None
-        self._task_group: anyio.abc.TaskGroup | None = None
-        self._executions_group: anyio.abc.TaskGroup | None = None
-        self._runners: RunnerPool | None = None
-        self._capabilities: StoreCapabilities | None = None
-        self.claims_succeeded = 0
-        """Jobs claimed so far (each starts one execution)."""
 
     # -- public state ---------------------------------------------------------------------
 
@@ -301,10 +284,9 @@ class Workers:
             self._stopped.set()
 
     async def _run_shielded(self, task_status: anyio.abc.TaskStatus[None]) -> None:
-        self._loop_clock = loop_clock()
-        self._scope_factory = cancel_scope_factory()
+        self._tasks.bind_to_loop()
         async with anyio.create_task_group() as background:
-            self._task_group = background
+            self._tasks.background = background
             # Cancelled only after every execution has ended (below), so no execution waits on
             # a batch or a watchdog that is no longer served.
             services = self._services
@@ -356,7 +338,7 @@ class Workers:
 
     async def _serve_until_stopped(self) -> None:
         async with anyio.create_task_group() as executions:
-            self._executions_group = executions
+            self._tasks.executions = executions
             self._runners = RunnerPool(executions, keep_idle=self.settings.workers_count)
             async with anyio.create_task_group() as lanes:
                 for _ in range(self.settings.claim_concurrency):
@@ -419,7 +401,7 @@ class Workers:
         except BaseException:
             self._pacer.failed(claim, anyio.current_time())
             raise
-        replied_at = self._loop_clock()
+        replied_at = self._tasks.loop_time()
         self._pacer.claimed(claim, [job.job_name for job in jobs], replied_at)
         self._ahead.claim_took(replied_at - requested_at)
         self._capacity.notify()
@@ -435,7 +417,7 @@ class Workers:
             logger.info("running job %s (%s) that was stale; try %d", *what)
         definition = self._definitions[job.job_name]
         execution = Execution(self._services, job, definition, lock_from=requested_at)
-        execution.began = self._loop_clock()
+        execution.began = self._tasks.loop_time()
         self._active[job.execution_id] = execution
         assert self._runners is not None
         self._runners.run(execution.run)
@@ -458,45 +440,11 @@ class Workers:
             self._wake.notify()  # a capped name is claimable again: look now
         ran_for = execution.ran_for
         if ran_for is None:  # freed before its handler ended (stale) or without running it
-            ran_for = self._loop_clock() - execution.began
+            ran_for = self._tasks.loop_time() - execution.began
         self._ahead.freed(ran_for)  # and the next job waiting starts
         self._capacity.notify()
-
-    def _loop_time(self) -> float:
-        return self._loop_clock()
-
-    def _cancel_scope(self) -> anyio.CancelScope:
-        return self._scope_factory()
 
     def _may_free_early(self) -> bool:
         """An execution whose settlement is on its way frees its slot at once while fewer than
         ``completions_in_flight`` others have (their records are still locked by us)."""
         return len(self._finishing) < self.settings.completions_in_flight
-
-    def _spawn_for_execution(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Start a task of an execution (it ends before the workers stop, or is cancelled with
-        the executions left over after the drain)."""
-        group = self._executions_group
-        if group is None:
-            raise WorkersStateError("workers are not running")
-        group.start_soon(func)
-
-    def _spawn_background(self, func: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Run a fire-and-forget background task tied to the workers' lifetime."""
-        group = self._task_group
-        if group is None:
-            raise WorkersStateError("workers are not running")
-        group.start_soon(func)
-
-
-@dataclass(frozen=True, slots=True)
-class _Host:
-    """The workers as their executions see them (:class:`ExecutionHost`): bound methods."""
-
-    report: Callable[[ClaimedJob, Milestone], None]
-    spawn: Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
-    spawn_background: Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
-    hold_back: Callable[[str, float], None]
-    may_free_early: Callable[[], bool]
-    loop_time: Callable[[], float]
-    cancel_scope: Callable[[], anyio.CancelScope]

@@ -17,7 +17,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import BulkWriteError
 
 from dogs_core.domain import validation
-from dogs_core.domain.feeds import check_history_filter
+from dogs_core.domain.feeds import check_history_filter, check_history_status
 from dogs_core.domain.records import HistoryRecord, HistoryStatus
 from dogs_core.errors import TransientStoreError
 from dogs_core.ids import new_record_id
@@ -85,10 +85,7 @@ class MongoHistory:
         tie is read whole to order it by ``endedAt``
         (:func:`~dogs_mongo.queries.executions_page`)."""
         check_history_filter(job_name, job_id)
-        if status is not None:
-            status = HistoryStatus(
-                validation.choice("status", status, tuple(s.value for s in HistoryStatus))
-            )
+        status = check_history_status(status)
         validation.integer("limit", limit, minimum=0)
         validation.integer("skip", skip, minimum=0)
         if limit == 0:

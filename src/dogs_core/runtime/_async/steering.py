@@ -22,6 +22,7 @@ from dogs_core.domain.definitions import (
     JobDefinition,
     RecurrentJobDefinition,
 )
+from dogs_core.domain.feeds import check_history_status
 from dogs_core.domain.outcome import Reschedule
 from dogs_core.domain.records import (
     DEFAULT_RETENTION,
@@ -147,7 +148,7 @@ class SteeringClient(ClientBase):
             validate_job_id(job_id)
         if job is None and job_id is None:
             raise InvalidOptionError("job", None, "give a job (or its name), a job_id, or both")
-        wanted = _history_status(status)
+        wanted = check_history_status(status)
         name = None if job is None else job_name(job)
         return await retry_transient(
             lambda: self.store.read_history(
@@ -444,15 +445,3 @@ class SteeringClient(ClientBase):
 
 def _busy(action: str, job_id: str) -> JobContendedError:
     return JobContendedError(action, job_id, _RACE_ROUNDS)
-
-
-def _history_status(value: object) -> HistoryStatus | None:
-    if value is None:
-        return None
-    try:
-        if isinstance(value, str | HistoryStatus):
-            return HistoryStatus(str(value))
-    except ValueError:
-        pass
-    choices = ", ".join(status.value for status in HistoryStatus)
-    raise InvalidOptionError("status", value, f"expected one of {choices}")

@@ -66,14 +66,7 @@ def retry_transient(
                     return settled
             now = time.monotonic() if timed else 0.0
             slowest = max(slowest, now - attempt_started)
-            if attempts is not None and attempt >= attempts:
-                logger.error("%s failed after %d attempts: %s", what, attempts, error)
-                raise
-            if deadline is not None and now - started + delay + slowest > deadline:
-                logger.error(
-                    "%s gave up after %d attempt(s) in %.1fs (deadline %gs): %s",
-                    *(what, attempt, now - started, deadline, error),
-                )
+            if _gives_up(what, error, attempt, attempts, deadline, now - started, delay + slowest):
                 raise
             logger.warning(
                 "%s hit a transient store error (attempt %d/%s), retrying in %.2fs: %s",
@@ -86,3 +79,26 @@ def retry_transient(
             time.sleep(delay)
             delay = min(delay * 2, max_delay)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _gives_up(
+    what: str,
+    error: TransientStoreError,
+    attempt: int,
+    attempts: int | None,
+    deadline: float | None,
+    elapsed: float,
+    next_wait: float,
+) -> bool:
+    """Whether a call gives up after its failed ``attempt`` (one ERROR line when it does): its
+    attempts are spent, or the next one (after ``next_wait``) would end past its deadline."""
+    if attempts is not None and attempt >= attempts:
+        logger.error("%s failed after %d attempts: %s", what, attempts, error)
+        return True
+    if deadline is not None and elapsed + next_wait > deadline:
+        logger.error(
+            "%s gave up after %d attempt(s) in %.1fs (deadline %gs): %s",
+            *(what, attempt, elapsed, deadline, error),
+        )
+        return True
+    return False
