@@ -18,7 +18,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from dogs_core.runtime.client import DogsClient
+from dogs_core.runtime._async.client import DogsClient
 from dogs_core.uris import redact_uri
 from dogs_dashboard.charts import throughput_svg
 from dogs_dashboard.csrf import COOKIE_NAME, FIELD_NAME, CsrfGuard

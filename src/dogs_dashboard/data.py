@@ -20,7 +20,7 @@ from dogs_core.domain.controls import EVERY_JOB
 from dogs_core.domain.records import HistoryRecord, JobRecord, NameStatus
 from dogs_core.domain.stats import JobStats
 from dogs_core.domain.steering import JobPage
-from dogs_core.runtime.client import DogsClient
+from dogs_core.runtime._async.client import DogsClient
 
 __all__ = [
     "NameRow",

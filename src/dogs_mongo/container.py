@@ -114,8 +114,8 @@ from pymongo.errors import ConfigurationError, InvalidURI, PyMongoError
 from dogs_core.errors import InvalidOptionError
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock, JobStore
+from dogs_core.runtime._async.client import DogsClient
 from dogs_core.runtime.blocking import BlockingDogsClient, BlockingWorkers
-from dogs_core.runtime.client import DogsClient
 from dogs_core.runtime.clock import SystemClock
 from dogs_core.runtime.telemetry import TELEMETRY, Telemetry
 from dogs_core.runtime.threaded import ThreadedJobStore

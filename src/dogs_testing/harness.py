@@ -24,7 +24,7 @@ Three levels, from the smallest to the most complete:
 
 :class:`JobsHarness`
     The real runtime (a :class:`~dogs_core.runtime.workers.Workers` and a
-    :class:`~dogs_core.runtime.client.DogsClient`) over an
+    :class:`~dogs_core.runtime._async.client.DogsClient`) over an
     :class:`~dogs_testing.memory.InMemoryJobStore`, on a
     :class:`~dogs_core.runtime.clock.LoopClock`. Meant for virtual time: with anyio's pytest
     plugin and trio's ``MockClock(autojump_threshold=0)``, a day of schedules takes
@@ -79,7 +79,7 @@ from dogs_core.domain.schedules import parse_duration
 from dogs_core.errors import InvalidOptionError, WorkersStateError
 from dogs_core.jobs import Jobs
 from dogs_core.ports import Clock
-from dogs_core.runtime.client import DogsClient
+from dogs_core.runtime._async.client import DogsClient
 from dogs_core.runtime.clock import LoopClock
 from dogs_core.runtime.settings import DurationLike, WorkerSettings
 from dogs_core.runtime.signal import Signal
@@ -277,7 +277,7 @@ class JobsHarness:
         unique_key: str | None = None,
     ) -> ScheduleOutcome:
         """Schedule an event job through the client (see
-        :meth:`~dogs_core.runtime.client.DogsClient.schedule`) and wake idle workers so that a
+        :meth:`~dogs_core.runtime._async.client.DogsClient.schedule`) and wake idle workers so that a
         due job starts at once."""
         outcome = await self.client.schedule(
             job, params, run_in=run_in, run_at=run_at, priority=priority, unique_key=unique_key

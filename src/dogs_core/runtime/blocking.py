@@ -7,7 +7,7 @@ sync store (:class:`~dogs_core.ports.JobStore`) is adapted with
 portal's loop.
 
 :class:`BlockingDogsClient` needs no event loop over a sync store: it is the generated
-:class:`~dogs_core.runtime.client.SyncDogsClient`, which calls the store in the caller's thread.
+:class:`~dogs_core.runtime._sync.client.SyncDogsClient`, which calls the store in the caller's thread.
 Only an async store sends its calls through a portal.
 """
 
@@ -28,7 +28,7 @@ from dogs_core.domain.clock_offset import DEFAULT_CLOCK_SYNC_INTERVAL
 from dogs_core.errors import WorkersStateError
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock, JobStore, Role, store_roles
-from dogs_core.runtime.client import SyncDogsClient
+from dogs_core.runtime._sync.client import SyncDogsClient
 from dogs_core.runtime.outage import DEFAULT_OPERATION_TIMEOUT
 from dogs_core.runtime.settings import DurationLike, WorkerSettings
 from dogs_core.runtime.telemetry import Telemetry
@@ -182,7 +182,7 @@ class BlockingDogsClient(SyncDogsClient):
     """The scheduling client for sync code (a Django view, a script, a CLI).
 
     Over a sync store (:class:`~dogs_core.ports.JobStore`, such as ``MongoJobStore``) it is the
-    :class:`~dogs_core.runtime.client.SyncDogsClient`: every call runs in the caller's thread
+    :class:`~dogs_core.runtime._sync.client.SyncDogsClient`: every call runs in the caller's thread
     (a ``schedule()`` is one store call), with no event loop and no other thread. An async
     store is adapted instead: each of its calls runs in a private event loop thread (an anyio
     ``BlockingPortal``, ``backend``), started on first use. :meth:`close` (or leaving the

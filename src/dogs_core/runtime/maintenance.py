@@ -27,9 +27,9 @@ from dogs_core.domain.reconcile import BATCH_SIZE, next_reconcile_delay
 from dogs_core.domain.records import JobType
 from dogs_core.ports import AsyncJobStore, Clock, StoreCapabilities
 from dogs_core.runtime._async.clock_sync import sync_clock
+from dogs_core.runtime._async.retry import retry_transient
 from dogs_core.runtime.clock import ServerClock
 from dogs_core.runtime.outage import log_store_failure
-from dogs_core.runtime.retry import retry_transient
 from dogs_core.runtime.settings import WorkerSettings
 
 __all__ = [

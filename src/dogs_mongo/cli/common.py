@@ -31,7 +31,7 @@ from pymongo.errors import ConfigurationError, OperationFailure, PyMongoError
 from dogs_core.domain import validation
 from dogs_core.errors import DogsError, JobNotRegisteredError, UnknownJobError, ValidationError
 from dogs_core.jobs import Jobs
-from dogs_core.runtime.client import DogsClient
+from dogs_core.runtime._async.client import DogsClient
 from dogs_core.runtime.settings import worker_option
 from dogs_mongo import queries as q
 from dogs_mongo.container import DogsContainer, redact_uri

@@ -4,7 +4,7 @@
 
     dogs stats [--name NAME] [--window 1h] [--json]
 
-One call of :meth:`~dogs_core.runtime.client.DogsClient.stats` (two aggregations of the history
+One call of :meth:`~dogs_core.runtime._async.client.DogsClient.stats` (two aggregations of the history
 served by its ``{jobName: 1, startedAt: 1}`` index; see docs/stats.md). The table has a row per
 job name with a run in the window: runs, success rate (of the successes, errors and stale
 runs), failed and stale runs, the nearest-rank p50 and p95 and the max duration, and the mean
@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from dogs_core.domain.stats import MAX_STATS_WINDOW, JobStats
-from dogs_core.runtime.client import DogsClient
+from dogs_core.runtime._async.client import DogsClient
 from dogs_mongo.cli.common import (
     Connection,
     connected_client,

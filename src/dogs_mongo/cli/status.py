@@ -5,7 +5,7 @@
     dogs status [--json]
 
 Per job name: due, later, running, stale and terminal counts and the oldest job waiting to run
-(:meth:`~dogs_core.runtime.client.DogsClient.status`); then what the fleet controls hold
+(:meth:`~dogs_core.runtime._async.client.DogsClient.status`); then what the fleet controls hold
 (:func:`~dogs_mongo.cli.controls.fleet_view`). :func:`~dogs_mongo.cli.output.print_status`
 prints them.
 """
