@@ -126,11 +126,12 @@ class WorkerSettings:
         claims one job at a time, as Dogs does. A claim for several jobs is three store round
         trips instead of one per job.
     ``completions_in_flight``
-        How many finished jobs may have their completion (the delete of an event record)
-        still on its way to the store while their slots already run new jobs. The next job
-        starts during the write instead of after it; the records stay locked by this instance
-        until the writes land. Default: ``workers_count``; ``0`` frees a slot only once its
-        completion is written (at most ``workers_count`` records locked at a time).
+        How many finished jobs may have their settlement (the delete of an event record, a
+        retry's or a next run's reschedule) still on its way to the store while their slots
+        already run new jobs. The next job starts during the write instead of after it; the
+        records stay locked by this instance until the writes land. Default: ``workers_count``;
+        ``0`` frees a slot only once its settlement is written (at most ``workers_count``
+        records locked at a time).
     ``probe_interval``, ``probe_enabled``
         The adaptive index-hint probe (every 30 minutes by default).
     ``reconcile_enabled``
@@ -234,8 +235,8 @@ class WorkerSettings:
         metadata=_option(
             None,
             v.optional(v.non_negative_int),
-            "Finished jobs whose completion write may still be on its way while their slots run "
-            "new jobs (default: workers_count; 0: a slot frees once its completion is written).",
+            "Finished jobs whose settlement may still be on its way while their slots run "
+            "new jobs (default: workers_count; 0: a slot frees once its settlement is written).",
             derive=lambda values: values["workers_count"],
         )
     )
