@@ -277,8 +277,8 @@ class JobsHarness:
         unique_key: str | None = None,
     ) -> ScheduleOutcome:
         """Schedule an event job through the client (see
-        :meth:`~dogs_core.runtime._async.client.DogsClient.schedule`) and wake idle workers so that a
-        due job starts at once."""
+        :meth:`~dogs_core.runtime._async.client.DogsClient.schedule`) and wake idle workers so
+        that a due job starts at once."""
         outcome = await self.client.schedule(
             job, params, run_in=run_in, run_at=run_at, priority=priority, unique_key=unique_key
         )

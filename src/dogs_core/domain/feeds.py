@@ -47,8 +47,8 @@ def check_optional_feed_names(field: str, names: object) -> tuple[str, ...] | No
 
 
 def check_history_filter(job_name: object, job_id: object) -> None:
-    """The filters of a history read (``read_history``, ``client.get_executions``): at least one of ``job_name`` and ``job_id``, each a
-    string when given."""
+    """The filters of a history read (``read_history``, ``client.get_executions``): at least one
+    of ``job_name`` and ``job_id``, each a string when given."""
     if job_name is None and job_id is None:
         raise InvalidOptionError("job_name", None, "get_executions needs job_name, job_id or both")
     for field, value in (("job_name", job_name), ("job_id", job_id)):

@@ -7,8 +7,8 @@ sync store (:class:`~dogs_core.ports.JobStore`) is adapted with
 portal's loop.
 
 :class:`BlockingDogsClient` needs no event loop over a sync store: it is the generated
-:class:`~dogs_core.runtime._sync.client.SyncDogsClient`, which calls the store in the caller's thread.
-Only an async store sends its calls through a portal.
+:class:`~dogs_core.runtime._sync.client.SyncDogsClient`, which calls the store in the caller's
+thread. Only an async store sends its calls through a portal.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Nothing here does I/O. :class:`ClientBase` turns the arguments of ``schedule`` and
 ``schedule_many`` into :class:`~dogs_core.domain.records.NewJob` values (validated, each with its
-id and partition); :class:`~dogs_core.runtime._async.client.DogsClient` (``_async/client.py``) and the
-generated :class:`~dogs_core.runtime._sync.client.SyncDogsClient` (``_sync/client.py``) write them.
+id and partition); :class:`~dogs_core.runtime._async.client.DogsClient` (``_async/client.py``)
+and the generated :class:`~dogs_core.runtime._sync.client.SyncDogsClient` (``_sync/client.py``)
+write them.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ fleet controls (:func:`fleet_view`).
     dogs pause NAME | --all
     dogs resume NAME | --all
 
-Each is one call of :class:`~dogs_core.runtime._async.client.DogsClient` (``pause``, ``resume``, then
-``paused`` to say what stays paused). Workers see a change at once through their pause feed
+Each is one call of :class:`~dogs_core.runtime._async.client.DogsClient` (``pause``, ``resume``,
+then ``paused`` to say what stays paused). Workers see a change at once through their pause feed
 (MongoDB change streams), else within one poll interval; running executions finish. Pausing a
 paused name, or resuming one that is not paused, says so and exits 0 (the name is in the state
 asked for). Bad input is one ``Error:`` line and exit code 2. Node Dogs workers ignore pauses
