@@ -475,3 +475,32 @@ def test_archiving_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[st
 
     archiving.main(["--uri", mongodb_uri])
     _archiving_output(capsys)
+
+
+FASTAPI_LINES = (
+    "POST cat.png 640: new=True; again: new=False",
+    "the same job both times: True",
+    "GET its result (waiting up to 10 s): {'status': 'done', 'thumbnail': 'cat.png at 640px'}",
+    "width 0: {'status': 'failed', 'error': 'no such width: 0'}",
+    "GET an unknown job: 404",
+    "lifespan over: workers stopped, clients closed",
+)
+
+
+def test_fastapi_app(capsys: pytest.CaptureFixture[str]) -> None:
+    from examples import fastapi_app
+
+    fastapi_app.main([])
+    out = output_of(capsys)
+    for line in FASTAPI_LINES:
+        assert line in out
+
+
+@pytest.mark.mongo
+def test_fastapi_app_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from examples import fastapi_app
+
+    fastapi_app.main(["--uri", mongodb_uri])
+    out = output_of(capsys)
+    for line in FASTAPI_LINES:
+        assert line in out
