@@ -504,3 +504,33 @@ def test_fastapi_app_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[
     out = output_of(capsys)
     for line in FASTAPI_LINES:
         assert line in out
+
+
+FLASK_LINES = (
+    "POST /orders/1: new=True",
+    "POST /orders/2: new=True",
+    "POST /orders/1: new=False",
+    "GET /jobs/<order 1's job> before a worker ran: {'status': 'waiting'}",
+    "GET /jobs/...: {'result': 'receipt of order 1 sent to buyer1@example.com', 'status': 'success'}",
+    "GET /jobs/...: {'result': 'receipt of order 2 sent to buyer2@example.com', 'status': 'success'}",
+)
+
+
+def test_flask_app(capsys: pytest.CaptureFixture[str]) -> None:
+    from examples import flask_app
+
+    flask_app.main([])
+    out = output_of(capsys)
+    for line in (*FLASK_LINES, "workers stopped"):
+        assert line in out
+
+
+@pytest.mark.mongo
+def test_flask_app_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The jobs run by ``flask dogs worker`` in a second process."""
+    from examples import flask_app
+
+    flask_app.main(["--uri", mongodb_uri])
+    out = output_of(capsys)
+    for line in (*FLASK_LINES, "flask dogs worker exited with 0 after SIGINT"):
+        assert line in out
