@@ -1,0 +1,7 @@
+from django.db import models
+
+
+class Order(models.Model):
+    email = models.EmailField()
+    total_cents = models.PositiveIntegerField()
+    receipt: models.CharField[str, str] = models.CharField(max_length=200, blank=True)
