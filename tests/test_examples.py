@@ -534,3 +534,23 @@ def test_flask_app_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[st
     out = output_of(capsys)
     for line in (*FLASK_LINES, "flask dogs worker exited with 0 after SIGINT"):
         assert line in out
+
+
+@pytest.mark.mongo
+def test_django_app_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A view writes an order and its job in one MongoDB transaction; manage.py dogs_worker
+    runs the job (both in processes of their own)."""
+    from examples import django_app
+
+    django_app.main(["--uri", mongodb_uri])
+    out = output_of(capsys)
+    for line in (
+        "POST /orders/ ada@example.com: job written: transaction",
+        "POST /orders/ linus@example.com (a bad total): 500",
+        "orders stored: 2",
+        "receipts run by manage.py dogs_worker: 2",
+        "manage.py dogs_worker exited with 0 after SIGINT",
+        "ada@example.com: receipt for 42.00 EUR sent to ada@example.com",
+        "grace@example.com: receipt for 19.99 EUR sent to grace@example.com",
+    ):
+        assert line in out, out

@@ -14,10 +14,12 @@ from shop.models import Order
 def place_order(request: HttpRequest) -> JsonResponse:
     """The order and its receipt job commit together, or neither does."""
     with transaction.atomic():
-        order = Order.objects.create(
-            email=request.POST["email"], total_cents=int(request.POST["total_cents"])
-        )
+        order = Order.objects.create(email=request.POST["email"], total_cents=0)
         scheduled = schedule_on_commit(send_receipt, {"order_id": str(order.pk)})
+        order.total_cents = int(request.POST["total_cents"])
+        if order.total_cents < 0:  # raised after the job was written: both roll back
+            raise ValueError(f"bad total: {order.total_cents}")
+        order.save(update_fields=["total_cents"])
     job = scheduled.outcome.id if isinstance(scheduled.outcome, Scheduled) else None
     return JsonResponse({"order": str(order.pk), "job": job, "written": scheduled.mode})
 
