@@ -511,8 +511,10 @@ FLASK_LINES = (
     "POST /orders/2: new=True",
     "POST /orders/1: new=False",
     "GET /jobs/<order 1's job> before a worker ran: {'status': 'waiting'}",
-    "GET /jobs/...: {'result': 'receipt of order 1 sent to buyer1@example.com', 'status': 'success'}",
-    "GET /jobs/...: {'result': 'receipt of order 2 sent to buyer2@example.com', 'status': 'success'}",
+    "GET /jobs/...: {'result': 'receipt of order 1 sent to buyer1@example.com', "
+    "'status': 'success'}",
+    "GET /jobs/...: {'result': 'receipt of order 2 sent to buyer2@example.com', "
+    "'status': 'success'}",
 )
 
 

@@ -50,11 +50,14 @@ class SettingsError(InvalidOptionError):
 
 
 def container_options(
-    values: Mapping[str, object], setting: Callable[[str], str]
+    values: Mapping[str, object],
+    setting: Callable[[str], str],
+    error_type: type[SettingsError] | None = None,
 ) -> dict[str, Any]:
     """``values`` (container option name -> value) checked as
     :class:`~dogs_mongo.DogsContainer` checks them; a bad or unknown one raises
-    :class:`SettingsError` naming ``setting(option)``."""
+    :class:`SettingsError` (or ``error_type``) naming ``setting(option)``."""
+    error_type = SettingsError if error_type is None else error_type
     try:
         DogsSettings.from_config(values)
     except InvalidOptionError as error:
@@ -62,7 +65,7 @@ def container_options(
         reason = error.reason
         if error.field not in CONFIG_KEYS:
             reason = f"not a setting of Dogs; the settings are {known}"
-        raise SettingsError(setting(error.field), error.value, reason) from None
+        raise error_type(setting(error.field), error.value, reason) from None
     return dict(values)
 
 

@@ -93,7 +93,7 @@ def dogs_settings() -> DjangoDogsSettings:
     if not isinstance(jobs_module, str) or not jobs_module.isidentifier():
         raise DogsSettingsError(setting_name("jobs_module"), jobs_module, "must be a module name")
     options = {key.lower(): value for key, value in raw.items() if key not in _OWN_KEYS}
-    options = container_options(options, setting_name)
+    options = container_options(options, setting_name, DogsSettingsError)
     if using is not None and (not isinstance(using, str) or using not in settings.DATABASES):
         known = ", ".join(sorted(settings.DATABASES))
         raise DogsSettingsError(
@@ -113,7 +113,7 @@ def dogs_settings() -> DjangoDogsSettings:
             "missing: a MongoDB connection string, or DOGS['USING'] naming a "
             f"{MONGODB_ENGINE} database of DATABASES",
         )
-    options = container_options(_from_database(using, options), setting_name)
+    options = container_options(_from_database(using, options), setting_name, DogsSettingsError)
     return DjangoDogsSettings(options, using, jobs_module)
 
 

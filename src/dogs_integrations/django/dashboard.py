@@ -39,7 +39,8 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+#: Django's handler and Starlette's apps, whose annotations differ in details.
+ASGIApp = Callable[..., Awaitable[None]]
 
 
 def _is_staff(session_key: str | None) -> bool | None:
@@ -94,7 +95,24 @@ class StaffDashboard:
             self._dashboard = app
         return self._dashboard
 
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        """Django answers no lifespan: this one closes the dashboard's MongoDB client at
+        shutdown."""
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                if self._dashboard is not None:
+                    await get_container().aclose()
+                    self._dashboard = None
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
         if scope["type"] != "http" or not self._under(scope.get("path", "")):
             await self.django_app(scope, receive, send)
             return

@@ -22,6 +22,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import anyio
@@ -335,7 +336,7 @@ def make_container(
 #: Container options that a framework's command (``manage.py dogs_worker``, ``flask dogs
 #: worker``) gives the containers the commands build; the command line's options win.
 _CONTAINER_DEFAULTS: ContextVar[Mapping[str, Any]] = ContextVar(
-    "dogs_container_defaults", default={}
+    "dogs_container_defaults", default=MappingProxyType({})
 )
 
 
