@@ -556,3 +556,19 @@ def test_django_app_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[s
         "grace@example.com: receipt for 19.99 EUR sent to grace@example.com",
     ):
         assert line in out, out
+
+
+@pytest.mark.mongo
+def test_beanie_app_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from examples import beanie_app
+
+    beanie_app.main(["--uri", mongodb_uri])
+    out = output_of(capsys)
+    for line in (
+        "ada@example.com: placed with its receipt job",
+        "bob@example.com: payment declined: neither the order nor its job was written",
+        "orders stored: 1",
+        "send_receipt: success -> receipt for 42.00 EUR sent to ada@example.com",
+    ):
+        assert line in out, out
+    assert out.count("send_receipt: success") == 1
