@@ -49,7 +49,7 @@ from starlette.requests import Request
 from dogs_core.domain import validation
 from dogs_core.errors import DogsError, InvalidOptionError
 from dogs_core.jobs import Jobs
-from dogs_core.runtime.client import DogsClient
+from dogs_core.runtime._async.client import DogsClient
 from dogs_core.runtime.workers import Workers
 from dogs_mongo.container import DogsContainer
 

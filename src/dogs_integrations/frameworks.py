@@ -96,7 +96,7 @@ def import_registry(spec: object, setting: str) -> Jobs:
 def _flags_of(command: str) -> set[str]:
     import typer.main
 
-    from dogs_mongo.cli import app
+    from dogs_mongo.cli.app import app
 
     group = typer.main.get_command(app)
     found = getattr(group, "commands", {}).get(command)
@@ -146,8 +146,9 @@ def run_dogs_command(
     """Run ``dogs COMMAND`` (``worker``, ``schedule``) on ``jobs`` with the container options of
     the framework's settings, then the user's ``args``: the same options, checks, messages and
     exit codes as ``dogs COMMAND`` (it raises ``SystemExit`` with the command's code)."""
-    from dogs_mongo import cli, cli_common
+    from dogs_mongo.cli.app import app
+    from dogs_mongo.cli.common import container_defaults
 
     flags, defaults = _as_flags(command, options)
-    with _registry_given(jobs) as spec, cli_common.container_defaults(defaults):
-        cli.app(args=[command, spec, *flags, *args], prog_name=prog_name)
+    with _registry_given(jobs) as spec, container_defaults(defaults):
+        app(args=[command, spec, *flags, *args], prog_name=prog_name)

@@ -17,7 +17,7 @@ import pytest
 from dogs_core.errors import InvalidOptionError, StoreUnavailableError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import DogsClient, JobContext, Workers
-from dogs_core.runtime.health import WorkerHealth, serve_health
+from dogs_core.runtime.health import serve_health
 from dogs_testing.memory import InMemoryJobStore
 
 pytestmark = pytest.mark.anyio
@@ -63,66 +63,71 @@ async def get(port: int, path: str, method: str = "GET") -> tuple[int, dict[str,
     return status, json.loads(body) if body else {}
 
 
-async def until_ready(health: WorkerHealth) -> None:
-    """Until the workers' startup is over (it sets up the store first)."""
+async def until_ready(port: int) -> None:
+    """Until /readyz answers 200 (the workers set up the store first)."""
     with anyio.fail_after(10):
-        while not (await health.readiness()).ok:  # noqa: ASYNC110 - polling what is tested
+        while (await get(port, "/readyz"))[0] != 200:  # noqa: ASYNC110 - polling what is tested
             await anyio.sleep(0.01)
 
 
 async def test_liveness_and_readiness_follow_the_workers() -> None:
     store = FlakyStore()
     workers = Workers(store, jobs, poll_interval=0.05)
-    async with workers, serve_health(workers, port=0, host="127.0.0.1", store_timeout=0.2) as at:
-        port = at[1]
-        await until_ready(WorkerHealth(workers))
+    async with serve_health(workers, port=0, host="127.0.0.1", store_timeout=0.2) as (_, port):
         status, body = await get(port, "/healthz")
-        assert (status, body["status"], body["phase"]) == (200, "ok", "running")
-        status, body = await get(port, "/readyz")
-        assert status == 200, body
-        assert body["change_feed"] == "open", "the in-memory store has a change feed"
-        assert body["store"] == "answering"
-
-        store.mode = "fail"
-        status, body = await get(port, "/readyz")
-        assert status == 503
-        assert body["reason"] == (
-            "the database is unreachable: StoreUnavailableError: no server answered: "
-            "connection refused"
-        )
-        assert (await get(port, "/healthz"))[0] == 200, "an outage is not a liveness failure"
-
-        store.mode = "hang"
-        status, body = await get(port, "/readyz")
-        assert (status, body["reason"]) == (503, "the database did not answer within 0.2s")
-
-        store.mode = "ok"
-        assert (await get(port, "/readyz"))[0] == 200
-        assert (await get(port, "/metrics"))[0] == 404
-        assert (await get(port, "/healthz", "POST"))[0] == 405
-        assert (await get(port, "/healthz", "HEAD"))[0] == 200
-
-        await DogsClient(store, jobs).schedule(nap, {"seconds": 0.3})
-        with anyio.fail_after(10):
-            while workers.running_executions == 0:  # noqa: ASYNC110
-                await anyio.sleep(0.01)
-        async with anyio.create_task_group() as group:
-            group.start_soon(workers.stop, 5)
-            await anyio.lowlevel.checkpoint()
+        assert (status, body["phase"]) == (200, "starting"), "alive: about to start"
+        assert (await get(port, "/readyz"))[0] == 503
+        async with workers:
+            await until_ready(port)
+            status, body = await get(port, "/healthz")
+            assert (status, body["status"], body["phase"]) == (200, "ok", "running")
             status, body = await get(port, "/readyz")
-            assert (status, body["reason"]) == (503, "draining: a stop was requested")
-    health = WorkerHealth(workers)
-    report = await health.liveness()
-    assert (report.ok, report.reason) == (False, "the scheduler loops have stopped")
+            assert status == 200, body
+            assert body["change_feed"] == "open", "the in-memory store has a change feed"
+            assert body["store"] == "answering"
+
+            store.mode = "fail"
+            status, body = await get(port, "/readyz")
+            assert status == 503
+            assert body["reason"] == (
+                "the database is unreachable: StoreUnavailableError: no server answered: "
+                "connection refused"
+            )
+            assert (await get(port, "/healthz"))[0] == 200, "an outage is not a liveness failure"
+
+            store.mode = "hang"
+            status, body = await get(port, "/readyz")
+            assert (status, body["reason"]) == (503, "the database did not answer within 0.2s")
+
+            store.mode = "ok"
+            assert (await get(port, "/readyz"))[0] == 200
+            assert (await get(port, "/metrics"))[0] == 404
+            assert (await get(port, "/healthz", "POST"))[0] == 405
+            assert (await get(port, "/healthz", "HEAD"))[0] == 200
+
+            await DogsClient(store, jobs).schedule(nap, {"seconds": 0.3})
+            with anyio.fail_after(10):
+                while workers.running_executions == 0:  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+            async with anyio.create_task_group() as group:
+                group.start_soon(workers.stop, 5)
+                await anyio.lowlevel.checkpoint()
+                status, body = await get(port, "/readyz")
+                assert (status, body["reason"]) == (503, "draining: a stop was requested")
+                assert (await get(port, "/healthz"))[0] == 200, "draining is alive"
+        with anyio.fail_after(5):
+            while (await get(port, "/healthz"))[0] == 200:  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+        status, body = await get(port, "/healthz")
+        assert (status, body["reason"]) == (503, "the scheduler loops have stopped")
 
 
 async def test_polling_by_choice_is_ready() -> None:
     workers = Workers(InMemoryJobStore(), jobs, poll_interval=0.05, watch_changes=False)
-    async with workers:
-        await until_ready(WorkerHealth(workers))
-        report = await WorkerHealth(workers).readiness()
-        assert report.ok, report
-        assert report.details["change_feed"] == "polling by choice (watch_changes off)"
+    async with serve_health(workers, port=0, host="127.0.0.1") as (_, port), workers:
+        await until_ready(port)
+        status, body = await get(port, "/readyz")
+        assert (status, body["change_feed"]) == (200, "polling by choice (watch_changes off)")
         await workers.stop()
 
 

@@ -31,7 +31,7 @@ import anyio
 import anyio.abc
 
 from dogs_core.domain import validation
-from dogs_core.errors import InvalidOptionError
+from dogs_core.errors import InvalidOptionError, WorkersStateError
 from dogs_core.runtime.workers import Workers
 
 __all__ = ["HealthReport", "WorkerHealth", "serve_health"]
@@ -41,6 +41,8 @@ logger = logging.getLogger("dogs.health")
 #: How long one request may take to arrive (a probe sends it at once).
 _REQUEST_TIMEOUT: Final = 5.0
 _MAX_REQUEST_BYTES: Final = 8192
+#: How often :meth:`WorkerHealth.follow` looks whether the workers have started.
+_START_POLL: Final = 0.05
 _REASONS: Final = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
 _REASONS[503] = "Service Unavailable"
 
@@ -63,7 +65,11 @@ class HealthReport:
 
 
 class WorkerHealth:
-    """The checks of one :class:`Workers` instance (see the module documentation)."""
+    """The checks of one :class:`Workers` instance (see the module documentation).
+
+    Whether the scheduler's loops still run is what :meth:`follow` (run beside the workers by
+    :func:`serve_health`) learns from ``Workers.serve``, which returns once they have stopped.
+    """
 
     def __init__(self, workers: Workers, *, store_timeout: float = 2.0) -> None:
         if not isinstance(workers, Workers):
@@ -72,14 +78,30 @@ class WorkerHealth:
         self.store_timeout = validation.positive_duration(
             "store_timeout", store_timeout
         ).total_seconds()
+        self.stopped = False
+        """Set once the workers' loops have stopped (by :meth:`follow`)."""
+        self._seen_running = False
+
+    async def follow(self) -> None:
+        """Wait for the workers to start, then until they have stopped; then :attr:`stopped`."""
+        while True:
+            try:
+                await self.workers.serve()
+            except WorkersStateError:  # not started yet
+                await anyio.sleep(_START_POLL)
+                continue
+            self.stopped = True
+            return
 
     def _phase(self) -> str:
         workers = self.workers
-        if not workers.alive:
+        if self.stopped:
             return "stopped"
-        if not workers.running:
+        if workers.running:
+            self._seen_running = True
+        elif self._seen_running:
             return "draining"
-        return "starting" if workers.capabilities is None else "running"
+        return "starting" if not workers.running or workers.capabilities is None else "running"
 
     async def liveness(self) -> HealthReport:
         phase = self._phase()
@@ -194,6 +216,7 @@ async def serve_health(
                 logger.exception("health request failed")
 
         group.start_soon(listener.serve, handle)
+        group.start_soon(health.follow)
         try:
             yield address
         finally:

@@ -164,12 +164,6 @@ class Workers:
         return self._running
 
     @property
-    def alive(self) -> bool:
-        """True from start until everything has stopped, draining included: the scheduler's
-        task group (claim lanes, lock watchdogs, batch writers, feeds) is running."""
-        return self._started and not self._stopped.is_set()
-
-    @property
     def workers_count(self) -> int:
         return self.settings.workers_count
 
