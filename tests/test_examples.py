@@ -475,3 +475,100 @@ def test_archiving_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[st
 
     archiving.main(["--uri", mongodb_uri])
     _archiving_output(capsys)
+
+
+FASTAPI_LINES = (
+    "POST cat.png 640: new=True; again: new=False",
+    "the same job both times: True",
+    "GET its result (waiting up to 10 s): {'status': 'done', 'thumbnail': 'cat.png at 640px'}",
+    "width 0: {'status': 'failed', 'error': 'no such width: 0'}",
+    "GET an unknown job: 404",
+    "lifespan over: workers stopped, clients closed",
+)
+
+
+def test_fastapi_app(capsys: pytest.CaptureFixture[str]) -> None:
+    from examples import fastapi_app
+
+    fastapi_app.main([])
+    out = output_of(capsys)
+    for line in FASTAPI_LINES:
+        assert line in out
+
+
+@pytest.mark.mongo
+def test_fastapi_app_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from examples import fastapi_app
+
+    fastapi_app.main(["--uri", mongodb_uri])
+    out = output_of(capsys)
+    for line in FASTAPI_LINES:
+        assert line in out
+
+
+FLASK_LINES = (
+    "POST /orders/1: new=True",
+    "POST /orders/2: new=True",
+    "POST /orders/1: new=False",
+    "GET /jobs/<order 1's job> before a worker ran: {'status': 'waiting'}",
+    "GET /jobs/...: {'result': 'receipt of order 1 sent to buyer1@example.com', "
+    "'status': 'success'}",
+    "GET /jobs/...: {'result': 'receipt of order 2 sent to buyer2@example.com', "
+    "'status': 'success'}",
+)
+
+
+def test_flask_app(capsys: pytest.CaptureFixture[str]) -> None:
+    from examples import flask_app
+
+    flask_app.main([])
+    out = output_of(capsys)
+    for line in (*FLASK_LINES, "workers stopped"):
+        assert line in out
+
+
+@pytest.mark.mongo
+def test_flask_app_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The jobs run by ``flask dogs worker`` in a second process."""
+    from examples import flask_app
+
+    flask_app.main(["--uri", mongodb_uri])
+    out = output_of(capsys)
+    for line in (*FLASK_LINES, "flask dogs worker exited with 0 after SIGINT"):
+        assert line in out
+
+
+@pytest.mark.mongo
+def test_django_app_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A view writes an order and its job in one MongoDB transaction; manage.py dogs_worker
+    runs the job (both in processes of their own)."""
+    from examples import django_app
+
+    django_app.main(["--uri", mongodb_uri])
+    out = output_of(capsys)
+    for line in (
+        "POST /orders/ ada@example.com: job written: transaction",
+        "POST /orders/ linus@example.com (a bad total): 500",
+        "orders stored: 2",
+        "receipts run by manage.py dogs_worker: 2",
+        "manage.py dogs_worker exited with 0 after SIGINT",
+        "ada@example.com: receipt for 42.00 EUR sent to ada@example.com",
+        "grace@example.com: receipt for 19.99 EUR sent to grace@example.com",
+    ):
+        assert line in out, out
+
+
+@pytest.mark.mongo
+def test_beanie_app_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from examples import beanie_app
+
+    beanie_app.main(["--uri", mongodb_uri])
+    out = output_of(capsys)
+    for line in (
+        "ada@example.com: placed with its receipt job",
+        "bob@example.com: payment declined: neither the order nor its job was written",
+        "orders stored: 1",
+        "send_receipt: success -> receipt for 42.00 EUR sent to ada@example.com",
+    ):
+        assert line in out, out
+    assert out.count("send_receipt: success") == 1

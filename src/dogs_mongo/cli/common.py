@@ -18,9 +18,11 @@ import logging
 import shlex
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import anyio
@@ -58,6 +60,7 @@ __all__ = [
     "UriOption",
     "connect",
     "connected_client",
+    "container_defaults",
     "duration",
     "fail",
     "flags_named",
@@ -313,18 +316,39 @@ def make_container(
     named = {"server_selection_timeout": ("--timeout", timeout), **(flags or {})}
     with user_errors(), flags_named(named):
         container = DogsContainer(
-            uri=uri or None,
-            database=database,
-            driver=driver.value,
-            server_selection_timeout=timeout,
-            records_collection=records_collection,
-            history_collection=history_collection,
-            **options,
+            **{
+                **_CONTAINER_DEFAULTS.get(),
+                "uri": uri or None,
+                "database": database,
+                "driver": driver.value,
+                "server_selection_timeout": timeout,
+                "records_collection": records_collection,
+                "history_collection": history_collection,
+                **options,
+            }
         )
         container.settings()  # validate now, before any connection
     if not uri:
         fail(f"no MongoDB URI: pass --uri or set ${ENV_URI}")
     return container
+
+
+#: Container options that a framework's command (``manage.py dogs_worker``, ``flask dogs
+#: worker``) gives the containers the commands build; the command line's options win.
+_CONTAINER_DEFAULTS: ContextVar[Mapping[str, Any]] = ContextVar(
+    "dogs_container_defaults", default=MappingProxyType({})
+)
+
+
+@contextlib.contextmanager
+def container_defaults(options: Mapping[str, Any]) -> Iterator[None]:
+    """While inside, every container a command builds starts from ``options`` (see
+    :mod:`dogs_integrations.frameworks`)."""
+    token = _CONTAINER_DEFAULTS.set(dict(options))
+    try:
+        yield
+    finally:
+        _CONTAINER_DEFAULTS.reset(token)
 
 
 @dataclass(frozen=True, slots=True)

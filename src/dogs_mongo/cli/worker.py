@@ -33,6 +33,7 @@ import anyio.abc
 import typer
 
 from dogs_core.jobs import Jobs
+from dogs_core.runtime.health import serve_health
 from dogs_core.runtime.settings import WORKER_OPTIONS, WorkerOption, WorkerSettings, worker_option
 from dogs_core.runtime.workers import Workers
 from dogs_mongo.cli.common import (
@@ -130,6 +131,14 @@ def worker(
             show_default=False,
         ),
     ] = None,
+    health_port: Annotated[
+        int | None,
+        typer.Option(
+            "--health-port",
+            help="Serve /healthz (liveness) and /readyz (readiness) on this port (all interfaces).",
+            show_default=False,
+        ),
+    ] = None,
     *,
     connection: Connection,
     app_dir: AppDirOption = Path("."),
@@ -145,6 +154,7 @@ def worker(
         options["log_jobs"] = True
     grace_seconds = duration("--grace", grace).total_seconds()
     metrics = _metrics_server(metrics_port)
+    health = _health_server(health_port)
     container = connection.container(worker_flag_names(worker_flags, n_partitions), **options)
 
     async def serve() -> None:
@@ -155,6 +165,8 @@ def worker(
             async with contextlib.AsyncExitStack() as around:
                 with user_errors():
                     await around.enter_async_context(metrics(workers))
+                with user_errors(), flags_named({"health_port": ("--health-port", health_port)}):
+                    await around.enter_async_context(health(workers))
                 await _serve_workers(workers, jobs, grace_seconds)
         finally:
             with anyio.CancelScope(shield=True):
@@ -182,6 +194,16 @@ def _metrics_server(port: int | None) -> Callable[[Workers], AbstractAsyncContex
     if not 0 <= port <= 65535:
         fail(f"--metrics-port {port}: must be a port number from 0 to 65535")
     return lambda workers: worker_metrics(workers, port=port)
+
+
+def _health_server(port: int | None) -> Callable[[Workers], AbstractAsyncContextManager[object]]:
+    """What ``--health-port`` runs around the workers: nothing without it; with it,
+    ``/healthz`` and ``/readyz`` (dogs_core.runtime.health) served on the port."""
+    if port is None:
+        return lambda workers: contextlib.nullcontext()
+    if not 0 <= port <= 65535:
+        fail(f"--health-port {port}: must be a port number from 0 to 65535")
+    return lambda workers: serve_health(workers, port=port)
 
 
 async def _serve_workers(workers: Workers, jobs: Jobs, grace: float) -> None:

@@ -1,0 +1,127 @@
+"""A FastAPI application that schedules jobs, waits for their results, and runs its workers in
+the same process (a small deployment).
+
+    python examples/fastapi_app.py                  # answer a few requests in-process, exit
+    python examples/fastapi_app.py --uri mongodb://localhost:27017/?replicaSet=rs0
+    python examples/fastapi_app.py --serve          # uvicorn on http://127.0.0.1:8000
+
+``DogsLifespan`` opens the container's client inside the server's event loop, starts the
+workers (``run_workers=True``) and stops them with a grace at shutdown; ``DogsClientDep`` gives
+each handler the client. ``POST /thumbnails`` schedules a job (once per image and width: a
+unique key), ``GET /thumbnails/{job_id}?wait=5`` waits up to 5 s for its result
+(``client.wait_for``). The in-memory store by default; with ``--uri`` a fresh database, dropped
+at the end. See docs/fastapi.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from fastapi import FastAPI, HTTPException
+from fastapi.testclient import TestClient
+
+from dogs_core import Duplicate, HistoryStatus, JobContext, Jobs
+from dogs_core.errors import JobNotFoundError, WaitTimeoutError
+from dogs_integrations.fastapi import DogsClientDep, DogsLifespan
+from dogs_mongo import DogsContainer
+
+jobs = Jobs()
+
+
+@dataclass
+class Thumbnail:
+    image: str
+    width: int
+
+
+@jobs.event(max_tries=1)
+async def make_thumbnail(params: Thumbnail, ctx: JobContext) -> str:
+    if params.width <= 0:
+        raise ValueError(f"no such width: {params.width}")
+    await anyio.sleep(0.02)  # the resizing
+    return f"{params.image} at {params.width}px"
+
+
+def create_app(container: DogsContainer) -> FastAPI:
+    dogs = DogsLifespan(
+        container, jobs, run_workers=True, grace=5, workers_count=4, poll_interval=0.5
+    )
+    app = FastAPI(lifespan=dogs)
+
+    @app.post("/thumbnails")
+    async def request_thumbnail(image: str, width: int, client: DogsClientDep) -> dict[str, Any]:
+        outcome = await client.schedule(
+            make_thumbnail, Thumbnail(image, width), unique_key=f"thumb:{image}:{width}"
+        )
+        if isinstance(outcome, Duplicate):
+            return {"job_id": outcome.existing_id, "new": False}
+        return {"job_id": outcome.id, "new": True}
+
+    @app.get("/thumbnails/{job_id}")
+    async def thumbnail(job_id: str, client: DogsClientDep, wait: float = 0) -> dict[str, Any]:
+        if await client.get_job(job_id) is None and await client.get_result(job_id) is None:
+            raise HTTPException(404, f"no job {job_id}")
+        try:
+            execution = await client.wait_for(job_id, timeout=wait, poll_interval=0.2)
+        except WaitTimeoutError:
+            raise HTTPException(202, "not done yet") from None
+        except JobNotFoundError:  # deleted meanwhile, without history
+            raise HTTPException(404, f"no job {job_id}") from None
+        if execution.status is HistoryStatus.SUCCESS:
+            return {"status": "done", "thumbnail": execution.result}
+        return {"status": "failed", "error": execution.error_message}
+
+    return app
+
+
+def check(container: DogsContainer) -> None:
+    with TestClient(create_app(container)) as http:
+        first = http.post("/thumbnails", params={"image": "cat.png", "width": 640}).json()
+        again = http.post("/thumbnails", params={"image": "cat.png", "width": 640}).json()
+        print(f"POST cat.png 640: new={first['new']}; again: new={again['new']}")
+        print(f"the same job both times: {first['job_id'] == again['job_id']}")
+        done = http.get(f"/thumbnails/{first['job_id']}", params={"wait": 10}).json()
+        print(f"GET its result (waiting up to 10 s): {done}")
+        bad = http.post("/thumbnails", params={"image": "cat.png", "width": 0}).json()
+        failed = http.get(f"/thumbnails/{bad['job_id']}", params={"wait": 30}).json()
+        print(f"width 0: {failed}")
+        missing = http.get("/thumbnails/no-such-job", params={"wait": 10})
+        print(f"GET an unknown job: {missing.status_code}")
+    print("lifespan over: workers stopped, clients closed")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Dogs in a FastAPI application")
+    parser.add_argument("--uri", help="MongoDB URI of a replica set (default: in memory)")
+    parser.add_argument("--serve", action="store_true", help="serve with uvicorn on :8000")
+    args = parser.parse_args(argv)
+    database = f"dogs_fastapi_{uuid.uuid4().hex[:8]}"
+    if args.uri:
+        container = DogsContainer(uri=args.uri, database=database)
+    else:
+        from dogs_testing import InMemoryJobStore
+
+        container = DogsContainer(store=InMemoryJobStore())
+    try:
+        if args.serve:
+            import uvicorn
+
+            uvicorn.run(create_app(container), host="127.0.0.1", port=8000)
+        else:
+            check(container)
+    finally:
+        if args.uri:
+            from pymongo import MongoClient
+
+            mongo: MongoClient[dict[str, Any]]
+            with MongoClient(args.uri) as mongo:
+                mongo.drop_database(database)
+
+
+if __name__ == "__main__":
+    main()

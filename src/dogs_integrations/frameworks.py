@@ -1,0 +1,154 @@
+"""What the framework integrations share: a framework's settings turned into the container's
+options (validated, an error naming the setting as the application writes it), and the
+``dogs`` commands run from the framework's own command line with those options.
+
+No web framework is imported here (an import-linter contract holds it): Django's and Flask's
+modules build on this one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Final
+
+from dogs_core.errors import InvalidOptionError
+from dogs_core.jobs import Jobs
+from dogs_mongo.settings import CONFIG_KEYS, DogsSettings
+
+__all__ = [
+    "CONFIG_KEYS",
+    "SettingsError",
+    "container_options",
+    "import_registry",
+    "registry",
+    "run_dogs_command",
+]
+
+#: The registry a framework command hands to ``dogs``: ``dogs_integrations.frameworks:registry``
+#: is the MODULE:REGISTRY argument :func:`run_dogs_command` gives (set just before).
+registry: Jobs | None = None
+
+#: Container options with a flag of the ``dogs`` commands: given as flags, so a flag the user
+#: types after them still wins (the last one counts), and so do the commands' own checks.
+_FLAGS: Final = {
+    "uri": "--uri",
+    "database": "--database",
+    "driver": "--driver",
+    "records_collection": "--records-collection",
+    "history_collection": "--history-collection",
+    "controls_collection": "--controls-collection",
+    "n_partitions": "--n-partitions",
+}
+
+
+class SettingsError(InvalidOptionError):
+    """A setting of Dogs in a framework's configuration is missing or wrong. ``field`` is the
+    setting as the application writes it: ``DOGS['WORKERS_COUNT']`` (Django),
+    ``DOGS_WORKERS_COUNT`` (Flask)."""
+
+
+def container_options(
+    values: Mapping[str, object],
+    setting: Callable[[str], str],
+    error_type: type[SettingsError] | None = None,
+) -> dict[str, Any]:
+    """``values`` (container option name -> value) checked as
+    :class:`~dogs_mongo.DogsContainer` checks them; a bad or unknown one raises
+    :class:`SettingsError` (or ``error_type``) naming ``setting(option)``."""
+    error_type = SettingsError if error_type is None else error_type
+    try:
+        DogsSettings.from_config(values)
+    except InvalidOptionError as error:
+        known = ", ".join(setting(name) for name in sorted(CONFIG_KEYS))
+        reason = error.reason
+        if error.field not in CONFIG_KEYS:
+            reason = f"not a setting of Dogs; the settings are {known}"
+        raise error_type(setting(error.field), error.value, reason) from None
+    return dict(values)
+
+
+def import_registry(spec: object, setting: str) -> Jobs:
+    """A :class:`~dogs_core.Jobs` registry, or the ``"module:attribute"`` path of one
+    (``"module"`` alone: its ``jobs``); anything else raises :class:`SettingsError` naming
+    ``setting``."""
+    if isinstance(spec, Jobs):
+        return spec
+    if not isinstance(spec, str) or not spec.strip():
+        raise SettingsError(setting, spec, "expected a Jobs registry or its 'module:attribute'")
+    module_name, _, attribute = spec.strip().partition(":")
+    try:
+        target: object = importlib.import_module(module_name)
+    except ImportError as error:
+        raise SettingsError(setting, spec, f"cannot import {module_name!r}: {error}") from None
+    for part in (attribute or "jobs").split("."):
+        if not hasattr(target, part):
+            reason = f"module {module_name!r} has no attribute {attribute or 'jobs'!r}"
+            raise SettingsError(setting, spec, reason)
+        target = getattr(target, part)
+    if not isinstance(target, Jobs):
+        reason = f"not a dogs_core.Jobs registry (it is of type {type(target).__name__})"
+        raise SettingsError(setting, spec, reason)
+    return target
+
+
+def _flags_of(command: str) -> set[str]:
+    import typer.main
+
+    from dogs_mongo.cli.app import app
+
+    group = typer.main.get_command(app)
+    found = getattr(group, "commands", {}).get(command)
+    if found is None:
+        raise InvalidOptionError("command", command, "not a dogs command")
+    return {flag for parameter in found.params for flag in getattr(parameter, "opts", ())}
+
+
+def _as_flags(command: str, options: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """The options the command has a flag for, as flags; the others, to be given as the
+    container's defaults."""
+    known = _flags_of(command)
+    flags: list[str] = []
+    rest: dict[str, Any] = {}
+    settings = DogsSettings.from_config(options)
+    for name, value in options.items():
+        flag = _FLAGS.get(name)
+        if flag in known and value is not None:
+            flags += [flag, str(value)]
+        elif name == "server_selection_timeout" and "--timeout" in known and value is not None:
+            timeout = settings.server_selection_timeout
+            assert timeout is not None
+            flags += ["--timeout", f"{timeout.total_seconds():g}"]
+        else:
+            rest[name] = value
+    return flags, rest
+
+
+@contextlib.contextmanager
+def _registry_given(jobs: Jobs) -> Iterator[str]:
+    global registry
+    previous, registry = registry, jobs
+    try:
+        yield f"{__name__}:registry"
+    finally:
+        registry = previous
+
+
+def run_dogs_command(
+    command: str,
+    jobs: Jobs,
+    options: Mapping[str, Any],
+    args: Sequence[str],
+    *,
+    prog_name: str,
+) -> None:
+    """Run ``dogs COMMAND`` (``worker``, ``schedule``) on ``jobs`` with the container options of
+    the framework's settings, then the user's ``args``: the same options, checks, messages and
+    exit codes as ``dogs COMMAND`` (it raises ``SystemExit`` with the command's code)."""
+    from dogs_mongo.cli.app import app
+    from dogs_mongo.cli.common import container_defaults
+
+    flags, defaults = _as_flags(command, options)
+    with _registry_given(jobs) as spec, container_defaults(defaults):
+        app(args=[command, spec, *flags, *args], prog_name=prog_name)

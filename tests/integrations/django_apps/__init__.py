@@ -1,0 +1,1 @@
+"""Django apps for tests/integrations/test_django.py."""

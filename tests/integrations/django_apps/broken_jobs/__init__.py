@@ -1,0 +1,1 @@
+"""An app whose jobs module defines no Jobs registry."""

@@ -1,0 +1,3 @@
+"""Not a registry: discovery names this module."""
+
+jobs = 42
