@@ -7,8 +7,8 @@
                  [--history-archive NAME] [--records-archive NAME]
 
 One call of :meth:`~dogs_core.runtime._async.client.DogsClient.archive` (see docs/archiving.md):
-a line per batch on stderr (``history: batch 3 moved 500, 1500 in all``), then a summary table, or with
-``--json`` one JSON document on stdout. ``--dry-run`` counts what would move and moves nothing.
+a line per batch on stderr (``history: batch 3 moved 500, 1500 in all``), then a summary table, or
+with ``--json`` one JSON document on stdout. ``--dry-run`` counts what would move and moves nothing.
 Safe to interrupt (Ctrl-C, a crash): run it again and it finishes the batch it left. Bad input
 is one ``Error:`` line and exit code 2.
 """

@@ -5,8 +5,8 @@
     dogs stats [--name NAME] [--window 1h] [--json]
 
 One call of :meth:`~dogs_core.runtime._async.client.DogsClient.stats` (two aggregations of the
-history served by its ``{jobName: 1, startedAt: 1}`` index; see docs/stats.md). The table has a row per
-job name with a run in the window: runs, success rate (of the successes, errors and stale
+history served by its ``{jobName: 1, startedAt: 1}`` index; see docs/stats.md). The table has a
+row per job name with a run in the window: runs, success rate (of the successes, errors and stale
 runs), failed and stale runs, the nearest-rank p50 and p95 and the max duration, and the mean
 runs per minute; then the failures by error type when there are any. ``--json`` prints the same
 as one JSON list, with the runs of every minute. The window is at most 7 days. Bad input is one
