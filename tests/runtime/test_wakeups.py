@@ -147,6 +147,46 @@ class FlakyFeedStore(RecordingStore):
             yield batch
 
 
+class CountingFeedStore(RecordingStore):
+    """A store counting the batches its record and pause feeds yield."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches = {"records": 0, "pauses": 0}
+
+    async def watch_records(
+        self, job_names: Sequence[str]
+    ) -> AsyncGenerator[list[RecordChange], None]:
+        async for batch in super().watch_records(job_names):
+            self.batches["records"] += 1
+            yield batch
+
+    async def watch_pauses(self) -> AsyncGenerator[list[str], None]:
+        async for batch in super().watch_pauses():
+            self.batches["pauses"] += 1
+            yield batch
+
+
+async def test_idle_workers_read_their_feeds_without_heartbeats() -> None:
+    """Neither the change watcher nor the pause feed checks a deadline between batches, so the
+    in-memory feeds owe them no heartbeat: an idle hour is not 3,600 steps of the virtual clock,
+    and a change still wakes the lanes at once."""
+    started: list[float] = []
+    store = CountingFeedStore()
+    h = Harness(jobs_recording(started), store=store)
+    async with h.workers(poll_interval=HOUR, watch_changes=True) as workers:
+        await until_watching(workers)
+        opened = dict(store.batches)
+        await anyio.sleep(HOUR)
+        assert store.batches == opened, "no heartbeat in an idle hour"
+        scheduled_at = now()
+        await DogsClient(store, h.jobs, clock=h.clock).schedule("ping")
+        await anyio.sleep(1)
+        await workers.stop()
+    assert opened == {"records": 1, "pauses": 1}, "each feed's [] once open"
+    assert started == [scheduled_at]
+
+
 async def test_a_store_without_a_feed_falls_back_to_polling_and_says_so_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
