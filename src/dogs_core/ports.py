@@ -275,7 +275,8 @@ class AsyncJobStore(Protocol):
         An async generator: it yields ``[]`` once as soon as the feed is open (a change made
         after that is reported), then batches of changes (a burst may be one batch), and
         ``[]`` again at least every few seconds while nothing happens, so that a consumer may
-        check its own deadlines. Changes may be missed (it is a notification, never a queue)
+        check its own deadlines (one without any may waive them: ``without_heartbeats`` of
+        :mod:`dogs_core.runtime.watching`). Changes may be missed (a notification, not a queue)
         and a change may be reported that changed nothing claimable. Transient errors are
         resumed from where the feed was when possible; ``TransientStoreError`` when not.
         Raises :class:`~dogs_core.errors.ChangeFeedUnavailableError` (from the first
