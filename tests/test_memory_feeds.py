@@ -227,6 +227,7 @@ async def test_threaded_feeds_of_the_in_memory_store() -> None:
     assert not sync_store._feeds.watched
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # a second of real time: one backend
 async def test_a_sync_feed_keeps_its_heartbeats_for_a_consumer_without_deadlines() -> None:
     """Its heartbeats keep each next() in a thread short, so that a cancelled consumer does not
     wait for a change: they are never left out."""
