@@ -259,6 +259,30 @@ async def test_wait_for_returns_the_successful_execution() -> None:
     assert row.result == "pong"
 
 
+class SlowCompletionStore(RecordingStore):
+    """Completions take 50 ms of (virtual) round trip: the row lands well before them."""
+
+    async def complete_many(self, claims: Sequence[tuple[str, str]]) -> list[bool]:
+        await anyio.sleep(0.05)
+        return await super().complete_many(claims)
+
+
+async def test_wait_for_answers_once_the_completion_lands_not_at_the_next_heartbeat() -> None:
+    """The row is written before the completion, which no history batch reports: while the
+    record is still held by the execution of that row, wait_for reads it again within
+    milliseconds instead of waiting for the feed's next heartbeat (a second)."""
+    started: list[float] = []
+    h = Harness(jobs_recording(started), store=SlowCompletionStore())
+    async with h.workers(watch_changes=True) as workers:
+        outcome = await h.client.schedule("ping")
+        row = await h.client.wait_for(outcome.id, timeout=60)  # type: ignore[union-attr]
+        answered = now()
+        await workers.stop()
+    assert row.status is HistoryStatus.SUCCESS
+    assert await h.store.get_job(outcome.id) is None  # type: ignore[union-attr]
+    assert 0.05 <= answered - started[0] < 0.2, answered - started[0]
+
+
 async def test_wait_for_a_job_that_already_ended_answers_from_history() -> None:
     h = Harness(jobs_recording([]))
     async with h.workers() as workers:
