@@ -49,9 +49,7 @@ def pytest_configure(config: pytest.Config) -> None:
 #: stale costs some balance, never a result.
 _LONG_TESTS: Final = frozenset(
     {
-        "tests/test_examples.py::test_recurrent_cron",
-        "tests/test_examples.py::test_examples_run_as_scripts[recurrent_cron.py]",
-        "tests/test_harness.py::test_a_cron_job_follows_its_timezone_across_a_dst_change",
+        "tests/reliability/test_crash_history.py::test_random_kills_of_two_workers_lose_no_job_and_no_row",
         "tests/reliability/test_chaos.py::test_chaos",
         "tests/runtime/test_controls_stateful.py::TestControlsMachine::runTest",
         "tests/domain/test_renewal.py::TestRenewalInterleavings::runTest",

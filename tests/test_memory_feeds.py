@@ -1,5 +1,6 @@
 """The in-memory store's change feeds beyond the contract: writes from other threads wake the
-async face (asyncio and trio), heartbeats follow a virtual clock, a burst is one batch, closing
+async face (asyncio and trio), heartbeats follow a virtual clock and are left out for a consumer
+without deadlines (only on the async face), a burst is one batch, closing
 a feed unsubscribes it, the pause feed is woken by the pauses and resumes that changed
 something (of the other face too), and ThreadedJobStore advances and closes a sync feed in
 threads."""
@@ -22,6 +23,7 @@ from dogs_core.domain.records import HistoryRecord, NewJob
 from dogs_core.domain.wakeups import RecordChange
 from dogs_core.ids import new_record_id
 from dogs_core.runtime.threaded import ThreadedJobStore
+from dogs_core.runtime.watching import without_heartbeats
 from dogs_testing.contract.base import _history
 from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
 
@@ -145,6 +147,30 @@ async def test_heartbeats_follow_a_virtual_clock() -> None:
             assert anyio.current_time() - start >= FEED_HEARTBEAT_SECONDS
 
 
+@pytest.mark.parametrize(
+    "anyio_backend", [("trio", {"clock": trio.testing.MockClock(autojump_threshold=0)})]
+)
+async def test_a_consumer_without_deadlines_gets_no_heartbeats() -> None:
+    store = InMemoryJobStore()
+
+    async def schedule_in_an_hour() -> None:
+        await anyio.sleep(3600)
+        await store.insert_job(new_job())
+
+    async with aclosing(store.watch_records(["a"])) as feed:
+        with without_heartbeats():
+            assert await feed.__anext__() == []  # the open is owed all the same
+            start = anyio.current_time()
+            async with anyio.create_task_group() as group:
+                group.start_soon(schedule_in_an_hour)
+                batch = await feed.__anext__()
+            assert batch == [RecordChange(job_name="a", partition=0, next_run_at=T0)]
+            assert anyio.current_time() - start >= 3600  # no [] in between
+        start = anyio.current_time()  # outside it, the heartbeats are back
+        assert await feed.__anext__() == []
+        assert anyio.current_time() - start == pytest.approx(FEED_HEARTBEAT_SECONDS)
+
+
 # ---------------------------------------------------------------------------------------------
 # ThreadedJobStore
 # ---------------------------------------------------------------------------------------------
@@ -199,3 +225,15 @@ async def test_threaded_feeds_of_the_in_memory_store() -> None:
                 changes.extend(await feed.__anext__())
     assert changes == [RecordChange(job_name="a", partition=0, next_run_at=T0)]
     assert not sync_store._feeds.watched
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # a second of real time: one backend
+async def test_a_sync_feed_keeps_its_heartbeats_for_a_consumer_without_deadlines() -> None:
+    """Its heartbeats keep each next() in a thread short, so that a cancelled consumer does not
+    wait for a change: they are never left out."""
+    store = ThreadedJobStore(SyncInMemoryJobStore())
+    async with aclosing(store.watch_records(["a"])) as feed:
+        with without_heartbeats():
+            assert await feed.__anext__() == []
+            with anyio.fail_after(SAFETY):
+                assert await feed.__anext__() == []

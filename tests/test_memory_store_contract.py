@@ -1,11 +1,12 @@
-"""The adapter contract over the in-memory store: its async face (asyncio and trio) and its sync
-face run in threads through ThreadedJobStore."""
+"""The adapter contract over the in-memory store: its async face (asyncio, and trio on a virtual
+clock) and its sync face run in threads through ThreadedJobStore."""
 
 from __future__ import annotations
 
 from typing import cast
 
 import pytest
+import trio.testing
 
 from dogs_core.domain.records import JobRecord
 from dogs_core.ports import AsyncJobStore
@@ -20,10 +21,13 @@ from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
 
 
 class TestInMemoryAsyncFace(JobStoreContract):
+    # trio on a virtual clock, as tests of jobs run it (dogs_virtual_clock): the feeds'
+    # heartbeats then cost no real second; asyncio keeps the real clock.
     @pytest.fixture(params=["asyncio", "trio"])
-    def anyio_backend(self, request: pytest.FixtureRequest) -> str:
-        backend: str = request.param
-        return backend
+    def anyio_backend(self, request: pytest.FixtureRequest) -> object:
+        if request.param == "trio":
+            return ("trio", {"clock": trio.testing.MockClock(autojump_threshold=0)})
+        return request.param
 
     @pytest.fixture
     def store(self) -> InMemoryJobStore:

@@ -6,13 +6,16 @@ resume that changed something is offered to the :class:`FeedHub` of that state, 
 state's lock, from whatever thread wrote it. Each subscriber keeps what it accepts in a buffer
 of its own:
 
-* a sync feed (:meth:`FeedHub.watch_records`) in a ``queue.SimpleQueue``, read with a timeout
+* a sync feed (:meth:`FeedHub.records`) in a ``queue.SimpleQueue``, read with a timeout
   of :data:`~dogs_core.domain.feeds.FEED_HEARTBEAT_SECONDS` (the heartbeat);
 * an async feed (:meth:`FeedHub.watch_records_async`) in a ``threading.Lock``-guarded list; the
   writer wakes the feed's task with an ``anyio.Event``, set directly when it writes from the
   event loop's thread and through the loop's token (``run_sync_soon``, which never blocks the
   writer) from any other thread. The heartbeat is an ``anyio.move_on_after``, so under a
-  virtual clock (trio's ``MockClock``) it follows virtual time.
+  virtual clock (trio's ``MockClock``) it follows virtual time. A consumer that reads the feed
+  inside :func:`~dogs_core.runtime.watching.without_heartbeats` (the workers' change watcher
+  and pause feed) gets none: under a virtual clock each heartbeat is a step the clock has to
+  stop at, which made an idle virtual day cost seconds of CPU.
 
 A subscriber exists from the feed's first ``next()`` (which yields ``[]``) until the feed is
 closed; a change made while nobody listens is not kept anywhere (a notification, not a queue).
@@ -36,6 +39,7 @@ from dogs_core.domain.feeds import (
 )
 from dogs_core.domain.records import HistoryRecord, JobRecord
 from dogs_core.domain.wakeups import RecordChange
+from dogs_core.runtime.watching import heartbeats_wanted
 
 __all__ = ["FeedHub"]
 
@@ -79,10 +83,14 @@ class _Waker:
             self._token.backend_class.run_sync_soon(event.set, (), self._token.native_token)
 
     async def wait(self) -> None:
-        """Until woken (or a heartbeat's time), then ready for the next wake-up."""
+        """Until woken (or a heartbeat's time, when the consumer wants heartbeats), then ready
+        for the next wake-up."""
         with self._lock:
             event = self._event
-        with anyio.move_on_after(FEED_HEARTBEAT_SECONDS):
+        if heartbeats_wanted():
+            with anyio.move_on_after(FEED_HEARTBEAT_SECONDS):
+                await event.wait()
+        else:
             await event.wait()
         with self._lock:
             self._pending = False

@@ -1,4 +1,5 @@
-"""The job-store contract over both MongoDB adapters, on a real mongod (a fresh database each)."""
+"""The job-store contract over both MongoDB adapters, on a real mongod (a fresh, set-up database
+each: an emptied one of the class's pool, see tests/mongo/conftest.py's DatabasePool)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from dogs_testing.contract import (
     JobStoreContract,
     ThreadedArchive,
 )
+from tests.mongo.conftest import PooledDatabase
 
 
 class TestAsyncMongoJobStoreContract(JobStoreContract):
@@ -26,10 +28,11 @@ class TestAsyncMongoJobStoreContract(JobStoreContract):
 
     @pytest.fixture
     async def store(
-        self, async_mongo_client: AsyncMongoClient[dict[str, Any]], mongo_database_name: str
+        self, async_mongo_client: AsyncMongoClient[dict[str, Any]], pooled_database: PooledDatabase
     ) -> AsyncIterator[AsyncMongoJobStore]:
-        store = AsyncMongoJobStore(async_mongo_client, mongo_database_name)
+        store = AsyncMongoJobStore(async_mongo_client, pooled_database.name)
         await store.setup()
+        pooled_database.set_up()
         yield store
         await store.close()
 
@@ -45,10 +48,11 @@ class TestSyncMongoJobStoreContract(JobStoreContract):
 
     @pytest.fixture
     def store(
-        self, sync_mongo_client: MongoClient[dict[str, Any]], mongo_database_name: str
+        self, sync_mongo_client: MongoClient[dict[str, Any]], pooled_database: PooledDatabase
     ) -> Iterator[ThreadedJobStore]:
-        store = MongoJobStore(sync_mongo_client, mongo_database_name)
+        store = MongoJobStore(sync_mongo_client, pooled_database.name)
         store.setup()
+        pooled_database.set_up()
         yield ThreadedJobStore(store)
         store.close()
 
@@ -66,11 +70,12 @@ class TestAsyncMongoArchiveContract(ArchiveContract):
 
     @pytest.fixture
     async def store(
-        self, async_mongo_client: AsyncMongoClient[dict[str, Any]], mongo_database_name: str
+        self, async_mongo_client: AsyncMongoClient[dict[str, Any]], pooled_database: PooledDatabase
     ) -> AsyncIterator[AsyncMongoJobStore]:
-        store = AsyncMongoJobStore(async_mongo_client, mongo_database_name)
+        store = AsyncMongoJobStore(async_mongo_client, pooled_database.name)
         await store.setup()
         await store.setup_archive()
+        pooled_database.set_up()
         yield store
         await store.close()
 
@@ -86,11 +91,12 @@ class TestSyncMongoArchiveContract(ArchiveContract):
 
     @pytest.fixture
     def sync_store(
-        self, sync_mongo_client: MongoClient[dict[str, Any]], mongo_database_name: str
+        self, sync_mongo_client: MongoClient[dict[str, Any]], pooled_database: PooledDatabase
     ) -> Iterator[MongoJobStore]:
-        store = MongoJobStore(sync_mongo_client, mongo_database_name)
+        store = MongoJobStore(sync_mongo_client, pooled_database.name)
         store.setup()
         store.setup_archive()
+        pooled_database.set_up()
         yield store
         store.close()
 

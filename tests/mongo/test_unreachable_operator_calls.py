@@ -18,7 +18,7 @@ from dogs_core.errors import StoreUnavailableError
 from dogs_mongo import DogsContainer
 from tests.mongo.test_unreachable import GUARD, _closed_port, _jobs, _retry_lines
 
-DEADLINE = 1.5  # seconds: server selection 0.5 s per attempt
+DEADLINE = 0.6  # seconds: server selection 0.2 s per attempt
 
 CALLS: dict[str, Callable[[Any], Awaitable[object]]] = {
     "cancel": lambda c: c.cancel("01a2332e-e08e-7cec-a8fa-f831fc4016d1"),

@@ -43,7 +43,12 @@ NOW = datetime(2030, 1, 1, tzinfo=UTC)
 
 
 class TestFaultyStoreWithoutFaults(JobStoreContract):
-    """A wrapper with nothing planned is the store it wraps."""
+    """A wrapper with nothing planned is the store it wraps (on this module's virtual clock,
+    not the suite's default asyncio: the feeds' heartbeats then cost no real second)."""
+
+    @pytest.fixture
+    def anyio_backend(self) -> tuple[str, dict[str, Any]]:
+        return ("trio", {"clock": trio.testing.MockClock(autojump_threshold=0)})
 
     @pytest.fixture
     def store(self) -> FaultyJobStore:

@@ -14,6 +14,7 @@ import pytest
 from dogs_core.domain.definitions import Discard, Retry
 from dogs_core.domain.records import HistoryRecord, HistoryStatus
 from dogs_core.domain.schedules import RetryPolicy
+from dogs_core.domain.settle import Settlement
 from dogs_core.domain.wakeups import RecordChange
 from dogs_core.errors import (
     ChangeFeedUnavailableError,
@@ -147,6 +148,46 @@ class FlakyFeedStore(RecordingStore):
             yield batch
 
 
+class CountingFeedStore(RecordingStore):
+    """A store counting the batches its record and pause feeds yield."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches = {"records": 0, "pauses": 0}
+
+    async def watch_records(
+        self, job_names: Sequence[str]
+    ) -> AsyncGenerator[list[RecordChange], None]:
+        async for batch in super().watch_records(job_names):
+            self.batches["records"] += 1
+            yield batch
+
+    async def watch_pauses(self) -> AsyncGenerator[list[str], None]:
+        async for batch in super().watch_pauses():
+            self.batches["pauses"] += 1
+            yield batch
+
+
+async def test_idle_workers_read_their_feeds_without_heartbeats() -> None:
+    """Neither the change watcher nor the pause feed checks a deadline between batches, so the
+    in-memory feeds owe them no heartbeat: an idle hour is not 3,600 steps of the virtual clock,
+    and a change still wakes the lanes at once."""
+    started: list[float] = []
+    store = CountingFeedStore()
+    h = Harness(jobs_recording(started), store=store)
+    async with h.workers(poll_interval=HOUR, watch_changes=True) as workers:
+        await until_watching(workers)
+        opened = dict(store.batches)
+        await anyio.sleep(HOUR)
+        assert store.batches == opened, "no heartbeat in an idle hour"
+        scheduled_at = now()
+        await DogsClient(store, h.jobs, clock=h.clock).schedule("ping")
+        await anyio.sleep(1)
+        await workers.stop()
+    assert opened == {"records": 1, "pauses": 1}, "each feed's [] once open"
+    assert started == [scheduled_at]
+
+
 async def test_a_store_without_a_feed_falls_back_to_polling_and_says_so_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -217,6 +258,30 @@ async def test_wait_for_returns_the_successful_execution() -> None:
         await workers.stop()
     assert row.status is HistoryStatus.SUCCESS
     assert row.result == "pong"
+
+
+class SlowCompletionStore(RecordingStore):
+    """Completions take 50 ms of (virtual) round trip: the row lands well before them."""
+
+    async def settle_many(self, settlements: Sequence[Settlement]) -> list[bool]:
+        await anyio.sleep(0.05)
+        return await super().settle_many(settlements)
+
+
+async def test_wait_for_answers_once_the_completion_lands_not_at_the_next_heartbeat() -> None:
+    """The row is written before the completion, which no history batch reports: while the
+    record is still held by the execution of that row, wait_for reads it again within
+    milliseconds instead of waiting for the feed's next heartbeat (a second)."""
+    started: list[float] = []
+    h = Harness(jobs_recording(started), store=SlowCompletionStore())
+    async with h.workers(watch_changes=True) as workers:
+        outcome = await h.client.schedule("ping")
+        row = await h.client.wait_for(outcome.id, timeout=60)  # type: ignore[union-attr]
+        answered = now()
+        await workers.stop()
+    assert row.status is HistoryStatus.SUCCESS
+    assert await h.store.get_record(outcome.id) is None  # type: ignore[union-attr]
+    assert 0.05 <= answered - started[0] < 0.2, answered - started[0]
 
 
 async def test_wait_for_a_job_that_already_ended_answers_from_history() -> None:

@@ -19,6 +19,7 @@ from dogs_core.domain.controls import EVERY_JOB
 from dogs_core.errors import ChangeFeedUnavailableError
 from dogs_core.ports import AsyncJobStore
 from dogs_core.runtime.signal import Signal
+from dogs_core.runtime.watching import without_heartbeats
 
 __all__ = ["FleetHolds"]
 
@@ -89,10 +90,12 @@ class FleetHolds:
             feed = self._store.watch_pauses()
             try:
                 async with contextlib.aclosing(feed):
-                    async for batch in feed:
-                        delay = _FIRST_REOPEN_DELAY
-                        if batch:
-                            await self.refresh()
+                    # No deadline is checked between batches (_keep_time has its own timer).
+                    with without_heartbeats():
+                        async for batch in feed:
+                            delay = _FIRST_REOPEN_DELAY
+                            if batch:
+                                await self.refresh()
             except ChangeFeedUnavailableError:
                 return  # no feed here: the poll interval it is
             except Exception as error:

@@ -5,13 +5,21 @@ the :class:`~dogs_core.domain.wakeups.WakePlan` of each batch: wake the claim la
 partitions concerned first), or arm a local timer for a job due before the next poll. A feed
 that fails is reopened with a backoff; a store that cannot watch is left to polling, logged
 once. A missed change costs at most one poll interval, never a job.
+
+A feed yields ``[]`` (a heartbeat) at least every second while nothing happens, so that a
+consumer can check deadlines of its own between batches. The watcher checks none (its timers
+are :class:`~dogs_core.runtime.deadlines.Deadlines`), so it reads its feed inside
+:func:`without_heartbeats`: a store may then leave the heartbeats out. The in-memory store's
+feeds do, because under a virtual clock every heartbeat is one more step the clock must stop at
+(three virtual days were half a million of them).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from datetime import datetime, timedelta
 
 import anyio
@@ -21,13 +29,36 @@ from dogs_core.errors import ChangeFeedUnavailableError
 from dogs_core.ports import AsyncJobStore, Clock
 from dogs_core.runtime.deadlines import Deadline, Deadlines
 
-__all__ = ["ChangeWatcher"]
+__all__ = ["ChangeWatcher", "heartbeats_wanted", "without_heartbeats"]
 
 logger = logging.getLogger("dogs.workers")
 
 _FIRST_BACKOFF = 0.5  # seconds before reopening a failed feed, doubled up to _MAX_BACKOFF
 _MAX_BACKOFF = 30.0
 _MAX_TIMERS = 1_000  # soon-due timers held at once; the poll covers the rest
+
+# A context variable, not a feed argument: an async generator runs in the context of the task
+# that advances it, so the hint reaches the store's feed through every forwarding wrapper
+# without a change to the store port.
+_HEARTBEATS_WANTED: ContextVar[bool] = ContextVar("dogs_feed_heartbeats_wanted", default=True)
+
+
+@contextlib.contextmanager
+def without_heartbeats() -> Iterator[None]:
+    """Within: the feeds this task advances owe it no heartbeat, because it checks no deadline
+    of its own between their batches. A hint to the store (a MongoDB feed heartbeats anyway);
+    a feed still yields ``[]`` once open, then its batches."""
+    token = _HEARTBEATS_WANTED.set(False)
+    try:
+        yield
+    finally:
+        _HEARTBEATS_WANTED.reset(token)
+
+
+def heartbeats_wanted() -> bool:
+    """Whether the task advancing a feed now wants its heartbeats (for a store's feed, read at
+    each wait: see :func:`without_heartbeats`)."""
+    return _HEARTBEATS_WANTED.get()
 
 
 class ChangeWatcher:
@@ -79,13 +110,14 @@ class ChangeWatcher:
     async def _follow(self) -> None:
         feed = self._store.watch_records(self._names)
         async with contextlib.aclosing(feed):
-            async for batch in feed:
-                if not self._watching:
-                    self._watching = True
-                    # Changes made before the feed opened were not reported: look once.
-                    self._wake(())
-                if batch:
-                    self._apply(batch)
+            with without_heartbeats():
+                async for batch in feed:
+                    if not self._watching:
+                        self._watching = True
+                        # Changes made before the feed opened were not reported: look once.
+                        self._wake(())
+                    if batch:
+                        self._apply(batch)
 
     def _apply(self, batch: list[RecordChange]) -> None:
         now = self._clock.now()

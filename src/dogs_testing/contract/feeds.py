@@ -5,8 +5,9 @@ A feed is a notification: these tests check what must be reported (an insert aft
 is open, a reschedule, a release, a history row as first written, a pause and a resume) and what
 must not (another job name's insert, a lock renewal, a row's later writes, the rows other
 filters exclude, a pause or resume that changed nothing, the other fleet controls), in
-the order the store saw the writes: each test ends with a marker write and reads the feed up
-to it, so that nothing is asserted about time. Every read is bounded by a generous safety
+the order the store saw the writes (an insert also to a consumer that waived the heartbeats):
+each test ends with a marker write and reads the feed up to it, so that nothing is asserted
+about time. Every read is bounded by a generous safety
 timeout (:data:`SAFETY_TIMEOUT`), which only turns a hang into a failure. The release tests use
 the real current time (a MongoDB store recognises a release by ``lockedUntil`` not being in the
 future of the server's clock).
@@ -28,6 +29,7 @@ from dogs_core.domain.records import HistoryRecord, to_millis
 from dogs_core.domain.wakeups import RecordChange
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ports import AsyncJobStore
+from dogs_core.runtime.watching import without_heartbeats
 from dogs_testing.contract.base import (
     _H,
     _MIN,
@@ -166,6 +168,17 @@ class FeedContract(ContractBase):
             for _ in range(2):
                 with anyio.fail_after(SAFETY_TIMEOUT):
                     assert await feed.__anext__() == []
+
+    async def test_watch_records_without_heartbeats_still_opens_and_reports(
+        self, store: AsyncJobStore
+    ) -> None:
+        """A consumer without deadlines may waive the heartbeats, never the open or a change."""
+        with without_heartbeats():
+            async with aclosing(store.watch_records(["a"])) as feed:
+                await opened(feed)
+                marker = T0 + 9 * _S
+                await store.insert_job(_job("a", at=marker))
+                await read_until(feed, _up_to(_is_insert_at(marker)))
 
     async def test_watch_records_refuses_a_bare_string(self, store: AsyncJobStore) -> None:
         async with aclosing(store.watch_records("a")) as feed:

@@ -73,6 +73,10 @@ __all__ = ["DogsClient"]
 
 logger = logging.getLogger("dogs.client")
 
+#: Seconds before ``wait_for`` reads again a job whose row came while its record is still held by
+#: the execution that wrote it (the completion is on its way), doubled up to ``poll_interval``.
+_COMPLETION_RECHECK = 0.005
+
 
 class DogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, AsyncLeases):
     """Schedules event jobs and reads what the workers recorded.
@@ -247,7 +251,9 @@ class DogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, AsyncL
         recurrent job's reschedule may follow the answer by a few milliseconds.
 
         Woken by the store's history feed where it has one (MongoDB change streams), by reads
-        every ``poll_interval`` where not. Raises
+        every ``poll_interval`` where not; a row that comes while its execution still holds
+        the record (its completion is on its way) is followed by reads a few milliseconds
+        apart, as no feed batch reports a completion. Raises
         :class:`~dogs_core.errors.WaitTimeoutError` after ``timeout``, and
         :class:`~dogs_core.errors.JobNotFoundError` when the job has neither a record nor
         history (it never existed, or it keeps no history).
@@ -257,6 +263,7 @@ class DogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, AsyncL
         since = self.clock.now()
         started = anyio.current_time()
         gone_since: float | None = None
+        soon = _COMPLETION_RECHECK
         feed = self.store.watch_history(job_ids=[job_id])
         async with contextlib.aclosing(feed):
             live = await _open(feed)
@@ -274,6 +281,13 @@ class DogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, AsyncL
                         raise JobNotFoundError(job_id)
                 if seconds is not None and now - started >= seconds:
                     raise WaitTimeoutError(job_id, seconds)
+                holder = None if record is None else record.lock_id
+                if newest is not None and holder == newest.execution_id and soon < pause:
+                    # The row of the execution that still holds the record: its completion
+                    # follows in milliseconds and writes no row, so no batch would tell it.
+                    await anyio.sleep(soon)
+                    soon *= 2
+                    continue
                 live = live and await _next_batch(feed)
                 if not live:
                     await anyio.sleep(pause)
