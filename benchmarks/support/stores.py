@@ -59,7 +59,11 @@ class TimedStore(JobStoreWrapper):
 
     async def settle_many(self, settlements: Sequence[Settlement]) -> list[bool]:
         verdicts = await self.inner.settle_many(settlements)
-        self._count(sum(v for s, v in zip(settlements, verdicts, strict=True) if _completes(s)))
+        completed = 0
+        for settlement, applied in zip(settlements, verdicts, strict=True):
+            if applied and settlement.command.__class__ is Delete:
+                completed += 1
+        self._count(completed)
         return verdicts
 
     def _count(self, completed: int) -> None:
@@ -69,8 +73,3 @@ class TimedStore(JobStoreWrapper):
 
     async def close(self) -> None:
         await self.inner.close()
-
-
-def _completes(settlement: Settlement) -> bool:
-    """Whether ``settlement`` completes a job (the count a throughput run waits for)."""
-    return isinstance(settlement.command, Delete)

@@ -190,7 +190,7 @@ class Execution:
             job=job,
             context=self.context,
             calls=self._calls,
-            now=services.clock.now(),
+            clock=services.clock,
         )
         decided_at = ended_at if isinstance(result, Returned) else services.clock.now()
         command = decide(
@@ -220,7 +220,7 @@ class Execution:
         write = None if gate is None else gate.lock_write()
         if services.telemetry.active:
             write = reporting_renewals(services, job, write)
-        self._lock.prepare(lock_time, write)
+        self._lock.lock_time, self._lock.write = lock_time, write
         return gate is None or await gate.enter(lock_time)
 
     async def _apply_lock_time(self, lock_time: timedelta) -> bool:
@@ -315,7 +315,7 @@ class Execution:
         once it is written."""
         self.phase = Phase.SETTLING
         self._settling = command
-        self._tasks.task_started()  # the settlement, until its callback has run
+        self._tasks.open += 1  # the settlement, until its callback has run
         settlement = Settlement(self.job.job_id, self.job.lock_id, command)
         callback = functools.partial(self._settled, command, result)
         self.services.settler.settle_soon(settlement, callback)
@@ -442,6 +442,9 @@ class Execution:
     def _queue_row(self, status: HistoryStatus, ended_at: datetime, **outcome: Any) -> None:
         """Queue this execution's row without waiting: the settler writes it before the next
         settlement batch."""
-        row = self._row(status, ended_at, **outcome)
+        started, job, definition = self._started_at, self.job, self.definition
+        row = history_record(
+            job, definition, status, started_at=started, ended_at=ended_at, **outcome
+        )
         if row is not None:
             self.services.history.submit_nowait(row)

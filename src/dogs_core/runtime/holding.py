@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 from dogs_core.domain.records import ClaimedJob
@@ -33,12 +32,12 @@ class JobLock:
         "_job",
         "_keeper",
         "_lazy",
-        "_lock_time",
         "_on_stale",
         "_services",
         "_spawn",
-        "_write",
+        "lock_time",
         "locked_at",
+        "write",
     )
 
     def __init__(
@@ -55,24 +54,22 @@ class JobLock:
         self._spawn = spawn
         self._on_stale = on_stale
         self._keeper: LockKeeper | None = None
-        self._lock_time = services.settings.default_lock_time
-        self._write: RenewWrite | None = None
         self._lazy = False  # inside a stepwise handler's first step: a renewal starts it
         self.locked_at = locked_at
+        self.lock_time = services.settings.default_lock_time
+        """The job's lock time (set once the execution knows it: before the handler)."""
+        self.write: RenewWrite | None = None
+        """The renewal write (``None``: the job's plain ``extend_lock``; the gate's renews the
+        job's concurrency slot too)."""
 
     @property
     def kept(self) -> bool:
         """Whether a keeper was started (the handler suspended, or needed one from the start)."""
         return self._keeper is not None
 
-    def prepare(self, lock_time: timedelta, write: RenewWrite | None) -> None:
-        """The job's lock time and renewal write (``None``: its plain ``extend_lock``)."""
-        self._lock_time = lock_time
-        self._write = write
-
     def expired(self, now: float) -> bool:
         """Whether the lock has run out at loop time ``now``."""
-        return now >= self.locked_at + self._lock_time.total_seconds()
+        return now >= self.locked_at + self.lock_time.total_seconds()
 
     def start(self) -> bool:
         """Start the keeper before the handler; ``False`` (and the stale handling started)
@@ -92,12 +89,12 @@ class JobLock:
                 job=self._job,
                 store=services.store,
                 clock=services.clock,
-                lock_time=self._lock_time,
+                lock_time=self.lock_time,
                 locked_at=self.locked_at,
                 deadlines=services.deadlines,
                 spawn=self._spawn,
                 on_stale=self._on_stale,
-                write=self._write,
+                write=self.write,
             )
             keeper.start()
         return keeper

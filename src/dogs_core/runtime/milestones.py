@@ -22,19 +22,21 @@ class Milestones:
     ``ENDED`` is reported (the execution breaks its reference cycles there); ``on_free``, when
     set, just before the slot is reported free (a fleet gate leaves its slot)."""
 
-    __slots__ = ("_freed", "_host", "_job", "_on_end", "_open", "on_free")
+    __slots__ = ("_freed", "_host", "_job", "_on_end", "on_free", "open")
 
     def __init__(self, host: ExecutionHost, job: ClaimedJob, on_end: Callable[[], None]) -> None:
         self._host = host
         self._job = job
         self._on_end = on_end
-        self._open = 1  # the execution's run, until it returns
+        self.open = 1
+        """Tasks not ended: the execution's run until it returns, each spawned task, and what
+        the execution counts itself (its settlement, until the callback has run)."""
         self._freed = False
         self.on_free: Callable[[], None] | None = None
 
     def spawn(self, func: Callable[..., Awaitable[None]], *args: Any) -> None:
         """Start ``func(*args)`` as a task of this execution (logged, never raised)."""
-        self._open += 1
+        self.open += 1
         job = self._job
 
         async def task() -> None:
@@ -47,13 +49,9 @@ class Milestones:
 
         self._host.spawn(task)
 
-    def task_started(self) -> None:
-        """A task that is not spawned here (a callback awaited elsewhere) counts too."""
-        self._open += 1
-
     def task_ended(self) -> None:
-        self._open -= 1
-        if self._open == 0:
+        self.open -= 1
+        if self.open == 0:
             on_end, self._on_end, self.on_free = self._on_end, _nothing, None
             on_end()  # the execution breaks its cycles, this one included
             self._host.report(self._job, Milestone.ENDED)

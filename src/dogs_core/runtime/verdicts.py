@@ -5,7 +5,6 @@ The one place that asks ``on_error``, for the workers' executions."""
 from __future__ import annotations
 
 import logging
-from datetime import datetime
 
 from dogs_core.domain.definitions import (
     Discard,
@@ -16,6 +15,7 @@ from dogs_core.domain.definitions import (
 )
 from dogs_core.domain.outcome import Cancelled, Failed, Happened, Snoozed, Succeeded
 from dogs_core.domain.records import ClaimedJob
+from dogs_core.ports import Clock
 from dogs_core.runtime.context import JobContext
 from dogs_core.runtime.invocation import (
     HandlerResult,
@@ -39,16 +39,16 @@ async def what_happened(
     job: ClaimedJob,
     context: JobContext,
     calls: UserCalls,
-    now: datetime,
+    clock: Clock,
 ) -> Happened:
     """What ``result`` comes to; a failure is logged (with its traceback) and ``on_error``
-    asked. ``now`` is when the handler ended (a snooze counts from it)."""
+    asked. A snooze counts from ``clock``'s now."""
     if isinstance(result, Returned):
         return Succeeded()
     if isinstance(result, Interrupted):
         return Cancelled()  # for shutdown (a handler that finished anyway keeps it)
     if isinstance(result, SnoozeRequested):
-        return Snoozed(result.snooze.run_after(now))
+        return Snoozed(result.snooze.run_after(clock.now()))
     error = result.error
     what = (job.job_name, job.job_id, job.tries, error)
     logger.error("job %s (%s) failed on try %d: %r", *what, exc_info=error, extra=job_extra(job))

@@ -38,7 +38,7 @@ from dogs_core.runtime.claiming import pacer_for, send_claim
 from dogs_core.runtime.clock import ServerClock
 from dogs_core.runtime.execution import Execution
 from dogs_core.runtime.fleet import FleetHolds
-from dogs_core.runtime.host import Tasks, WorkersHost
+from dogs_core.runtime.host import WorkersHost
 from dogs_core.runtime.job_logs import JobLogLines
 from dogs_core.runtime.maintenance import (
     ensure_recurrent_records,
@@ -127,15 +127,10 @@ class Workers:
             on_reopen=self._reopened,
             watch=self.settings.watch_changes,
         )
-        self._tasks = tasks = Tasks()
-        host = WorkersHost(
+        self._host = host = WorkersHost(
             report=self._on_milestone,
-            spawn=tasks.spawn,
-            spawn_background=tasks.spawn_background,
             hold_back=self._holds.hold_back,
             may_free_early=self._may_free_early,
-            loop_time=tasks.loop_time,
-            cancel_scope=tasks.cancel_scope,
         )
         self._services = build_services(
             store,
@@ -284,9 +279,9 @@ class Workers:
             self._stopped.set()
 
     async def _run_shielded(self, task_status: anyio.abc.TaskStatus[None]) -> None:
-        self._tasks.bind_to_loop()
+        self._host.bind_to_loop()
         async with anyio.create_task_group() as background:
-            self._tasks.background = background
+            self._host.background = background
             # Cancelled only after every execution has ended (below), so no execution waits on
             # a batch or a watchdog that is no longer served.
             services = self._services
@@ -338,7 +333,7 @@ class Workers:
 
     async def _serve_until_stopped(self) -> None:
         async with anyio.create_task_group() as executions:
-            self._tasks.executions = executions
+            self._host.executions = executions
             self._runners = RunnerPool(executions, keep_idle=self.settings.workers_count)
             async with anyio.create_task_group() as lanes:
                 for _ in range(self.settings.claim_concurrency):
@@ -401,7 +396,7 @@ class Workers:
         except BaseException:
             self._pacer.failed(claim, anyio.current_time())
             raise
-        replied_at = self._tasks.loop_time()
+        replied_at = self._host.loop_time()
         self._pacer.claimed(claim, [job.job_name for job in jobs], replied_at)
         self._ahead.claim_took(replied_at - requested_at)
         self._capacity.notify()
@@ -417,7 +412,7 @@ class Workers:
             logger.info("running job %s (%s) that was stale; try %d", *what)
         definition = self._definitions[job.job_name]
         execution = Execution(self._services, job, definition, lock_from=requested_at)
-        execution.began = self._tasks.loop_time()
+        execution.began = self._host.loop_time()
         self._active[job.execution_id] = execution
         assert self._runners is not None
         self._runners.run(execution.run)
@@ -440,7 +435,7 @@ class Workers:
             self._wake.notify()  # a capped name is claimable again: look now
         ran_for = execution.ran_for
         if ran_for is None:  # freed before its handler ended (stale) or without running it
-            ran_for = self._tasks.loop_time() - execution.began
+            ran_for = self._host.loop_time() - execution.began
         self._ahead.freed(ran_for)  # and the next job waiting starts
         self._capacity.notify()
 
