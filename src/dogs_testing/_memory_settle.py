@@ -1,7 +1,8 @@
-"""The settle role of the in-memory store: each settlement of a call applied under the state's
-one lock, with exact verdicts (whether this call applied it), so without the leeway the port
-allows stores that learn only counts. What each command writes is
-:mod:`dogs_core.domain.settle`'s table. See :mod:`dogs_testing.memory`.
+"""The settle role of the in-memory store: the rows a call carries inserted first (the first row
+of an execution winning whole), then each settlement applied under the state's one lock, with
+exact verdicts (whether this call applied it), so without the leeway the port allows stores that
+learn only counts. What each command writes is :mod:`dogs_core.domain.settle`'s table. See
+:mod:`dogs_testing.memory`.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from dogs_core.domain.outcome import (
     Reschedule,
 )
 from dogs_core.domain.records import JobRecord, JobStatus, JobType, to_millis
-from dogs_core.domain.settle import Settlement, check_settlements
-from dogs_testing._memory_state import _NO_LOCK, MemoryState, _ms
+from dogs_core.domain.settle import Settlement, check_settlements, rows_of
+from dogs_testing._memory_state import _NO_LOCK, MemoryState, _history_row, _ms
 
 __all__ = ["MemorySettle"]
 
@@ -29,7 +30,10 @@ class MemorySettle(MemoryState):
 
     def settle_many(self, settlements: Sequence[Settlement]) -> list[bool]:
         checked = check_settlements(settlements)
+        rows = [_history_row(row) for row in rows_of(checked)]  # copied before anything is written
         with self._state():
+            for row in rows:
+                self._insert_history(row)
             return [self._apply(settlement) for settlement in checked]
 
     def _apply(self, settlement: Settlement) -> bool:

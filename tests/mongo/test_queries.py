@@ -411,7 +411,6 @@ def _batch(count: int) -> list[ClaimRequest]:
 def test_claim_many_candidate_scan_is_the_claim_query_with_a_limit() -> None:
     query = q.claim_candidates_query(_request(hint="globalPriority", partition=5), 16)
     assert query.filter == _selector(NOW, partition=5)
-    assert query.projection == {"_id": 1}
     assert query.sort == [("priority", -1), ("nextRunAt", 1)]
     assert query.hint == {"partition": 1, "priority": -1, "nextRunAt": 1}
     assert query.limit == 16
@@ -419,17 +418,47 @@ def test_claim_many_candidate_scan_is_the_claim_query_with_a_limit() -> None:
         q.claim_candidates_query(_request(), 0)
 
 
-def test_claim_many_updates_repeat_the_selector_next_to_each_id() -> None:
+def test_claim_many_updates_lock_each_candidate_only_as_it_was_read() -> None:
     requests = _batch(3)
-    updates = q.claim_many_updates(["c0", "c1"], requests)
-    assert updates == [
-        ({**_selector(NOW), "_id": "c0"}, q.claim_update_pipeline(requests[0])),
-        ({**_selector(NOW), "_id": "c1"}, q.claim_update_pipeline(requests[1])),
+    read = NOW - timedelta(minutes=1)
+    candidates = [
+        {"_id": "c0", "jobName": "a", "nextRunAt": read, "priority": 5, "partition": 0},
+        {
+            "_id": "c1",
+            "jobName": "a",
+            "nextRunAt": read,
+            "priority": 5,
+            "partition": 0,
+            "tries": 2,
+            "lockId": "old",
+            "lockedUntil": read,
+            "type": "event",
+        },
+    ]
+    updates = q.claim_many_updates(candidates, requests)
+    # Every changing field as read (None: still missing), so the claim is the before-image's.
+    assert updates[0][0] == {
+        "_id": "c0",
+        "lockId": None,
+        "lockedUntil": None,
+        "lockReleasedAt": None,
+        "tries": None,
+        "nextRunAt": read,
+        "priority": 5,
+        "status": None,
+        "type": None,
+        "partition": 0,
+    }
+    assert updates[1][0]["lockId"] == "old"
+    assert updates[1][0]["tries"] == 2
+    assert [update for _, update in updates] == [
+        q.claim_update_pipeline(requests[0]),
+        q.claim_update_pipeline(requests[1]),
     ]
     assert updates[1][1][0]["$set"]["lockId"] == {"$literal": "L1"}
     assert q.claim_many_updates([], requests) == []
     with pytest.raises(ValueError, match="3 candidates for 2 requests"):
-        q.claim_many_updates(["a", "b", "c"], requests[:2])
+        q.claim_many_updates([{"_id": "a"}, {"_id": "b"}, {"_id": "c"}], requests[:2])
     assert q.CLAIM_MANY_UPDATE_HINT == {"_id": 1}
     assert q.lock_ids_filter(["L0", "L1"]) == {"lockId": {"$in": ["L0", "L1"]}}
     bson.encode({"updates": [{"q": f, "u": u} for f, u in updates]})

@@ -771,7 +771,7 @@ def _batch(count: int, *names: str, partition: int = 0, now: datetime = T0) -> l
 
 
 @pytest.mark.parametrize("claim_path", ["find_one_and_update", "sorted_update_one"])
-async def test_claim_many_sends_a_find_one_bulk_update_and_a_read_back(
+async def test_claim_many_sends_a_find_and_one_bulk_update(
     recorded_client: AsyncMongoClient[dict[str, Any]],
     recorder: Recorder,
     mongo_database_name: str,
@@ -787,21 +787,27 @@ async def test_claim_many_sends_a_find_one_bulk_update_and_a_read_back(
     claimed = await store.claim_many(requests)
     assert [job.job_id for job in claimed] == [job.id for job in jobs]
     assert [job.lock_id for job in claimed] == [request.lock_id for request in requests[:3]]
-    (find, scan), (update, bulk), (read, read_back) = recorder.commands
-    assert (find, update, read) == ("find", "update", "find")
+    # Every candidate was locked as read: the claims are built from the scan, no read-back.
+    (find, scan), (update, bulk) = recorder.commands
+    assert (find, update) == ("find", "update")
     assert scan["filter"] == q.eligible_filter(("a",), 0, T0)
-    assert (scan["sort"], scan["hint"], scan["limit"], scan["projection"]) == (
+    assert (scan["sort"], scan["hint"], scan["limit"]) == (
         {"priority": -1, "nextRunAt": 1},
         {"partition": 1, "priority": -1, "nextRunAt": 1},
         5,
-        {"_id": 1},
     )
+    assert "projection" not in scan  # whole documents: each claim's before-image
     assert bulk["ordered"] is False
     assert [(u["q"]["_id"], u["hint"]) for u in bulk["updates"]] == [
         (job.id, {"_id": 1}) for job in jobs
     ]
     assert bulk["updates"][0]["u"] == q.claim_update_pipeline(requests[0])
-    assert read_back["filter"] == {"lockId": {"$in": [r.lock_id for r in requests[:3]]}}
+    # Built from the scan, each claim is what the store then holds (as a read-back reads it).
+    read_back = await store.records_collection.find({"_id": {"$in": [j.id for j in jobs]}}).to_list(
+        None
+    )
+    by_lock = {doc["lockId"]: doc for doc in read_back}
+    assert claimed == [q.claim_from_read_back(r, by_lock[r.lock_id]) for r in requests[:3]]
     recorder.commands.clear()
     assert await store.claim_many(_batch(5)) == []
     assert recorder.names() == ["find"]  # a miss costs one read and no write
@@ -892,8 +898,16 @@ async def test_claim_many_returns_what_a_write_with_a_lost_reply_claimed(
 async def test_claim_many_whose_read_back_fails_after_a_write_reports_it_may_have_applied(
     async_store: AsyncMongoJobStore,
 ) -> None:
-    job = _job()
-    await async_store.insert_job(job)
+    job, moved = _job(priority=2), _job(priority=1)
+    await async_store.insert_jobs([job, moved])
+
+    async def change_one() -> None:  # after the scan: one candidate is no longer as read
+        await async_store.records_collection.update_one(
+            {"_id": moved.id}, {"$set": {"priority": 7}}
+        )
+
+    async_store._fenced = _Intercepted(async_store._fenced, before_write=change_one)  # type: ignore[assignment]
+    # The scan, then the read-back of what the write took (one of two): it fails.
     async_store._primary = _Intercepted(async_store._primary, finds_before_error=1)  # type: ignore[assignment]
     with pytest.raises(TransientStoreError, match="could not be read back") as raised:
         await async_store.claim_many(_batch(2))

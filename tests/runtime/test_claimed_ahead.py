@@ -4,7 +4,6 @@ are not, and a stop whose grace is over gives the waiting jobs back untouched.""
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 import anyio
@@ -12,12 +11,10 @@ import pytest
 
 from dogs_core.domain.capacity import CapacityLedger
 from dogs_core.domain.lookahead import Lookahead
-from dogs_core.domain.records import ClaimedJob, ClaimRequest, HistoryRecord
+from dogs_core.domain.records import ClaimedJob, ClaimRequest
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import JobContext
 from dogs_core.runtime.ahead import ClaimedAhead, give_back
-from dogs_core.runtime.batching import GroupCommit
-from dogs_core.runtime.history_writes import write_history_batch
 from dogs_core.runtime.settle import Settler
 from tests.runtime.conftest import Gauge, Harness, assert_nothing_locked
 
@@ -97,10 +94,7 @@ async def test_jobs_waiting_for_a_slot_are_given_back_as_they_were() -> None:
     waiting = queue.close()
     assert ledger.extra_slots == 0
     assert len(queue) == 0
-    rows: GroupCommit[HistoryRecord, None] = GroupCommit(
-        partial(write_history_batch, h.store), what="history"
-    )
-    settler = Settler(h.store, rows)
+    settler = Settler(h.store)
     async with anyio.create_task_group() as writers:
         writers.start_soon(settler.run)
         await give_back(settler, h.clock, waiting)

@@ -7,6 +7,7 @@ written, the completion never lands, and the lock is left to expire (as after a 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 
 from dogs_core.domain.outcome import Delete, Reschedule
 from dogs_core.domain.records import HistoryStatus, JobType
-from dogs_core.domain.settle import Settlement
+from dogs_core.domain.settle import Settlement, rows_of
 from dogs_core.errors import StoreError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import JobContext
@@ -50,10 +51,15 @@ class HangingStore(RecordingStore):
         await super().write_history_many(records)
 
     async def settle_many(self, settlements: Sequence[Settlement]) -> list[bool]:
+        # As every store does it: the rows the batch carries first, then its settlements (which
+        # is where a process killed in between leaves off).
+        rows = rows_of(settlements)
+        if rows:
+            await self.write_history_many(rows)
         names = {Delete: "complete", Reschedule: "reschedule"}
         self.order.extend(names.get(type(s.command), "settle") for s in settlements)
         await self._hang()
-        return await super().settle_many(settlements)
+        return await super().settle_many([dataclasses.replace(s, row=None) for s in settlements])
 
 
 async def _killed_after_the_row(h: Harness, store: HangingStore) -> None:

@@ -334,7 +334,7 @@ async def test_workers_cannot_be_started_twice() -> None:
 
 
 class SlowWrites(RecordingStore):
-    """Completions and history rows take a second each."""
+    """Settlements (with the rows they carry) and history rows take a second each."""
 
     async def settle_many(self, settlements: Any) -> list[bool]:
         await anyio.sleep(1)
@@ -361,7 +361,7 @@ async def test_stop_waits_for_the_batched_completion_and_history_row() -> None:
     async with h.workers(workers_count=4, poll_interval=1) as workers:
         await started.wait()
         await workers.stop()
-        assert now() == pytest.approx(2.0), "one second for the delete, one for the history row"
+        assert now() == pytest.approx(1.0), "one second for the settlement, its row carried"
     assert await store.find_records() == []
     [row] = await store.read_history("quick")
     assert row.status.value == "success"

@@ -42,11 +42,11 @@ from dogs_core.domain.outcome import (
     Release,
     Reschedule,
 )
-from dogs_core.domain.records import JobRecord, JobStatus, JobType, to_millis
+from dogs_core.domain.records import HistoryRecord, JobRecord, JobStatus, JobType, to_millis
 from dogs_core.domain.values import value
 from dogs_core.errors import InvalidOptionError
 
-__all__ = ["Settlement", "check_settlements", "settled_as_commanded"]
+__all__ = ["Settlement", "check_settlements", "rows_of", "settled_as_commanded"]
 
 _COMMANDS = (Delete, Reschedule, MarkTerminal, Release, Defer, DemoteStale)
 
@@ -54,11 +54,15 @@ _COMMANDS = (Delete, Reschedule, MarkTerminal, Release, Defer, DemoteStale)
 @value
 class Settlement:
     """``command`` for record ``job_id``, fenced by ``lock_id``: applied only while the record
-    still holds that lock."""
+    still holds that lock. ``row`` is the history row of the execution it ends, written before
+    any settlement of the call whatever becomes of this one (the first row written for an
+    execution wins, as ``write_history_many``'s do), so that no record is settled before its
+    execution's row is stored (docs/reliability.md, "History at a crash")."""
 
     job_id: str
     lock_id: str
     command: Command
+    row: HistoryRecord | None = None
 
 
 def check_settlements(settlements: Sequence[Settlement]) -> list[Settlement]:
@@ -90,6 +94,11 @@ def check_settlements(settlements: Sequence[Settlement]) -> list[Settlement]:
             )
         seen.add(settlement.job_id)
     return checked
+
+
+def rows_of(settlements: Sequence[Settlement]) -> list[HistoryRecord]:
+    """The history rows the settlements carry, in order (written before any settlement)."""
+    return [settlement.row for settlement in settlements if settlement.row is not None]
 
 
 def settled_as_commanded(settlement: Settlement, record: JobRecord | None) -> bool:

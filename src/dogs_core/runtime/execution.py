@@ -203,13 +203,14 @@ class Execution:
                 self._tell(JobCancelled, "shutdown")
                 self._tasks.free(stale=False)
             return
+        row = None
         if command.history is not None:
-            # The row first: its batch is written before the settlement's (a worker killed
-            # between the two is settled by the next claimer, see runtime/takeover.py).
+            # Written before the settlement, in its call (a worker killed between the two is
+            # settled by the next claimer, see runtime/takeover.py).
             value = result.value if isinstance(result, Returned) else None
             error = result.error if isinstance(result, Raised) else None
-            self._queue_row(command.history, ended_at, result=value, error=error)
-        self._settle_soon(command, result)
+            row = self._row(command.history, ended_at, result=value, error=error)
+        self._settle_soon(command, result, row)
 
     async def _through_gate(self, lock_time: timedelta) -> bool:
         """The job's fleet limits (none: through at once), and its renewal write."""
@@ -309,40 +310,41 @@ class Execution:
 
     # -- the settlement -------------------------------------------------------------------------
 
-    def _settle_soon(self, command: Command, result: HandlerResult) -> None:
+    def _settle_soon(
+        self, command: Command, result: HandlerResult, row: HistoryRecord | None
+    ) -> None:
         """Hand the settlement to the settler and let the life end: no task waits for it. The
         slot is free now if the workers allow (they bound the settlements in flight), else
         once it is written."""
         self.phase = Phase.SETTLING
         self._settling = command
         self._tasks.open += 1  # the settlement, until its callback has run
-        settlement = Settlement(self.job.job_id, self.job.lock_id, command)
-        callback = functools.partial(self._settled, command, result)
+        settlement = Settlement(self.job.job_id, self.job.lock_id, command, row)
+        callback = functools.partial(self._settled, settlement, result)
         self.services.settler.settle_soon(settlement, callback)
         # A terminal mark keeps its slot until on_max_tries_reached has run: a hook that hangs
         # is cut short by a stop like the handler (the slot is what a stop drains).
         if not isinstance(command, MarkTerminal) and self.services.host.may_free_early():
             self._tasks.free(stale=False)
 
-    def _settled(self, command: Command, result: HandlerResult, verdict: Verdict) -> None:
+    def _settled(self, settlement: Settlement, result: HandlerResult, verdict: Verdict) -> None:
         try:
             if isinstance(verdict, BaseException):
-                self._tasks.spawn(self._settle_again, command, result, verdict)
+                self._tasks.spawn(self._settle_again, settlement, result, verdict)
             else:
-                self._written(command, result, verdict)
+                self._written(settlement.command, result, verdict)
         finally:
             self._tasks.task_ended()
 
     async def _settle_again(
-        self, command: Command, result: HandlerResult, error: BaseException
+        self, settlement: Settlement, result: HandlerResult, error: BaseException
     ) -> None:
-        job = self.job
+        job, command = self.job, settlement.command
         try:
             if not isinstance(error, TransientStoreError):
                 raise error
             what = (job.job_name, job.job_id, error)
             logger.warning("settling %s (%s) hit a transient store error, retrying: %s", *what)
-            settlement = Settlement(job.job_id, job.lock_id, command)
             label = label_of(command, job.job_name)
             owned = await self.services.settler.settle(settlement, what=label, after=error)
         except Exception as raised:
@@ -438,13 +440,3 @@ class Execution:
         return history_record(
             self.job, self.definition, status, started_at=started, ended_at=ended_at, **outcome
         )
-
-    def _queue_row(self, status: HistoryStatus, ended_at: datetime, **outcome: Any) -> None:
-        """Queue this execution's row without waiting: the settler writes it before the next
-        settlement batch."""
-        started, job, definition = self._started_at, self.job, self.definition
-        row = history_record(
-            job, definition, status, started_at=started, ended_at=ended_at, **outcome
-        )
-        if row is not None:
-            self.services.history.submit_nowait(row)

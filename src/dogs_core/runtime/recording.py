@@ -106,15 +106,13 @@ async def settle_stale(
 ) -> None:
     """The end of an execution that went stale: its ``stale`` row (when it wrote none), then
     its record demoted (:class:`~dogs_core.domain.outcome.DemoteStale`) so the retry queues
-    behind other due work. Shielded, as a stale execution's tasks are cancelled at the stop;
-    a failure is logged."""
-    if row is not None:
-        with anyio.CancelScope(shield=True):
-            await submit_history(services, row)
+    behind other due work, in one settlement. Shielded, as a stale execution's tasks are
+    cancelled at the stop; a failure is logged."""
     command = decide(definition, job, Stale(), services.policy, now, services.rng.random())
-    settlement = Settlement(job.job_id, job.lock_id, command)
+    settlement = Settlement(job.job_id, job.lock_id, command, row)
     try:
-        await services.settler.settle(settlement, what=label_of(command, job.job_name))
+        with anyio.CancelScope(shield=True):
+            await services.settler.settle(settlement, what=label_of(command, job.job_name))
     except Exception as error:
         log_gave_up(logger, f"could not demote stale job {job.job_id}", error)
 
@@ -127,9 +125,7 @@ async def release_at_shutdown(
     :data:`SHUTDOWN_RELEASE_TIMEOUT`. Whether the release landed (logged either way)."""
     released = False
     with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_RELEASE_TIMEOUT):
-        if row is not None:
-            services.history.submit_nowait(row)  # written before the settlement's batch
-        settlement = Settlement(job.job_id, job.lock_id, command)
+        settlement = Settlement(job.job_id, job.lock_id, command, row)
         released = await services.settler.settle(settlement, what=label_of(command, job.job_name))
         what = (job.job_name, job.job_id, "released" if released else "already lost")
         logger.warning("cancelled %s (%s) at shutdown; lock %s", *what, extra=job_extra(job))

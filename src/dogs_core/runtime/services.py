@@ -93,7 +93,7 @@ class ExecutionServices:
     history: GroupCommit[HistoryRecord, None]
     """The history rows of every execution, written in batches (never failing a submitter)."""
     settler: Settler
-    """The one settle path, after the rows queued before each batch."""
+    """The one settle path: settlements, with their rows, in batches."""
     thread_limiter: anyio.CapacityLimiter
     host: ExecutionHost
     telemetry: Telemetry = TELEMETRY
@@ -125,7 +125,7 @@ def build_services(
         rng=rng,
         deadlines=Deadlines(),
         history=history,
-        settler=Settler(store, history),
+        settler=Settler(store),
         thread_limiter=anyio.CapacityLimiter(settings.workers_count),
         host=host,
         telemetry=telemetry,

@@ -2,11 +2,11 @@
 at the same time.
 
 An execution (or the takeover of a killed attempt, a fleet limit's refusal, a stop's give-back)
-hands a :class:`~dogs_core.domain.settle.Settlement` to the workers' :class:`Settler`, which
-sends what has queued as one ``settle_many`` (the settle role of :mod:`dogs_core.ports`) once
-every history row queued before it is written: a row lands before its record is settled, at
-one wait per batch (docs/reliability.md, "History at a crash"; :mod:`dogs_core.runtime.takeover`
-closes the window between the two).
+hands a :class:`~dogs_core.domain.settle.Settlement`, with its history row when it has one, to
+the workers' :class:`Settler`, which sends what has queued as one ``settle_many`` (the settle
+role of :mod:`dogs_core.ports`): the store writes the batch's rows, then its settlements, so a
+row lands before its record is settled in one call (docs/reliability.md, "History at a crash";
+:mod:`dogs_core.runtime.takeover` closes the window between the two).
 
 A submitter either waits (:meth:`Settler.settle`: retried on transient errors, and an
 ambiguous miss read back) or is called back with the first attempt's verdict
@@ -15,7 +15,7 @@ ambiguous miss read back) or is called back with the first attempt's verdict
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Final
 
 from dogs_core.domain.outcome import (
@@ -27,7 +27,6 @@ from dogs_core.domain.outcome import (
     Release,
     Reschedule,
 )
-from dogs_core.domain.records import HistoryRecord
 from dogs_core.domain.settle import Settlement, settled_as_commanded
 from dogs_core.errors import TransientStoreError
 from dogs_core.ports import AsyncJobStore
@@ -44,18 +43,17 @@ Verdict = bool | BaseException
 
 
 class Settler:
-    """The workers' settle writer: batches of settlements, each after the history rows queued
-    before it. Serve it with :meth:`run` in a task that outlives every execution."""
+    """The workers' settle writer: batches of settlements (and the rows they carry). Serve it
+    with :meth:`run` in a task that outlives every execution."""
 
-    __slots__ = ("_batches", "_rows", "_store")
+    __slots__ = ("_batches", "_store")
 
-    def __init__(self, store: AsyncJobStore, rows: GroupCommit[HistoryRecord, None]) -> None:
+    def __init__(self, store: AsyncJobStore) -> None:
         self._store = store
-        self._rows = rows
         # One batch holds a record once: settle_many refuses a record given twice (a takeover
         # settles a killed attempt's record, which a late write may name again).
         self._batches: GroupCommit[Settlement, bool] = GroupCommit(
-            self._write, what="settle", max_batch=MAX_SETTLE_BATCH, key=_record_of
+            store.settle_many, what="settle", max_batch=MAX_SETTLE_BATCH, key=_record_of
         )
 
     @property
@@ -66,10 +64,6 @@ class Settler:
     async def run(self) -> None:
         """Write batches as settlements queue; runs until cancelled."""
         await self._batches.run()
-
-    async def _write(self, batch: list[Settlement]) -> Sequence[bool]:
-        await self._rows.flush()
-        return await self._store.settle_many(batch)
 
     def settle_soon(self, settlement: Settlement, callback: Callable[[Verdict], None]) -> None:
         """Queue ``settlement`` without waiting: ``callback`` gets the verdict of this first

@@ -1,6 +1,6 @@
-"""The claims role of the MongoDB store: single claims on either claim path,
-``claim_many``'s three round trips, the fenced lock extension, the claim query's probe, and the
-claim hints' fallback when their index is missing.
+"""The claims role of the MongoDB store: single claims on either claim path, ``claim_many``'s
+two round trips (three when another writer took some of its candidates), the fenced lock
+extension, the claim query's probe, and the claim hints' fallback when their index is missing.
 
 Part of the async adapter (the source of truth): ``scripts/generate_sync.py`` generates
 ``_sync/claims.py`` from this module. :class:`MongoClaims` is a base of the store class; it
@@ -138,16 +138,19 @@ class MongoClaims:
         return q.claim_from_before_image(request, before)
 
     async def claim_many(self, requests: Sequence[ClaimRequest]) -> list[ClaimedJob]:
-        """Up to ``len(requests)`` claims in three round trips, whatever the claim path (pipeline
-        updates: MongoDB 4.2+): a ``find`` of the ids of the best eligible records (claim sort,
-        the request's hint, limited to the number of requests; a miss ends here), one unordered
-        ``bulkWrite`` of one ``updateOne`` per candidate (its ``_id`` plus the eligibility
-        selector again, so a candidate another claimer took in between is not matched; locked
-        for the request of the same rank), and one read-back of the claimed records by their
-        lock ids. When other claimers took every candidate between the find and the write, it
-        looks again (up to four finds), so that an empty result means an empty partition, not
-        lost races. A modified record the read-back misses is logged and dropped (it is recovered
-        as stale when its lock expires). When the ``bulkWrite`` fails in a way that may have
+        """Up to ``len(requests)`` claims in two round trips, whatever the claim path (pipeline
+        updates: MongoDB 4.2+): a ``find`` of the best eligible records (claim sort, the
+        request's hint, limited to the number of requests; a miss ends here), and one unordered
+        ``bulkWrite`` of one ``updateOne`` per candidate, locked for the request of the same
+        rank while it is still as the find read it (:func:`~dogs_mongo.queries.unchanged_filter`:
+        a candidate another writer took or changed in between is not matched). When every
+        candidate was locked, each claimed job is built from the document the find read
+        (its before-image: :func:`~dogs_mongo.queries.claim_from_before_image`); when only some
+        were, one read-back by their lock ids tells which (a third round trip). When other
+        claimers took every candidate between the find and the write, it looks again (up to
+        four finds), so that an empty result means an empty partition, not lost races. A
+        modified record the read-back misses is logged and dropped (it is recovered as stale
+        when its lock expires). When the ``bulkWrite`` fails in a way that may have
         applied, the read-back is tried once anyway: the records it finds are locked under this
         call's lock ids and are returned rather than left to wait out their lock; when it fails
         too, the write's ``TransientStoreError`` is raised. Requests that disagree on anything
@@ -165,6 +168,11 @@ class MongoClaims:
             modified, salvaged = await self._claim_many_write(candidates, used)
             if salvaged is not None:
                 return salvaged
+            if modified == len(candidates):
+                return [
+                    q.claim_from_before_image(request, candidate)
+                    for candidate, request in zip(candidates, used, strict=True)
+                ]
             if modified > 0:
                 return await self._claim_many_result(used, modified)
             # Every candidate was taken by another claimer between the find and the write:
@@ -172,10 +180,10 @@ class MongoClaims:
         return []
 
     async def _claim_many_candidates(self, query: q.CandidateQuery, hint: str) -> list[Document]:
-        """The ids of the best eligible records (the first round trip of ``claim_many``)."""
+        """The best eligible records, whole (the first round trip of ``claim_many``)."""
 
         async def send(index: dict[str, int] | None) -> list[Document]:
-            cursor = self._primary.find(query.filter, query.projection).sort(query.sort)
+            cursor = self._primary.find(query.filter).sort(query.sort)
             if index is not None:
                 cursor = cursor.hint(index)
             found: list[Document] = await cursor.limit(query.limit).to_list(None)
@@ -283,9 +291,7 @@ class MongoClaims:
         what it claimed (when the read-back fails too, the write's error is raised)."""
         updates = [
             UpdateOne(filter_, update, hint=dict(q.CLAIM_MANY_UPDATE_HINT))
-            for filter_, update in q.claim_many_updates(
-                [document["_id"] for document in candidates], used
-            )
+            for filter_, update in q.claim_many_updates(candidates, used)
         ]
         try:
             with translate_errors("claim_many", write=True):

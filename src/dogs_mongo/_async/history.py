@@ -44,6 +44,15 @@ class MongoHistory:
         upsert inserts a fresh ``_id``): a write error propagates.
         A write concern error is a ``TransientStoreError`` (the writes may have applied);
         retrying is safe, the first row written still wins whole."""
+        await self._write_rows(self._history, records, "write_history_many")
+
+    async def _write_rows(
+        self,
+        collection: AsyncCollection[Document],
+        records: Sequence[HistoryRecord],
+        operation: str,
+    ) -> None:
+        """:meth:`write_history_many` through ``collection`` (its write concern)."""
         requests = [
             UpdateOne(filter_, update, upsert=True)
             for filter_, update in q.history_many_updates(records, new_record_id)
@@ -51,13 +60,13 @@ class MongoHistory:
         sent = 0
         for batch in q.batches(requests):
             try:
-                with translate_errors("write_history_many", write=True):
-                    await self._history.bulk_write(list(batch), ordered=False)
+                with translate_errors(operation, write=True):
+                    await collection.bulk_write(list(batch), ordered=False)
             except BulkWriteError as error:
                 concern_errors = error.details.get("writeConcernErrors")
                 if concern_errors and not error.details.get("writeErrors"):
                     raise TransientStoreError(
-                        f"write_history_many: write concern error ({concern_errors[0]})",
+                        f"{operation}: write concern error ({concern_errors[0]})",
                         write_may_have_applied=True,
                     ) from error
                 raise
@@ -65,7 +74,7 @@ class MongoHistory:
                 if not sent or error.write_may_have_applied:
                     raise
                 raise TransientStoreError(
-                    f"write_history_many: {sent} of {len(requests)} executions were written "
+                    f"{operation}: {sent} of {len(requests)} executions were written "
                     f"before this failure: {error}",
                     write_may_have_applied=True,
                 ) from error

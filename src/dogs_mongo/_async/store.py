@@ -61,6 +61,10 @@ _CODEC_OPTIONS: CodecOptions[dict[str, Any]] = CodecOptions(
 
 Document = dict[str, Any]
 
+#: The rows a settlement batch carries are sent with ``w: 1``: the settlements sent after them
+#: with the store's write concern carry their durability (see ``MongoSettle.settle_many``).
+_ROWS_BEFORE_SETTLEMENTS: Final = WriteConcern(w=1)
+
 
 class AsyncMongoJobStore(
     MongoScheduling,
@@ -98,6 +102,10 @@ class AsyncMongoJobStore(
     ``history_write_concern`` applies to the history rows alone (``None``: the client's). A row
     is never fenced and its loss at a failover loses a line of the story, not a job, so
     ``WriteConcern(w=1)`` there is a sound trade for throughput while claims stay majority.
+    The rows a settlement batch carries (an execution's row, written just before its record is
+    settled) go with ``w: 1`` when it is ``None``: the settlements sent after them under
+    ``write_concern`` make them just as durable once acknowledged (MongoDB replicates and
+    journals in oplog order), one journal wait per batch instead of two.
 
     ``claim_path`` forces a claim implementation (benchmarks, tests); ``"auto"`` detects it once
     per store: the MongoDB 8 sorted ``updateOne`` when ``hello.maxWireVersion >= 25`` and the
@@ -139,6 +147,10 @@ class AsyncMongoJobStore(
         self._records: AsyncCollection[Document] = self._db.get_collection(records_collection)
         self._history: AsyncCollection[Document] = self._db.get_collection(
             history_collection, write_concern=history_write_concern
+        )
+        self._settled_rows: AsyncCollection[Document] = self._db.get_collection(
+            history_collection,
+            write_concern=history_write_concern or _ROWS_BEFORE_SETTLEMENTS,
         )
         self._fenced: AsyncCollection[Document] = (
             self._records

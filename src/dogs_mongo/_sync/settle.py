@@ -22,15 +22,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pymongo import DeleteMany, UpdateOne
 from pymongo.errors import BulkWriteError
 from pymongo.synchronous.collection import Collection
 
 from dogs_core.domain.outcome import Delete
-from dogs_core.domain.records import JobRecord
-from dogs_core.domain.settle import Settlement, check_settlements, settled_as_commanded
+from dogs_core.domain.records import HistoryRecord, JobRecord
+from dogs_core.domain.settle import (
+    Settlement,
+    check_settlements,
+    rows_of,
+    settled_as_commanded,
+)
 from dogs_core.errors import TransientStoreError
 from dogs_mongo import queries as q
 from dogs_mongo.errors import translate_errors
@@ -47,12 +52,31 @@ class MongoSettle:
 
     _fenced: Collection[Document]
     _primary: Collection[Document]
+    #: The history collection for the rows a batch carries: ``w: 1`` unless the store was given
+    #: a history write concern (the settlements' own concern makes them durable, see below).
+    _settled_rows: Collection[Document]
+
+    if TYPE_CHECKING:
+
+        def _write_rows(
+            self,
+            collection: Collection[Document],
+            records: Sequence[HistoryRecord],
+            operation: str,
+        ) -> None: ...
 
     def settle_many(self, settlements: Sequence[Settlement]) -> list[bool]:
         """See the port. A transient failure after an earlier batch was written reports
         ``write_may_have_applied``; a retry then reports ``False`` for what the lost attempt
         applied (the runtime reads those records back)."""
         checked = check_settlements(settlements)
+        rows = rows_of(checked)
+        if rows:
+            # Written first, acknowledged by the primary alone: the settlements that follow are
+            # sent with the store's write concern (majority by default), and once they are
+            # majority-committed so is every write before them (MongoDB replicates and journals
+            # in oplog order). One journal wait per batch instead of two.
+            self._write_rows(self._settled_rows, rows, "settle_many (history rows)")
         verdicts: list[bool] = []
         for batch in q.batches(checked):
             try:

@@ -31,7 +31,6 @@ from dogs_mongo.queries.changes import (
     record_changes_pipeline,
 )
 from dogs_mongo.queries.claims import (
-    CLAIM_CANDIDATE_PROJECTION,
     CLAIM_MANY_UPDATE_HINT,
     CLAIM_PATH_AUTO,
     CLAIM_PATH_FIND_ONE_AND_UPDATE,
@@ -40,6 +39,7 @@ from dogs_mongo.queries.claims import (
     HINT_BY_JOB_NAME,
     HINT_GLOBAL_PRIORITY,
     HINTS,
+    SNAPSHOT_FIELDS,
     CandidateQuery,
     ClaimCommand,
     claim_candidates_query,
@@ -57,6 +57,7 @@ from dogs_mongo.queries.claims import (
     released_expression,
     sorted_update_one_claim,
     stale_lock_expression,
+    unchanged_filter,
     was_stale_before,
 )
 from dogs_mongo.queries.common import (
@@ -193,7 +194,6 @@ from dogs_mongo.queries.writes import (
 __all__ = [
     "ACQUIRE_SLOT_SORT",
     "CHANGE_STREAM_MAX_AWAIT_MS",
-    "CLAIM_CANDIDATE_PROJECTION",
     "CLAIM_MANY_UPDATE_HINT",
     "CLAIM_PATHS",
     "CLAIM_PATH_AUTO",
@@ -230,6 +230,7 @@ __all__ = [
     "RELEASE_SLACK_MS",
     "SLOT_INDEX_PROJECTION",
     "SLOT_WINDOW",
+    "SNAPSHOT_FIELDS",
     "STATE_FILTERS",
     "STATS_HINT",
     "CandidateQuery",
@@ -333,6 +334,7 @@ __all__ = [
     "status_counts_pipeline",
     "take_rate_token_filter",
     "take_rate_token_update",
+    "unchanged_filter",
     "unique_identifier_filter",
     "unlock_all_filter",
     "unlock_all_update",

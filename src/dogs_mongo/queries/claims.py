@@ -401,8 +401,22 @@ def _previous_attempt(value: Any) -> PreviousAttempt | None:
 # Batch claims (``claim_many``)
 # --------------------------------------------------------------------------------------------
 
-#: The projection of the candidate scan of ``claim_many``: ids only.
-CLAIM_CANDIDATE_PROJECTION: Final[Mapping[str, int]] = {"_id": 1}
+#: The fields of a record that change after its insert and that a claimed job is read from:
+#: ``claim_many`` locks a candidate only while every one of them is as its scan read it, so the
+#: claimed job is built from the scan (its before-image), with no read-back. The others never
+#: change (``jobName``, ``params``...) or change only with ``lockId`` (``lastRunAt``,
+#: ``lockOwner``, ``staleAttempt``: written by claims).
+SNAPSHOT_FIELDS: Final = (
+    "lockId",
+    "lockedUntil",
+    "lockReleasedAt",
+    "tries",
+    "nextRunAt",
+    "priority",
+    "status",
+    "type",
+    "partition",
+)
 
 #: The index of each per-candidate update of ``claim_many``: its filter names one ``_id``, so
 #: the ``_id`` index finds the one document at once (never a scan of the partition's index).
@@ -411,49 +425,64 @@ CLAIM_MANY_UPDATE_HINT: Final[Mapping[str, int]] = {"_id": 1}
 
 @dataclass(frozen=True, slots=True)
 class CandidateQuery:
-    """The candidate scan of ``claim_many``: ``find(filter, projection).sort(sort).hint(hint)
-    .limit(limit)``, on the primary."""
+    """The candidate scan of ``claim_many``: ``find(filter).sort(sort).hint(hint)
+    .limit(limit)``, on the primary: whole documents (each is its claim's before-image)."""
 
     filter: dict[str, Any]
-    projection: dict[str, int]
     sort: list[tuple[str, int]]
     hint: dict[str, int] | None
     limit: int
 
 
 def claim_candidates_query(request: ClaimRequest, limit: int) -> CandidateQuery:
-    """The ids of the ``limit`` best eligible records of ``request``'s partition, in claim
-    order, through the request's hint (the same filter, sort and hint as a single claim)."""
+    """The ``limit`` best eligible records of ``request``'s partition, in claim order, through
+    the request's hint (the same filter, sort and hint as a single claim)."""
     if limit < 1:
         raise ValueError(f"limit={limit!r}: must be at least 1")
     return CandidateQuery(
         filter=eligible_filter(request.job_names, request.partition, request.now),
-        projection=dict(CLAIM_CANDIDATE_PROJECTION),
         sort=list(CLAIM_SORT.items()),
         hint=hint_spec(request.hint),
         limit=limit,
     )
 
 
+def unchanged_filter(candidate: Mapping[str, Any]) -> dict[str, Any]:
+    """Record ``candidate["_id"]`` while every field of :data:`SNAPSHOT_FIELDS` is as in
+    ``candidate`` (a missing one still missing, or null). The candidate was eligible when it was
+    read, at the request's ``now``: unchanged, it still is, and its claim is exactly the one
+    :func:`claim_from_before_image` computes from it."""
+    selector: dict[str, Any] = {"_id": candidate["_id"]}
+    for field in SNAPSHOT_FIELDS:
+        selector[field] = candidate.get(field)
+    return selector
+
+
 def claim_many_updates(
-    candidate_ids: Sequence[Any], requests: Sequence[ClaimRequest]
+    candidates: Sequence[Mapping[str, Any]], requests: Sequence[ClaimRequest]
 ) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
     """The ``(filter, pipeline update)`` of each candidate, candidate ``i`` locked for
-    ``requests[i]`` (``len(candidate_ids) <= len(requests)``; the requests agree on everything
-    but their lock id). Each filter repeats the eligibility selector next to the ``_id``, so a
-    candidate another claimer took since the scan is simply not matched; the update is the
-    pipeline of the sorted claim (``tries`` +1, ``claimWasStale`` from the previous lock), which
-    every server since MongoDB 4.2 accepts."""
-    if len(candidate_ids) > len(requests):
-        raise ValueError(f"{len(candidate_ids)} candidates for {len(requests)} requests")
-    if not candidate_ids:
+    ``requests[i]`` (``len(candidates) <= len(requests)``; the requests agree on everything but
+    their lock id). Each filter is :func:`unchanged_filter`, so a candidate another writer
+    changed since the scan (another claimer took it, an operator moved it) is simply not
+    matched; the update is the pipeline of the sorted claim (``tries`` +1, ``claimWasStale``
+    from the previous lock), which every server since MongoDB 4.2 accepts, built once for the
+    batch."""
+    if len(candidates) > len(requests):
+        raise ValueError(f"{len(candidates)} candidates for {len(requests)} requests")
+    if not candidates:
         return []
-    first = requests[0]
-    eligible = eligible_filter(first.job_names, first.partition, first.now)
-    return [
-        ({**eligible, "_id": candidate_id}, claim_update_pipeline(request))
-        for candidate_id, request in zip(candidate_ids, requests, strict=False)
-    ]
+    [template] = claim_update_pipeline(requests[0])
+    stage = template["$set"]
+    owner = stage["lockOwner"]
+    updates = []
+    for candidate, request in zip(candidates, requests, strict=False):
+        lock_id = request.lock_id
+        fields = {**stage, "lockId": {"$literal": lock_id}}
+        if owner != "$$REMOVE":
+            fields["lockOwner"] = {"$literal": {**owner["$literal"], "lockId": lock_id}}
+        updates.append((unchanged_filter(candidate), [{"$set": fields}]))
+    return updates
 
 
 def lock_ids_filter(lock_ids: Sequence[str]) -> dict[str, Any]:

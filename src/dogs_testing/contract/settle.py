@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
 
 from dogs_core.domain.outcome import Command
-from dogs_core.domain.records import Duplicate, JobState, JobStatus
+from dogs_core.domain.records import Duplicate, HistoryStatus, JobState, JobStatus
 from dogs_core.domain.settle import Settlement
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ids import new_execution_id, new_record_id
@@ -21,6 +22,8 @@ from dogs_testing.contract.base import (
     _S,
     T0,
     ContractBase,
+    _as_stored,
+    _history,
     _job,
     _owner,
     _scheduled_id,
@@ -157,6 +160,34 @@ class SettleContract(ContractBase):
         assert await store.settle_many(batch[:3] + batch[5:6]) == [False] * 4
         again = [Settlement(ids[3], foreign, demoted()), Settlement(ids[4], foreign, released(T0))]
         assert await store.settle_many(again) == [False, False]
+
+    async def test_settle_many_writes_the_rows_it_carries(self, store: AsyncJobStore) -> None:
+        """Each settlement's row is stored, whatever becomes of its settlement (a lost lock's
+        row still tells how the run ended), and the first row of an execution wins whole."""
+        await store.insert_jobs([_job(partition=p) for p in range(2)])
+        owned = await self.claim(store, partition=0)
+        lost = await self.claim(store, partition=1)
+        done = _as_stored(
+            dataclasses.replace(
+                _history(owned.execution_id, result={"made": 1}), job_id=owned.job_id
+            )
+        )
+        late = _as_stored(
+            dataclasses.replace(
+                _history(lost.execution_id, status=HistoryStatus.ERROR), job_id=lost.job_id
+            )
+        )
+        batch = [
+            Settlement(owned.job_id, owned.lock_id, completed(), done),
+            Settlement(lost.job_id, new_execution_id(), rescheduled(T0 + _H), late),
+        ]
+        assert await store.settle_many(batch) == [True, False]
+        assert await store.read_history(job_id=owned.job_id) == [done]
+        assert await store.read_history(job_id=lost.job_id) == [late]
+        # A retry carrying another row of the same execution writes nothing more.
+        other = dataclasses.replace(late, status=HistoryStatus.STALE)
+        assert await store.settle_many([Settlement(lost.job_id, lost.lock_id, demoted(), other)])
+        assert await store.read_history(job_id=lost.job_id) == [late]
 
     async def test_settle_many_of_nothing(self, store: AsyncJobStore) -> None:
         assert await store.settle_many([]) == []

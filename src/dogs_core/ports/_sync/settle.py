@@ -5,8 +5,8 @@
 What each command writes, and how a read-back tells whether a write landed, is
 :mod:`dogs_core.domain.settle`'s; the decision of which command follows an execution is
 :mod:`dogs_core.domain.outcome`'s. The runtime sends one ``settle_many`` for the executions that
-ended together, after their history rows (a row lands before its record is settled: see
-docs/reliability.md, "History at a crash").
+ended together, each settlement carrying its execution's history row (a row lands before its
+record is settled: see docs/reliability.md, "History at a crash").
 """
 
 from __future__ import annotations
@@ -24,8 +24,14 @@ class SettleStore(Protocol):
     """The fenced writes that end executions."""
 
     def settle_many(self, settlements: Sequence[Settlement]) -> list[bool]:
-        """Apply each settlement's command to its record if the record still holds the
-        settlement's lock id, in one round trip where the store can, atomically per record.
+        """Write the history rows the settlements carry (``row``: as
+        :meth:`~dogs_core.ports._sync.history.HistoryStore.write_history_many` does, the first
+        row of an execution winning whole), then apply each settlement's command to its record
+        if the record still holds the settlement's lock id, atomically per record. A row is
+        written whatever becomes of its settlement, and before any settlement of the call: no
+        record is settled before its execution's row is stored. Once the call has returned, the
+        rows are as durable as the settlements (a store may write them with a weaker write
+        concern whose durability the settlements' confers).
         Returns one verdict per settlement, in order: ``True`` when this call applied it,
         ``False`` when it matched nothing (another claim holds the record, the lock was ended,
         the record is gone, or the command does not apply to it: a ``Delete`` or a
