@@ -1,4 +1,5 @@
-"""The raw pymongo floors alone: Dogs' claim loop, inserts and single writes on this server.
+"""The raw pymongo floors alone: Dogs' claim loop, inserts, single writes and the batched job
+cycle on this server.
 
 What each floor is and how it checks itself is in :mod:`benchmarks.support.floors`;
 ``claims``, ``throughput`` and ``scheduling`` measure the same floors beside their own rows.
@@ -14,6 +15,7 @@ A floor that fails a check is reported as FAILED and the exit status is 1.
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -22,7 +24,13 @@ import anyio
 from rich.console import Console
 
 from benchmarks.support.cli import add_quick, add_uri, fill_sizes, new_parser
-from benchmarks.support.floors import Adapter, claim_floor, insert_floor, write_ceiling
+from benchmarks.support.floors import (
+    Adapter,
+    claim_floor,
+    insert_floor,
+    job_cycle_floor,
+    write_ceiling,
+)
 from benchmarks.support.report import (
     announce,
     command_line,
@@ -140,7 +148,41 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ["update_one ×32 concurrent (write ceiling)", fmt(ceiling, ",.0f"), "–", "–", "ok"],
             ],
         )
+        cycles = _cycle_rows(server.uri, args, console)
+        failed += sum(1 for row in cycles if row[-1] != "ok")
+        print_table(
+            console,
+            f"Job-cycle floor: {args.jobs:,} no-op jobs (claim, history row, delete), async client",
+            ("Raw loop", "Loops", "Batch", "Time (s)", "Jobs/s", "Round trips", "Result"),
+            cycles,
+        )
     return exit_status(console, failed, "floor")
+
+
+def _cycle_rows(uri: str, args: argparse.Namespace, console: Console) -> list[list[str]]:
+    """The job-cycle floor with the runtime's default claim sizes (8 claims of 32 jobs in
+    flight) and one claim at a time (Node Dogs' shape, batches of one), over 8 partitions."""
+    rows = []
+    for loops, batch in ((8, 32), (args.claimers, 1)):
+        with console.status(f"job-cycle floor: {loops} loops of {batch}..."):
+            floor = anyio.run(
+                functools.partial(
+                    job_cycle_floor, uri, jobs=args.jobs, loops=loops, batch=batch, partitions=8
+                ),
+                backend="asyncio",
+            )
+        rows.append(
+            [
+                "find, bulkWrite lock, insert_many rows, deleteMany",
+                str(loops),
+                str(batch),
+                fmt(floor.seconds, ".2f"),
+                fmt(floor.jobs_per_second, ",.0f"),
+                f"{floor.round_trips:,}",
+                outcome(floor.failures),
+            ]
+        )
+    return rows
 
 
 if __name__ == "__main__":

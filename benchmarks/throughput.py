@@ -65,7 +65,12 @@ from benchmarks.support.end_to_end import (
     run_scenario,
     summarize,
 )
-from benchmarks.support.floors import claim_floor_async, claim_floor_sync, write_ceiling
+from benchmarks.support.floors import (
+    claim_floor_async,
+    claim_floor_sync,
+    job_cycle_floor,
+    write_ceiling,
+)
 from benchmarks.support.report import (
     announce,
     command_line,
@@ -97,6 +102,8 @@ HEADERS: Final = (
     "Jobs/s",
     "Floor claims/s",
     "Ratio to floor",
+    "Cycle floor jobs/s",
+    "Ratio to cycle floor",
     "Claim p50 (ms)",
     "Claim p99 (ms)",
     "Claim calls (jobs)",
@@ -123,6 +130,8 @@ def table_rows(results: Sequence[ScenarioResult]) -> list[list[str]]:
                 fmt(r.jobs_per_second, ",.0f"),
                 fmt(r.floor_claims_per_second, ",.0f"),
                 fmt(r.floor_ratio, ".2f"),
+                fmt(r.cycle_floor_jobs_per_second, ",.0f"),
+                fmt(r.cycle_floor_ratio, ".2f"),
                 fmt(r.claim_p50_ms, ".2f"),
                 fmt(r.claim_p99_ms, ".2f"),
                 "–" if r.claim_calls is None else f"{r.claim_calls:,} ({r.claim_hits:,})",
@@ -181,7 +190,12 @@ FLOOR_NOTE: Final = (
     "with workers_count × instances "
     "claimers (asyncio tasks beside `mongo`, threads beside `mongo-sync`) over the same number of "
     "due records and partitions, measured in the same run before the store's rows. Ratio: our "
-    "jobs/s end to end (claim, run, delete, history row) over the floor's claims/s."
+    "jobs/s end to end (claim, run, delete, history row) over the floor's claims/s. "
+    "Cycle floor: the fewest round trips a hand-written pymongo loop needs for the same "
+    "guarantees (benchmarks/support/floors.py, job_cycle_floor): per batch of claim_batch_size "
+    "jobs, one find of the best due records, one bulkWrite locking each while it is as read, one "
+    "insert_many of their history rows (w: 1), one fenced deleteMany (the run's write concern), "
+    "claim_concurrency × instances batches in flight; ratio: our jobs/s over its jobs/s."
 )
 
 
@@ -324,9 +338,10 @@ async def _run_all(
     with new_progress(console) as progress:
         for run in range(1, args.repeat + 1):
             for store in stores:
-                floor = None
+                floor = cycle = None
                 if server is not None and store != "memory" and not args.no_floor:
                     floor = await _claim_floor(store, args.mongo_jobs, server, options, progress)
+                    cycle = await _cycle_floor(args.mongo_jobs, server, options, progress)
                 for handler in handlers:
                     for watch in watch_values:
                         jobs = args.memory_jobs if store == "memory" else args.mongo_jobs
@@ -336,6 +351,7 @@ async def _run_all(
                         )
                         result.run = run
                         result.floor_claims_per_second = floor
+                        result.cycle_floor_jobs_per_second = cycle
                         results.append(result)
     return results, ceiling
 
@@ -361,6 +377,33 @@ async def _claim_floor(
         raise RuntimeError(f"the claim floor failed its checks: {'; '.join(floor.failures)}")
     progress.update(task, completed=jobs)
     return floor.claims_per_second
+
+
+async def _cycle_floor(
+    jobs: int, server: MongoServer, options: Options, progress: Progress
+) -> float | None:
+    """The raw job-cycle loop beside the MongoDB rows, with the runtime's claim batch size and
+    claims in flight for these settings. A failed floor check raises."""
+    task = progress.add_task("cycle floor", total=jobs)
+    settings = WorkerSettings(
+        workers_count=options.workers_count,
+        n_partitions=options.n_partitions,
+        claim_concurrency=options.claim_concurrency,
+        claim_batch_size=options.claim_batch_size,
+    )
+    w = options.client_options().get("w")
+    floor = await job_cycle_floor(
+        server.uri,
+        jobs=jobs,
+        loops=settings.claim_concurrency * options.instances,
+        batch=settings.claim_batch_size,
+        partitions=options.n_partitions,
+        write_concern=None if w is None else WriteConcern(w=w),
+    )
+    if floor.failures:
+        raise RuntimeError(f"the job-cycle floor failed its checks: {'; '.join(floor.failures)}")
+    progress.update(task, completed=jobs)
+    return floor.jobs_per_second
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -185,10 +185,17 @@ class ScenarioResult:
     #: The raw pymongo claim loop of this run (:mod:`benchmarks.support.floors`); ``None`` in memory
     #: and with ``--no-floor``.
     floor_claims_per_second: float | None = None
+    #: The raw pymongo job-cycle loop of this run (batched claim, history row, delete);
+    #: ``None`` in memory and with ``--no-floor``.
+    cycle_floor_jobs_per_second: float | None = None
 
     @property
     def floor_ratio(self) -> float | None:
         return ratio(self.jobs_per_second, self.floor_claims_per_second)
+
+    @property
+    def cycle_floor_ratio(self) -> float | None:
+        return ratio(self.jobs_per_second, self.cycle_floor_jobs_per_second)
 
     @property
     def spread(self) -> str:

@@ -12,7 +12,13 @@ with none of this project's code on the path:
   scheduler loop does and stopping once every partition has missed since its last hit;
 - the insert floor: ``insert_one`` per document in a loop (each call timed) and one unordered
   ``insert_many`` of the same documents;
-- the write ceiling: single-document ``update_one`` calls per second at concurrency 32.
+- the write ceiling: single-document ``update_one`` calls per second at concurrency 32;
+- the job-cycle floor: the fewest round trips a hand-written pymongo loop needs to run no-op
+  jobs with this project's guarantees, a batch of N at a time: one ``find`` of the N best due
+  records (Dogs' filter, sort and hint), one unordered ``bulkWrite`` locking each while it is
+  as read (fenced), one ``insert_many`` of their history rows (``w: 1``), one ``deleteMany`` of
+  the records fenced by their lock ids (the run's write concern, majority by default: the rows
+  before it are then as durable). Four round trips per batch, ``loops`` batches in flight.
 
 The claim floor seeds Dogs documents (built by :func:`dogs_mongo.queries.document_from_new_job`)
 into a fresh database whose indexes the store created, so that only the claim loop differs from
@@ -33,7 +39,7 @@ from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 import anyio
-from pymongo import AsyncMongoClient, MongoClient, ReturnDocument
+from pymongo import AsyncMongoClient, MongoClient, ReturnDocument, UpdateOne
 from pymongo.write_concern import WriteConcern
 
 from benchmarks.support.claiming import JOB_NAMES, LOCK_TIME, seed_due_records
@@ -47,10 +53,12 @@ __all__ = [
     "Adapter",
     "ClaimFloor",
     "InsertFloor",
+    "JobCycleFloor",
     "claim_floor",
     "claim_floor_async",
     "claim_floor_sync",
     "insert_floor",
+    "job_cycle_floor",
     "node_claim_filter",
     "node_claim_update",
     "write_ceiling",
@@ -508,3 +516,147 @@ async def write_ceiling(
     finally:
         await client.drop_database(database)
         await client.close()
+
+
+# -- the job cycle ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobCycleFloor:
+    """One run of the raw job-cycle loop (claim, history row, delete: a batch at a time)."""
+
+    jobs: int
+    loops: int
+    batch: int
+    partitions: int
+    seconds: float
+    round_trips: int
+    failures: tuple[str, ...] = ()
+
+    @property
+    def jobs_per_second(self) -> float | None:
+        return self.jobs / self.seconds if self.seconds > 0 and not self.failures else None
+
+
+async def job_cycle_floor(
+    uri: str,
+    *,
+    jobs: int,
+    loops: int,
+    batch: int,
+    partitions: int,
+    hint: str = "globalPriority",
+    write_concern: WriteConcern | None = None,
+    job_names: Sequence[str] = JOB_NAMES,
+) -> JobCycleFloor:
+    """``jobs`` no-op jobs run by ``loops`` concurrent hand-written loops (see the module)."""
+    if min(jobs, loops, batch, partitions) < 1:
+        raise ValueError(f"jobs, loops, batch, partitions must be >= 1: {jobs, loops, batch}")
+    database, seeded = _prepare(uri, jobs, partitions, job_names)
+    client: AsyncMongoClient[Document] = AsyncMongoClient(
+        uri, tz_aware=True, maxPoolSize=max(loops, 10)
+    )
+    records = client[database][q.DEFAULT_RECORDS_COLLECTION]
+    if write_concern is not None:
+        records = records.with_options(write_concern=write_concern)
+    rows = client[database].get_collection(
+        q.DEFAULT_HISTORY_COLLECTION, write_concern=WriteConcern(w=1)
+    )
+    round_trips = 0
+
+    async def cycle(partition: int) -> bool:
+        """One batch of one partition; whether it found any job."""
+        nonlocal round_trips
+        now = datetime.now(UTC)
+        cursor = records.find(node_claim_filter(job_names, partition, now))
+        found = (
+            await cursor.sort(list(NODE_SORT))
+            .hint(list(NODE_HINTS[hint]))
+            .limit(batch)
+            .to_list(None)
+        )
+        round_trips += 1
+        if not found:
+            return False
+        locks = {str(doc["_id"]): secrets.token_hex(8) for doc in found}
+        until = now + LOCK_TIME
+        updates = [
+            UpdateOne(
+                {f: doc.get(f) for f in ("_id", "lockId", "lockedUntil", "tries", "nextRunAt")},
+                {
+                    "$set": {
+                        "lockId": locks[str(doc["_id"])],
+                        "lockedUntil": until,
+                        "lastRunAt": now,
+                    },
+                    "$inc": {"tries": 1},
+                },
+            )
+            for doc in found
+        ]
+        result = await records.bulk_write(updates, ordered=False)
+        round_trips += 1
+        taken = found
+        if result.modified_count < len(found):  # another loop took some in between
+            mine = await records.find(
+                {"lockId": {"$in": list(locks.values())}}, {"_id": 1}
+            ).to_list(None)
+            round_trips += 1
+            ids = {str(doc["_id"]) for doc in mine}
+            taken = [doc for doc in found if str(doc["_id"]) in ids]
+        if not taken:
+            return True
+        ended = datetime.now(UTC)
+        await rows.insert_many(
+            [
+                {
+                    "executionId": locks[str(doc["_id"])],
+                    "jobId": doc["_id"],
+                    "jobName": doc["jobName"],
+                    "type": "event",
+                    "priority": doc.get("priority"),
+                    "tries": (doc.get("tries") or 0) + 1,
+                    "startedAt": now,
+                    "endedAt": ended,
+                    "status": "success",
+                    "params": doc.get("params"),
+                }
+                for doc in taken
+            ],
+            ordered=False,
+        )
+        await records.delete_many(
+            {
+                "_id": {"$in": [doc["_id"] for doc in taken]},
+                "lockId": {"$in": [locks[str(doc["_id"])] for doc in taken]},
+            }
+        )
+        round_trips += 2
+        return True
+
+    async def loop(seed: int) -> None:
+        rotation = _Rotation(partitions, random.Random(seed))
+        while True:
+            partition = rotation.next_partition()
+            if rotation.record(partition, await cycle(partition)):
+                return
+
+    try:
+        await client.admin.command("ping")
+        began = time.perf_counter()
+        async with anyio.create_task_group() as group:
+            for seed in range(loops):
+                group.start_soon(loop, seed)
+        seconds = time.perf_counter() - began
+        left = await records.count_documents({})
+        written = await rows.count_documents({})
+        distinct = len(await rows.distinct("jobId"))
+    finally:
+        await client.drop_database(database)
+        await client.close()
+    failures = []
+    if left:
+        failures.append(f"{left} of {len(seeded)} records were left")
+    if written != len(seeded) or distinct != len(seeded):
+        failures.append(f"{written} history rows for {distinct} of {len(seeded)} jobs")
+    return JobCycleFloor(jobs, loops, batch, partitions, seconds, round_trips, tuple(failures))

@@ -451,11 +451,14 @@ def test_claim_many_updates_lock_each_candidate_only_as_it_was_read() -> None:
     }
     assert updates[1][0]["lockId"] == "old"
     assert updates[1][0]["tries"] == 2
-    assert [update for _, update in updates] == [
-        q.claim_update_pipeline(requests[0]),
-        q.claim_update_pipeline(requests[1]),
-    ]
-    assert updates[1][1][0]["$set"]["lockId"] == {"$literal": "L1"}
+    # What the sorted claim's pipeline would compute from each, as plain values.
+    fresh, stale = (update for _, update in updates)
+    assert fresh["$set"]["lockId"] == "L0"
+    assert fresh["$set"]["claimWasStale"] is False
+    assert fresh["$inc"] == {"tries": 1}
+    assert "staleAttempt" in fresh["$unset"]
+    assert stale["$set"]["claimWasStale"] is True
+    assert stale["$set"]["staleAttempt"] == {"executionId": "old", "lockedUntil": read, "tries": 2}
     assert q.claim_many_updates([], requests) == []
     with pytest.raises(ValueError, match="3 candidates for 2 requests"):
         q.claim_many_updates([{"_id": "a"}, {"_id": "b"}, {"_id": "c"}], requests[:2])

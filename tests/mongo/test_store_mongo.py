@@ -801,7 +801,7 @@ async def test_claim_many_sends_a_find_and_one_bulk_update(
     assert [(u["q"]["_id"], u["hint"]) for u in bulk["updates"]] == [
         (job.id, {"_id": 1}) for job in jobs
     ]
-    assert bulk["updates"][0]["u"] == q.claim_update_pipeline(requests[0])
+    assert bulk["updates"][0]["u"]["$set"]["lockId"] == requests[0].lock_id
     # Built from the scan, each claim is what the store then holds (as a read-back reads it).
     read_back = await store.records_collection.find({"_id": {"$in": [j.id for j in jobs]}}).to_list(
         None

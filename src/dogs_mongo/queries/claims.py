@@ -460,29 +460,53 @@ def unchanged_filter(candidate: Mapping[str, Any]) -> dict[str, Any]:
 
 def claim_many_updates(
     candidates: Sequence[Mapping[str, Any]], requests: Sequence[ClaimRequest]
-) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """The ``(filter, pipeline update)`` of each candidate, candidate ``i`` locked for
-    ``requests[i]`` (``len(candidates) <= len(requests)``; the requests agree on everything but
-    their lock id). Each filter is :func:`unchanged_filter`, so a candidate another writer
-    changed since the scan (another claimer took it, an operator moved it) is simply not
-    matched; the update is the pipeline of the sorted claim (``tries`` +1, ``claimWasStale``
-    from the previous lock), which every server since MongoDB 4.2 accepts, built once for the
-    batch."""
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The ``(filter, update)`` of each candidate, candidate ``i`` locked for ``requests[i]``
+    (``len(candidates) <= len(requests)``; the requests agree on everything but their lock id).
+    Each filter is :func:`unchanged_filter`, so a candidate another writer changed since the scan
+    (another claimer took it, an operator moved it) is simply not matched; the update is
+    :func:`claim_update_from_snapshot`: what the sorted claim's pipeline would compute from the
+    record, computed here from the candidate it must still equal."""
     if len(candidates) > len(requests):
         raise ValueError(f"{len(candidates)} candidates for {len(requests)} requests")
-    if not candidates:
-        return []
-    [template] = claim_update_pipeline(requests[0])
-    stage = template["$set"]
-    owner = stage["lockOwner"]
-    updates = []
-    for candidate, request in zip(candidates, requests, strict=False):
-        lock_id = request.lock_id
-        fields = {**stage, "lockId": {"$literal": lock_id}}
-        if owner != "$$REMOVE":
-            fields["lockOwner"] = {"$literal": {**owner["$literal"], "lockId": lock_id}}
-        updates.append((unchanged_filter(candidate), [{"$set": fields}]))
-    return updates
+    return [
+        (unchanged_filter(candidate), claim_update_from_snapshot(candidate, request))
+        for candidate, request in zip(candidates, requests, strict=False)
+    ]
+
+
+def claim_update_from_snapshot(
+    candidate: Mapping[str, Any], request: ClaimRequest
+) -> dict[str, Any]:
+    """The classic update that claims ``candidate`` for ``request`` when the record is still
+    as ``candidate`` reads: the fields :func:`claim_update_pipeline` writes (``tries`` +1 by
+    ``$inc``, which keeps its stored number type; ``claimWasStale`` and ``staleAttempt`` from
+    the previous lock, :func:`was_stale_before`), with none of its server-side expressions."""
+    stale = was_stale_before(candidate)
+    to_set: dict[str, Any] = {
+        "lockId": request.lock_id,
+        "lockedUntil": to_millis(request.locked_until),
+        "lastRunAt": to_millis(request.now),
+        "claimWasStale": stale,
+    }
+    to_unset = {"lockReleasedAt": ""}
+    if stale:
+        attempt = {
+            "executionId": candidate.get("lockId"),
+            "startedAt": candidate.get("lastRunAt"),
+            "lockedUntil": candidate.get("lockedUntil"),
+            "tries": candidate.get("tries") or 0,
+            "owner": candidate.get("lockOwner"),
+        }
+        to_set["staleAttempt"] = {k: v for k, v in attempt.items() if v is not None}
+    else:
+        to_unset["staleAttempt"] = ""
+    owner = _owner_document(request.owner, lock_id=request.lock_id)
+    if owner is None:
+        to_unset["lockOwner"] = ""
+    else:
+        to_set["lockOwner"] = owner
+    return {"$set": to_set, "$inc": {"tries": 1}, "$unset": to_unset}
 
 
 def lock_ids_filter(lock_ids: Sequence[str]) -> dict[str, Any]:
