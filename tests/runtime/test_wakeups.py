@@ -3,6 +3,7 @@ fallback to polling, and waiting for a job's outcome (virtual time, in-memory st
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import AsyncGenerator, Sequence
 from datetime import timedelta
@@ -216,6 +217,43 @@ async def test_a_failing_feed_is_reopened() -> None:
         await anyio.sleep(1)
         await workers.stop()
     assert len(started) == 1
+
+
+class BreakingFeedStore(RecordingStore):
+    """A store whose record feed opens, then breaks, ``breaks`` times."""
+
+    def __init__(self, breaks: int) -> None:
+        super().__init__()
+        self.breaks = breaks
+        self.opened_at: list[float] = []
+
+    async def watch_records(
+        self, job_names: Sequence[str]
+    ) -> AsyncGenerator[list[RecordChange], None]:
+        self.opened_at.append(now())
+        if len(self.opened_at) <= self.breaks:
+            yield []  # open: the watcher counts it as watching
+            raise TransientStoreError("connection reset")
+        async for batch in super().watch_records(job_names):
+            yield batch
+
+
+async def test_a_feed_that_breaks_after_opening_is_reopened_after_the_first_backoff(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Each break follows a feed that had opened: a new outage, so the backoff starts afresh
+    (half a second) instead of doubling up to its ceiling over a long-lived worker's life."""
+    store = BreakingFeedStore(breaks=6)
+    h = Harness(jobs_recording([]), store=store)
+    with caplog.at_level(logging.WARNING, logger="dogs"):
+        async with h.workers(poll_interval=HOUR, watch_changes=True) as workers:
+            await anyio.sleep(30)
+            assert workers.watching
+            await workers.stop()
+    gaps = [later - earlier for earlier, later in itertools.pairwise(store.opened_at)]
+    assert len(gaps) == 6
+    assert all(gap == pytest.approx(0.5, abs=0.05) for gap in gaps), gaps
+    assert sum("reopening in 0.5s" in r.getMessage() for r in caplog.records) == 6
 
 
 async def _misses_draining_a_burst(*, feed: bool) -> int:

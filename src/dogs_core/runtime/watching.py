@@ -93,6 +93,7 @@ class ChangeWatcher:
         """Watch until cancelled, or until the store says it cannot watch."""
         backoff = _FIRST_BACKOFF
         while True:
+            failure: Exception | None = None
             try:
                 await self._follow()
             except ChangeFeedUnavailableError as error:
@@ -100,10 +101,14 @@ class ChangeWatcher:
                 logger.info("no change feed (%s): waking by polling only", error)
                 return
             except Exception as error:
-                self._watching = False
-                logger.warning("change feed failed, reopening in %.1fs: %r", backoff, error)
-            else:
-                self._watching = False
+                failure = error
+            if self._watching:
+                # It had opened: a failure after a good spell is a new outage, not the
+                # next step of the last one's backoff.
+                backoff = _FIRST_BACKOFF
+            self._watching = False
+            if failure is not None:
+                logger.warning("change feed failed, reopening in %.1fs: %r", backoff, failure)
             await anyio.sleep(backoff)
             backoff = min(backoff * 2, _MAX_BACKOFF)
 
