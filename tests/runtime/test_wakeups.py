@@ -281,7 +281,9 @@ async def test_a_burst_of_inserts_costs_about_one_wake_up_not_one_per_insert() -
     once = await _misses_draining_a_burst(feed=False)
     fed = await _misses_draining_a_burst(feed=True)
     # One sweep per insert would be 500 x 4 misses; the feed costs what one wake-up costs.
-    assert fed <= once + 2 * 4, (fed, once)
+    # Both counts vary by a few percent between runs (the partitions are drawn at random):
+    # in 30 runs, once 341-395 and fed 325-366, fed - once at most +12.
+    assert fed <= once * 5 // 4, (fed, once)
 
 
 # -- waiting for a job ------------------------------------------------------------------------
