@@ -36,8 +36,9 @@ from dogs_core.ports import AsyncJobStore
 
 jobs = Jobs()
 
-#: What the handlers share with the script: the import's bug, who stopped, who snoozed.
+#: What the handlers share with the script: the import's bug, who started and stopped, who snoozed.
 broken_imports = {"on": True}
+started: list[str] = []
 stopped: list[str] = []
 snoozed: set[str] = set()
 
@@ -56,6 +57,7 @@ async def send_report(params: dict[str, str], ctx: JobContext) -> str:
 
 @jobs.event(lock_time="1500ms", heartbeat=True)
 async def crunch(params: None, ctx: JobContext) -> str:
+    started.append(ctx.job_id)
     try:
         await anyio.sleep(60)
     finally:
@@ -121,7 +123,9 @@ async def cancel_running(client: DogsClient) -> None:
     """A long job is cancelled while it runs; it stops at its next heartbeat."""
     job_id = _scheduled(await client.schedule(crunch))
     with anyio.fail_after(30):
-        while not (await client.find_jobs(crunch, state="running")).jobs:  # noqa: ASYNC110
+        # "running" is the claim; wait for the handler itself, or the cancel may land between the
+        # claim and the start, and the worker rightly never starts it
+        while job_id not in started:  # noqa: ASYNC110 - the handler's own list
             await anyio.sleep(0.02)
         outcome = await client.cancel(job_id)
         assert isinstance(outcome, Cancelled)
