@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Generator, Mapping, MutableMapping
 from contextvars import ContextVar, Token
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import anyio.from_thread
 
@@ -16,7 +16,9 @@ from dogs_core.domain.schedules import parse_duration
 from dogs_core.errors import ExecutionCancelledError
 from dogs_core.runtime.settings import DurationLike
 
-__all__ = ["ExecutionControls", "JobContext", "current_job"]
+__all__ = ["ExecutionControls", "JobContext", "Reported", "current_job"]
+
+logger = logging.getLogger("dogs.execution")
 
 
 class LockControls(Protocol):
@@ -28,6 +30,8 @@ class LockControls(Protocol):
     async def renew_lock(self, seconds: float) -> bool: ...
 
     def clear_watchdog(self) -> None: ...
+
+    def report_progress(self, fraction: object, message: object, data: object) -> None: ...
 
 
 class ExecutionControls(LockControls, Protocol):
@@ -144,6 +148,28 @@ class JobContext:
         seconds = parse_duration(duration, field="duration").total_seconds()
         return anyio.from_thread.run(self._execution.renew_lock, seconds)
 
+    def progress(
+        self,
+        fraction: float | None = None,
+        message: str | None = None,
+        *,
+        data: Mapping[str, Any] | None = None,
+    ) -> Reported:
+        """Report how far the job is: ``fraction`` from 0 to 1 (``None``: not known), a
+        ``message`` (at most 1,000 characters) and ``data`` (a small BSON document, at most
+        16 KiB). Cheap enough to call on every item: it returns at once, and only the latest
+        report is written, with the lock's next renewal, at most once per ``progress_interval``
+        (1 s by default; see docs/following.md). ``await ctx.progress(...)`` in an async handler,
+        plain ``ctx.progress(...)`` in a sync one: both work in both.
+
+        Raises :class:`~dogs_core.errors.InvalidProgressError` for a report it cannot keep
+        (nothing is staged), :class:`~dogs_core.errors.LockLostError` once the execution has
+        lost its lock (stop working: another execution may own the job), and
+        :class:`~dogs_core.errors.MissingStoreRoleError` when the store has no following role.
+        """
+        self._execution.report_progress(fraction, message, data)
+        return _REPORTED
+
     def clear_stale_timeout(self) -> None:
         """Disarm the stale watchdog for good: later lock extensions are refused.
 
@@ -182,6 +208,26 @@ class _Ended:
 
     def clear_watchdog(self) -> None:
         return None
+
+    def report_progress(self, fraction: object, message: object, data: object) -> None:
+        logger.warning("ctx.progress called after the execution ended; ignored")
+
+
+class Reported:
+    """What ``ctx.progress(...)`` returns: already done, and awaitable (so that an async handler
+    may ``await`` it and a sync one may not)."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[None, None, None]:
+        return
+        yield
+
+    def __repr__(self) -> str:
+        return "<progress reported>"
+
+
+_REPORTED: Final = Reported()
 
 
 def set_current(context: JobContext | None) -> Token[JobContext | None]:

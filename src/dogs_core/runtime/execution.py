@@ -56,8 +56,10 @@ from dogs_core.runtime.invocation import (
     invoke_handler,
 )
 from dogs_core.runtime.job_events import ended_event, job_extra, reporting_renewals
+from dogs_core.runtime.lock import job_lock_write
 from dogs_core.runtime.milestones import Milestones
 from dogs_core.runtime.outage import log_gave_up
+from dogs_core.runtime.progress import report_progress
 from dogs_core.runtime.recording import (
     reached_max_tries,
     release_at_shutdown,
@@ -133,6 +135,12 @@ class Execution:
 
     def clear_watchdog(self) -> None:
         self._lock.clear()
+
+    def report_progress(self, fraction: object, message: object, data: object) -> None:
+        phase = self.phase
+        running, stale = phase is Phase.RUNNING, phase is Phase.STALE
+        report = (fraction, message, data)
+        report_progress(self.services, self.job, self._lock, report, stale=stale, running=running)
 
     def cancel_for_shutdown(self) -> None:
         """Stop was requested and the grace period is over: cancel the handler and any user
@@ -218,10 +226,11 @@ class Execution:
         gate = self._gate = gate_for(services, job, self.definition)
         if gate is not None:
             self._tasks.on_free = functools.partial(self._tasks.spawn, gate.leave)
-        write = None if gate is None else gate.lock_write()
+        lock = self._lock
+        write = None if gate is None else gate.lock_write(job_lock_write(job, services.store, lock))
         if services.telemetry.active:
-            write = reporting_renewals(services, job, write)
-        self._lock.lock_time, self._lock.write = lock_time, write
+            write = reporting_renewals(services, job, write, lock)
+        lock.lock_time, lock.write = lock_time, write
         return gate is None or await gate.enter(lock_time)
 
     async def _apply_lock_time(self, lock_time: timedelta) -> bool:
@@ -436,7 +445,9 @@ class Execution:
     def _row(
         self, status: HistoryStatus, ended_at: datetime, **outcome: Any
     ) -> HistoryRecord | None:
-        started = self._started_at
+        started, relay = self._started_at, self._lock.progress
+        if relay is not None:  # the latest report, written or not
+            outcome["progress"] = relay.latest
         return history_record(
             self.job, self.definition, status, started_at=started, ended_at=ended_at, **outcome
         )

@@ -114,14 +114,12 @@ class FleetGate:
             hold.job_name, hold.key, hold.index, holder=hold.holder, until=until
         )
 
-    def lock_write(self) -> RenewWrite:
-        """The job's renewal write: its lock, then its slot (a lost slot is a lost lock)."""
-        job, store = self._job, self._services.store
+    def lock_write(self, job_write: RenewWrite) -> RenewWrite:
+        """The job's renewal write: its lock (``job_write``, which may carry its progress), then
+        its slot (a lost slot is a lost lock)."""
 
         async def write(until: datetime) -> bool:
-            return await store.extend_lock(job.job_id, job.lock_id, until) and await self.renew(
-                until
-            )
+            return await job_write(until) and await self.renew(until)
 
         return write
 
