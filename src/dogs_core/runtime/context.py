@@ -14,6 +14,7 @@ from dogs_core.domain.definitions import JobDefinition
 from dogs_core.domain.records import ClaimedJob
 from dogs_core.domain.schedules import parse_duration
 from dogs_core.errors import ExecutionCancelledError
+from dogs_core.runtime.log_capture import LogCapture
 from dogs_core.runtime.settings import DurationLike
 
 __all__ = ["ExecutionControls", "JobContext", "Reported", "current_job"]
@@ -32,6 +33,8 @@ class LockControls(Protocol):
     def clear_watchdog(self) -> None: ...
 
     def report_progress(self, fraction: object, message: object, data: object) -> None: ...
+
+    def log_capture(self) -> LogCapture | None: ...
 
 
 class ExecutionControls(LockControls, Protocol):
@@ -68,6 +71,21 @@ class _JobLogger(logging.LoggerAdapter[logging.Logger]):
         return f"[{extra['job_name']} {extra['job_id']}] {msg}", kwargs
 
 
+class _StoringJobLogger(_JobLogger):
+    """The job logger of a job with ``store_logs``: each record also goes to the execution's
+    capture (whatever the logging configuration), then to ``logging`` as usual."""
+
+    def __init__(
+        self, logger: logging.Logger, extra: Mapping[str, object], capture: LogCapture
+    ) -> None:
+        super().__init__(logger, extra)
+        self.capture = capture
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        self.capture.keep(level, msg, args, kwargs.get("exc_info"))
+        super().log(level, msg, *args, **kwargs)
+
+
 class JobContext:
     """The execution context: the claimed record, the attempt number, a bound logger, and
     the lock controls.
@@ -78,6 +96,8 @@ class JobContext:
     handlers are simply cancelled).
     """
 
+    _capture: LogCapture | None = None  # the execution's kept lines, once the logger is made
+
     def __init__(self, execution: ExecutionControls) -> None:
         self._execution: LockControls = execution
         self._job = execution.job
@@ -86,12 +106,15 @@ class JobContext:
     @functools.cached_property
     def logger(self) -> logging.LoggerAdapter[logging.Logger]:
         """A logger named ``dogs.job.<name>`` whose records carry the job's name and ids (made
-        on first use: most handlers never log)."""
+        on first use: most handlers never log). With the job's ``store_logs``, its records at
+        that level are also kept with the job (``client.get_logs``)."""
         job = self._job
-        return _JobLogger(
-            logging.getLogger(f"dogs.job.{job.job_name}"),
-            {"job_name": job.job_name, "job_id": job.job_id, "execution_id": job.execution_id},
-        )
+        logger = logging.getLogger(f"dogs.job.{job.job_name}")
+        extra = {"job_name": job.job_name, "job_id": job.job_id, "execution_id": job.execution_id}
+        capture = self._capture = self._execution.log_capture()
+        if capture is None:
+            return _JobLogger(logger, extra)
+        return _StoringJobLogger(logger, extra, capture)
 
     @property
     def record(self) -> ClaimedJob:
@@ -186,6 +209,8 @@ class JobContext:
         questions; lock requests are refused). Breaks the execution-context cycle, so that an
         ended execution is freed at once instead of by the garbage collector."""
         self._execution = _Ended(self._execution.cancel_requested)
+        if self._capture is not None:
+            self._capture.end()
 
     def raise_if_cancelled(self) -> None:
         """For sync handlers: raise when the execution should stop (stale or shutdown)."""
@@ -211,6 +236,9 @@ class _Ended:
 
     def report_progress(self, fraction: object, message: object, data: object) -> None:
         logger.warning("ctx.progress called after the execution ended; ignored")
+
+    def log_capture(self) -> LogCapture | None:
+        return None
 
 
 class Reported:

@@ -57,6 +57,7 @@ from dogs_core.runtime.invocation import (
 )
 from dogs_core.runtime.job_events import ended_event, job_extra, reporting_renewals
 from dogs_core.runtime.lock import job_lock_write
+from dogs_core.runtime.log_capture import LogCapture, capture_for
 from dogs_core.runtime.milestones import Milestones
 from dogs_core.runtime.outage import log_gave_up
 from dogs_core.runtime.progress import report_progress
@@ -137,10 +138,12 @@ class Execution:
         self._lock.clear()
 
     def report_progress(self, fraction: object, message: object, data: object) -> None:
-        phase = self.phase
-        running, stale = phase is Phase.RUNNING, phase is Phase.STALE
+        stale, running = self.phase is Phase.STALE, self.phase is Phase.RUNNING
         report = (fraction, message, data)
         report_progress(self.services, self.job, self._lock, report, stale=stale, running=running)
+
+    def log_capture(self) -> LogCapture | None:
+        return capture_for(self.services, self.job, self.definition)
 
     def cancel_for_shutdown(self) -> None:
         """Stop was requested and the grace period is over: cancel the handler and any user
