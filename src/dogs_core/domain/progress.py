@@ -18,11 +18,12 @@ What is written, and when, is :class:`ProgressPacer`'s rule (sans-I/O, like
 * **Riding the renewal.** A progress write *is* a lock renewal (the fenced write sets
   ``lockedUntil`` and ``progress`` together), so any renewal that starts while a report is staged
   carries it for free: a heartbeat, an ``extend_lock_time``.
-* **At most one progress write per interval.** Two writes that carry progress start at least
-  ``interval`` seconds apart (:data:`DEFAULT_PROGRESS_INTERVAL`, the ``progress_interval`` worker
-  option); a report staged sooner is written when the interval is over (a flush), by the renewal
-  that carries it. So with a report on every item, a job of ``T`` seconds makes at most
-  ``T / interval + 1`` progress writes, whatever its item count.
+* **At most one write of its own per interval.** A renewal is asked for a report (a pulse) only
+  ``interval`` seconds after the last write that carried one started
+  (:data:`DEFAULT_PROGRESS_INTERVAL`, the ``progress_interval`` worker option); a report staged
+  sooner waits for that (a flush) unless a renewal made anyway carries it first. So with a
+  report on every item, a job of ``T`` seconds makes at most ``T / interval + 1`` writes because
+  of its progress, whatever its item count, besides the renewals it makes anyway.
 * **Single flight.** At most one write carrying progress is in flight; a report staged during it
   is written after it (at the interval's end).
 * **Nothing forgotten.** While a report is staged, a write carrying it is started, outstanding or

@@ -13,7 +13,7 @@ import anyio.from_thread
 from dogs_core.domain.definitions import JobDefinition
 from dogs_core.domain.records import ClaimedJob
 from dogs_core.domain.schedules import parse_duration
-from dogs_core.errors import ExecutionCancelledError
+from dogs_core.errors import ExecutionCancelledError, LockLostError
 from dogs_core.runtime.log_capture import LogCapture
 from dogs_core.runtime.settings import DurationLike
 
@@ -97,6 +97,7 @@ class JobContext:
     """
 
     _capture: LogCapture | None = None  # the execution's kept lines, once the logger is made
+    _lost = False  # the execution went stale: set once by it (progress reports are refused)
 
     def __init__(self, execution: ExecutionControls) -> None:
         self._execution: LockControls = execution
@@ -190,6 +191,9 @@ class JobContext:
         lost its lock (stop working: another execution may own the job), and
         :class:`~dogs_core.errors.MissingStoreRoleError` when the store has no following role.
         """
+        if self._lost:  # also once the execution has ended (a sync handler's thread goes on)
+            job = self._job
+            raise LockLostError(job.job_name, job.job_id, job.execution_id)
         self._execution.report_progress(fraction, message, data)
         return _REPORTED
 

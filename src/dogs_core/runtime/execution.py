@@ -138,9 +138,8 @@ class Execution:
         self._lock.clear()
 
     def report_progress(self, fraction: object, message: object, data: object) -> None:
-        stale, running = self.phase is Phase.STALE, self.phase is Phase.RUNNING
-        report = (fraction, message, data)
-        report_progress(self.services, self.job, self._lock, report, stale=stale, running=running)
+        report, running = (fraction, message, data), self.phase is Phase.RUNNING
+        report_progress(self.services, self.job, self._lock, report, running=running)
 
     def log_capture(self) -> LogCapture | None:
         return capture_for(self.services, self.job, self.definition)
@@ -391,6 +390,7 @@ class Execution:
         if self.phase is Phase.STALE:
             return
         self.phase = Phase.STALE
+        self.context._lost = True
         if self.services.telemetry.active:
             self.services.telemetry.emit(LockLost(self.job, reason.value))
         if self.definition.cancel_on_stale:

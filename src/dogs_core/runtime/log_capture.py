@@ -27,6 +27,7 @@ from typing import Protocol
 from dogs_core.domain.definitions import JobDefinition
 from dogs_core.domain.log_lines import LogLine, clip, dropped_line, line_id
 from dogs_core.domain.records import ClaimedJob
+from dogs_core.runtime.clock import now_in_any_thread
 from dogs_core.runtime.services import ExecutionServices
 
 __all__ = ["LogCapture", "Shipper", "capture_for", "trace_id_of"]
@@ -122,7 +123,7 @@ class LogCapture:
         """The next line's number and time (never before the previous line's)."""
         seq = self._seq
         self._seq += 1
-        now = self._services.clock.now()
+        now = now_in_any_thread(self._services.clock)
         last = self._last
         if last is not None and now < last:
             now = last

@@ -1,7 +1,8 @@
 """An execution's progress: the handler's reports staged, and written by its lock's renewals.
 
-``ctx.progress(fraction, message, data=...)`` (:func:`report_progress`) checks the report,
-raises :class:`~dogs_core.errors.LockLostError` once the execution is stale, and stages it with
+``ctx.progress(fraction, message, data=...)`` raises :class:`~dogs_core.errors.LockLostError`
+once the execution is stale (its context knows); :func:`report_progress` checks the report and
+stages it with
 the execution's :class:`ProgressRelay` (made at the first report, which also checks that the
 store has the following role). Staging takes a lock and, at most once per batch of reports,
 hands the loop a wake-up (from a worker thread without blocking it); it never waits for a write.
@@ -32,8 +33,9 @@ from dogs_core.domain.progress import FlushAt, Progress, ProgressPacer, Progress
 from dogs_core.domain.progress import check_progress as _check
 from dogs_core.domain.records import ClaimedJob
 from dogs_core.domain.renewal import RefusalReason
-from dogs_core.errors import LockLostError, MissingStoreRoleError
+from dogs_core.errors import MissingStoreRoleError
 from dogs_core.ports import AsyncFollowingStore, Role, store_roles
+from dogs_core.runtime.clock import now_in_any_thread
 from dogs_core.runtime.services import ExecutionServices
 
 if TYPE_CHECKING:
@@ -51,13 +53,11 @@ def report_progress(
     lock: JobLock,
     report: tuple[object, object, object],
     *,
-    stale: bool,
     running: bool,
 ) -> None:
-    """Stage one report of ``job``'s handler (from its task or its thread): see the module."""
+    """Stage one report of ``job``'s handler (from its task or its thread): see the module.
+    (A stale execution's reports never get here: its context raises ``LockLostError``.)"""
     fraction, message, data = _check(*report, job=job.job_name)
-    if stale:
-        raise LockLostError(job.job_name, job.job_id, job.execution_id)
     if not running:
         logger.warning(
             "progress of %s (%s) reported while its handler is not running; ignored",
@@ -68,7 +68,8 @@ def report_progress(
     relay = lock.progress
     if relay is None:
         relay = _relay_of(services, job, lock)
-    relay.report(Progress(fraction, message, data, services.clock.now(), job.execution_id))
+    at = now_in_any_thread(services.clock)
+    relay.report(Progress(fraction, message, data, at, job.execution_id))
 
 
 def _relay_of(services: ExecutionServices, job: ClaimedJob, lock: JobLock) -> ProgressRelay:
