@@ -15,18 +15,20 @@ or execution has that id, 2 for bad input or an unreachable server, 130 when int
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from typing import Annotated, TypeAlias
 
 import typer
 
+from dogs_core.domain import validation
 from dogs_core.domain.log_lines import LogLine
 from dogs_core.runtime._async.client import DogsClient
 from dogs_mongo.cli.common import (
     Connection,
     connected_client,
-    duration,
     fail,
+    flags_named,
     run,
     user_errors,
     with_connection,
@@ -83,8 +85,8 @@ def logs(
         str | None, typer.Option("--after", help="Only the lines after this line id.")
     ] = None,
     limit: Annotated[
-        int, typer.Option("--limit", help="Most lines printed (without --follow).", min=1)
-    ] = 10_000,
+        str, typer.Option("--limit", help="Most lines printed (without --follow).")
+    ] = "10000",
     poll_interval: Annotated[
         str,
         typer.Option(
@@ -98,9 +100,13 @@ def logs(
     connection: Connection,
 ) -> None:
     """Print the log lines a job kept (store_logs), or those of one of its executions."""
-    pause = duration("--poll-interval", poll_interval).total_seconds()
+    with flags_named({"--poll-interval": ("--poll-interval", poll_interval)}):
+        pause = validation.positive_duration("--poll-interval", poll_interval).total_seconds()
     if not job_id.strip():
-        fail("ID: expected a job id or an execution id")
+        fail(f"ID {shlex.quote(job_id)}: expected a job id or an execution id")
+    if after is not None and not after.strip():
+        fail(f"--after {shlex.quote(after)}: must not be empty")
+    most = _count("--limit", limit)
     show = line_json if as_json else format_line
     container = connection.logged_container()
 
@@ -110,12 +116,22 @@ def logs(
                 if follow:
                     await _follow(client, job_id, after, pause, show)
                 else:
-                    await _print_all(client, job_id, after, limit, show)
+                    await _print_all(client, job_id, after, most, show)
 
     try:
         run(go)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+
+
+def _count(flag: str, text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        fail(f"{flag} {shlex.quote(text)}: must be an integer")
+    if value < 1:
+        fail(f"{flag} {text}: must be at least 1")
+    return value
 
 
 async def _print_all(
