@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dogs_core.domain.claimable import ClaimScope, is_claimable
+from dogs_core.domain.progress import Progress
 from dogs_core.domain.records import (
     ClaimRequest,
     Duplicate,
@@ -28,7 +29,6 @@ from dogs_core.domain.records import (
     Owner,
     Scheduled,
 )
-from dogs_core.domain.progress import Progress
 from dogs_core.domain.steering import JobChange
 from dogs_core.errors import InvalidOptionError, StoreError
 from dogs_core.ids import new_execution_id, new_record_id
