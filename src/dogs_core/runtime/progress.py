@@ -22,7 +22,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from typing import TYPE_CHECKING, cast
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Protocol, cast
 
 import anyio
 import anyio.from_thread
@@ -40,17 +41,28 @@ from dogs_core.runtime.services import ExecutionServices
 
 if TYPE_CHECKING:
     from dogs_core.runtime.deadlines import Deadline
-    from dogs_core.runtime.holding import JobLock
 
-__all__ = ["ProgressRelay", "report_progress"]
+__all__ = ["HeldLock", "ProgressRelay", "report_progress"]
 
 logger = logging.getLogger("dogs.execution")
+
+
+class HeldLock(Protocol):
+    """What a relay uses of its execution's lock (:class:`~dogs_core.runtime.holding.JobLock`)."""
+
+    progress: ProgressRelay | None
+
+    def pulse(self) -> RefusalReason | None: ...
+
+    def spawn(self, func: Callable[[], Awaitable[None]]) -> None: ...
+
+    def lost(self) -> None: ...
 
 
 def report_progress(
     services: ExecutionServices,
     job: ClaimedJob,
-    lock: JobLock,
+    lock: HeldLock,
     report: tuple[object, object, object],
     *,
     running: bool,
@@ -72,7 +84,7 @@ def report_progress(
     relay.report(Progress(fraction, message, data, at, job.execution_id))
 
 
-def _relay_of(services: ExecutionServices, job: ClaimedJob, lock: JobLock) -> ProgressRelay:
+def _relay_of(services: ExecutionServices, job: ClaimedJob, lock: HeldLock) -> ProgressRelay:
     """The execution's relay, made on the loop (from a worker thread: one hop, the first time)."""
     roles = store_roles(services.store)
     if Role.FOLLOWING not in roles:
@@ -105,7 +117,7 @@ class ProgressRelay:
         "latest",
     )
 
-    def __init__(self, services: ExecutionServices, job: ClaimedJob, lock: JobLock) -> None:
+    def __init__(self, services: ExecutionServices, job: ClaimedJob, lock: HeldLock) -> None:
         """Made on the event loop's thread (its token is what a worker thread wakes it by)."""
         self._services = services
         self._job = job
