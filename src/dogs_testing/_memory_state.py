@@ -133,7 +133,7 @@ def _history_row(record: HistoryRecord) -> HistoryRecord:
         error_type=record.error_type,
         error_traceback=record.error_traceback,
         owner=record.owner,
-        progress=_copy_progress(record.progress),
+        progress=None if record.progress is None else _copy_progress(record.progress),
     )
 
 
