@@ -22,10 +22,7 @@ from typing import Any
 
 import anyio
 
-from dogs_core.domain.definitions import (
-    JobDefinition,
-    load_params,
-)
+from dogs_core.domain.definitions import JobDefinition, load_params
 from dogs_core.domain.events import ExecutionEnded, JobCancelled, JobStale, JobStarted, LockLost
 from dogs_core.domain.history import history_record
 from dogs_core.domain.outcome import (
@@ -56,7 +53,6 @@ from dogs_core.runtime.invocation import (
     invoke_handler,
 )
 from dogs_core.runtime.job_events import ended_event, job_extra, reporting_renewals
-from dogs_core.runtime.lock import job_lock_write
 from dogs_core.runtime.log_capture import LogCapture, capture_for
 from dogs_core.runtime.milestones import Milestones
 from dogs_core.runtime.outage import log_gave_up
@@ -142,7 +138,10 @@ class Execution:
         report_progress(self.services, self.job, self._lock, report, running=running)
 
     def log_capture(self) -> LogCapture | None:
-        return capture_for(self.services, self.job, self.definition)
+        services = self.services
+        return capture_for(
+            services.logs, services.clock, services.telemetry, self.job, self.definition
+        )
 
     def cancel_for_shutdown(self) -> None:
         """Stop was requested and the grace period is over: cancel the handler and any user
@@ -228,11 +227,10 @@ class Execution:
         gate = self._gate = gate_for(services, job, self.definition)
         if gate is not None:
             self._tasks.on_free = functools.partial(self._tasks.spawn, gate.leave)
-        lock = self._lock
-        write = None if gate is None else gate.lock_write(job_lock_write(job, services.store, lock))
+        write = None if gate is None else gate.lock_write(self._lock)
         if services.telemetry.active:
-            write = reporting_renewals(services, job, write, lock)
-        lock.lock_time, lock.write = lock_time, write
+            write = reporting_renewals(services, job, write, self._lock)
+        self._lock.lock_time, self._lock.write = lock_time, write
         return gate is None or await gate.enter(lock_time)
 
     async def _apply_lock_time(self, lock_time: timedelta) -> bool:

@@ -23,7 +23,7 @@ from dogs_core.domain.outcome import Defer
 from dogs_core.domain.records import ClaimedJob
 from dogs_core.domain.settle import Settlement
 from dogs_core.runtime._async.retry import retry_transient
-from dogs_core.runtime.lock import RenewWrite
+from dogs_core.runtime.lock import ProgressRider, RenewWrite, job_lock_write
 from dogs_core.runtime.outage import log_store_failure
 from dogs_core.runtime.services import ExecutionServices
 
@@ -114,9 +114,10 @@ class FleetGate:
             hold.job_name, hold.key, hold.index, holder=hold.holder, until=until
         )
 
-    def lock_write(self, job_write: RenewWrite) -> RenewWrite:
-        """The job's renewal write: its lock (``job_write``, which may carry its progress), then
-        its slot (a lost slot is a lost lock)."""
+    def lock_write(self, rider: ProgressRider | None = None) -> RenewWrite:
+        """The job's renewal write: its lock (carrying ``rider``'s progress), then its slot (a
+        lost slot is a lost lock)."""
+        job_write = job_lock_write(self._job, self._services.store, rider)
 
         async def write(until: datetime) -> bool:
             return await job_write(until) and await self.renew(until)

@@ -27,8 +27,9 @@ from typing import Protocol
 from dogs_core.domain.definitions import JobDefinition
 from dogs_core.domain.log_lines import LogLine, clip, dropped_line, line_id
 from dogs_core.domain.records import ClaimedJob
+from dogs_core.ports import Clock
 from dogs_core.runtime.clock import now_in_any_thread
-from dogs_core.runtime.services import ExecutionServices
+from dogs_core.runtime.telemetry import Telemetry
 
 __all__ = ["LogCapture", "Shipper", "capture_for", "trace_id_of"]
 
@@ -36,14 +37,18 @@ _WARNING = 30
 
 
 def capture_for(
-    services: ExecutionServices, job: ClaimedJob, definition: JobDefinition
+    shipper: Shipper | None,
+    clock: Clock,
+    telemetry: Telemetry,
+    job: ClaimedJob,
+    definition: JobDefinition,
 ) -> LogCapture | None:
-    """The capture of ``job``'s execution, or ``None`` when its job keeps no lines."""
+    """The capture of ``job``'s execution, or ``None`` when its job keeps no lines (or the
+    workers have no ``shipper``)."""
     level = definition.log_level
-    shipper = services.logs
     if level is None or shipper is None:
         return None
-    return LogCapture(services, job, definition, level, shipper)
+    return LogCapture(shipper, clock, telemetry, job, definition, level)
 
 
 class LogCapture:
@@ -51,6 +56,7 @@ class LogCapture:
 
     __slots__ = (
         "_cap",
+        "_clock",
         "_dropped",
         "_ended",
         "_guard",
@@ -58,21 +64,23 @@ class LogCapture:
         "_last",
         "_retention",
         "_seq",
-        "_services",
         "_shipper",
+        "_telemetry",
         "_trace_id",
         "level",
     )
 
     def __init__(
         self,
-        services: ExecutionServices,
+        shipper: Shipper,
+        clock: Clock,
+        telemetry: Telemetry,
         job: ClaimedJob,
         definition: JobDefinition,
         level: int,
-        shipper: Shipper,
     ) -> None:
-        self._services = services
+        self._clock = clock
+        self._telemetry = telemetry
         self._job = job
         self._shipper = shipper
         self._retention = definition.save_executions_for
@@ -101,7 +109,7 @@ class LogCapture:
                 return
             seq, at = self._next()
         if self._trace_id is False:
-            self._trace_id = trace_id_of(self._services, self._job)
+            self._trace_id = trace_id_of(self._telemetry, self._job)
         trace_id = self._trace_id if isinstance(self._trace_id, str) else None
         self._shipper.put(self._line(seq, at, level, message, exception, trace_id))
 
@@ -123,7 +131,7 @@ class LogCapture:
         """The next line's number and time (never before the previous line's)."""
         seq = self._seq
         self._seq += 1
-        now = now_in_any_thread(self._services.clock)
+        now = now_in_any_thread(self._clock)
         last = self._last
         if last is not None and now < last:
             now = last
@@ -163,9 +171,9 @@ class Shipper(Protocol):
         ...
 
 
-def trace_id_of(services: ExecutionServices, job: ClaimedJob) -> str | None:
+def trace_id_of(telemetry: Telemetry, job: ClaimedJob) -> str | None:
     """The trace id of ``job``'s execution (see the module), or ``None``."""
-    source = services.telemetry.trace_id_source
+    source = telemetry.trace_id_source
     if source is not None:
         try:
             current = source()
