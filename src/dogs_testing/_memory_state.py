@@ -385,8 +385,11 @@ class MemoryState:
             trace_context=old.trace_context,
         )
         # A claim changes no field any index depends on (partition, name, priority, next run,
-        # type, status, identifier, expiry): replacing the record is all `_put` would do.
+        # type, status, identifier, expiry): replacing the record is all `_put` would do. (It
+        # drops an earlier execution's progress, which no read shows any more.)
         self._records[record_id] = new
+        if self._feeds.jobs_watched:
+            self._feeds.offer_job(record_id)
         return ClaimedJob(
             job_id=record_id,
             execution_id=request.lock_id,
