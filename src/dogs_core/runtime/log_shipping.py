@@ -121,11 +121,13 @@ class LogShipper:
         self._loop_thread = threading.get_ident()
         try:
             while True:
-                if not self._lines:
+                with self._guard:  # idle, and ready to be woken by the next line, at once
+                    idle = not self._lines
+                    if idle:
+                        self._woken = False
+                if idle:
                     await self._signal.wait()
                 await anyio.sleep(self._flush_delay)
-                with self._guard:
-                    self._woken = False
                 await self.flush()
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(FINAL_FLUSH_TIMEOUT):
