@@ -428,8 +428,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = "\n".join(
             [
                 *report_header("Following a job: what it costs", command, server),
-                f"Machine: {machine_summary()}.",
-                "",
                 progress_title + ".",
                 "",
                 markdown_table(PROGRESS_HEADERS, progress_rows(progress)),
