@@ -174,6 +174,32 @@ async def test_a_stale_execution_cannot_write_over_its_successor() -> None:
     assert all(p.message != "try 1 late" for _, p, _ in store.progress_writes)
 
 
+async def test_a_report_waiting_for_its_flush_is_dropped_when_the_lock_is_lost(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    jobs = Jobs()
+
+    @jobs.event(cancel_on_stale=False, lock_time=2, max_tries=1)
+    async def silent(params: Params, ctx: JobContext) -> None:
+        await ctx.progress(0.1, "first")  # written at once, with the lock
+        await anyio.sleep(0.1)
+        await ctx.progress(0.2, "second")  # waits for the flush, 10 s later
+        await anyio.sleep(12)  # the lock runs out at 2 s: stale before the flush
+
+    h, store = harness(jobs)
+    job_id = (await h.client.schedule(silent)).id  # type: ignore[union-attr]
+    with caplog.at_level(logging.ERROR):
+        async with h.workers(progress_interval=10, default_lock_time=2) as workers:
+            await anyio.sleep(15)
+            await workers.stop()
+    assert [p.message for _, p, _ in store.progress_writes] == ["first"]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    (row,) = store.job_history(job_id)
+    assert row.status is HistoryStatus.STALE
+    assert row.progress is not None
+    assert row.progress.message == "second", "the latest report, not written, is in the row"
+
+
 async def test_bad_progress_raises_and_writes_nothing() -> None:
     jobs = Jobs()
     errors: list[str] = []

@@ -201,11 +201,15 @@ class ProgressRelay:
         refused = self._lock.pulse()
         if refused is None:
             return
-        if refused is RefusalReason.CLEARED and not self._writing_alone:
-            self._writing_alone = True
-            self._lock.spawn(self._write_alone)
+        if refused is RefusalReason.CLEARED:
+            if not self._writing_alone:
+                self._writing_alone = True
+                self._lock.spawn(self._write_alone)
             return
-        self._perform(self._pacer.pulse_lost(anyio.current_time()))
+        # Stale or finished: this execution writes nothing more (the latest report still goes
+        # to its history row).
+        self._pacer.pulse_lost(anyio.current_time())
+        self.end()
 
     async def _write_alone(self) -> None:
         """One fenced progress write without the lock (the watchdog was cleared)."""
