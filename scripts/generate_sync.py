@@ -264,11 +264,16 @@ _FORWARDING_TAIL = '''
 
 if TYPE_CHECKING:
     from dogs_core.ports.archive import AsyncArchiveStore
+    from dogs_core.ports.following import AsyncFollowingStore
     from dogs_core.ports.store import AsyncJobStore
 
     def _conforms(store: ForwardingJobStore) -> tuple[AsyncJobStore, AsyncArchiveStore]:
         """Static check (mypy): a forwarding store has every role."""
         return store, store
+
+    def _follows(store: ForwardingJobStore) -> AsyncFollowingStore:
+        """Static check (mypy): a forwarding store has the following role's methods."""
+        return store
 '''
 
 

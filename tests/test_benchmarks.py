@@ -18,6 +18,7 @@ from benchmarks import (
     crash_fleet,
     explain_stats,
     floor,
+    following,
     global_limit,
     many_names,
     pickup,
@@ -347,3 +348,16 @@ def test_crash_fleet_quick(mongodb_uri: str, capsys: pytest.CaptureFixture[str])
 def test_crash_fleet_rejects_a_bad_size() -> None:
     with pytest.raises(SystemExit):
         crash_fleet.main(["--jobs", "0"])
+
+
+def test_following_quick(
+    mongodb_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = following.main(["--quick", "--uri", mongodb_uri, "--out", str(tmp_path)])
+    output = capsys.readouterr().out
+    assert status == 0, output
+    assert "FAILED" not in output
+    report = (tmp_path / "following.md").read_text()
+    assert "| Store | Handler | Interval (s) |" in report
+    assert report.count("| ok |") == 6 + 4
+    assert "store_logs with 10 lines per job costs" in report

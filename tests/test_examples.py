@@ -17,6 +17,7 @@ from examples import (
     custom_adapter,
     dashboard_mount,
     fleet_limits,
+    following,
     leases,
     long_job_heartbeat,
     managing_jobs,
@@ -572,3 +573,31 @@ def test_beanie_app_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[s
     ):
         assert line in out, out
     assert out.count("send_receipt: success") == 1
+
+
+# -- following a job (examples/following.py) ----------------------------------------------------
+
+
+def _check_following(out: str) -> None:
+    assert "progress [##" in out
+    assert "progress [####################] chunk 10/10 {'rows': 1000}" in out
+    assert "progress: the job has ended" in out
+    assert "log INFO chunk 1 stored (100 rows so far)" in out
+    assert "log WARNING 3 rows skipped: no email" in out
+    assert "logs: 11 lines followed, the job has ended" in out
+    assert "render_report: report.pdf, last progress page 5/5" in out
+    assert "get_job after the end: None" in out
+    assert "history row: success, final progress 100% chunk 10/10" in out
+    assert "get_logs: 11 lines by job id, 11 by execution id" in out
+    assert "last line: WARNING 3 rows skipped: no email" in out
+
+
+def test_following(capsys: pytest.CaptureFixture[str]) -> None:
+    following.main([])
+    _check_following(output_of(capsys))
+
+
+@pytest.mark.mongo
+def test_following_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    following.main(["--uri", mongodb_uri])
+    _check_following(output_of(capsys))

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dogs_core.domain.claimable import ClaimScope, is_claimable
+from dogs_core.domain.progress import Progress
 from dogs_core.domain.records import (
     ClaimRequest,
     Duplicate,
@@ -589,7 +590,7 @@ def test_hand_built_copies_keep_every_field() -> None:
         "id", "job_name", "type", "priority", "next_run_at", "partition", "params",
         "unique_identifier", "last_run_at", "locked_until", "lock_id", "claim_was_stale",
         "tries", "status", "max_tries_reached_at", "expires_at", "lock_owner",
-        "lock_released_at", "trace_context",
+        "lock_released_at", "trace_context", "progress",
     }  # fmt: skip
     row = HistoryRecord(
         execution_id="e",
@@ -610,6 +611,7 @@ def test_hand_built_copies_keep_every_field() -> None:
         error_type="builtins.ValueError",
         error_traceback="Traceback ...",
         owner=Owner(host="h", pid=1, instance_id="i"),
+        progress=Progress(0.5, "half", {"rows": [1]}, datetime(2030, 1, 1, 0, 0, 1, 999, UTC), "e"),
     )
     assert {f.name for f in dataclasses.fields(HistoryRecord)} == {
         f.name for f in dataclasses.fields(row) if getattr(row, f.name) not in (None, False)
@@ -618,8 +620,11 @@ def test_hand_built_copies_keep_every_field() -> None:
     expected = dataclasses.replace(
         row,
         started_at=datetime(2030, 1, 1, 0, 0, 0, 123000, tzinfo=UTC),
+        progress=Progress(0.5, "half", {"rows": [1]}, datetime(2030, 1, 1, 0, 0, 1, 0, UTC), "e"),
     )
     assert stored == expected
+    assert stored.progress is not None
+    assert stored.progress.data is not row.progress.data  # type: ignore[union-attr]
     assert stored.params is not row.params
     assert stored.params["nested"] is not row.params["nested"]  # type: ignore[index]
     assert stored.result is not row.result
@@ -648,6 +653,7 @@ def test_a_claim_keeps_every_other_field() -> None:
         lock_owner=Owner(host="h", pid=6, instance_id="old"),
         lock_released_at=T0 - 3 * S,  # before locked_until: a stale lock
         trace_context={"traceparent": "00-1-2-01"},
+        progress=Progress(0.5, "the old execution's", None, T0 - 2 * S, "old"),
     )
     assert {f.name for f in dataclasses.fields(record)} == {
         f.name for f in dataclasses.fields(record) if getattr(record, f.name) is not None
@@ -668,6 +674,7 @@ def test_a_claim_keeps_every_other_field() -> None:
         tries=5,
         lock_owner=owner,
         lock_released_at=None,
+        progress=None,  # kept, but not shown: another execution's
     )
 
 

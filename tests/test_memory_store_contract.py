@@ -14,6 +14,7 @@ from dogs_core.runtime.threaded import ThreadedJobStore
 from dogs_testing.contract import (
     ArchiveContract,
     ArchiveUnderTest,
+    FollowingContract,
     JobStoreContract,
     ThreadedArchive,
 )
@@ -76,3 +77,19 @@ class TestInMemoryArchiveSyncFaceInThreads(ArchiveContract):
     @pytest.fixture
     def archive(self, sync_store: SyncInMemoryJobStore) -> ArchiveUnderTest:
         return cast(ArchiveUnderTest, ThreadedArchive(sync_store))
+
+
+class TestInMemoryFollowingAsyncFace(FollowingContract):
+    """The optional following role over the async face."""
+
+    @pytest.fixture
+    def store(self) -> InMemoryJobStore:
+        return InMemoryJobStore()
+
+
+class TestInMemoryFollowingSyncFaceInThreads(FollowingContract):
+    """The following role over the sync face, each call in a worker thread."""
+
+    @pytest.fixture
+    def store(self) -> ThreadedJobStore:
+        return ThreadedJobStore(SyncInMemoryJobStore())

@@ -6,6 +6,7 @@ field and the offending value so that the message alone tells the user what to f
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
@@ -15,10 +16,13 @@ __all__ = [
     "ExecutionCancelledError",
     "InvalidOptionError",
     "InvalidParamsError",
+    "InvalidProgressError",
     "InvalidScheduleError",
     "JobNotFoundError",
     "JobNotRegisteredError",
     "JobTimeoutError",
+    "LockLostError",
+    "MissingStoreRoleError",
     "RenewalProtocolError",
     "ScheduleOutcomeUnknownError",
     "SessionNotSupportedError",
@@ -203,6 +207,45 @@ class RenewalProtocolError(DogsError, RuntimeError):
     """The runtime fed the lock-renewal machine an impossible event (a bug in the runtime,
     never user input): a result for a write that is not in flight, an event before
     ``RenewalMachine.start`` or a second ``start``, a non-finite time."""
+
+
+# -- following a job (issue 28) ------------------------------------------------------------
+
+
+class InvalidProgressError(ValidationError):
+    """``ctx.progress(...)`` was given a fraction, a message or data it cannot keep (out of
+    range, too long, not storable as BSON, too large); nothing was staged or written."""
+
+
+class LockLostError(ExecutionCancelledError):
+    """The execution no longer holds its job's lock: it went stale (its lock ran out, a renewal
+    matched nothing, an operator cancelled the job). Raised by ``ctx.progress(...)`` once the
+    runtime knows it, the condition ``ctx.extend_lock_time`` reports as ``False`` and
+    ``ctx.raise_if_cancelled`` raises; the handler should stop, another execution may own the
+    job now."""
+
+    def __init__(self, job_name: str, job_id: str, execution_id: str) -> None:
+        self.job_name = job_name
+        self.job_id = job_id
+        self.execution_id = execution_id
+        super().__init__(
+            f"execution {execution_id} of {job_name} ({job_id}) lost its lock; "
+            "stop working on it (another execution may own the job now)"
+        )
+
+
+class MissingStoreRoleError(InvalidOptionError):
+    """A feature needs an optional role of the store port that this store does not have
+    (``role``: its :class:`~dogs_core.ports.Role` value); nothing was written."""
+
+    def __init__(
+        self, store: object, role: str, feature: str, roles: Iterable[object] = ()
+    ) -> None:
+        self.role = role
+        have = ", ".join(sorted(str(r) for r in roles)) if roles else "none listed"
+        super().__init__(
+            "store", store, f"has no {role!r} role, which {feature} needs (its roles: {have})"
+        )
 
 
 def _short_repr(value: Any, limit: int = 80) -> str:

@@ -17,17 +17,21 @@ from datetime import datetime, timedelta
 import anyio
 
 from dogs_core.domain.controls import EVERY_JOB
-from dogs_core.domain.records import HistoryRecord, JobRecord, NameStatus
+from dogs_core.domain.log_lines import LogLine
+from dogs_core.domain.records import HistoryRecord, JobRecord, JobState, NameStatus
 from dogs_core.domain.stats import JobStats
 from dogs_core.domain.steering import JobPage
+from dogs_core.errors import JobNotFoundError, MissingStoreRoleError
 from dogs_core.runtime._async.client import DogsClient
 
 __all__ = [
+    "ExecutionLines",
     "NameRow",
     "Overview",
     "SearchResult",
     "StatsCache",
     "read_job",
+    "read_lines",
     "read_overview",
     "search_jobs",
 ]
@@ -162,3 +166,42 @@ async def read_job(
     record = await client.get_job(job_id)
     executions = await client.get_executions(job_id=job_id, limit=limit)
     return record, executions
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionLines:
+    """The log lines of one execution of a job (the running one, else the newest)."""
+
+    execution_id: str
+    running: bool
+    lines: tuple[LogLine, ...]
+    more: bool
+    """More lines were kept than shown."""
+
+
+#: The most lines the job page shows (a job's ``max_log_lines`` is 1,000 by default).
+MAX_LINES_SHOWN = 1_000
+
+
+async def read_lines(
+    client: DogsClient,
+    record: JobRecord | None,
+    executions: Sequence[HistoryRecord],
+    now: datetime,
+) -> ExecutionLines | None:
+    """The lines of the execution running ``record``, else of the newest of ``executions``;
+    ``None`` when there is no execution or the store keeps no lines (no following role)."""
+    if record is not None and record.lock_id is not None and record.state(now) is JobState.RUNNING:
+        execution_id, running = record.lock_id, True
+    elif executions:
+        execution_id, running = executions[0].execution_id, False
+    else:
+        return None
+    try:
+        lines = await client.get_logs(execution_id, limit=MAX_LINES_SHOWN + 1)
+    except MissingStoreRoleError:
+        return None
+    except JobNotFoundError:
+        lines = []
+    shown = tuple(lines[:MAX_LINES_SHOWN])
+    return ExecutionLines(execution_id, running, shown, len(lines) > MAX_LINES_SHOWN)

@@ -13,7 +13,7 @@ from starlette.responses import Response
 from dogs_core.domain.records import JobState
 from dogs_core.errors import DogsError
 from dogs_dashboard.context import Dashboard
-from dogs_dashboard.data import read_job, read_overview, search_jobs
+from dogs_dashboard.data import read_job, read_lines, read_overview, search_jobs
 
 __all__ = ["MAX_LIST_SIZE", "STATES", "job_list", "job_page", "overview"]
 
@@ -69,15 +69,18 @@ async def job_list(dash: Dashboard, request: Request) -> Response:
 
 
 async def job_page(dash: Dashboard, request: Request) -> Response:
-    """A job's record (while it exists) and its executions, with errors and tracebacks."""
+    """A job's record (while it exists) with its progress, the log lines of its running (else
+    newest) execution, and its executions, with errors and tracebacks."""
     job_id = str(request.path_params["job_id"])
+    now = dash.client.clock.now()
     try:
         record, executions = await read_job(dash.client, job_id)
+        log = await read_lines(dash.client, record, executions, now)
     except DogsError as error:
         return dash.error(request, 400, str(error))
     if record is None and not executions:
         return dash.error(request, 404, f"no job {job_id!r}: no record and no history")
-    state = None if record is None else record.state(dash.client.clock.now()).value
+    state = None if record is None else record.state(now).value
     return dash.render(
         request,
         "job.html",
@@ -87,4 +90,5 @@ async def job_page(dash: Dashboard, request: Request) -> Response:
         state=state,
         executions=executions,
         job_name=record.job_name if record is not None else executions[0].job_name,
+        log=log,
     )

@@ -44,6 +44,7 @@ from dogs_core.domain.events import (
     JobStarted,
     LockLost,
     LockRenewed,
+    ProgressWritten,
     SchedulingEnded,
     SchedulingStarted,
 )
@@ -51,7 +52,7 @@ from dogs_core.domain.records import ClaimedJob
 from dogs_core.errors import InvalidOptionError
 from dogs_core.runtime.telemetry import TELEMETRY, Telemetry
 
-__all__ = ["OpenTelemetryTracing"]
+__all__ = ["OpenTelemetryTracing", "current_trace_id"]
 
 SCOPE: Final = "dogs_integrations.otel"
 """The instrumentation scope of every span this module makes."""
@@ -66,6 +67,7 @@ _EVENT_KINDS: Final = (
     ExecutionEnded,
     LockRenewed,
     LockLost,
+    ProgressWritten,
 )
 
 
@@ -107,10 +109,19 @@ class OpenTelemetryTracing:
 
     def attach(self, telemetry: Telemetry = TELEMETRY) -> Callable[[], None]:
         """Subscribe to ``telemetry`` (the process-wide hub by default) for the events this
-        tracing reads; returns the function that unsubscribes it."""
+        tracing reads, and give it the current trace id (the log lines executions keep carry
+        it); returns the function that undoes both."""
         if not isinstance(telemetry, Telemetry):
             raise InvalidOptionError("telemetry", telemetry, "must be a dogs Telemetry hub")
-        return telemetry.subscribe(self, *_EVENT_KINDS)
+        unsubscribe = telemetry.subscribe(self, *_EVENT_KINDS)
+        telemetry.trace_id_source = current_trace_id
+
+        def detach() -> None:
+            unsubscribe()
+            if telemetry.trace_id_source is current_trace_id:
+                telemetry.trace_id_source = None
+
+        return detach
 
     def __call__(self, event: Event) -> None:
         """Turn one event into span work; other events are ignored."""
@@ -123,6 +134,8 @@ class OpenTelemetryTracing:
             self._lock_event(event.job, "dogs.lock.renewed", {"dogs.lock.locked_until": until})
         elif isinstance(event, LockLost):
             self._lock_event(event.job, "dogs.lock.lost", {"dogs.lock.reason": event.reason})
+        elif isinstance(event, ProgressWritten):
+            self._lock_event(event.job, "dogs.progress", _progress_attributes(event))
         elif isinstance(event, SchedulingStarted):
             self._scheduling_started(event)
         elif isinstance(event, JobScheduled):
@@ -234,6 +247,23 @@ class OpenTelemetryTracing:
         span = self._runs.get(job.execution_id)
         if span is not None:
             span.add_event(name, attributes)
+
+
+def current_trace_id() -> str | None:
+    """The trace id of the current span (32 hex digits), or ``None`` outside of one."""
+    context = trace.get_current_span().get_span_context()
+    return format(context.trace_id, "032x") if context.is_valid else None
+
+
+def _progress_attributes(event: ProgressWritten) -> dict[str, AttributeValue]:
+    """A progress span event: its fraction and message (those reported)."""
+    progress = event.progress
+    attributes: dict[str, AttributeValue] = {}
+    if progress.fraction is not None:
+        attributes["dogs.progress.fraction"] = progress.fraction
+    if progress.message is not None:
+        attributes["dogs.progress.message"] = progress.message
+    return attributes
 
 
 def _job_attributes(job: ClaimedJob) -> dict[str, AttributeValue]:

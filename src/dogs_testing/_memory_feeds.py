@@ -37,6 +37,7 @@ from dogs_core.domain.feeds import (
     check_feed_names,
     check_optional_feed_names,
 )
+from dogs_core.domain.log_lines import LogLine, check_owner_id
 from dogs_core.domain.records import HistoryRecord, JobRecord
 from dogs_core.domain.wakeups import RecordChange
 from dogs_core.runtime.watching import heartbeats_wanted
@@ -109,7 +110,11 @@ class FeedHub:
             "records": (),
             "history": (),
             "pauses": (),
+            "log_lines": (),
+            "jobs": (),
         }
+        self.jobs_watched = False
+        """Whether a feed follows the changes of some job's record (``watch_progress``)."""
 
     # ------------------------------------------------------------------ the writers' side
 
@@ -144,6 +149,20 @@ class FeedHub:
         for subscriber in self._subscribers["pauses"]:
             subscriber.deliver(job_name)
 
+    def offer_log_lines(self, lines: Sequence[LogLine]) -> None:
+        """``lines`` were kept; each subscriber that follows their job or execution gets
+        their ids."""
+        for subscriber in self._subscribers["log_lines"]:
+            for line in lines:
+                if subscriber.accepts(line):
+                    subscriber.deliver(line.id)
+
+    def offer_job(self, job_id: str) -> None:
+        """The record ``job_id`` was written (any change)."""
+        for subscriber in self._subscribers["jobs"]:
+            if subscriber.accepts(job_id):
+                subscriber.deliver(job_id)
+
     # ------------------------------------------------------------------ the feeds
 
     # Every feed is a generator that checks its arguments at its first next(), as the MongoDB
@@ -159,6 +178,18 @@ class FeedHub:
 
     def pauses(self) -> Generator[list[str], None, None]:
         return self._sync_feed("pauses", lambda: _every)
+
+    def log_lines(self, owner_id: str) -> Generator[list[str], None, None]:
+        return self._sync_feed("log_lines", lambda: _owner_filter(owner_id))
+
+    def jobs(self, job_id: str) -> Generator[list[str], None, None]:
+        return self._sync_feed("jobs", lambda: _job_filter(job_id))
+
+    def log_lines_async(self, owner_id: str) -> AsyncGenerator[list[str], None]:
+        return self._async_feed("log_lines", lambda: _owner_filter(owner_id))
+
+    def jobs_async(self, job_id: str) -> AsyncGenerator[list[str], None]:
+        return self._async_feed("jobs", lambda: _job_filter(job_id))
 
     def records_async(self, job_names: Sequence[str]) -> AsyncGenerator[list[RecordChange], None]:
         return self._async_feed("records", lambda: _name_filter(job_names))
@@ -226,16 +257,29 @@ class FeedHub:
     def _subscribe(self, kind: str, subscriber: _Subscriber[T]) -> None:
         with self._lock:
             self._subscribers[kind] = (*self._subscribers[kind], subscriber)
+            self.jobs_watched = bool(self._subscribers["jobs"])
 
     def _unsubscribe(self, kind: str, subscriber: _Subscriber[T]) -> None:
         with self._lock:
             self._subscribers[kind] = tuple(
                 s for s in self._subscribers[kind] if s is not subscriber
             )
+            self.jobs_watched = bool(self._subscribers["jobs"])
 
 
 def _every(_: object) -> bool:
     return True
+
+
+def _owner_filter(owner_id: str) -> Callable[[Any], bool]:
+    """Accepts a :class:`LogLine` of ``owner_id`` (the feed yields its id)."""
+    owner = check_owner_id(owner_id)
+    return lambda line: isinstance(line, LogLine) and owner in (line.job_id, line.execution_id)
+
+
+def _job_filter(job_id: str) -> Callable[[Any], bool]:
+    wanted = check_owner_id(job_id, field="job_id")
+    return lambda changed: changed == wanted
 
 
 def _name_filter(job_names: Sequence[str]) -> Callable[[RecordChange], bool]:

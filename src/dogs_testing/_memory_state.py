@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dogs_core.domain.claimable import is_failed
+from dogs_core.domain.progress import Progress
 from dogs_core.domain.records import (
     ClaimedJob,
     ClaimRequest,
@@ -92,7 +93,22 @@ def _stored(record: JobRecord) -> JobRecord:
 
 
 def _out(record: JobRecord) -> JobRecord:
+    progress = record.progress
+    if progress is not None:
+        # Shown only while the execution that reported it holds the record (ports/following).
+        shown = progress if progress.execution_id == record.lock_id else None
+        return dataclasses.replace(
+            record, params=_copy_params(record.params), progress=_copy_progress(shown)
+        )
     return dataclasses.replace(record, params=_copy_params(record.params))
+
+
+def _copy_progress(progress: Progress | None) -> Progress | None:
+    """``progress`` with its data copied and its time in milliseconds (as a store keeps it)."""
+    if progress is None:
+        return None
+    data = None if progress.data is None else copy.deepcopy(dict(progress.data))
+    return dataclasses.replace(progress, data=data, updated_at=to_millis(progress.updated_at))
 
 
 def _history_row(record: HistoryRecord) -> HistoryRecord:
@@ -117,6 +133,7 @@ def _history_row(record: HistoryRecord) -> HistoryRecord:
         error_type=record.error_type,
         error_traceback=record.error_traceback,
         owner=record.owner,
+        progress=None if record.progress is None else _copy_progress(record.progress),
     )
 
 
@@ -234,6 +251,8 @@ class MemoryState:
             del ids[record_id]
             if not ids:
                 del self._by_name[current.job_name]
+        if self._feeds.jobs_watched:  # a flag: nobody follows a job's progress, nothing to do
+            self._feeds.offer_job(record_id)
 
     def _fenced(self, job_id: str, lock_id: str) -> JobRecord | None:
         record = self._records.get(job_id)
@@ -366,8 +385,11 @@ class MemoryState:
             trace_context=old.trace_context,
         )
         # A claim changes no field any index depends on (partition, name, priority, next run,
-        # type, status, identifier, expiry): replacing the record is all `_put` would do.
+        # type, status, identifier, expiry): replacing the record is all `_put` would do. (It
+        # drops an earlier execution's progress, which no read shows any more.)
         self._records[record_id] = new
+        if self._feeds.jobs_watched:
+            self._feeds.offer_job(record_id)
         return ClaimedJob(
             job_id=record_id,
             execution_id=request.lock_id,

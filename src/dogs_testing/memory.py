@@ -64,7 +64,8 @@ The state and its indexes (and their upkeep) are in ``dogs_testing._memory_state
 of the port has its module, as the MongoDB store's do (``_memory_scheduling``,
 ``_memory_claims``, ``_memory_settle``, ``_memory_history``, ``_memory_watching`` for the
 feeds over ``_memory_feeds``' hub, ``_memory_steering``, ``_memory_stats``, ``_memory_controls``,
-``_memory_leases``, ``_memory_maintenance``, ``_memory_archive``); this module composes them
+``_memory_leases``, ``_memory_maintenance``, ``_memory_archive``, ``_memory_following``); this
+module composes them
 into the two faces of the port.
 """
 
@@ -84,6 +85,7 @@ from dogs_core.runtime.forwarding import ForwardingJobStore
 from dogs_testing._memory_archive import ArchivedCopy, MemoryArchive
 from dogs_testing._memory_claims import MemoryClaims
 from dogs_testing._memory_controls import MemoryControls
+from dogs_testing._memory_following import MemoryFollowing
 from dogs_testing._memory_history import MemoryHistory
 from dogs_testing._memory_leases import MemoryLeases
 from dogs_testing._memory_maintenance import MemoryMaintenance
@@ -109,6 +111,7 @@ class SyncInMemoryJobStore(
     MemoryLeases,
     MemoryMaintenance,
     MemoryArchive,
+    MemoryFollowing,
 ):
     """The in-memory store, sync face (:class:`~dogs_core.ports.JobStore`). Thread-safe.
 
@@ -116,7 +119,7 @@ class SyncInMemoryJobStore(
     ``clock.now()`` disappear at the next call. Without a clock nothing expires.
     """
 
-    #: Every role of the port, the archive's included (:func:`~dogs_core.ports.store_roles`).
+    #: Every role of the port, the optional ones included (:func:`~dogs_core.ports.store_roles`).
     roles: Final = frozenset(Role)
 
     # ------------------------------------------------------------------ testing helpers
@@ -215,4 +218,6 @@ _ASYNC_FEEDS: Final = {
     "watch_records": "records_async",
     "watch_history": "history_async",
     "watch_pauses": "pauses_async",
+    "watch_log_lines": "log_lines_async",
+    "watch_progress": "jobs_async",
 }

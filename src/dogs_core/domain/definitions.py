@@ -42,6 +42,7 @@ from typing import Any, ClassVar, Literal, TypeAlias, TypedDict
 
 from dogs_core.domain import validation
 from dogs_core.domain.controls import RateLimit, rate_limit_option
+from dogs_core.domain.log_lines import DEFAULT_MAX_LOG_LINES, check_log_options, log_options
 from dogs_core.domain.misfire import MisfireMode, MisfirePolicy
 from dogs_core.domain.params import (
     MAX_PARAMS_BSON_SIZE,
@@ -206,6 +207,8 @@ class _CommonOptions(TypedDict, total=False):
     cancel_on_stale: bool
     heartbeat: bool | float
     timeout: DurationLike | None
+    store_logs: bool | int | str
+    max_log_lines: int
 
 
 class EventJobOptions(_CommonOptions, total=False):
@@ -299,6 +302,11 @@ class EventJobDefinition:
         at most ``limit`` starts per ``period`` across the fleet: a
         :class:`~dogs_core.domain.controls.RateLimit` (with an optional key function) or a
         ``(limit, period)`` tuple; None (default) = no rate limit.
+    ``store_logs``, ``max_log_lines``
+        keep what the handler logs through ``ctx.logger`` with the job: ``True`` (INFO and
+        above), a level (``"DEBUG"``, ``logging.WARNING``...) or ``False`` (default); at most
+        ``max_log_lines`` (default 1,000) per execution, then one "N lines dropped" line
+        (:mod:`dogs_core.domain.log_lines`). Read them with ``client.get_logs``.
     """
 
     type: ClassVar[JobType] = JobType.EVENT
@@ -322,6 +330,9 @@ class EventJobDefinition:
     global_concurrency: int | None
     concurrency_key: Callable[[Any], object] | None
     rate_limit: RateLimit | None
+    log_level: int | None
+    """The level from which ``ctx.logger``'s records are kept (``None``: none kept)."""
+    max_log_lines: int
 
     def __init__(
         self,
@@ -344,6 +355,8 @@ class EventJobDefinition:
         global_concurrency: int | None = None,
         concurrency_key: Callable[[Any], object] | None = None,
         rate_limit: RateLimit | tuple[int, DurationLike] | None = None,
+        store_logs: bool | int | str = False,
+        max_log_lines: int = DEFAULT_MAX_LOG_LINES,
     ) -> None:
         _set_common(
             self,
@@ -362,6 +375,7 @@ class EventJobDefinition:
             heartbeat=heartbeat,
             timeout=timeout,
         )
+        _set_log_options(self, store_logs, max_log_lines)
         set_ = object.__setattr__
         set_(self, "max_tries", _optional_int(max_tries, "max_tries", minimum=1))
         cap = "max_parallel_executions_per_server"
@@ -432,6 +446,8 @@ class RecurrentJobDefinition:
     heartbeat: bool | float
     timeout: timedelta | None
     is_async: bool
+    log_level: int | None
+    max_log_lines: int
 
     def __init__(
         self,
@@ -455,6 +471,8 @@ class RecurrentJobDefinition:
         cancel_on_stale: bool = True,
         heartbeat: bool | float = False,
         timeout: DurationLike | None = None,
+        store_logs: bool | int | str = False,
+        max_log_lines: int = DEFAULT_MAX_LOG_LINES,
     ) -> None:
         _set_common(
             self,
@@ -473,6 +491,7 @@ class RecurrentJobDefinition:
             heartbeat=heartbeat,
             timeout=timeout,
         )
+        _set_log_options(self, store_logs, max_log_lines)
         schedule = _resolve_schedule(schedule, run_every, cron, timezone, next_run)
         object.__setattr__(self, "schedule", schedule)
         policy = MisfirePolicy.of(misfire, misfire_grace, max_catch_up, schedule=schedule)
@@ -579,6 +598,16 @@ def _set_common(
     set_(target, "cancel_on_stale", cancel_on_stale)
     _heartbeat_fraction(heartbeat)  # validates
     set_(target, "heartbeat", heartbeat)
+
+
+def _set_log_options(
+    target: EventJobDefinition | RecurrentJobDefinition, store_logs: object, max_log_lines: object
+) -> None:
+    """``store_logs`` and ``max_log_lines`` (:mod:`dogs_core.domain.log_lines`), checked."""
+    level, cap = log_options(store_logs, max_log_lines)
+    check_log_options(level, target.save_executions_for)
+    object.__setattr__(target, "log_level", level)
+    object.__setattr__(target, "max_log_lines", cap)
 
 
 def _check_name(name: object) -> str:

@@ -20,6 +20,7 @@ JobMisfired             a recurrent job's missed slots were skipped (no handler 
 JobSucceeded ...        the execution's outcome was written (see :class:`ExecutionEnded`)  execution
 LockRenewed             a renewal write of a job's lock landed                           lock task
 LockLost                a renewal found the lock taken or expired: the execution is stale  lock task
+ProgressWritten         a write carrying the handler's latest progress starts            lock task
 StoreErrored            a store call raised (most are retried: ``transient``)           any
 ======================  ==============================================================  ==========
 
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar
 
+from dogs_core.domain.progress import Progress
 from dogs_core.domain.records import ClaimedJob
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "JobSucceeded",
     "LockLost",
     "LockRenewed",
+    "ProgressWritten",
     "SchedulingEnded",
     "SchedulingStarted",
     "StoreErrored",
@@ -262,6 +265,17 @@ class LockLost(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class ProgressWritten(Event):
+    """A write carrying ``job``'s latest reported ``progress`` starts: at most one per
+    ``progress_interval`` however often the handler reports (:mod:`dogs_core.domain.progress`),
+    so a span keeps a bounded number of them."""
+
+    kind: ClassVar[str] = "job.progress"
+    job: ClaimedJob
+    progress: Progress
+
+
+@dataclass(frozen=True, slots=True)
 class StoreErrored(Event):
     """The store call ``operation`` (a port method name) raised ``error``; ``transient`` errors
     (network, failover, write conflict) are retried by the caller."""
@@ -286,6 +300,7 @@ EVENT_KINDS: Mapping[str, type[Event]] = {
         ExecutionEnded,
         LockRenewed,
         LockLost,
+        ProgressWritten,
         StoreErrored,
     )
 }

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dogs_core.domain.definitions import JobDefinition, to_bson_storable
+from dogs_core.domain.progress import Progress
 from dogs_core.domain.records import ClaimedJob, HistoryRecord, HistoryStatus
 from dogs_core.errors import DogsError
 
@@ -33,12 +34,13 @@ def history_record(
     ended_at: datetime,
     result: Any = None,
     error: BaseException | None = None,
+    progress: Progress | None = None,
 ) -> HistoryRecord | None:
     """The row for one execution of ``job``, or ``None`` when the job keeps no history
-    (``save_executions_for`` is zero). A result that cannot be stored as BSON, or that holds an
-    int a Node worker cannot read (beyond +/-(2**53 - 1), unless a ``bson.Int64``), is kept as
-    its ``repr``, so the history write cannot fail on it; an execution that never started is
-    dated at its end."""
+    (``save_executions_for`` is zero), with the execution's last reported ``progress``. A
+    result that cannot be stored as BSON, or that holds an int a Node worker cannot read
+    (beyond +/-(2**53 - 1), unless a ``bson.Int64``), is kept as its ``repr``, so the history
+    write cannot fail on it; an execution that never started is dated at its end."""
     if definition.save_executions_for <= timedelta(0):
         return None
     started = started_at or ended_at
@@ -65,6 +67,7 @@ def history_record(
         error_type=None if error is None else error_type(error),
         error_traceback=None if error is None else error_traceback(error),
         owner=job.owner,
+        progress=progress,
     )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from dogs_core.domain.progress import Progress
 from dogs_core.domain.values import value
 
 __all__ = [
@@ -169,6 +170,10 @@ class JobRecord:
     lock_released_at: datetime | None = None
     """When the holder gave the lock back at shutdown (additive ``lockReleasedAt``): a
     released record is claimable at once and is not stale."""
+    progress: Progress | None = None
+    """How far the execution holding the lock is, as its handler last reported (additive
+    ``progress``); ``None`` when none reported or the record is not held (a progress left by
+    an earlier execution is not shown)."""
 
     def state(self, now: datetime) -> JobState:
         """The :class:`JobState` of this record at ``now``."""
@@ -280,6 +285,8 @@ class HistoryRecord:
     """The formatted traceback, its last :data:`~dogs_core.domain.history.TRACEBACK_LIMIT`
     characters."""
     owner: Owner | None = None
+    progress: Progress | None = None
+    """The execution's last reported progress (additive ``progress``), if it reported any."""
 
     @property
     def duration_ms(self) -> int:

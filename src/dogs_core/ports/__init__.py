@@ -5,7 +5,8 @@ The job store is cut into roles, one module each, declared once (async):
 :mod:`~dogs_core.ports.settle`, :mod:`~dogs_core.ports.history`, :mod:`~dogs_core.ports.feeds`,
 :mod:`~dogs_core.ports.steering`, :mod:`~dogs_core.ports.stats`,
 :mod:`~dogs_core.ports.controls`, :mod:`~dogs_core.ports.leases`,
-:mod:`~dogs_core.ports.maintenance`, and the optional :mod:`~dogs_core.ports.archive`.
+:mod:`~dogs_core.ports.maintenance`, and the optional :mod:`~dogs_core.ports.archive` and
+:mod:`~dogs_core.ports.following`.
 :class:`AsyncJobStore` is the union of the required ones; what the conventions of every role
 are (fencing, errors, times) is in :mod:`dogs_core.ports.common`.
 
@@ -22,6 +23,7 @@ from dogs_core.ports._sync.archive import ArchiveStore
 from dogs_core.ports._sync.claims import ClaimStore
 from dogs_core.ports._sync.controls import ControlStore
 from dogs_core.ports._sync.feeds import FeedStore
+from dogs_core.ports._sync.following import FollowingStore
 from dogs_core.ports._sync.history import HistoryStore
 from dogs_core.ports._sync.leases import LeaseStore
 from dogs_core.ports._sync.maintenance import MaintenanceStore
@@ -35,6 +37,7 @@ from dogs_core.ports.claims import AsyncClaimStore
 from dogs_core.ports.common import REQUIRED_ROLES, Clock, Role, StoreCapabilities, store_roles
 from dogs_core.ports.controls import AsyncControlStore
 from dogs_core.ports.feeds import AsyncFeedStore
+from dogs_core.ports.following import AsyncFollowingStore
 from dogs_core.ports.history import AsyncHistoryStore
 from dogs_core.ports.leases import AsyncLeaseStore
 from dogs_core.ports.maintenance import AsyncMaintenanceStore
@@ -51,6 +54,7 @@ __all__ = [
     "AsyncClaimStore",
     "AsyncControlStore",
     "AsyncFeedStore",
+    "AsyncFollowingStore",
     "AsyncHistoryStore",
     "AsyncJobStore",
     "AsyncLeaseStore",
@@ -63,6 +67,7 @@ __all__ = [
     "Clock",
     "ControlStore",
     "FeedStore",
+    "FollowingStore",
     "HistoryStore",
     "JobStore",
     "LeaseStore",

@@ -59,10 +59,12 @@ class Role(enum.StrEnum):
     """Setup, capabilities, the clock and upkeep (:mod:`dogs_core.ports.maintenance`)."""
     ARCHIVE = "archive"
     """Optional: moving old rows to archive collections (:mod:`dogs_core.ports.archive`)."""
+    FOLLOWING = "following"
+    """Optional: progress on records, executions' log lines (:mod:`dogs_core.ports.following`)."""
 
 
 #: The roles every store has: :class:`~dogs_core.ports.store.AsyncJobStore` is their union.
-REQUIRED_ROLES: Final = frozenset(Role) - {Role.ARCHIVE}
+REQUIRED_ROLES: Final = frozenset(Role) - {Role.ARCHIVE} - {Role.FOLLOWING}
 
 
 def store_roles(store: object) -> frozenset[Role]:

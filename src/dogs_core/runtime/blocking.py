@@ -17,7 +17,7 @@ import contextlib
 import inspect
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from types import TracebackType
 from typing import Any, Self, cast
@@ -25,7 +25,7 @@ from typing import Any, Self, cast
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from dogs_core.domain.clock_offset import DEFAULT_CLOCK_SYNC_INTERVAL
-from dogs_core.errors import WorkersStateError
+from dogs_core.errors import ChangeFeedUnavailableError, WorkersStateError
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock, JobStore, Role, store_roles
 from dogs_core.runtime._sync.client import SyncDogsClient
@@ -252,6 +252,8 @@ class _PortalJobStore:
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         method = getattr(self._store, name)
+        if name.startswith("watch_") and callable(method):
+            return _no_feed  # an async feed does not cross the portal: the caller polls
         if not inspect.iscoroutinefunction(method):
             raise AttributeError(name)
 
@@ -259,3 +261,13 @@ class _PortalJobStore:
             return self._owner.portal().call(partial(method, *args, **kwargs))
 
         return call
+
+
+def _no_feed(*args: Any, **kwargs: Any) -> Iterator[list[Any]]:
+    """The feeds of an async store seen through the portal: unavailable (its first ``next()``
+    says so), so a blocking client reads every poll interval instead."""
+    raise ChangeFeedUnavailableError(
+        "the change feeds of an async store are not available through a blocking client; "
+        "it polls instead (pass a sync store, such as MongoJobStore, to watch)"
+    )
+    yield []

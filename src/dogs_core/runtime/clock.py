@@ -9,11 +9,12 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 
 import anyio
+import anyio.from_thread
 
 from dogs_core.domain.clock_offset import DEFAULT_CLOCK_SYNC_INTERVAL, ClockOffsetTracker
 from dogs_core.ports import Clock
 
-__all__ = ["LoopClock", "ServerClock", "SkewedClock", "SystemClock"]
+__all__ = ["LoopClock", "ServerClock", "SkewedClock", "SystemClock", "now_in_any_thread"]
 
 
 class SystemClock:
@@ -89,3 +90,12 @@ class ServerClock:
 
     def now(self) -> datetime:
         return self._local_now() + self.tracker.offset
+
+
+def now_in_any_thread(clock: Clock) -> datetime:
+    """``clock.now()``, also from a sync handler's worker thread when ``clock`` follows the
+    event loop (a :class:`LoopClock`: then read on the loop, one hop)."""
+    try:
+        return clock.now()
+    except RuntimeError:  # anyio's NoEventLoopError: the loop's clock, read from a thread
+        return anyio.from_thread.run_sync(clock.now)

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Generator, Mapping, MutableMapping
 from contextvars import ContextVar, Token
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import anyio.from_thread
 
 from dogs_core.domain.definitions import JobDefinition
 from dogs_core.domain.records import ClaimedJob
 from dogs_core.domain.schedules import parse_duration
-from dogs_core.errors import ExecutionCancelledError
+from dogs_core.errors import ExecutionCancelledError, LockLostError
+from dogs_core.runtime.log_capture import LogCapture
 from dogs_core.runtime.settings import DurationLike
 
-__all__ = ["ExecutionControls", "JobContext", "current_job"]
+__all__ = ["ExecutionControls", "JobContext", "Reported", "current_job"]
+
+logger = logging.getLogger("dogs.execution")
 
 
 class LockControls(Protocol):
@@ -28,6 +31,10 @@ class LockControls(Protocol):
     async def renew_lock(self, seconds: float) -> bool: ...
 
     def clear_watchdog(self) -> None: ...
+
+    def report_progress(self, fraction: object, message: object, data: object) -> None: ...
+
+    def log_capture(self) -> LogCapture | None: ...
 
 
 class ExecutionControls(LockControls, Protocol):
@@ -64,6 +71,21 @@ class _JobLogger(logging.LoggerAdapter[logging.Logger]):
         return f"[{extra['job_name']} {extra['job_id']}] {msg}", kwargs
 
 
+class _StoringJobLogger(_JobLogger):
+    """The job logger of a job with ``store_logs``: each record also goes to the execution's
+    capture (whatever the logging configuration), then to ``logging`` as usual."""
+
+    def __init__(
+        self, logger: logging.Logger, extra: Mapping[str, object], capture: LogCapture
+    ) -> None:
+        super().__init__(logger, extra)
+        self.capture = capture
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        self.capture.keep(level, msg, args, kwargs.get("exc_info"))
+        super().log(level, msg, *args, **kwargs)
+
+
 class JobContext:
     """The execution context: the claimed record, the attempt number, a bound logger, and
     the lock controls.
@@ -74,6 +96,9 @@ class JobContext:
     handlers are simply cancelled).
     """
 
+    _capture: LogCapture | None = None  # the execution's kept lines, once the logger is made
+    _lost = False  # the execution went stale: set once by it (progress reports are refused)
+
     def __init__(self, execution: ExecutionControls) -> None:
         self._execution: LockControls = execution
         self._job = execution.job
@@ -82,12 +107,15 @@ class JobContext:
     @functools.cached_property
     def logger(self) -> logging.LoggerAdapter[logging.Logger]:
         """A logger named ``dogs.job.<name>`` whose records carry the job's name and ids (made
-        on first use: most handlers never log)."""
+        on first use: most handlers never log). With the job's ``store_logs``, its records at
+        that level are also kept with the job (``client.get_logs``)."""
         job = self._job
-        return _JobLogger(
-            logging.getLogger(f"dogs.job.{job.job_name}"),
-            {"job_name": job.job_name, "job_id": job.job_id, "execution_id": job.execution_id},
-        )
+        logger = logging.getLogger(f"dogs.job.{job.job_name}")
+        extra = {"job_name": job.job_name, "job_id": job.job_id, "execution_id": job.execution_id}
+        capture = self._capture = self._execution.log_capture()
+        if capture is None:
+            return _JobLogger(logger, extra)
+        return _StoringJobLogger(logger, extra, capture)
 
     @property
     def record(self) -> ClaimedJob:
@@ -144,6 +172,31 @@ class JobContext:
         seconds = parse_duration(duration, field="duration").total_seconds()
         return anyio.from_thread.run(self._execution.renew_lock, seconds)
 
+    def progress(
+        self,
+        fraction: float | None = None,
+        message: str | None = None,
+        *,
+        data: Mapping[str, Any] | None = None,
+    ) -> Reported:
+        """Report how far the job is: ``fraction`` from 0 to 1 (``None``: not known), a
+        ``message`` (at most 1,000 characters) and ``data`` (a small BSON document, at most
+        16 KiB). Cheap enough to call on every item: it returns at once, and only the latest
+        report is written, with the lock's next renewal, at most once per ``progress_interval``
+        (1 s by default; see docs/following.md). ``await ctx.progress(...)`` in an async handler,
+        plain ``ctx.progress(...)`` in a sync one: both work in both.
+
+        Raises :class:`~dogs_core.errors.InvalidProgressError` for a report it cannot keep
+        (nothing is staged), :class:`~dogs_core.errors.LockLostError` once the execution has
+        lost its lock (stop working: another execution may own the job), and
+        :class:`~dogs_core.errors.MissingStoreRoleError` when the store has no following role.
+        """
+        if self._lost:  # also once the execution has ended (a sync handler's thread goes on)
+            job = self._job
+            raise LockLostError(job.job_name, job.job_id, job.execution_id)
+        self._execution.report_progress(fraction, message, data)
+        return _REPORTED
+
     def clear_stale_timeout(self) -> None:
         """Disarm the stale watchdog for good: later lock extensions are refused.
 
@@ -160,6 +213,8 @@ class JobContext:
         questions; lock requests are refused). Breaks the execution-context cycle, so that an
         ended execution is freed at once instead of by the garbage collector."""
         self._execution = _Ended(self._execution.cancel_requested)
+        if self._capture is not None:
+            self._capture.end()
 
     def raise_if_cancelled(self) -> None:
         """For sync handlers: raise when the execution should stop (stale or shutdown)."""
@@ -182,6 +237,29 @@ class _Ended:
 
     def clear_watchdog(self) -> None:
         return None
+
+    def report_progress(self, fraction: object, message: object, data: object) -> None:
+        logger.warning("ctx.progress called after the execution ended; ignored")
+
+    def log_capture(self) -> LogCapture | None:
+        return None
+
+
+class Reported:
+    """What ``ctx.progress(...)`` returns: already done, and awaitable (so that an async handler
+    may ``await`` it and a sync one may not)."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[None, None, None]:
+        return
+        yield
+
+    def __repr__(self) -> str:
+        return "<progress reported>"
+
+
+_REPORTED: Final = Reported()
 
 
 def set_current(context: JobContext | None) -> Token[JobContext | None]:

@@ -22,10 +22,7 @@ from typing import Any
 
 import anyio
 
-from dogs_core.domain.definitions import (
-    JobDefinition,
-    load_params,
-)
+from dogs_core.domain.definitions import JobDefinition, load_params
 from dogs_core.domain.events import ExecutionEnded, JobCancelled, JobStale, JobStarted, LockLost
 from dogs_core.domain.history import history_record
 from dogs_core.domain.outcome import (
@@ -56,8 +53,10 @@ from dogs_core.runtime.invocation import (
     invoke_handler,
 )
 from dogs_core.runtime.job_events import ended_event, job_extra, reporting_renewals
+from dogs_core.runtime.log_capture import LogCapture, capture_for
 from dogs_core.runtime.milestones import Milestones
 from dogs_core.runtime.outage import log_gave_up
+from dogs_core.runtime.progress import report_progress
 from dogs_core.runtime.recording import (
     reached_max_tries,
     release_at_shutdown,
@@ -133,6 +132,16 @@ class Execution:
 
     def clear_watchdog(self) -> None:
         self._lock.clear()
+
+    def report_progress(self, fraction: object, message: object, data: object) -> None:
+        report, running = (fraction, message, data), self.phase is Phase.RUNNING
+        report_progress(self.services, self.job, self._lock, report, running=running)
+
+    def log_capture(self) -> LogCapture | None:
+        services = self.services
+        return capture_for(
+            services.logs, services.clock, services.telemetry, self.job, self.definition
+        )
 
     def cancel_for_shutdown(self) -> None:
         """Stop was requested and the grace period is over: cancel the handler and any user
@@ -218,9 +227,9 @@ class Execution:
         gate = self._gate = gate_for(services, job, self.definition)
         if gate is not None:
             self._tasks.on_free = functools.partial(self._tasks.spawn, gate.leave)
-        write = None if gate is None else gate.lock_write()
+        write = None if gate is None else gate.lock_write(self._lock)
         if services.telemetry.active:
-            write = reporting_renewals(services, job, write)
+            write = reporting_renewals(services, job, write, self._lock)
         self._lock.lock_time, self._lock.write = lock_time, write
         return gate is None or await gate.enter(lock_time)
 
@@ -379,6 +388,7 @@ class Execution:
         if self.phase is Phase.STALE:
             return
         self.phase = Phase.STALE
+        self.context._lost = True
         if self.services.telemetry.active:
             self.services.telemetry.emit(LockLost(self.job, reason.value))
         if self.definition.cancel_on_stale:
@@ -436,7 +446,9 @@ class Execution:
     def _row(
         self, status: HistoryStatus, ended_at: datetime, **outcome: Any
     ) -> HistoryRecord | None:
-        started = self._started_at
+        started, relay = self._started_at, self._lock.progress
+        if relay is not None:  # the latest report, written or not
+            outcome["progress"] = relay.latest
         return history_record(
             self.job, self.definition, status, started_at=started, ended_at=ended_at, **outcome
         )

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from dogs_core.domain.archiving import ArchiveKind
 from dogs_core.domain.controls import Lease
+from dogs_core.domain.log_lines import LogLine
+from dogs_core.domain.progress import Progress
 from dogs_core.domain.records import (
     BulkScheduleResult,
     ClaimedJob,
@@ -183,6 +185,39 @@ class ForwardingJobStore(ABC):
 
     def watch_pauses(self) -> AsyncGenerator[list[str], None]:
         return self._forward_feed("watch_pauses")
+
+    async def setup_following(self) -> None:
+        await self._forward("setup_following")
+
+    async def write_progress(
+        self, job_id: str, lock_id: str, progress: Progress, *, locked_until: datetime | None
+    ) -> bool:
+        return cast(
+            "bool",
+            await self._forward(
+                "write_progress", job_id, lock_id, progress, locked_until=locked_until
+            ),
+        )
+
+    async def write_log_lines(self, lines: Sequence[LogLine]) -> None:
+        await self._forward("write_log_lines", lines)
+
+    async def read_log_lines(
+        self, owner_id: str, *, after: str | None = None, limit: int = 1000
+    ) -> list[LogLine]:
+        return cast(
+            "list[LogLine]",
+            await self._forward("read_log_lines", owner_id, after=after, limit=limit),
+        )
+
+    async def execution_job_id(self, execution_id: str) -> str | None:
+        return cast("str | None", await self._forward("execution_job_id", execution_id))
+
+    def watch_log_lines(self, owner_id: str) -> AsyncGenerator[list[str], None]:
+        return self._forward_feed("watch_log_lines", owner_id)
+
+    def watch_progress(self, job_id: str) -> AsyncGenerator[list[str], None]:
+        return self._forward_feed("watch_progress", job_id)
 
     async def write_history_many(self, records: Sequence[HistoryRecord]) -> None:
         await self._forward("write_history_many", records)
@@ -354,8 +389,13 @@ class ForwardingJobStore(ABC):
 
 if TYPE_CHECKING:
     from dogs_core.ports.archive import AsyncArchiveStore
+    from dogs_core.ports.following import AsyncFollowingStore
     from dogs_core.ports.store import AsyncJobStore
 
     def _conforms(store: ForwardingJobStore) -> tuple[AsyncJobStore, AsyncArchiveStore]:
         """Static check (mypy): a forwarding store has every role."""
         return store, store
+
+    def _follows(store: ForwardingJobStore) -> AsyncFollowingStore:
+        """Static check (mypy): a forwarding store has the following role's methods."""
+        return store

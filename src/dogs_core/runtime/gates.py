@@ -23,7 +23,7 @@ from dogs_core.domain.outcome import Defer
 from dogs_core.domain.records import ClaimedJob
 from dogs_core.domain.settle import Settlement
 from dogs_core.runtime._async.retry import retry_transient
-from dogs_core.runtime.lock import RenewWrite
+from dogs_core.runtime.lock import ProgressRider, RenewWrite, job_lock_write
 from dogs_core.runtime.outage import log_store_failure
 from dogs_core.runtime.services import ExecutionServices
 
@@ -114,14 +114,13 @@ class FleetGate:
             hold.job_name, hold.key, hold.index, holder=hold.holder, until=until
         )
 
-    def lock_write(self) -> RenewWrite:
-        """The job's renewal write: its lock, then its slot (a lost slot is a lost lock)."""
-        job, store = self._job, self._services.store
+    def lock_write(self, rider: ProgressRider | None = None) -> RenewWrite:
+        """The job's renewal write: its lock (carrying ``rider``'s progress), then its slot (a
+        lost slot is a lost lock)."""
+        job_write = job_lock_write(self._job, self._services.store, rider)
 
         async def write(until: datetime) -> bool:
-            return await store.extend_lock(job.job_id, job.lock_id, until) and await self.renew(
-                until
-            )
+            return await job_write(until) and await self.renew(until)
 
         return write
 

@@ -1,19 +1,25 @@
 """An execution's hold on its job's lock: the :class:`~dogs_core.runtime.lock.LockKeeper` that
 renews it and watches its deadline, started before the handler, or only once an async handler
-without timeout or heartbeat suspends (most finish in their first step and never need one).
+without timeout or heartbeat suspends (most finish in their first step and never need one); and
+the progress its renewals carry (:class:`~dogs_core.runtime.progress.ProgressRelay`, made at the
+handler's first report).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
+from dogs_core.domain.progress import Progress
 from dogs_core.domain.records import ClaimedJob
-from dogs_core.domain.renewal import StaleReason
+from dogs_core.domain.renewal import RefusalReason, StaleReason
 from dogs_core.runtime.invocation import HandlerResult, Suspended, first_step
 from dogs_core.runtime.lock import LockKeeper, RenewWrite, Spawn
 from dogs_core.runtime.services import ExecutionServices
+
+if TYPE_CHECKING:
+    from dogs_core.runtime.progress import ProgressRelay
 
 __all__ = ["JobLock"]
 
@@ -37,6 +43,7 @@ class JobLock:
         "_spawn",
         "lock_time",
         "locked_at",
+        "progress",
         "write",
     )
 
@@ -61,6 +68,8 @@ class JobLock:
         self.write: RenewWrite | None = None
         """The renewal write (``None``: the job's plain ``extend_lock``; the gate's renews the
         job's concurrency slot too)."""
+        self.progress: ProgressRelay | None = None
+        """The handler's progress, once it reported some (its renewals carry it)."""
 
     @property
     def kept(self) -> bool:
@@ -95,6 +104,7 @@ class JobLock:
                 spawn=self._spawn,
                 on_stale=self._on_stale,
                 write=self.write,
+                rider=self,
             )
             keeper.start()
         return keeper
@@ -122,6 +132,28 @@ class JobLock:
             return False
         return await keeper.extend(seconds)
 
+    def pulse(self) -> RefusalReason | None:
+        """A renewal for the lock time without waiting for it (it carries the progress); why
+        it was refused (``FINISHED`` too when the handler is not running)."""
+        keeper = self._current()
+        if keeper is None:
+            return RefusalReason.FINISHED
+        return keeper.pulse(self.lock_time.total_seconds())
+
+    def spawn(self, func: Callable[[], Awaitable[None]]) -> None:
+        """Start ``func()`` as a task of the execution (its end waits for it)."""
+        self._spawn(func)
+
+    def take_progress(self) -> Progress | None:
+        """The progress a renewal write starting now carries (:class:`ProgressRider`)."""
+        relay = self.progress
+        return None if relay is None else relay.take()
+
+    def progress_written(self) -> None:
+        relay = self.progress
+        if relay is not None:
+            relay.written()
+
     def clear(self) -> None:
         """Clear the watchdog (a handler that knows it is alive)."""
         keeper = self._current()
@@ -130,6 +162,8 @@ class JobLock:
 
     def finish(self) -> bool:
         """The handler ended: no more renewals or watchdog. Whether a keeper had run."""
+        if self.progress is not None:
+            self.progress.end()
         keeper = self._keeper
         if keeper is None:
             return False
@@ -144,9 +178,12 @@ class JobLock:
             self._on_stale(StaleReason.EXTERNAL)
 
     def drop(self) -> None:
-        """Forget the keeper and the execution's callbacks (it ended: break the reference
-        cycles, so reference counting frees it)."""
+        """Forget the keeper, the progress and the execution's callbacks (it ended: break the
+        reference cycles, so reference counting frees it)."""
         self._keeper = None
+        if self.progress is not None:
+            self.progress.end()
+            self.progress = None
         self._spawn = _spawn_nothing
         self._on_stale = _stale_nothing
 

@@ -22,7 +22,7 @@ from dogs_core.domain.events import (
 from dogs_core.domain.outcome import Command, Reschedule
 from dogs_core.domain.records import ClaimedJob, HistoryStatus, JobType
 from dogs_core.runtime.invocation import HandlerResult, Raised
-from dogs_core.runtime.lock import RenewWrite, job_lock_write
+from dogs_core.runtime.lock import ProgressRider, RenewWrite, job_lock_write
 
 if TYPE_CHECKING:
     from dogs_core.runtime.services import ExecutionServices
@@ -42,14 +42,18 @@ def job_extra(job: ClaimedJob) -> Mapping[str, object]:
 
 
 def reporting_renewals(
-    services: ExecutionServices, job: ClaimedJob, write: RenewWrite | None
+    services: ExecutionServices,
+    job: ClaimedJob,
+    write: RenewWrite | None,
+    rider: ProgressRider | None = None,
 ) -> RenewWrite | None:
-    """The lock keeper's renewal write (``None``: the job's plain ``extend_lock``), emitting
-    :class:`LockRenewed` when it lands, if anyone listens when the execution starts."""
+    """The lock keeper's renewal write (``None``: the job's plain ``extend_lock``, carrying
+    ``rider``'s progress), emitting :class:`LockRenewed` when it lands, if anyone listens when
+    the execution starts."""
     telemetry = services.telemetry
     if not telemetry.active:
         return write
-    inner = write if write is not None else job_lock_write(job, services.store)
+    inner = write if write is not None else job_lock_write(job, services.store, rider)
 
     async def renew(until: datetime) -> bool:
         matched = await inner(until)

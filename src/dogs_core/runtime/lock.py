@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, cast
 
 import anyio
 
@@ -20,6 +20,7 @@ from dogs_core.domain.renewal import (
     CancelWatchdog,
     Command,
     FailWaiters,
+    RefusalReason,
     RenewalMachine,
     RenewalOutcome,
     ReportStale,
@@ -30,8 +31,9 @@ from dogs_core.domain.renewal import (
 from dogs_core.runtime.loop import new_event
 
 if TYPE_CHECKING:
+    from dogs_core.domain.progress import Progress
     from dogs_core.domain.records import ClaimedJob
-    from dogs_core.ports import AsyncJobStore, Clock
+    from dogs_core.ports import AsyncFollowingStore, AsyncJobStore, Clock
     from dogs_core.runtime.deadlines import Deadline, Deadlines
 
 Spawn = Callable[..., None]
@@ -41,9 +43,23 @@ RenewWrite = Callable[[datetime], Awaitable[bool]]
 """One fenced renewal write to ``until``: ``True`` when it matched, ``False`` when the lock was
 lost; it raises on a store error."""
 
-__all__ = ["LockKeeper", "RenewWrite", "job_lock_write"]
+__all__ = ["LockKeeper", "ProgressRider", "RenewWrite", "job_lock_write"]
 
 logger = logging.getLogger("dogs.lock")
+
+
+class ProgressRider(Protocol):
+    """What a job's renewal write carries besides the lock: the handler's latest progress
+    (:mod:`dogs_core.runtime.progress`)."""
+
+    def take_progress(self) -> Progress | None:
+        """The progress this write carries (``None``: none, a plain renewal); a write that
+        took one calls :meth:`progress_written` when it ends."""
+        ...
+
+    def progress_written(self) -> None:
+        """The write that took a progress ended (landed, matched nothing or raised)."""
+        ...
 
 
 class _Ticket:
@@ -77,15 +93,17 @@ class LockKeeper:
         locked_at: float | None = None,
         write: RenewWrite | None = None,
         label: str | None = None,
+        rider: ProgressRider | None = None,
     ) -> None:
         """``locked_at`` is the loop time at which the current ``lockedUntil`` was computed
         (before the write that stored it); the initial watchdog fires ``lock_time`` after it.
         ``write`` performs one renewal (default: ``store.extend_lock`` of ``job``); ``label``
-        names the lock in logs (default: the job's name and id)."""
+        names the lock in logs (default: the job's name and id); ``rider``, what the default
+        write carries besides the lock (a job's progress)."""
         if write is None:
             if job is None or store is None:
                 raise TypeError("LockKeeper needs a job and its store, or a write")
-            write = job_lock_write(job, store)
+            write = job_lock_write(job, store, rider)
         if label is None:
             label = "a lock" if job is None else f"{job.job_name} ({job.job_id})"
         self._renew = write
@@ -126,6 +144,17 @@ class LockKeeper:
         if ticket.error is not None:
             raise ticket.error
         return ticket.outcome is RenewalOutcome.RENEWED
+
+    def pulse(self, seconds: float) -> RefusalReason | None:
+        """Ask for ``lockedUntil = now + seconds`` without waiting for the write (a progress
+        report's renewal); why it was refused, or ``None``."""
+        now = anyio.current_time()
+        self._fire_if_due(now)
+        result = self._machine.request(seconds, now)
+        if not isinstance(result, Accepted):
+            return result.reason
+        self._perform(result.commands)
+        return None
 
     def clear(self) -> None:
         self._fire_if_due(anyio.current_time())
@@ -221,10 +250,29 @@ class LockKeeper:
             self._perform(self._machine.write_lost_lock(command.write_id, now))
 
 
-def job_lock_write(job: ClaimedJob, store: AsyncJobStore) -> RenewWrite:
-    """The renewal write of a job's own lock: ``store.extend_lock`` fenced by its lock id."""
+def job_lock_write(
+    job: ClaimedJob, store: AsyncJobStore, rider: ProgressRider | None = None
+) -> RenewWrite:
+    """The renewal write of a job's own lock: ``store.extend_lock`` fenced by its lock id, or,
+    when ``rider`` has a progress for it, the following role's ``write_progress`` with the lock
+    (one fenced write: the progress rides the renewal)."""
+    if rider is None:
 
-    async def write(until: datetime) -> bool:
-        return await store.extend_lock(job.job_id, job.lock_id, until)
+        async def write(until: datetime) -> bool:
+            return await store.extend_lock(job.job_id, job.lock_id, until)
 
-    return write
+        return write
+
+    async def write_with_progress(until: datetime) -> bool:
+        progress = rider.take_progress()
+        if progress is None:
+            return await store.extend_lock(job.job_id, job.lock_id, until)
+        following = cast("AsyncFollowingStore", store)
+        try:
+            return await following.write_progress(
+                job.job_id, job.lock_id, progress, locked_until=until
+            )
+        finally:
+            rider.progress_written()
+
+    return write_with_progress

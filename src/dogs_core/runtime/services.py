@@ -18,6 +18,7 @@ from dogs_core.ports import AsyncJobStore, Clock
 from dogs_core.runtime.batching import GroupCommit
 from dogs_core.runtime.deadlines import Deadlines
 from dogs_core.runtime.history_writes import HISTORY_WRITE_TIMEOUT, write_history_batch
+from dogs_core.runtime.log_shipping import LogShipper
 from dogs_core.runtime.settings import WorkerSettings
 from dogs_core.runtime.settle import MAX_SETTLE_BATCH, Settler
 from dogs_core.runtime.telemetry import TELEMETRY, Telemetry
@@ -97,6 +98,8 @@ class ExecutionServices:
     thread_limiter: anyio.CapacityLimiter
     host: ExecutionHost
     telemetry: Telemetry = TELEMETRY
+    logs: LogShipper | None = None
+    """The writer of the log lines executions keep (``None``: no job keeps any)."""
 
 
 def build_services(
@@ -107,6 +110,7 @@ def build_services(
     rng: random.Random,
     host: ExecutionHost,
     telemetry: Telemetry = TELEMETRY,
+    logs: LogShipper | None = None,
 ) -> ExecutionServices:
     """The services of one ``Workers``: one timer task for every lock watchdog, and the history
     rows and settlements of concurrent executions written in batches (group commit)."""
@@ -129,4 +133,5 @@ def build_services(
         thread_limiter=anyio.CapacityLimiter(settings.workers_count),
         host=host,
         telemetry=telemetry,
+        logs=logs,
     )

@@ -18,6 +18,7 @@ from typing import Any, Final, TypedDict, Unpack
 
 from dogs_core.domain import validation as v
 from dogs_core.domain.clock_offset import DEFAULT_CLOCK_SYNC_INTERVAL
+from dogs_core.domain.progress import DEFAULT_PROGRESS_INTERVAL
 from dogs_core.domain.records import DEFAULT_RETENTION
 from dogs_core.domain.schedules import DEFAULT_MAX_TRIES
 from dogs_core.domain.validation import DurationLike
@@ -150,6 +151,10 @@ class WorkerSettings:
         60 s, and before the first claim). Lock deadlines and eligibility are computed on the
         store's clock, so workers whose clocks disagree still agree on which locks are live;
         ``None`` trusts this machine's clock (Dogs' behaviour).
+    ``progress_interval``
+        The least time between two writes that carry a job's progress (``ctx.progress``): a
+        handler may report on every item, the latest report is written at most this often,
+        riding the lock's renewal (1 s by default; :mod:`dogs_core.domain.progress`).
     ``on_max_tries_reached``
         Called (sync or async) with the claimed job when an event job is marked
         ``maxTriesReached``; its errors are logged and swallowed.
@@ -267,6 +272,14 @@ class WorkerSettings:
             "How often to measure this machine's clock against the database's.",
         )
     )
+    progress_interval: timedelta = field(
+        metadata=_option(
+            timedelta(seconds=DEFAULT_PROGRESS_INTERVAL),
+            v.positive_duration,
+            "Least time between two writes of a job's progress, e.g. 1s.",
+            flag="--progress-interval",
+        )
+    )
     adaptive_claims: frozenset[str] = field(default=frozenset())
     """Which of ``claim_batch_size`` and ``claim_concurrency`` adapt (those not given); their
     values are then the ceilings."""
@@ -315,6 +328,7 @@ class WorkerOptions(TypedDict, total=False):
     watch_changes: bool
     log_jobs: bool
     clock_sync_interval: DurationLike | None
+    progress_interval: DurationLike
     cooldown_period: object
 
 

@@ -39,13 +39,16 @@ def next_call_id() -> int:
 class Telemetry:
     """Subscribers of telemetry events, each for every event or for some event classes."""
 
-    __slots__ = ("_errors", "_subscriptions", "active")
+    __slots__ = ("_errors", "_subscriptions", "active", "trace_id_source")
 
     def __init__(self) -> None:
         self._subscriptions: tuple[tuple[Subscriber, tuple[type[Event], ...]], ...] = ()
         self._errors: dict[int, int] = {}
         #: Whether anyone listens; emission points skip building events when it is false.
         self.active = False
+        #: Set by a tracing subscriber: the current trace id (32 hex digits) in the caller's
+        #: context, or ``None``; the log lines an execution keeps carry it.
+        self.trace_id_source: Callable[[], str | None] | None = None
 
     def subscribe(self, subscriber: Subscriber, *kinds: type[Event]) -> Callable[[], None]:
         """Call ``subscriber(event)`` for every event (or, given ``kinds``, for events that are

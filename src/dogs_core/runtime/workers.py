@@ -40,6 +40,7 @@ from dogs_core.runtime.execution import Execution
 from dogs_core.runtime.fleet import FleetHolds
 from dogs_core.runtime.host import WorkersHost
 from dogs_core.runtime.job_logs import JobLogLines
+from dogs_core.runtime.log_shipping import shipper_for
 from dogs_core.runtime.maintenance import (
     ensure_recurrent_records,
     prepare_store,
@@ -139,6 +140,7 @@ class Workers:
             rng=self.rng,
             host=host,
             telemetry=self.telemetry,
+            logs=shipper_for(store, self._definitions.values()),
         )
         self._watcher: ChangeWatcher | None = None
         if self.settings.watch_changes:
@@ -288,6 +290,8 @@ class Workers:
             background.start_soon(services.deadlines.run, name="dogs lock watchdogs")
             background.start_soon(services.settler.run, name="dogs settle writer")
             background.start_soon(services.history.run, name="dogs history writer")
+            if services.logs is not None:
+                background.start_soon(services.logs.run, name="dogs log lines writer")
             task_status.started()
             with anyio.CancelScope() as startup:
                 self._startup_scope = startup

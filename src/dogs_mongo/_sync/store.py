@@ -3,7 +3,7 @@
 """The MongoDB job store on PyMongo's ``MongoClient``: the collections and options, and
 one base class per role of the port (``scheduling.py``, ``claims.py``, ``settle.py``,
 ``history.py``, ``feeds.py``, ``steering.py``, ``stats.py``, ``controls.py``, ``leases.py``,
-``maintenance.py``, ``archive.py``), which share them.
+``maintenance.py``, ``archive.py``, ``following.py``), which share them.
 
 The async adapter (``_async/store.py``) is the source of truth; the sync adapter
 (``_sync/store.py``) is generated from it by ``scripts/generate_sync.py`` (unasync): edit the
@@ -39,6 +39,7 @@ from dogs_mongo._sync.claims import (
 )
 from dogs_mongo._sync.controls import MongoControls
 from dogs_mongo._sync.feeds import MongoFeeds
+from dogs_mongo._sync.following import MongoFollowing
 from dogs_mongo._sync.history import MongoHistory
 from dogs_mongo._sync.leases import MongoLeases
 from dogs_mongo._sync.maintenance import MongoMaintenance
@@ -80,6 +81,7 @@ class MongoJobStore(
     MongoLeases,
     MongoMaintenance,
     MongoArchiver,
+    MongoFollowing,
 ):
     """:class:`~dogs_core.ports.JobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 
@@ -114,7 +116,7 @@ class MongoJobStore(
     ``jobs_dogs_records_lock_id`` index exists, ``findOneAndUpdate`` otherwise.
     """
 
-    #: Every role of the port, the archive's included (:func:`~dogs_core.ports.store_roles`).
+    #: Every role of the port, the optional ones included (:func:`~dogs_core.ports.store_roles`).
     roles: Final = frozenset(Role)
 
     def __init__(

@@ -7,6 +7,7 @@
                                                            # dogs_mongo.cli.schedule
     dogs status [--json]                                   # dogs_mongo.cli.status
     dogs jobs list|show|cancel|retry|reschedule|delete ... # dogs_mongo.cli.jobs
+    dogs jobs logs ID [--follow] [--json]                  # dogs_mongo.cli.logs
     dogs history --name send_welcome [--status error] [--json]
     dogs pause NAME | --all, dogs resume NAME | --all      # dogs_mongo.cli.controls
     dogs stats [--name NAME] [--window 1h] [--json]        # dogs_mongo.cli.stats
@@ -37,6 +38,7 @@ from dogs_mongo.cli.archive import archive
 from dogs_mongo.cli.controls import pause, resume
 from dogs_mongo.cli.dashboard import dashboard
 from dogs_mongo.cli.jobs import history, jobs_app
+from dogs_mongo.cli.logs import logs
 from dogs_mongo.cli.mongod import mongod
 from dogs_mongo.cli.schedule import schedule
 from dogs_mongo.cli.stats import stats
@@ -92,6 +94,7 @@ def _dogs(
 app.command("worker")(worker)
 app.command("schedule")(schedule)
 app.command("status")(status)
+jobs_app.command("logs")(logs)
 app.add_typer(jobs_app, name="jobs")
 app.command("history")(history)
 app.command("pause")(pause)

@@ -72,7 +72,7 @@ T = TypeVar("T")
 
 jobs_app = typer.Typer(
     name="jobs",
-    help="See and steer single jobs: list, show, cancel, retry, reschedule, delete.",
+    help="See and steer single jobs: list, show, logs, cancel, retry, reschedule, delete.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from dogs_core.domain.progress import Progress
 from dogs_core.domain.records import HistoryRecord, JobRecord, Owner
 from dogs_core.domain.steering import (
     AlreadyFinished,
@@ -41,6 +42,8 @@ __all__ = [
     "print_job",
     "print_json",
     "print_page",
+    "progress_json",
+    "progress_text",
     "reschedule_message",
     "stamp",
 ]
@@ -102,7 +105,33 @@ def job_json(record: JobRecord, now: datetime) -> dict[str, Any]:
         "status": None if record.status is None else record.status.value,
         "max_tries_reached_at": _iso(record.max_tries_reached_at),
         "expires_at": _iso(record.expires_at),
+        "progress": progress_json(record.progress),
     }
+
+
+def progress_json(progress: Progress | None) -> dict[str, Any] | None:
+    """A progress report (``None`` when there is none)."""
+    if progress is None:
+        return None
+    return {
+        "fraction": progress.fraction,
+        "message": progress.message,
+        "data": _plain(progress.data),
+        "updated_at": _iso(progress.updated_at),
+        "execution_id": progress.execution_id,
+    }
+
+
+def progress_text(progress: Progress, now: datetime) -> str:
+    """``42% chunk 4/10 {"rows": 12} (3s ago)``: a bar's worth of a report."""
+    parts = [] if progress.fraction is None else [f"{progress.fraction * 100:.0f}%"]
+    if progress.message:
+        parts.append(progress.message)
+    if progress.data:
+        parts.append(json.dumps(_plain(progress.data)))
+    age = now - progress.updated_at
+    parts.append(f"({format_age(age)} ago)" if age > timedelta(0) else "(now)")
+    return " ".join(parts)
 
 
 def history_json(row: HistoryRecord) -> dict[str, Any]:
@@ -127,6 +156,7 @@ def history_json(row: HistoryRecord) -> dict[str, Any]:
         "unique_key": row.unique_identifier,
         "params": _plain(row.params),
         "expires_at": _iso(row.expires_at),
+        "progress": progress_json(row.progress),
     }
 
 
@@ -270,6 +300,9 @@ def print_job(
     if record is None:
         ended = f"; its last execution ended {rows[0].status.value}" if rows else ""
         console.print(f"Job {job_id}: no record (it is over{ended}).", highlight=False)
+        if rows and rows[0].progress is not None:
+            final = progress_text(rows[0].progress, now)
+            console.print(f"Its last progress: {final}", highlight=False)
     else:
         console.print(_record_table(record, now))
     if rows:
@@ -295,6 +328,8 @@ def _record_table(record: JobRecord, now: datetime) -> Table:
         ("Lock id", record.lock_id or "-"),
         ("Last run", _moment(record.last_run_at, now)),
     ]
+    if record.progress is not None:
+        fields.insert(2, ("Progress", progress_text(record.progress, now)))
     if record.lock_released_at is not None:
         fields.append(("Lock released", _moment(record.lock_released_at, now)))
     if record.max_tries_reached_at is not None:

@@ -16,6 +16,7 @@ from dogs_mongo.queries.common import (
     _params,
     _trace_context,
 )
+from dogs_mongo.queries.following import progress_of_record
 
 # --------------------------------------------------------------------------------------------
 # Records
@@ -25,7 +26,8 @@ from dogs_mongo.queries.common import (
 def record_from_document(doc: Mapping[str, Any]) -> JobRecord:
     """A stored record (from Dogs or from us) as a :class:`JobRecord`. Numbers stored as BSON
     doubles by other writers are read as ``int``; a missing ``status`` is pending (``None``).
-    Our additive ``lockOwner`` and ``lockReleasedAt`` are read when present (a record only Node
+    Our additive ``lockOwner``, ``lockReleasedAt`` and ``progress`` (of the lock's holder only)
+    are read when present (a record only Node
     workers touched has neither); ``staleAttempt`` is the claims' business, not the record's."""
     status = doc.get("status")
     return JobRecord(
@@ -48,4 +50,5 @@ def record_from_document(doc: Mapping[str, Any]) -> JobRecord:
         lock_owner=_owner(doc.get("lockOwner"), lock_id=doc.get("lockId")),
         lock_released_at=_optional_datetime(doc.get("lockReleasedAt")),
         trace_context=_trace_context(doc),
+        progress=progress_of_record(doc),
     )

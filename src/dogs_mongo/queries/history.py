@@ -17,6 +17,7 @@ from dogs_mongo.queries.common import (
     _params,
     _require_int,
 )
+from dogs_mongo.queries.following import progress_document, progress_from_document
 
 # --------------------------------------------------------------------------------------------
 # History (docs/concepts.md#history)
@@ -31,7 +32,8 @@ def history_update(record: HistoryRecord, record_id: str) -> dict[str, Any]:
     """Upsert by ``executionId`` with every field in ``$setOnInsert``: the first row written
     for an execution wins whole, and a later one writes nothing. (Dogs puts only ``status`` and
     ``_id`` there and the rest in ``$set``; see docs/differences.md.) Dogs' fields in Dogs'
-    order, then our additive ``wasStale``, ``errorType``, ``errorTraceback`` and ``owner``."""
+    order, then our additive ``wasStale``, ``errorType``, ``errorTraceback`` and ``owner``, and
+    ``progress`` when the execution reported some."""
     document: dict[str, Any] = {
         "_id": record_id,
         "status": HistoryStatus(record.status).value,
@@ -56,6 +58,8 @@ def history_update(record: HistoryRecord, record_id: str) -> dict[str, Any]:
     document["errorType"] = record.error_type
     document["errorTraceback"] = record.error_traceback
     document["owner"] = _owner_document(record.owner)
+    if record.progress is not None:
+        document["progress"] = progress_document(record.progress)
     return {"$setOnInsert": document}
 
 
@@ -102,4 +106,5 @@ def history_from_document(doc: Mapping[str, Any]) -> HistoryRecord:
         error_type=_optional_str(doc.get("errorType")),
         error_traceback=_optional_str(doc.get("errorTraceback")),
         owner=_owner(doc.get("owner")),
+        progress=progress_from_document(doc.get("progress")),
     )

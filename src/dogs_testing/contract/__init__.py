@@ -25,7 +25,9 @@ stores are cut: :mod:`~dogs_testing.contract.scheduling`, ``.claims``, ``.settle
 ``.maintenance``; each part is a class of its own (``SettleContract``...), so a store being
 written can run the parts of the roles it has so far. The optional archive role has its own
 part, :class:`ArchiveContract` (:mod:`dogs_testing.contract.archive`), for a store that lists
-:attr:`~dogs_core.ports.Role.ARCHIVE` in its ``roles``.
+:attr:`~dogs_core.ports.Role.ARCHIVE` in its ``roles``; so has the optional following role,
+:class:`FollowingContract` (:mod:`dogs_testing.contract.following`), for a store that lists
+:attr:`~dogs_core.ports.Role.FOLLOWING`.
 
 Example::
 
@@ -50,6 +52,7 @@ from dogs_testing.contract.base import T0
 from dogs_testing.contract.claims import ClaimContract
 from dogs_testing.contract.controls import ControlsContract
 from dogs_testing.contract.feeds import FeedContract
+from dogs_testing.contract.following import FollowingContract
 from dogs_testing.contract.history import HistoryContract
 from dogs_testing.contract.leases import LeaseContract
 from dogs_testing.contract.maintenance import MaintenanceContract
@@ -65,6 +68,7 @@ __all__ = [
     "ClaimContract",
     "ControlsContract",
     "FeedContract",
+    "FollowingContract",
     "HistoryContract",
     "JobStoreContract",
     "LeaseContract",

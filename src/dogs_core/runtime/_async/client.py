@@ -45,6 +45,7 @@ from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock
 from dogs_core.runtime._async.archive import ArchiveClient
 from dogs_core.runtime._async.clock_sync import ensure_clock
+from dogs_core.runtime._async.following import FollowingClient
 from dogs_core.runtime._async.pausing import PauseClient
 from dogs_core.runtime._async.retry import retry_transient
 from dogs_core.runtime._async.stats import StatsClient
@@ -78,7 +79,9 @@ logger = logging.getLogger("dogs.client")
 _COMPLETION_RECHECK = 0.005
 
 
-class DogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, AsyncLeases):
+class DogsClient(
+    SteeringClient, PauseClient, StatsClient, ArchiveClient, FollowingClient, AsyncLeases
+):
     """Schedules event jobs and reads what the workers recorded.
 
     ``jobs`` is optional: with a registry, jobs may be named by string and a definition that

@@ -46,6 +46,7 @@ from dogs_core.jobs import Jobs
 from dogs_core.ports import Clock, JobStore
 from dogs_core.runtime._sync.archive import ArchiveClient
 from dogs_core.runtime._sync.clock_sync import ensure_clock
+from dogs_core.runtime._sync.following import FollowingClient
 from dogs_core.runtime._sync.pausing import PauseClient
 from dogs_core.runtime._sync.retry import retry_transient
 from dogs_core.runtime._sync.stats import StatsClient
@@ -79,7 +80,9 @@ logger = logging.getLogger("dogs.client")
 _COMPLETION_RECHECK = 0.005
 
 
-class SyncDogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, SyncLeases):
+class SyncDogsClient(
+    SteeringClient, PauseClient, StatsClient, ArchiveClient, FollowingClient, SyncLeases
+):
     """Schedules event jobs and reads what the workers recorded.
 
     ``jobs`` is optional: with a registry, jobs may be named by string and a definition that
