@@ -64,7 +64,8 @@ The state and its indexes (and their upkeep) are in ``dogs_testing._memory_state
 of the port has its module, as the MongoDB store's do (``_memory_scheduling``,
 ``_memory_claims``, ``_memory_settle``, ``_memory_history``, ``_memory_watching`` for the
 feeds over ``_memory_feeds``' hub, ``_memory_steering``, ``_memory_stats``, ``_memory_controls``,
-``_memory_leases``, ``_memory_maintenance``, ``_memory_archive``); this module composes them
+``_memory_leases``, ``_memory_maintenance``, ``_memory_archive``, ``_memory_workflows``); this
+module composes them
 into the two faces of the port.
 """
 
@@ -93,6 +94,7 @@ from dogs_testing._memory_state import _out, _stored
 from dogs_testing._memory_stats import MemoryStats
 from dogs_testing._memory_steering import MemorySteering
 from dogs_testing._memory_watching import MemoryFeeds
+from dogs_testing._memory_workflows import MemoryWorkflows
 
 __all__ = ["InMemoryJobStore", "SyncInMemoryJobStore"]
 
@@ -109,6 +111,7 @@ class SyncInMemoryJobStore(
     MemoryLeases,
     MemoryMaintenance,
     MemoryArchive,
+    MemoryWorkflows,
 ):
     """The in-memory store, sync face (:class:`~dogs_core.ports.JobStore`). Thread-safe.
 
@@ -116,7 +119,7 @@ class SyncInMemoryJobStore(
     ``clock.now()`` disappear at the next call. Without a clock nothing expires.
     """
 
-    #: Every role of the port, the archive's included (:func:`~dogs_core.ports.store_roles`).
+    #: Every role of the port, the optional ones included (:func:`~dogs_core.ports.store_roles`).
     roles: Final = frozenset(Role)
 
     # ------------------------------------------------------------------ testing helpers
@@ -215,4 +218,6 @@ _ASYNC_FEEDS: Final = {
     "watch_records": "records_async",
     "watch_history": "history_async",
     "watch_pauses": "pauses_async",
+    "watch_step_rows": "history_async",
+    "watch_workflows": "workflows_async",
 }

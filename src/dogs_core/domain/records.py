@@ -140,6 +140,9 @@ class NewJob:
     trace_context: Mapping[str, str] | None = None
     """The scheduling call's trace context (additive ``traceContext``; see
     :class:`~dogs_core.domain.events.SchedulingStarted`)."""
+    workflow: Mapping[str, Any] | None = None
+    """A workflow step's record: its workflow, step and what its dependencies left (additive
+    ``workflow``; :mod:`dogs_core.domain.workflow_records`)."""
 
 
 @value
@@ -169,6 +172,8 @@ class JobRecord:
     lock_released_at: datetime | None = None
     """When the holder gave the lock back at shutdown (additive ``lockReleasedAt``): a
     released record is claimable at once and is not stale."""
+    workflow: Mapping[str, Any] | None = None
+    """The workflow step this record runs (additive ``workflow``), or ``None``."""
 
     def state(self, now: datetime) -> JobState:
         """The :class:`JobState` of this record at ``now``."""
@@ -232,6 +237,9 @@ class ClaimedJob:
     trace_context: Mapping[str, str] | None = None
     """The trace context of the call that scheduled the job (additive ``traceContext``), for
     a tracing subscriber to link the execution's span to the scheduling one."""
+    workflow: Mapping[str, Any] | None = None
+    """The workflow step the record runs (additive ``workflow``): ``ctx.workflow_id``,
+    ``ctx.upstream(...)`` and ``ctx.batch`` read it."""
 
     @property
     def lock_id(self) -> str:
@@ -280,6 +288,9 @@ class HistoryRecord:
     """The formatted traceback, its last :data:`~dogs_core.domain.history.TRACEBACK_LIMIT`
     characters."""
     owner: Owner | None = None
+    workflow_id: str | None = None
+    """The workflow of the step this execution ran (additive ``workflowId``), so that the
+    workflows' release reads the rows of steps only."""
 
     @property
     def duration_ms(self) -> int:

@@ -59,10 +59,12 @@ class Role(enum.StrEnum):
     """Setup, capabilities, the clock and upkeep (:mod:`dogs_core.ports.maintenance`)."""
     ARCHIVE = "archive"
     """Optional: moving old rows to archive collections (:mod:`dogs_core.ports.archive`)."""
+    WORKFLOWS = "workflows"
+    """Optional: workflows and their steps (:mod:`dogs_core.ports.workflows`)."""
 
 
 #: The roles every store has: :class:`~dogs_core.ports.store.AsyncJobStore` is their union.
-REQUIRED_ROLES: Final = frozenset(Role) - {Role.ARCHIVE}
+REQUIRED_ROLES: Final = frozenset(Role) - {Role.ARCHIVE, Role.WORKFLOWS}
 
 
 def store_roles(store: object) -> frozenset[Role]:

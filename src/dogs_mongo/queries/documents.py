@@ -15,6 +15,7 @@ from dogs_mongo.queries.common import (
     _owner,
     _params,
     _trace_context,
+    _workflow,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -48,4 +49,5 @@ def record_from_document(doc: Mapping[str, Any]) -> JobRecord:
         lock_owner=_owner(doc.get("lockOwner"), lock_id=doc.get("lockId")),
         lock_released_at=_optional_datetime(doc.get("lockReleasedAt")),
         trace_context=_trace_context(doc),
+        workflow=_workflow(doc),
     )
