@@ -30,6 +30,7 @@ __all__ = [
     "MAX_STEP_RESULT_BYTES",
     "MAX_UPSTREAM_BYTES",
     "Dependent",
+    "FinishedWorkflow",
     "Gate",
     "NewWorkflow",
     "ReleasedStep",
@@ -39,8 +40,10 @@ __all__ = [
     "StepRelease",
     "StepSkip",
     "StepState",
-    "WorkflowEnded",
+    "WorkflowCancelled",
     "WorkflowRecord",
+    "WorkflowRetried",
+    "WorkflowStarted",
     "WorkflowState",
     "WorkflowSummary",
     "WorkflowView",
@@ -240,6 +243,7 @@ class StepEnding:
     state: StepState
     gate: Gate
     outcome: StepOutcome
+    policy: FailurePolicy = FailurePolicy.FAIL
 
 
 @value
@@ -274,8 +278,43 @@ class StepSkip:
 
 
 @value
-class WorkflowEnded:
+class FinishedWorkflow:
     """A workflow reached ``state`` (by this call)."""
 
     workflow_id: str
     state: WorkflowState
+
+
+@value
+class WorkflowStarted:
+    """What ``start_workflow`` wrote: the workflow's id and each step's id by name."""
+
+    id: str
+    name: str | None
+    step_ids: Mapping[str, str]
+
+    def step_id(self, step: object) -> str:
+        """The id of a step given by its handle (``wf.add``'s return) or its name."""
+        name = getattr(step, "name", step)
+        return self.step_ids[str(name)]
+
+
+@value
+class WorkflowCancelled:
+    """What ``cancel_workflow`` did: whether it cancelled the workflow (``False``: it had
+    ended already, in ``state``), and how many of its released jobs it stopped."""
+
+    id: str
+    cancelled: bool
+    state: WorkflowState
+    stopped: int = 0
+
+
+@value
+class WorkflowRetried:
+    """What ``retry_workflow`` did: the steps put back to run (failed, skipped and cancelled
+    ones) and how many of them were released at once."""
+
+    id: str
+    step_ids: tuple[str, ...]
+    released: int

@@ -138,6 +138,7 @@ def _ending(
         state=state,
         gate=gate_of(state, step.policy),
         outcome=outcome,
+        policy=step.policy,
     )
 
 

@@ -27,7 +27,7 @@ from dogs_core.domain.workflow_records import (
 from dogs_core.domain.workflows import JobRef, StepSpec, Workflow, job_name_of
 from dogs_core.errors import DogsError, InvalidParamsError, InvalidWorkflowError
 
-__all__ = ["compile_workflow", "release_job"]
+__all__ = ["compile_workflow", "release_job", "with_trace_context"]
 
 
 def compile_workflow(
@@ -37,7 +37,6 @@ def compile_workflow(
     new_id: Callable[[], str],
     partition: Callable[[], int],
     now: datetime,
-    trace_context: Mapping[str, str] | None = None,
 ) -> NewWorkflow:
     """``workflow`` checked (:meth:`Workflow.validate`, each step's job and params) and made
     into what a store inserts. Raises a :class:`~dogs_core.errors.ValidationError` naming the
@@ -54,7 +53,6 @@ def compile_workflow(
     for spec in specs:
         for parent in spec.after:
             children[parent].append(ids[spec.name])
-    carried = dict(trace_context) if trace_context else None
     steps: list[StepRecord] = []
     records: list[NewJob] = []
     for spec in specs:
@@ -73,7 +71,6 @@ def compile_workflow(
             state=StepState.BLOCKED,
             gate=Gate.WAIT,
             summary=spec.summary,
-            trace_context=carried,
         )
         if not spec.after:
             record_id = new_id()
@@ -86,9 +83,21 @@ def compile_workflow(
         state=WorkflowState.RUNNING,
         created_at=now,
         step_count=len(steps),
-        trace_context=carried,
     )
     return NewWorkflow(workflow=stored, steps=tuple(steps), records=tuple(records))
+
+
+def with_trace_context(workflow: NewWorkflow, carrier: Mapping[str, str]) -> NewWorkflow:
+    """``workflow`` carrying the trace context ``carrier`` (on the workflow, every step and
+    every record), so that each step's execution can join the workflow's trace."""
+    carried = dict(carrier)
+    return NewWorkflow(
+        workflow=dataclasses.replace(workflow.workflow, trace_context=carried),
+        steps=tuple(dataclasses.replace(step, trace_context=carried) for step in workflow.steps),
+        records=tuple(
+            dataclasses.replace(record, trace_context=carried) for record in workflow.records
+        ),
+    )
 
 
 def release_job(

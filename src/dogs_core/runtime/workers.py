@@ -323,6 +323,7 @@ class Workers:
             clock=clock,
             rng=rng,
             probe=self._capabilities.supports_probe,
+            telemetry=self.telemetry,
         )
         definitions = list(self._definitions.values())
         await ensure_recurrent_records(

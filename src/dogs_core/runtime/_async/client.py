@@ -48,7 +48,7 @@ from dogs_core.runtime._async.clock_sync import ensure_clock
 from dogs_core.runtime._async.pausing import PauseClient
 from dogs_core.runtime._async.retry import retry_transient
 from dogs_core.runtime._async.stats import StatsClient
-from dogs_core.runtime._async.steering import SteeringClient
+from dogs_core.runtime._async.workflows import WorkflowClient
 from dogs_core.runtime.leases import AsyncLeases
 from dogs_core.runtime.observing import observe_scheduling
 from dogs_core.runtime.outage import DEFAULT_OPERATION_TIMEOUT, validate_operation_timeout
@@ -78,7 +78,7 @@ logger = logging.getLogger("dogs.client")
 _COMPLETION_RECHECK = 0.005
 
 
-class DogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, AsyncLeases):
+class DogsClient(WorkflowClient, PauseClient, StatsClient, ArchiveClient, AsyncLeases):
     """Schedules event jobs and reads what the workers recorded.
 
     ``jobs`` is optional: with a registry, jobs may be named by string and a definition that

@@ -49,7 +49,7 @@ from dogs_core.runtime._sync.clock_sync import ensure_clock
 from dogs_core.runtime._sync.pausing import PauseClient
 from dogs_core.runtime._sync.retry import retry_transient
 from dogs_core.runtime._sync.stats import StatsClient
-from dogs_core.runtime._sync.steering import SteeringClient
+from dogs_core.runtime._sync.workflows import WorkflowClient
 from dogs_core.runtime.leases import SyncLeases
 from dogs_core.runtime.observing import observe_scheduling
 from dogs_core.runtime.outage import DEFAULT_OPERATION_TIMEOUT, validate_operation_timeout
@@ -79,7 +79,7 @@ logger = logging.getLogger("dogs.client")
 _COMPLETION_RECHECK = 0.005
 
 
-class SyncDogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, SyncLeases):
+class SyncDogsClient(WorkflowClient, PauseClient, StatsClient, ArchiveClient, SyncLeases):
     """Schedules event jobs and reads what the workers recorded.
 
     ``jobs`` is optional: with a registry, jobs may be named by string and a definition that
