@@ -16,6 +16,7 @@ from dogs_testing.contract import (
     ArchiveUnderTest,
     JobStoreContract,
     ThreadedArchive,
+    WorkflowContract,
 )
 from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
 
@@ -76,3 +77,19 @@ class TestInMemoryArchiveSyncFaceInThreads(ArchiveContract):
     @pytest.fixture
     def archive(self, sync_store: SyncInMemoryJobStore) -> ArchiveUnderTest:
         return cast(ArchiveUnderTest, ThreadedArchive(sync_store))
+
+
+class TestInMemoryWorkflowsAsyncFace(WorkflowContract):
+    """The optional workflows role over the async face."""
+
+    @pytest.fixture
+    def store(self) -> InMemoryJobStore:
+        return InMemoryJobStore()
+
+
+class TestInMemoryWorkflowsSyncFaceInThreads(WorkflowContract):
+    """The workflows role over the sync face, each call in a worker thread."""
+
+    @pytest.fixture
+    def store(self) -> ThreadedJobStore:
+        return ThreadedJobStore(SyncInMemoryJobStore())

@@ -1,7 +1,7 @@
 """The MongoDB job store on PyMongo's ``AsyncMongoClient``: the collections and options, and
 one base class per role of the port (``scheduling.py``, ``claims.py``, ``settle.py``,
 ``history.py``, ``feeds.py``, ``steering.py``, ``stats.py``, ``controls.py``, ``leases.py``,
-``maintenance.py``, ``archive.py``), which share them.
+``maintenance.py``, ``archive.py``, ``workflows.py``), which share them.
 
 The async adapter (``_async/store.py``) is the source of truth; the sync adapter
 (``_sync/store.py``) is generated from it by ``scripts/generate_sync.py`` (unasync): edit the
@@ -44,7 +44,9 @@ from dogs_mongo._async.scheduling import MongoScheduling
 from dogs_mongo._async.settle import MongoSettle
 from dogs_mongo._async.stats import MongoStats
 from dogs_mongo._async.steering import MongoSteering
+from dogs_mongo._async.workflows import MongoWorkflows
 from dogs_mongo.client_check import refuse_motor
+from dogs_mongo.queries import workflows as qw
 
 __all__ = [
     "CLAIM_PATH_FIND_ONE_AND_UPDATE",
@@ -78,6 +80,7 @@ class AsyncMongoJobStore(
     MongoLeases,
     MongoMaintenance,
     MongoArchiver,
+    MongoWorkflows,
 ):
     """:class:`~dogs_core.ports.AsyncJobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 
@@ -112,7 +115,7 @@ class AsyncMongoJobStore(
     ``jobs_dogs_records_lock_id`` index exists, ``findOneAndUpdate`` otherwise.
     """
 
-    #: Every role of the port, the archive's included (:func:`~dogs_core.ports.store_roles`).
+    #: Every role of the port, the optional ones included (:func:`~dogs_core.ports.store_roles`).
     roles: Final = frozenset(Role)
 
     def __init__(
@@ -127,6 +130,8 @@ class AsyncMongoJobStore(
         history_write_concern: WriteConcern | None = None,
         claim_path: str = q.CLAIM_PATH_AUTO,
         owns_client: bool = False,
+        workflows_collection: str = qw.DEFAULT_WORKFLOWS_COLLECTION,
+        workflow_steps_collection: str = qw.DEFAULT_WORKFLOW_STEPS_COLLECTION,
     ) -> None:
         validation.choice("claim_path", claim_path, q.CLAIM_PATHS)
         refuse_motor(client)
@@ -160,6 +165,17 @@ class AsyncMongoJobStore(
         # The controls decide on the primary, under the claims' write concern.
         self._controls: AsyncCollection[Document] = self._db.get_collection(
             controls_collection,
+            read_preference=ReadPreference.PRIMARY,
+            write_concern=write_concern,
+        )
+        # The workflows (docs/workflows.md) decide on the primary, under the claims' concern.
+        self._workflows: AsyncCollection[Document] = self._db.get_collection(
+            workflows_collection,
+            read_preference=ReadPreference.PRIMARY,
+            write_concern=write_concern,
+        )
+        self._steps: AsyncCollection[Document] = self._db.get_collection(
+            workflow_steps_collection,
             read_preference=ReadPreference.PRIMARY,
             write_concern=write_concern,
         )

@@ -3,7 +3,7 @@
 """The MongoDB job store on PyMongo's ``MongoClient``: the collections and options, and
 one base class per role of the port (``scheduling.py``, ``claims.py``, ``settle.py``,
 ``history.py``, ``feeds.py``, ``steering.py``, ``stats.py``, ``controls.py``, ``leases.py``,
-``maintenance.py``, ``archive.py``), which share them.
+``maintenance.py``, ``archive.py``, ``workflows.py``), which share them.
 
 The async adapter (``_async/store.py``) is the source of truth; the sync adapter
 (``_sync/store.py``) is generated from it by ``scripts/generate_sync.py`` (unasync): edit the
@@ -46,7 +46,9 @@ from dogs_mongo._sync.scheduling import MongoScheduling
 from dogs_mongo._sync.settle import MongoSettle
 from dogs_mongo._sync.stats import MongoStats
 from dogs_mongo._sync.steering import MongoSteering
+from dogs_mongo._sync.workflows import MongoWorkflows
 from dogs_mongo.client_check import refuse_motor
+from dogs_mongo.queries import workflows as qw
 
 __all__ = [
     "CLAIM_PATH_FIND_ONE_AND_UPDATE",
@@ -80,6 +82,7 @@ class MongoJobStore(
     MongoLeases,
     MongoMaintenance,
     MongoArchiver,
+    MongoWorkflows,
 ):
     """:class:`~dogs_core.ports.JobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 
@@ -114,7 +117,7 @@ class MongoJobStore(
     ``jobs_dogs_records_lock_id`` index exists, ``findOneAndUpdate`` otherwise.
     """
 
-    #: Every role of the port, the archive's included (:func:`~dogs_core.ports.store_roles`).
+    #: Every role of the port, the optional ones included (:func:`~dogs_core.ports.store_roles`).
     roles: Final = frozenset(Role)
 
     def __init__(
@@ -129,6 +132,8 @@ class MongoJobStore(
         history_write_concern: WriteConcern | None = None,
         claim_path: str = q.CLAIM_PATH_AUTO,
         owns_client: bool = False,
+        workflows_collection: str = qw.DEFAULT_WORKFLOWS_COLLECTION,
+        workflow_steps_collection: str = qw.DEFAULT_WORKFLOW_STEPS_COLLECTION,
     ) -> None:
         validation.choice("claim_path", claim_path, q.CLAIM_PATHS)
         refuse_motor(client)
@@ -160,6 +165,17 @@ class MongoJobStore(
         # The controls decide on the primary, under the claims' write concern.
         self._controls: Collection[Document] = self._db.get_collection(
             controls_collection,
+            read_preference=ReadPreference.PRIMARY,
+            write_concern=write_concern,
+        )
+        # The workflows (docs/workflows.md) decide on the primary, under the claims' concern.
+        self._workflows: Collection[Document] = self._db.get_collection(
+            workflows_collection,
+            read_preference=ReadPreference.PRIMARY,
+            write_concern=write_concern,
+        )
+        self._steps: Collection[Document] = self._db.get_collection(
+            workflow_steps_collection,
             read_preference=ReadPreference.PRIMARY,
             write_concern=write_concern,
         )

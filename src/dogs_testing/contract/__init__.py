@@ -25,7 +25,8 @@ stores are cut: :mod:`~dogs_testing.contract.scheduling`, ``.claims``, ``.settle
 ``.maintenance``; each part is a class of its own (``SettleContract``...), so a store being
 written can run the parts of the roles it has so far. The optional archive role has its own
 part, :class:`ArchiveContract` (:mod:`dogs_testing.contract.archive`), for a store that lists
-:attr:`~dogs_core.ports.Role.ARCHIVE` in its ``roles``.
+:attr:`~dogs_core.ports.Role.ARCHIVE` in its ``roles``; so has the optional workflows role,
+:class:`WorkflowContract` (:mod:`dogs_testing.contract.workflows`).
 
 Example::
 
@@ -57,6 +58,7 @@ from dogs_testing.contract.scheduling import SchedulingContract
 from dogs_testing.contract.settle import SettleContract
 from dogs_testing.contract.stats import StatsContract
 from dogs_testing.contract.steering import SteeringContract
+from dogs_testing.contract.workflows import WorkflowContract
 
 __all__ = [
     "T0",
@@ -74,6 +76,7 @@ __all__ = [
     "StatsContract",
     "SteeringContract",
     "ThreadedArchive",
+    "WorkflowContract",
 ]
 
 
