@@ -589,7 +589,7 @@ def test_hand_built_copies_keep_every_field() -> None:
         "id", "job_name", "type", "priority", "next_run_at", "partition", "params",
         "unique_identifier", "last_run_at", "locked_until", "lock_id", "claim_was_stale",
         "tries", "status", "max_tries_reached_at", "expires_at", "lock_owner",
-        "lock_released_at", "trace_context",
+        "lock_released_at", "trace_context", "workflow",
     }  # fmt: skip
     row = HistoryRecord(
         execution_id="e",
@@ -610,6 +610,7 @@ def test_hand_built_copies_keep_every_field() -> None:
         error_type="builtins.ValueError",
         error_traceback="Traceback ...",
         owner=Owner(host="h", pid=1, instance_id="i"),
+        workflow_id="w",
     )
     assert {f.name for f in dataclasses.fields(HistoryRecord)} == {
         f.name for f in dataclasses.fields(row) if getattr(row, f.name) not in (None, False)
@@ -648,6 +649,7 @@ def test_a_claim_keeps_every_other_field() -> None:
         lock_owner=Owner(host="h", pid=6, instance_id="old"),
         lock_released_at=T0 - 3 * S,  # before locked_until: a stale lock
         trace_context={"traceparent": "00-1-2-01"},
+        workflow={"id": "w", "step": "s", "name": "a"},
     )
     assert {f.name for f in dataclasses.fields(record)} == {
         f.name for f in dataclasses.fields(record) if getattr(record, f.name) is not None

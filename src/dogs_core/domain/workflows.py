@@ -30,7 +30,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias
+from typing import Final, TypeAlias
 
 from dogs_core.domain import validation
 from dogs_core.domain.definitions import EventJobDefinition, RecurrentJobDefinition
@@ -387,16 +387,3 @@ def _link(position: int, link: object) -> tuple[JobRef, object]:
             raise InvalidOptionError(f"links[{position}]", link, "expected a job or (job, params)")
         return _job_ref(link[0]), link[1]
     return _job_ref(link), None
-
-
-def specs_by_name(workflow: Workflow) -> dict[str, StepSpec]:
-    """The steps of ``workflow`` by name."""
-    return {spec.name: spec for spec in workflow.steps}
-
-
-def describe(workflow: Workflow) -> dict[str, Any]:
-    """A plain description (for logs and errors): name and step names with their ``after``."""
-    return {
-        "name": workflow.name,
-        "steps": {spec.name: list(spec.after) for spec in workflow.steps},
-    }
