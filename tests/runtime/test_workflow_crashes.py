@@ -26,8 +26,8 @@ from typing import Any
 
 import anyio
 from hypothesis import HealthCheck, event, settings
-from hypothesis.control import currently_in_test_context
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from dogs_core.domain.outcome import Delete, MarkTerminal
@@ -145,7 +145,7 @@ class WorkflowCrashes(RuleBasedStateMachine):
         for workflow in started:
             compiled = compile_workflow(
                 workflow,
-                resolve=lambda job: job,
+                resolve=lambda job: step,
                 new_id=new_record_id,
                 partition=lambda: 0,
                 now=T0,
