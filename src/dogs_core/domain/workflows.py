@@ -112,6 +112,7 @@ class Workflow:
         self.name: str | None = _optional_name("name", name)
         self._specs: list[StepSpec] = []
         self._names: dict[str, int] = {}
+        self._repeats: dict[str, int] = {}  # job name -> the last number its steps got
 
     # -- building -----------------------------------------------------------------------------
 
@@ -183,10 +184,11 @@ class Workflow:
                 raise InvalidWorkflowError(chosen, name, "another step has this name")
             return chosen
         base = job_name_of(job)
-        chosen, number = base, 1
+        chosen, number = base, self._repeats.get(base, 1)
         while chosen in self._names:
             number += 1
             chosen = f"{base}-{number}"
+        self._repeats[base] = number
         return chosen
 
     # -- reading ------------------------------------------------------------------------------
