@@ -19,6 +19,7 @@ Part of the async adapter (the source of truth): ``scripts/generate_sync.py`` ge
 
 from __future__ import annotations
 
+import time
 from collections.abc import Generator, Mapping, Sequence
 from contextlib import nullcontext
 from datetime import datetime
@@ -46,7 +47,7 @@ from dogs_core.domain.workflow_records import (
 from dogs_core.domain.workflow_release import workflow_end
 from dogs_core.domain.workflow_start import release_job
 from dogs_core.domain.workflows import FailurePolicy
-from dogs_core.errors import WorkflowsNotSupportedError
+from dogs_core.errors import TransientStoreError, WorkflowsNotSupportedError
 from dogs_core.ids import new_execution_id
 from dogs_mongo import queries as q
 from dogs_mongo._sync.feeds import _feed
@@ -54,7 +55,11 @@ from dogs_mongo._sync.scheduling import _checked_document, _in_transaction
 from dogs_mongo.errors import translate_errors
 from dogs_mongo.queries import workflows as qw
 
-__all__ = ["MongoWorkflows"]
+__all__ = ["CONFLICT_SECONDS", "MongoWorkflows"]
+
+#: Seconds a transaction of the workflows is run again after transient conflicts before the
+#: call gives up (a TransientStoreError, retried by its caller: see ``_transaction``).
+CONFLICT_SECONDS: Final = 2.0
 
 Document = dict[str, Any]
 
@@ -130,12 +135,34 @@ class MongoWorkflows:
             self._records.insert_many(records, session=session)
 
     def _transaction(self, operation: str, body: Any) -> Any:
-        """``body(session)`` in a transaction of this store's client (retried by
-        ``with_transaction`` on transient conflicts), its PyMongo errors translated."""
+        """``body(session)`` in a transaction of this store's client, its PyMongo errors
+        translated. ``with_transaction`` runs the body again after a transient conflict, but
+        not past :data:`CONFLICT_SECONDS`: a transaction that a killed process left open holds
+        its documents until MongoDB aborts it (``transactionLifetimeLimitSeconds``, 60 s by
+        default), and a releaser must not wait for it with every other release behind; it
+        raises :class:`~dogs_core.errors.TransientStoreError` instead, and the steps are
+        released by a later round (the sweep)."""
+        began = time.monotonic()
+        attempts = 0
+
+        def bounded(session: Any) -> Any:
+            nonlocal attempts
+            attempts += 1
+            if attempts > 1 and time.monotonic() - began > CONFLICT_SECONDS:
+                raise TransientStoreError(
+                    f"{operation}: its transaction kept conflicting with another for "
+                    f"{CONFLICT_SECONDS:g}s (another writer, or the open transaction of a "
+                    "killed process, which MongoDB aborts after transactionLifetimeLimitSeconds)",
+                    write_may_have_applied=False,
+                )
+            return body(session)
+
         try:
             with translate_errors(operation, write=True):
                 with self._client.start_session() as session:
-                    return session.with_transaction(body, write_concern=self._fenced.write_concern)
+                    return session.with_transaction(
+                        bounded, write_concern=self._fenced.write_concern
+                    )
         except OperationFailure as error:
             if error.code in _NO_TRANSACTIONS or "replica set" in str(error):
                 raise WorkflowsNotSupportedError(
