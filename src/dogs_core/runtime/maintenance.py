@@ -34,6 +34,7 @@ from dogs_core.runtime.clock import ServerClock
 from dogs_core.runtime.outage import log_store_failure
 from dogs_core.runtime.releaser import WorkflowReleaser
 from dogs_core.runtime.settings import WorkerSettings
+from dogs_core.runtime.settle import Settler
 from dogs_core.runtime.telemetry import Telemetry
 
 __all__ = [
@@ -60,6 +61,7 @@ def start_maintenance(
     rng: random.Random,
     probe: bool,
     telemetry: Telemetry | None = None,
+    settler: Settler | None = None,
 ) -> None:
     """Start the background loops in ``group``: the hint probe (when enabled and the store's
     probes mean something), the partition reconciler (when enabled), the retention backfill,
@@ -91,6 +93,8 @@ def start_maintenance(
             sweep_interval=settings.workflow_sweep_interval.total_seconds(),
             watch=settings.watch_changes,
         )
+        if settler is not None:
+            settler.step_ended = releaser.offer
         group.start_soon(releaser.run, name="dogs workflow release")
 
 

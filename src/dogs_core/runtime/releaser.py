@@ -11,6 +11,10 @@ that ran them survived. Two paths, one rule:
   evidence_ending`: a failed attempt whose job will retry ends nothing). A row whose
   execution still holds its record (the settlement that follows the row is on its way) is
   read again a few milliseconds later;
+* **this instance's own settlements** (:meth:`WorkflowReleaser.offer`, told by the settle
+  path once a step's final settlement landed): the same work as a feed batch, without waiting
+  for the feed to report the row (the feed reports it too; the second look finds the step
+  ended and writes nothing);
 * **the sweep**, every ``sweep_interval`` and at start: the steps whose end's consequences a
   crashed releaser left half written (``pending_steps``), then a page of released steps read
   with their records and newest rows (what the feed missed: a gap in the feed, a Node
@@ -40,6 +44,7 @@ from dogs_core.runtime._async.advance import Advanced, Ended, advance, end_steps
 from dogs_core.runtime._async.retry import retry_transient
 from dogs_core.runtime.clock import SystemClock
 from dogs_core.runtime.outage import log_store_failure
+from dogs_core.runtime.signal import Signal
 from dogs_core.runtime.telemetry import TELEMETRY, Telemetry
 from dogs_core.runtime.workflow_events import tell_advanced
 
@@ -80,6 +85,8 @@ class WorkflowReleaser:
         self.sweep_page = sweep_page
         self._cursor: str | None = None
         self._group: anyio.abc.TaskGroup | None = None
+        self._offered: list[HistoryRecord] = []
+        self._offers = Signal()
         self.watching = False
         """Whether the history feed is open."""
 
@@ -101,6 +108,24 @@ class WorkflowReleaser:
             if self.watch:
                 group.start_soon(self._watch_rows, name="dogs workflow release feed")
             group.start_soon(self._sweep_loop, name="dogs workflow sweep")
+            group.start_soon(self._offered_rows, name="dogs workflow release of own ends")
+
+    # -- this instance's own ends -------------------------------------------------------------
+
+    def offer(self, row: HistoryRecord) -> None:
+        """The row of a step's execution whose final settlement this instance just wrote:
+        release what follows at once (from any task of the loop; never blocks)."""
+        if self._group is None:
+            return
+        self._offered.append(row)
+        self._offers.notify()
+
+    async def _offered_rows(self) -> None:
+        while True:
+            while not self._offered:
+                await self._offers.wait()
+            rows, self._offered = self._offered, []
+            await self._rows_safely(rows)
 
     # -- the feed ---------------------------------------------------------------------------
 

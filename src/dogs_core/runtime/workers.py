@@ -324,6 +324,7 @@ class Workers:
             rng=rng,
             probe=self._capabilities.supports_probe,
             telemetry=self.telemetry,
+            settler=self._services.settler,
         )
         definitions = list(self._definitions.values())
         await ensure_recurrent_records(

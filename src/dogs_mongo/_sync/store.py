@@ -179,6 +179,9 @@ class MongoJobStore(
             read_preference=ReadPreference.PRIMARY,
             write_concern=write_concern,
         )
+        # The release's own decisions (MongoWorkflows._stamped): w: 1, carried by the majority
+        # claims and settlements that follow them.
+        self._steps_fast = self._steps.with_options(write_concern=_ROWS_BEFORE_SETTLEMENTS)
         # Claim read-backs and reconciler scans read their own writes: primary, local.
         self._primary: Collection[Document] = self._records.with_options(
             read_preference=ReadPreference.PRIMARY, read_concern=ReadConcern("local")

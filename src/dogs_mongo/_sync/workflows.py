@@ -25,7 +25,7 @@ from contextlib import nullcontext
 from datetime import datetime
 from typing import Any, Final
 
-from pymongo import ASCENDING, DESCENDING, UpdateOne
+from pymongo import ASCENDING, DESCENDING, ReturnDocument, UpdateOne
 from pymongo.errors import OperationFailure
 from pymongo.synchronous.collection import Collection
 
@@ -90,6 +90,7 @@ class MongoWorkflows:
     _history: Collection[Document]
     _workflows: Collection[Document]
     _steps: Collection[Document]
+    _steps_fast: Collection[Document]
 
     @property
     def workflows_collection(self) -> Collection[Document]:
@@ -271,7 +272,7 @@ class MongoWorkflows:
         token = new_execution_id()
         at = to_millis(now)
         requests = [
-            UpdateOne(
+            (
                 {
                     "_id": ending.step_id,
                     "state": StepState.RELEASED.value,
@@ -297,24 +298,39 @@ class MongoWorkflows:
     def _stamped(
         self,
         operation: str,
-        requests: list[UpdateOne],
+        requests: list[tuple[Document, Document]],
         ids: list[str],
         token: str,
         session: Any = None,
-    ) -> set[str]:
-        """Send the compare-and-sets ``requests`` on the steps ``ids`` (each stamping
-        ``token``); the ids of the steps they wrote."""
-        steps = self.workflow_steps_collection
+    ) -> dict[str, Document]:
+        """Send the compare-and-sets ``requests`` (filter, update) on the steps ``ids``, each
+        stamping ``token``; the documents of the steps they wrote, by id (one request: one
+        ``findOneAndUpdate``; more: a ``bulkWrite``, then the stamped ones read). Outside a
+        transaction with ``w: 1``: a decision is written again after a failover rolled it back
+        (the sweep), and nothing follows from it before a majority write that carries it."""
+        steps = self._steps_fast if session is None else self.workflow_steps_collection
+        projection = None if session is not None else {"_id": 1}
         # Inside a transaction PyMongo's errors pass as they are: with_transaction retries on
         # their labels (the transaction's own translate_errors translates what is left).
         translated = translate_errors(operation, write=True) if session is None else nullcontext()
         with translated:
-            result = steps.bulk_write(requests, ordered=False, session=session)
+            if len(requests) == 1:
+                ((filter_, update),) = requests
+                doc = steps.find_one_and_update(
+                    filter_,
+                    update,
+                    projection=projection,
+                    return_document=ReturnDocument.AFTER,
+                    session=session,
+                )
+                return {} if doc is None else {str(doc["_id"]): doc}
+            bulk = [UpdateOne(filter_, update) for filter_, update in requests]
+            result = steps.bulk_write(bulk, ordered=False, session=session)
             if result.modified_count == 0:
-                return set()
-            filter_ = {"_id": {"$in": ids}, "writtenBy": token}
-            cursor = steps.find(filter_, {"_id": 1}, session=session)
-            return {str(doc["_id"]) for doc in cursor}
+                return {}
+            stamped = {"_id": {"$in": ids}, "writtenBy": token}
+            cursor = steps.find(stamped, projection, session=session)
+            return {str(doc["_id"]): doc for doc in cursor}
 
     def dependents(self, step_ids: Sequence[str]) -> list[Dependent]:
         ids = list(dict.fromkeys(step_ids))
@@ -389,7 +405,7 @@ class MongoWorkflows:
 
         def body(session: Any) -> set[str]:
             requests = [
-                UpdateOne(
+                (
                     {
                         "_id": release.step_id,
                         "state": StepState.BLOCKED.value,
@@ -409,20 +425,20 @@ class MongoWorkflows:
             ids = [release.step_id for release in releases]
             written = self._stamped("release_steps", requests, ids, token, session)
             if written:
-                jobs = self._release_jobs(written, at, session)
+                jobs = self._release_jobs(list(written.values()), at, session)
                 self._records.insert_many([_checked_document(job) for job in jobs], session=session)
-            return written
+            return set(written)
 
+        # The store's write concern (majority by default), not w: 1: the records feed (a change
+        # stream) reports the record once it is majority-committed, and w: 1 would leave that
+        # to the next journal flush (up to 100 ms later).
         written = self._transaction("release_steps", body)
         return [release for release in releases if release.step_id in written]
 
-    def _release_jobs(self, step_ids: set[str], now: datetime, session: Any) -> list[NewJob]:
+    def _release_jobs(self, documents: list[Document], now: datetime, session: Any) -> list[NewJob]:
         """The records of the steps just released (their dependencies' outcomes as stored)."""
         steps = self.workflow_steps_collection
-        released = [
-            qw.step_from_document(doc)
-            for doc in steps.find({"_id": {"$in": list(step_ids)}}, session=session)
-        ]
+        released = [qw.step_from_document(doc) for doc in documents]
         parent_ids = {parent for step in released if not step.summary for parent in step.after}
         parents: dict[str, StepRecord] = {}
         if parent_ids:
@@ -462,7 +478,7 @@ class MongoWorkflows:
         token = new_execution_id()
         at = to_millis(now)
         requests = [
-            UpdateOne(
+            (
                 {
                     "_id": skip.step_id,
                     "state": StepState.BLOCKED.value,
@@ -527,7 +543,7 @@ class MongoWorkflows:
         if not ids:
             return
         with translate_errors("settle_steps", write=True):
-            self.workflow_steps_collection.update_many(
+            self._steps_fast.update_many(
                 {"_id": {"$in": ids}, "pending": True}, {"$unset": {"pending": ""}}
             )
 
