@@ -394,6 +394,7 @@ def _released_ref(step: StepRecord) -> ReleasedStep:
         policy=step.policy,
         generation=step.generation,
         released_at=step.released_at,
+        leaf=not step.children,
     )
 
 

@@ -230,6 +230,8 @@ class ReleasedStep:
     policy: FailurePolicy
     generation: int
     released_at: datetime
+    leaf: bool = False
+    """No step depends on it: its end may end its workflow, and releases nothing."""
 
 
 @value
@@ -244,6 +246,8 @@ class StepEnding:
     gate: Gate
     outcome: StepOutcome
     policy: FailurePolicy = FailurePolicy.FAIL
+    leaf: bool = False
+    """No step depends on it (see :class:`ReleasedStep`)."""
 
 
 @value

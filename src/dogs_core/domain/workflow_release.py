@@ -139,6 +139,7 @@ def _ending(
         gate=gate_of(state, step.policy),
         outcome=outcome,
         policy=step.policy,
+        leaf=step.leaf,
     )
 
 

@@ -71,6 +71,7 @@ _RETRYABLE: Final = [
 _LIVE: Final = [StepState.BLOCKED.value, StepState.RELEASED.value]
 _NO_TRANSACTIONS: Final = (20, 263)  # IllegalOperation, OperationNotSupportedInTransaction
 _RELEASED_FIELDS: Final = {
+    "childCount": 1,
     "workflowId": 1,
     "recordId": 1,
     "policy": 1,
@@ -671,6 +672,7 @@ def _released(doc: Mapping[str, Any]) -> ReleasedStep:
         policy=FailurePolicy(doc.get("policy") or FailurePolicy.FAIL.value),
         generation=int(doc.get("generation") or 0),
         released_at=doc["releasedAt"],
+        leaf=doc.get("childCount") == 0,
     )
 
 

@@ -118,6 +118,7 @@ def step_document(step: StepRecord, seq: int) -> dict[str, Any]:
         "after": list(step.after),
         "children": list(step.children),
         "parentCount": len(step.after),
+        "childCount": len(step.children),
         "policy": step.policy.value,
         "summary": step.summary,
         "state": step.state.value,

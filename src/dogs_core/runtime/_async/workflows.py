@@ -380,6 +380,7 @@ def _cancelled(step: ReleasedStep, now: datetime) -> StepEnding:
         gate=gate_of(StepState.CANCELLED, step.policy),
         outcome=StepOutcome(status=HistoryStatus.CANCELLED, ended_at=now),
         policy=step.policy,
+        leaf=step.leaf,
     )
 
 

@@ -11,7 +11,8 @@ end) and :func:`advance` their consequences, in an order that a crash may cut an
 2. the blocked dependents are decided (:func:`~dogs_core.domain.workflow_release.
    decide_dependent`): released (the step and its record in one atomic write) or skipped, a
    skip going on to the skipped step's own dependents;
-3. each workflow touched ends when none of its steps is blocked or released;
+3. a workflow where a step nothing depends on ended (or a step was skipped) ends when none of
+   its steps is blocked or released;
 4. the ended steps' ``pending`` mark is cleared.
 
 Every write is fenced (a step's state and generation, a workflow's state), so doing any of it
@@ -58,14 +59,18 @@ class Ended:
     step_id: str
     workflow_id: str
     fails_workflow: bool = False
+    leaf: bool = False
+    """No step depends on it: nothing to release after it, and its workflow may end."""
 
     @classmethod
     def of_ending(cls, ending: StepEnding) -> Ended:
-        return cls(ending.step_id, ending.workflow_id, fails_workflow(ending.state, ending.policy))
+        fails = fails_workflow(ending.state, ending.policy)
+        return cls(ending.step_id, ending.workflow_id, fails, ending.leaf)
 
     @classmethod
     def of_step(cls, step: StepRecord) -> Ended:
-        return cls(step.id, step.workflow_id, fails_workflow(step.state, step.policy))
+        fails = fails_workflow(step.state, step.policy)
+        return cls(step.id, step.workflow_id, fails, not step.children)
 
 
 @dataclass(slots=True)
@@ -114,7 +119,7 @@ def advance(
         if retry_transient(fail, what="fail a workflow"):
             done.failed.append(workflow_id)
     settled = [step.step_id for step in steps]
-    frontier = list(settled)
+    frontier = [step.step_id for step in steps if not step.leaf]
     while frontier:
         read = functools.partial(store.dependents, frontier)
         dependents = retry_transient(read, what="read workflow dependents")
@@ -123,7 +128,10 @@ def advance(
         done.skipped.extend(step.skipped)
         frontier = [skip.step_id for skip in step.skipped]
         settled.extend(frontier)
-    touched = [step.workflow_id for step in steps]
+    # A workflow ends with the end of a step nothing depends on (or a skip: the cascade may
+    # have reached its last steps): only those are checked.
+    touched = [step.workflow_id for step in steps if step.leaf]
+    touched += [skip.workflow_id for skip in done.skipped]
     done.finished = _finish(store, touched, now)
     retry_transient(lambda: store.settle_steps(settled), what="settle workflow steps")
     return done
