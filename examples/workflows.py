@@ -20,8 +20,7 @@ from typing import Any
 
 import anyio
 
-from dogs_core import DogsClient, JobContext, Jobs, Workers
-from dogs_core.domain.workflows import Batch, Workflow, chain
+from dogs_core import Batch, DogsClient, JobContext, Jobs, Workers, Workflow, chain
 from dogs_core.ports import AsyncJobStore
 
 jobs = Jobs()
