@@ -95,7 +95,7 @@ class Result:
 
 
 async def _drained(store: AsyncMongoJobStore) -> None:
-    while await store.records_collection.count_documents({}, limit=1):
+    while await store.records_collection.count_documents({}, limit=1):  # noqa: ASYNC110
         await anyio.sleep(0.05)
 
 
