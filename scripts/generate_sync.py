@@ -266,10 +266,13 @@ if TYPE_CHECKING:
     from dogs_core.ports.archive import AsyncArchiveStore
     from dogs_core.ports.following import AsyncFollowingStore
     from dogs_core.ports.store import AsyncJobStore
+    from dogs_core.ports.workflows import AsyncWorkflowStore
 
-    def _conforms(store: ForwardingJobStore) -> tuple[AsyncJobStore, AsyncArchiveStore]:
+    def _conforms(
+        store: ForwardingJobStore,
+    ) -> tuple[AsyncJobStore, AsyncArchiveStore, AsyncWorkflowStore]:
         """Static check (mypy): a forwarding store has every role."""
-        return store, store
+        return store, store, store
 
     def _follows(store: ForwardingJobStore) -> AsyncFollowingStore:
         """Static check (mypy): a forwarding store has the following role's methods."""

@@ -361,3 +361,26 @@ def test_following_quick(
     assert "| Store | Handler | Interval (s) |" in report
     assert report.count("| ok |") == 6 + 4
     assert "store_logs with 10 lines per job costs" in report
+
+
+def test_workflows_quick(
+    mongodb_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks import workflows
+
+    status = workflows.main(["--quick", "--uri", mongodb_uri, "--out", str(tmp_path)])
+    output = capsys.readouterr().out
+    assert status == 0, output
+    assert "FAILED" not in output
+    for scenario in ("plain jobs", "fan-out/fan-in", "batch", "chain (idle)"):
+        assert scenario in output
+    assert "idle release latency: p50" in output
+    report = (tmp_path / "workflows.md").read_text()
+    assert report.count("| ok |") == 4
+    results = json.loads((tmp_path / "workflows.json").read_text())["results"]
+    assert [r["scenario"] for r in results] == [
+        "plain jobs",
+        "fan-out/fan-in",
+        "batch",
+        "chain (idle)",
+    ]

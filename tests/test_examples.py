@@ -31,6 +31,7 @@ from examples import (
     telemetry_events,
     transactional_schedule,
     wait_for_result,
+    workflows,
 )
 from examples.custom_adapter import MetricsJobStore
 
@@ -601,3 +602,30 @@ def test_following(capsys: pytest.CaptureFixture[str]) -> None:
 def test_following_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
     following.main(["--uri", mongodb_uri])
     _check_following(output_of(capsys))
+
+
+WORKFLOW_LINES = (
+    "import https://example.com (fail): succeeded",
+    "parse=4, index=indexed",
+    "import https://broken/fail (fail): failed (index=failed, report=skipped)",
+    "import https://broken/skip (skip): completed (index=failed, report=skipped)",
+    "import https://broken/continue (continue): completed (index=failed, report=succeeded)",
+    "album 7: completed: album 7: 16 of 20 thumbnails, failed 4",
+    "chain: succeeded, 4 words",
+    "retried 2 steps of a failed workflow",
+)
+
+
+def test_workflows(capsys: pytest.CaptureFixture[str]) -> None:
+    workflows.main([])
+    out = output_of(capsys)
+    for line in WORKFLOW_LINES:
+        assert line in out, line
+
+
+@pytest.mark.mongo
+def test_workflows_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    workflows.main(["--uri", mongodb_uri])
+    out = output_of(capsys)
+    for line in WORKFLOW_LINES:
+        assert line in out, line

@@ -590,7 +590,7 @@ def test_hand_built_copies_keep_every_field() -> None:
         "id", "job_name", "type", "priority", "next_run_at", "partition", "params",
         "unique_identifier", "last_run_at", "locked_until", "lock_id", "claim_was_stale",
         "tries", "status", "max_tries_reached_at", "expires_at", "lock_owner",
-        "lock_released_at", "trace_context", "progress",
+        "lock_released_at", "trace_context", "progress", "workflow",
     }  # fmt: skip
     row = HistoryRecord(
         execution_id="e",
@@ -612,6 +612,7 @@ def test_hand_built_copies_keep_every_field() -> None:
         error_traceback="Traceback ...",
         owner=Owner(host="h", pid=1, instance_id="i"),
         progress=Progress(0.5, "half", {"rows": [1]}, datetime(2030, 1, 1, 0, 0, 1, 999, UTC), "e"),
+        workflow_id="w",
     )
     assert {f.name for f in dataclasses.fields(HistoryRecord)} == {
         f.name for f in dataclasses.fields(row) if getattr(row, f.name) not in (None, False)
@@ -654,6 +655,7 @@ def test_a_claim_keeps_every_other_field() -> None:
         lock_released_at=T0 - 3 * S,  # before locked_until: a stale lock
         trace_context={"traceparent": "00-1-2-01"},
         progress=Progress(0.5, "the old execution's", None, T0 - 2 * S, "old"),
+        workflow={"id": "w", "step": "s", "name": "a"},
     )
     assert {f.name for f in dataclasses.fields(record)} == {
         f.name for f in dataclasses.fields(record) if getattr(record, f.name) is not None

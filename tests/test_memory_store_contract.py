@@ -17,6 +17,7 @@ from dogs_testing.contract import (
     FollowingContract,
     JobStoreContract,
     ThreadedArchive,
+    WorkflowContract,
 )
 from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
 
@@ -89,6 +90,22 @@ class TestInMemoryFollowingAsyncFace(FollowingContract):
 
 class TestInMemoryFollowingSyncFaceInThreads(FollowingContract):
     """The following role over the sync face, each call in a worker thread."""
+
+    @pytest.fixture
+    def store(self) -> ThreadedJobStore:
+        return ThreadedJobStore(SyncInMemoryJobStore())
+
+
+class TestInMemoryWorkflowsAsyncFace(WorkflowContract):
+    """The optional workflows role over the async face."""
+
+    @pytest.fixture
+    def store(self) -> InMemoryJobStore:
+        return InMemoryJobStore()
+
+
+class TestInMemoryWorkflowsSyncFaceInThreads(WorkflowContract):
+    """The workflows role over the sync face, each call in a worker thread."""
 
     @pytest.fixture
     def store(self) -> ThreadedJobStore:

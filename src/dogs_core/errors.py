@@ -18,6 +18,7 @@ __all__ = [
     "InvalidParamsError",
     "InvalidProgressError",
     "InvalidScheduleError",
+    "InvalidWorkflowError",
     "JobNotFoundError",
     "JobNotRegisteredError",
     "JobTimeoutError",
@@ -33,6 +34,11 @@ __all__ = [
     "ValidationError",
     "WaitTimeoutError",
     "WorkersStateError",
+    "WorkflowNotFoundError",
+    "WorkflowStateError",
+    "WorkflowTimeoutError",
+    "WorkflowUpstreamError",
+    "WorkflowsNotSupportedError",
 ]
 
 
@@ -246,6 +252,56 @@ class MissingStoreRoleError(InvalidOptionError):
         super().__init__(
             "store", store, f"has no {role!r} role, which {feature} needs (its roles: {have})"
         )
+
+
+# -- workflows (docs/workflows.md) --------------------------------------------------------------
+
+
+class InvalidWorkflowError(ValidationError):
+    """A workflow was refused before anything was written: ``field`` names the step (or
+    ``steps``), ``value`` is what was wrong (a name in ``after``, a cycle, a policy...)."""
+
+    def __init__(self, step: str, value: Any, reason: str) -> None:
+        super().__init__(
+            step, value, reason, message=f"step {step!r}: {reason} ({_short_repr(value)})"
+        )
+        self.step = step
+
+
+class WorkflowNotFoundError(DogsError, LookupError):
+    """No workflow has this id (it never existed, or it was deleted)."""
+
+    def __init__(self, workflow_id: str) -> None:
+        self.workflow_id = workflow_id
+        super().__init__(f"workflow {workflow_id!r}: not found")
+
+
+class WorkflowStateError(DogsError):
+    """An action that the workflow's state does not allow (retrying one that still runs)."""
+
+    def __init__(self, workflow_id: str, state: str, reason: str) -> None:
+        self.workflow_id = workflow_id
+        self.state = state
+        super().__init__(f"workflow {workflow_id!r} is {state}: {reason}")
+
+
+class WorkflowTimeoutError(DogsError, TimeoutError):
+    """``wait_for_workflow`` gave up: the workflow had not ended within its ``timeout``."""
+
+    def __init__(self, workflow_id: str, timeout: float) -> None:
+        self.workflow_id = workflow_id
+        self.timeout = timeout
+        super().__init__(f"workflow {workflow_id!r} had not ended after {timeout:g}s")
+
+
+class WorkflowUpstreamError(DogsError, LookupError):
+    """``ctx.upstream(...)`` named no dependency of this step, or a result that was not
+    carried to it (too large: read it with ``client.get_workflow``)."""
+
+
+class WorkflowsNotSupportedError(StoreError):
+    """The store has no workflows role (a custom store written without it): nothing was
+    written. MongoDB and in-memory stores have it."""
 
 
 def _short_repr(value: Any, limit: int = 80) -> str:

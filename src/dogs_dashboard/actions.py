@@ -1,4 +1,5 @@
-"""The dashboard's actions: cancel, retry now, delete, pause and resume.
+"""The dashboard's actions: cancel, retry now, delete, pause and resume; cancel and retry a
+workflow.
 
 Only by POST, each checked in this order: read-only mode (403), the CSRF token (403), the
 action and its target (400), then the confirmation: a form without ``confirmed=yes`` gets a
@@ -48,6 +49,8 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "delete": ("job_id", "Delete job {target}? No history row is written."),
     "pause": ("name", "Pause {target} on every worker?"),
     "resume": ("name", "Resume {target}?"),
+    "cancel_workflow": ("workflow_id", "Cancel workflow {target}? Its running jobs are stopped."),
+    "retry_workflow": ("workflow_id", "Run the failed steps of workflow {target} again?"),
 }
 
 
@@ -135,6 +138,15 @@ async def _run(dash: Dashboard, action: str, target: str) -> tuple[str, str]:
         changed = await (client.pause(name) if action == "pause" else client.resume(name))
         done = f"{action}d {_shown(target)}".capitalize()
         return (done, "ok") if changed else (f"{_shown(target)}: nothing to {action}", "ok")
+    if action == "cancel_workflow":
+        cancelled = await client.cancel_workflow(target)
+        if cancelled.cancelled:
+            return f"Cancelled workflow {target} ({cancelled.stopped} jobs stopped)", "ok"
+        return f"Workflow {target} is {cancelled.state.value}: not cancelled", "error"
+    if action == "retry_workflow":
+        retried = await client.retry_workflow(target)
+        done = f"{len(retried.step_ids)} steps of workflow {target} run again"
+        return f"{done} ({retried.released} released now)", "ok"
     calls: dict[str, Callable[[str], Awaitable[_Outcome]]] = {
         "cancel": lambda job_id: client.cancel(job_id),
         "retry": client.retry_now,

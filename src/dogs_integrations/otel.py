@@ -13,6 +13,9 @@
   scheduled it, which may have ended hours before) with a *link* to the scheduling span, read
   back from the claimed record's ``traceContext``, so across processes as well. It is made current
   in the execution's context, so the spans a handler opens are its children.
+- ``workflow <name>`` (kind ``PRODUCER``) spans a ``start_workflow`` call; its context is stored
+  on the workflow and on every record of its steps, and the ``run`` span of each step is its
+  *child* (not a trace of its own): one trace per workflow, each step's run in it.
 
 Status: ``ERROR`` for an execution whose handler raised, whether the job is retried
 (``JobRetried``: this attempt failed, the job may not) or not (``JobFailed``), with the exception
@@ -47,6 +50,8 @@ from dogs_core.domain.events import (
     ProgressWritten,
     SchedulingEnded,
     SchedulingStarted,
+    WorkflowStartEnded,
+    WorkflowStarting,
 )
 from dogs_core.domain.records import ClaimedJob
 from dogs_core.errors import InvalidOptionError
@@ -68,6 +73,8 @@ _EVENT_KINDS: Final = (
     LockRenewed,
     LockLost,
     ProgressWritten,
+    WorkflowStarting,
+    WorkflowStartEnded,
 )
 
 
@@ -142,6 +149,10 @@ class OpenTelemetryTracing:
             self._job_scheduled(event)
         elif isinstance(event, SchedulingEnded):
             self._scheduling_ended(event)
+        elif isinstance(event, WorkflowStarting):
+            self._workflow_starting(event)
+        elif isinstance(event, WorkflowStartEnded):
+            self._workflow_start_ended(event)
 
     # -- scheduling -----------------------------------------------------------------------------
 
@@ -196,18 +207,64 @@ class OpenTelemetryTracing:
         span.end()
         otel_context.detach(token)
 
+    # -- workflows ------------------------------------------------------------------------------
+
+    def _workflow_starting(self, event: WorkflowStarting) -> None:
+        attributes: dict[str, AttributeValue] = {
+            "messaging.system": MESSAGING_SYSTEM,
+            "dogs.workflow.id": event.workflow_id,
+            "dogs.workflow.steps": event.steps,
+        }
+        if event.name is not None:
+            attributes["dogs.workflow.name"] = event.name
+        span = self._tracer.start_span(
+            f"workflow {event.name or event.workflow_id}",
+            kind=SpanKind.PRODUCER,
+            attributes=attributes,
+        )
+        current = trace.set_span_in_context(span)
+        token = otel_context.attach(current)
+        self._schedules[event.call_id] = (span, token, event.steps)
+        if self._propagator is None:
+            propagate.inject(event.trace_context, context=current)
+        else:
+            self._propagator.inject(event.trace_context, context=current)
+
+    def _workflow_start_ended(self, event: WorkflowStartEnded) -> None:
+        entry = self._schedules.pop(event.call_id, None)
+        if entry is None:
+            return
+        span, token, _ = entry
+        span.set_attribute("dogs.workflow.released", event.released)
+        if event.error is not None:
+            _record_error(span, event.error)
+        span.end()
+        otel_context.detach(token)
+
     # -- executions -----------------------------------------------------------------------------
 
     def _job_started(self, event: JobStarted) -> None:
         job = event.job
-        links = self._links(job.trace_context)
-        # A root of its own (an empty parent context): the execution is not part of whatever
-        # was current where the workers started; the link leads to the scheduling call.
+        step = job.workflow
+        if step and job.trace_context:
+            # A workflow's step: a child of the workflow's span (one trace per workflow).
+            parent = self._extract(job.trace_context)
+            links: list[Link] = []
+        else:
+            # A root of its own (an empty parent context): the execution is not part of
+            # whatever was current where the workers started; the link leads to the call
+            # that scheduled it.
+            parent = Context()
+            links = self._links(job.trace_context)
+        attributes = _job_attributes(job)
+        if step:
+            attributes["dogs.workflow.id"] = str(step.get("id"))
+            attributes["dogs.workflow.step"] = str(step.get("name"))
         span = self._tracer.start_span(
             f"run {job.job_name}",
-            context=Context(),
+            context=parent,
             kind=SpanKind.CONSUMER,
-            attributes=_job_attributes(job),
+            attributes=attributes,
             links=links,
         )
         self._runs[job.execution_id] = span
@@ -215,13 +272,15 @@ class OpenTelemetryTracing:
         # its end may come on another task (a stale execution), where a detach would fail.
         otel_context.attach(trace.set_span_in_context(span))
 
+    def _extract(self, carrier: Mapping[str, str]) -> Context:
+        if self._propagator is None:
+            return propagate.extract(carrier)
+        return self._propagator.extract(carrier)
+
     def _links(self, carrier: Mapping[str, str] | None) -> list[Link]:
         if not carrier:
             return []
-        if self._propagator is None:
-            extracted = propagate.extract(carrier)
-        else:
-            extracted = self._propagator.extract(carrier)
+        extracted = self._extract(carrier)
         span_context = trace.get_current_span(extracted).get_span_context()
         if not span_context.is_valid:
             return []

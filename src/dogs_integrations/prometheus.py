@@ -44,6 +44,9 @@ from dogs_core.domain.events import (
     JobScheduled,
     LockLost,
     StoreErrored,
+    WorkflowFinished,
+    WorkflowStartEnded,
+    WorkflowStepReleased,
 )
 from dogs_core.domain.records import NameStatus
 from dogs_core.errors import InvalidOptionError
@@ -68,7 +71,17 @@ LAG_BUCKETS: Final = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 90
 
 _NAMESPACE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
-_EVENT_KINDS: Final = (ExecutionEnded, JobClaimed, ClaimSwept, JobScheduled, LockLost, StoreErrored)
+_EVENT_KINDS: Final = (
+    ExecutionEnded,
+    JobClaimed,
+    ClaimSwept,
+    JobScheduled,
+    LockLost,
+    StoreErrored,
+    WorkflowStartEnded,
+    WorkflowStepReleased,
+    WorkflowFinished,
+)
 
 
 class _Common(TypedDict):
@@ -162,6 +175,20 @@ class PrometheusMetrics:
             ["job_name"],
             **common,
         )
+        self.workflows_started = Counter(
+            "workflows_started", "Workflows started by this process.", **common
+        )
+        self.workflow_steps_released = Counter(
+            "workflow_steps_released",
+            "Blocked workflow steps released (their record inserted) by this process.",
+            **common,
+        )
+        self.workflows_finished = Counter(
+            "workflows_finished",
+            "Workflows this process saw end, by end state.",
+            ["state"],
+            **common,
+        )
         self.gauges_refreshed = Gauge(
             "gauges_refreshed_timestamp_seconds",
             "Unix time of the last successful refresh of the store gauges.",
@@ -195,6 +222,13 @@ class PrometheusMetrics:
             self.lock_lost.labels(event.job.job_name).inc()
         elif isinstance(event, StoreErrored):
             self.store_errors.labels(event.operation, "true" if event.transient else "false").inc()
+        elif isinstance(event, WorkflowStartEnded):
+            if event.error is None:
+                self.workflows_started.inc()
+        elif isinstance(event, WorkflowStepReleased):
+            self.workflow_steps_released.inc()
+        elif isinstance(event, WorkflowFinished):
+            self.workflows_finished.labels(event.state).inc()
 
     # -- gauges from the store ------------------------------------------------------------------
 

@@ -1,10 +1,10 @@
 """The change feeds of the in-memory store: who listens, and how a write reaches them.
 
 Every write of the in-memory state that may make a record claimable (an insert, a reschedule,
-a release, an unlock, a partition repair), every history row first written and every pause or
-resume that changed something is offered to the :class:`FeedHub` of that state, under the
-state's lock, from whatever thread wrote it. Each subscriber keeps what it accepts in a buffer
-of its own:
+a release, an unlock, a partition repair), every history row first written, every pause or
+resume that changed something and every change of a workflow is offered to the
+:class:`FeedHub` of that state, under the state's lock, from whatever thread wrote it. Each
+subscriber keeps what it accepts in a buffer of its own:
 
 * a sync feed (:meth:`FeedHub.records`) in a ``queue.SimpleQueue``, read with a timeout
   of :data:`~dogs_core.domain.feeds.FEED_HEARTBEAT_SECONDS` (the heartbeat);
@@ -112,6 +112,7 @@ class FeedHub:
             "pauses": (),
             "log_lines": (),
             "jobs": (),
+            "workflows": (),
         }
         self.jobs_watched = False
         """Whether a feed follows the changes of some job's record (``watch_progress``)."""
@@ -163,6 +164,12 @@ class FeedHub:
             if subscriber.accepts(job_id):
                 subscriber.deliver(job_id)
 
+    def offer_workflow(self, workflow_id: str) -> None:
+        """The workflow ``workflow_id`` (or one of its steps) changed."""
+        for subscriber in self._subscribers["workflows"]:
+            if subscriber.accepts(workflow_id):
+                subscriber.deliver(workflow_id)
+
     # ------------------------------------------------------------------ the feeds
 
     # Every feed is a generator that checks its arguments at its first next(), as the MongoDB
@@ -190,6 +197,12 @@ class FeedHub:
 
     def jobs_async(self, job_id: str) -> AsyncGenerator[list[str], None]:
         return self._async_feed("jobs", lambda: _job_filter(job_id))
+
+    def workflows(self, workflow_ids: Sequence[str]) -> Generator[list[str], None, None]:
+        return self._sync_feed("workflows", lambda: _id_filter(workflow_ids))
+
+    def workflows_async(self, workflow_ids: Sequence[str]) -> AsyncGenerator[list[str], None]:
+        return self._async_feed("workflows", lambda: _id_filter(workflow_ids))
 
     def records_async(self, job_names: Sequence[str]) -> AsyncGenerator[list[RecordChange], None]:
         return self._async_feed("records", lambda: _name_filter(job_names))
@@ -285,6 +298,11 @@ def _job_filter(job_id: str) -> Callable[[Any], bool]:
 def _name_filter(job_names: Sequence[str]) -> Callable[[RecordChange], bool]:
     names = frozenset(check_feed_names("job_names", job_names))
     return lambda change: change.job_name in names
+
+
+def _id_filter(workflow_ids: Sequence[str]) -> Callable[[str], bool]:
+    ids = frozenset(check_feed_names("workflow_ids", workflow_ids))
+    return lambda workflow_id: workflow_id in ids
 
 
 def _history_filter(

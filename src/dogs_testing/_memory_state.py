@@ -89,6 +89,7 @@ def _stored(record: JobRecord) -> JobRecord:
         expires_at=_ms(record.expires_at),
         params=_copy_params(record.params),
         trace_context=dict(record.trace_context) if record.trace_context else None,
+        workflow=copy.deepcopy(record.workflow) if record.workflow else None,
     )
 
 
@@ -134,6 +135,7 @@ def _history_row(record: HistoryRecord) -> HistoryRecord:
         error_traceback=record.error_traceback,
         owner=record.owner,
         progress=None if record.progress is None else _copy_progress(record.progress),
+        workflow_id=record.workflow_id,
     )
 
 
@@ -285,6 +287,7 @@ class MemoryState:
                 params=job.params,
                 unique_identifier=uid,
                 trace_context=job.trace_context,
+                workflow=job.workflow,
             )
         )
         problem = self._conflict(record)
@@ -383,6 +386,7 @@ class MemoryState:
             lock_owner=request.owner,
             lock_released_at=None,
             trace_context=old.trace_context,
+            workflow=old.workflow,
         )
         # A claim changes no field any index depends on (partition, name, priority, next run,
         # type, status, identifier, expiry): replacing the record is all `_put` would do. (It
@@ -407,6 +411,7 @@ class MemoryState:
             owner=request.owner,
             previous_attempt=_previous_attempt(old) if was_stale else None,
             trace_context=new.trace_context,
+            workflow=copy.deepcopy(new.workflow) if new.workflow else None,
         )
 
     def _insert_history(self, row: HistoryRecord) -> None:

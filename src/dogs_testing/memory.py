@@ -64,8 +64,8 @@ The state and its indexes (and their upkeep) are in ``dogs_testing._memory_state
 of the port has its module, as the MongoDB store's do (``_memory_scheduling``,
 ``_memory_claims``, ``_memory_settle``, ``_memory_history``, ``_memory_watching`` for the
 feeds over ``_memory_feeds``' hub, ``_memory_steering``, ``_memory_stats``, ``_memory_controls``,
-``_memory_leases``, ``_memory_maintenance``, ``_memory_archive``, ``_memory_following``); this
-module composes them
+``_memory_leases``, ``_memory_maintenance``, ``_memory_archive``, ``_memory_following``,
+``_memory_workflows``); this module composes them
 into the two faces of the port.
 """
 
@@ -95,6 +95,7 @@ from dogs_testing._memory_state import _out, _stored
 from dogs_testing._memory_stats import MemoryStats
 from dogs_testing._memory_steering import MemorySteering
 from dogs_testing._memory_watching import MemoryFeeds
+from dogs_testing._memory_workflows import MemoryWorkflows
 
 __all__ = ["InMemoryJobStore", "SyncInMemoryJobStore"]
 
@@ -112,6 +113,7 @@ class SyncInMemoryJobStore(
     MemoryMaintenance,
     MemoryArchive,
     MemoryFollowing,
+    MemoryWorkflows,
 ):
     """The in-memory store, sync face (:class:`~dogs_core.ports.JobStore`). Thread-safe.
 
@@ -220,4 +222,6 @@ _ASYNC_FEEDS: Final = {
     "watch_pauses": "pauses_async",
     "watch_log_lines": "log_lines_async",
     "watch_progress": "jobs_async",
+    "watch_step_rows": "history_async",
+    "watch_workflows": "workflows_async",
 }

@@ -456,3 +456,45 @@ async def test_the_stored_trace_context_links_a_worker_in_another_process(
     assert run.attributes is not None
     assert run.attributes["dogs.job.id"] == outcome.id
     assert run.attributes["dogs.job.outcome"] == "succeeded"
+
+
+@pytest.mark.anyio
+async def test_one_trace_per_workflow_each_step_run_a_child_of_its_span(t: Traced) -> None:
+    from dogs_core.domain.workflows import Workflow
+
+    jobs = Jobs()
+
+    @jobs.event
+    async def fetch(params: Params, ctx: JobContext) -> None:
+        return None
+
+    @jobs.event(max_tries=1)
+    async def index(params: Params, ctx: JobContext) -> None:
+        raise RuntimeError("down")
+
+    client, workers = parts(t, jobs)
+    wf = Workflow("import")
+    first = wf.add(fetch)
+    wf.add(index, after=[first], on_failure="continue")
+    wf.add(fetch, after=[first])
+    started = await client.start_workflow(wf)
+    assert trace.get_current_span() is trace.INVALID_SPAN, "the workflow span was detached"
+    await run_for(workers, 12)
+
+    root = t.one("workflow import")
+    runs = t.spans("run fetch") + t.spans("run index")
+    assert root.kind is SpanKind.PRODUCER
+    assert root.attributes is not None
+    assert root.attributes["dogs.workflow.id"] == started.id
+    assert root.attributes["dogs.workflow.released"] == 1
+    assert len(runs) == 3
+    assert root.context is not None
+    for run in runs:
+        assert run.context is not None
+        assert run.context.trace_id == root.context.trace_id
+        assert run.parent is not None
+        assert run.parent.span_id == root.context.span_id
+        assert run.attributes is not None
+        assert run.attributes["dogs.workflow.id"] == started.id
+    (failed,) = t.spans("run index")
+    assert failed.status.status_code is StatusCode.ERROR

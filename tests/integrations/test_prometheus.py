@@ -423,3 +423,19 @@ def test_dogs_worker_metrics_port_out_of_range() -> None:
     )
     assert result.exit_code == 2, result.output
     assert "--metrics-port 70000" in result.stderr
+
+
+def test_workflows_are_counted(metrics: PrometheusMetrics) -> None:
+    from dogs_core.domain.events import WorkflowFinished, WorkflowStartEnded, WorkflowStepReleased
+
+    hub = Telemetry()
+    metrics.attach(hub)
+    hub.emit(WorkflowStartEnded(1, "w1", "import", 4, released=1, duration=0.01))
+    hub.emit(WorkflowStartEnded(2, "w2", None, 4, 0, 0.01, error=RuntimeError("down")))
+    for step in ("s2", "s3"):
+        hub.emit(WorkflowStepReleased("w1", step, f"r-{step}"))
+    hub.emit(WorkflowFinished("w1", "completed"))
+    samples = registry_samples(metrics)
+    assert value(samples, "dogs_workflows_started_total") == 1
+    assert value(samples, "dogs_workflow_steps_released_total") == 2
+    assert value(samples, "dogs_workflows_finished_total", state="completed") == 1

@@ -20,6 +20,7 @@ from dogs_testing.contract import (
     FollowingContract,
     JobStoreContract,
     ThreadedArchive,
+    WorkflowContract,
 )
 from tests.mongo.conftest import PooledDatabase
 
@@ -128,7 +129,7 @@ class TestAsyncMongoFollowingContract(FollowingContract):
 
 
 class TestSyncMongoFollowingContract(FollowingContract):
-    """The following role over the generated sync adapter, in worker threads."""
+    """The following role over the generated sync adapter, each call in a worker thread."""
 
     pytestmark: ClassVar[Any] = [pytest.mark.anyio, pytest.mark.mongo]
 
@@ -139,6 +140,40 @@ class TestSyncMongoFollowingContract(FollowingContract):
         store = MongoJobStore(sync_mongo_client, pooled_database.name)
         store.setup()
         store.setup_following()
+        pooled_database.set_up()
+        yield ThreadedJobStore(store)
+        store.close()
+
+
+class TestAsyncMongoWorkflowContract(WorkflowContract):
+    """The optional workflows role over the async adapter."""
+
+    pytestmark: ClassVar[Any] = [pytest.mark.anyio, pytest.mark.mongo]
+
+    @pytest.fixture
+    async def store(
+        self, async_mongo_client: AsyncMongoClient[dict[str, Any]], pooled_database: PooledDatabase
+    ) -> AsyncIterator[AsyncMongoJobStore]:
+        store = AsyncMongoJobStore(async_mongo_client, pooled_database.name)
+        await store.setup()
+        await store.setup_workflows()
+        pooled_database.set_up()
+        yield store
+        await store.close()
+
+
+class TestSyncMongoWorkflowContract(WorkflowContract):
+    """The workflows role over the generated sync adapter, each call in a worker thread."""
+
+    pytestmark: ClassVar[Any] = [pytest.mark.anyio, pytest.mark.mongo]
+
+    @pytest.fixture
+    def store(
+        self, sync_mongo_client: MongoClient[dict[str, Any]], pooled_database: PooledDatabase
+    ) -> Iterator[ThreadedJobStore]:
+        store = MongoJobStore(sync_mongo_client, pooled_database.name)
+        store.setup()
+        store.setup_workflows()
         pooled_database.set_up()
         yield ThreadedJobStore(store)
         store.close()

@@ -22,6 +22,10 @@ LockRenewed             a renewal write of a job's lock landed                  
 LockLost                a renewal found the lock taken or expired: the execution is stale  lock task
 ProgressWritten         a write carrying the handler's latest progress starts            lock task
 StoreErrored            a store call raised (most are retried: ``transient``)           any
+WorkflowStarting        ``start_workflow`` begins, before anything is written            caller's
+WorkflowStartEnded      ``start_workflow`` returns or raises                             caller's
+WorkflowStepReleased    a releaser (or ``retry_workflow``) released a blocked step       releaser
+WorkflowFinished        a workflow ended (all steps over, failed, or cancelled)          releaser
 ======================  ==============================================================  ==========
 
 "Execution" context means the execution's own context copy (each execution runs in one), so a
@@ -62,6 +66,10 @@ __all__ = [
     "SchedulingEnded",
     "SchedulingStarted",
     "StoreErrored",
+    "WorkflowFinished",
+    "WorkflowStartEnded",
+    "WorkflowStarting",
+    "WorkflowStepReleased",
 ]
 
 
@@ -286,6 +294,60 @@ class StoreErrored(Event):
     transient: bool
 
 
+# -- workflows (docs/workflows.md) -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowStarting(Event):
+    """``start_workflow`` begins, before anything is written. As in
+    :class:`SchedulingStarted`, a subscriber may fill ``trace_context``: it is stored with the
+    workflow and every record of its steps, so each step's execution span can be a child of
+    the workflow's (one trace per workflow)."""
+
+    kind: ClassVar[str] = "workflow.start"
+    call_id: int
+    workflow_id: str
+    name: str | None
+    steps: int
+    trace_context: dict[str, str] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowStartEnded(Event):
+    """``start_workflow`` ``call_id`` returned (``error`` ``None``: the workflow is stored,
+    ``released`` of its steps at once) or raised."""
+
+    kind: ClassVar[str] = "workflow.start.stop"
+    call_id: int
+    workflow_id: str
+    name: str | None
+    steps: int
+    released: int
+    duration: float
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowStepReleased(Event):
+    """A blocked step was released (its record inserted) by this process: a releaser in the
+    workers, or a client's ``retry_workflow``."""
+
+    kind: ClassVar[str] = "workflow.step.released"
+    workflow_id: str
+    step_id: str
+    record_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowFinished(Event):
+    """A workflow reached its end ``state`` (``succeeded``, ``completed``, ``failed`` or
+    ``cancelled``), written by this process."""
+
+    kind: ClassVar[str] = "workflow.finished"
+    workflow_id: str
+    state: str
+
+
 #: Every event class by its ``kind``.
 EVENT_KINDS: Mapping[str, type[Event]] = {
     cls.kind: cls
@@ -302,5 +364,9 @@ EVENT_KINDS: Mapping[str, type[Event]] = {
         LockLost,
         ProgressWritten,
         StoreErrored,
+        WorkflowStarting,
+        WorkflowStartEnded,
+        WorkflowStepReleased,
+        WorkflowFinished,
     )
 }

@@ -18,6 +18,7 @@ __all__ = [
     "error_type",
     "history_record",
     "killed_attempt_record",
+    "workflow_id_of",
 ]
 
 #: How much of a formatted traceback a history row keeps: its last 8 KiB (the innermost
@@ -68,7 +69,17 @@ def history_record(
         error_traceback=None if error is None else error_traceback(error),
         owner=job.owner,
         progress=progress,
+        workflow_id=workflow_id_of(job),
     )
+
+
+def workflow_id_of(job: ClaimedJob) -> str | None:
+    """The workflow of a step's claimed record (its additive ``workflow.id``), else ``None``."""
+    marker = job.workflow
+    if not marker:
+        return None
+    workflow_id = marker.get("id")
+    return workflow_id if isinstance(workflow_id, str) else None
 
 
 def killed_attempt_record(
@@ -97,6 +108,7 @@ def killed_attempt_record(
         error_message="the worker holding the lock stopped renewing it (killed or hung)",
         unique_identifier=job.unique_identifier,
         owner=attempt.owner,
+        workflow_id=workflow_id_of(job),
     )
 
 

@@ -141,6 +141,9 @@ class NewJob:
     trace_context: Mapping[str, str] | None = None
     """The scheduling call's trace context (additive ``traceContext``; see
     :class:`~dogs_core.domain.events.SchedulingStarted`)."""
+    workflow: Mapping[str, Any] | None = None
+    """A workflow step's record: its workflow, step and what its dependencies left (additive
+    ``workflow``; :mod:`dogs_core.domain.workflow_records`)."""
 
 
 @value
@@ -174,6 +177,8 @@ class JobRecord:
     """How far the execution holding the lock is, as its handler last reported (additive
     ``progress``); ``None`` when none reported or the record is not held (a progress left by
     an earlier execution is not shown)."""
+    workflow: Mapping[str, Any] | None = None
+    """The workflow step this record runs (additive ``workflow``), or ``None``."""
 
     def state(self, now: datetime) -> JobState:
         """The :class:`JobState` of this record at ``now``."""
@@ -237,6 +242,9 @@ class ClaimedJob:
     trace_context: Mapping[str, str] | None = None
     """The trace context of the call that scheduled the job (additive ``traceContext``), for
     a tracing subscriber to link the execution's span to the scheduling one."""
+    workflow: Mapping[str, Any] | None = None
+    """The workflow step the record runs (additive ``workflow``): ``ctx.workflow_id``,
+    ``ctx.upstream(...)`` and ``ctx.batch`` read it."""
 
     @property
     def lock_id(self) -> str:
@@ -287,6 +295,9 @@ class HistoryRecord:
     owner: Owner | None = None
     progress: Progress | None = None
     """The execution's last reported progress (additive ``progress``), if it reported any."""
+    workflow_id: str | None = None
+    """The workflow of the step this execution ran (additive ``workflowId``), so that the
+    workflows' release reads the rows of steps only."""
 
     @property
     def duration_ms(self) -> int:

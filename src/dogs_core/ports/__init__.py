@@ -6,7 +6,8 @@ The job store is cut into roles, one module each, declared once (async):
 :mod:`~dogs_core.ports.steering`, :mod:`~dogs_core.ports.stats`,
 :mod:`~dogs_core.ports.controls`, :mod:`~dogs_core.ports.leases`,
 :mod:`~dogs_core.ports.maintenance`, and the optional :mod:`~dogs_core.ports.archive` and
-:mod:`~dogs_core.ports.following`.
+:mod:`~dogs_core.ports.following` and
+:mod:`~dogs_core.ports.workflows`.
 :class:`AsyncJobStore` is the union of the required ones; what the conventions of every role
 are (fencing, errors, times) is in :mod:`dogs_core.ports.common`.
 
@@ -32,6 +33,7 @@ from dogs_core.ports._sync.settle import SettleStore
 from dogs_core.ports._sync.stats import StatsStore
 from dogs_core.ports._sync.steering import SteeringStore
 from dogs_core.ports._sync.store import JobStore
+from dogs_core.ports._sync.workflows import WorkflowStore
 from dogs_core.ports.archive import AsyncArchiveStore
 from dogs_core.ports.claims import AsyncClaimStore
 from dogs_core.ports.common import REQUIRED_ROLES, Clock, Role, StoreCapabilities, store_roles
@@ -46,6 +48,7 @@ from dogs_core.ports.settle import AsyncSettleStore
 from dogs_core.ports.stats import AsyncStatsStore
 from dogs_core.ports.steering import AsyncSteeringStore
 from dogs_core.ports.store import AsyncJobStore
+from dogs_core.ports.workflows import AsyncWorkflowStore
 
 __all__ = [
     "REQUIRED_ROLES",
@@ -63,6 +66,7 @@ __all__ = [
     "AsyncSettleStore",
     "AsyncStatsStore",
     "AsyncSteeringStore",
+    "AsyncWorkflowStore",
     "ClaimStore",
     "Clock",
     "ControlStore",
@@ -78,5 +82,6 @@ __all__ = [
     "StatsStore",
     "SteeringStore",
     "StoreCapabilities",
+    "WorkflowStore",
     "store_roles",
 ]

@@ -61,10 +61,12 @@ class Role(enum.StrEnum):
     """Optional: moving old rows to archive collections (:mod:`dogs_core.ports.archive`)."""
     FOLLOWING = "following"
     """Optional: progress on records, executions' log lines (:mod:`dogs_core.ports.following`)."""
+    WORKFLOWS = "workflows"
+    """Optional: workflows and their steps (:mod:`dogs_core.ports.workflows`)."""
 
 
 #: The roles every store has: :class:`~dogs_core.ports.store.AsyncJobStore` is their union.
-REQUIRED_ROLES: Final = frozenset(Role) - {Role.ARCHIVE} - {Role.FOLLOWING}
+REQUIRED_ROLES: Final = frozenset(Role) - {Role.ARCHIVE, Role.FOLLOWING, Role.WORKFLOWS}
 
 
 def store_roles(store: object) -> frozenset[Role]:

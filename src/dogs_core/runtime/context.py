@@ -11,9 +11,11 @@ from typing import Any, Final, Protocol
 import anyio.from_thread
 
 from dogs_core.domain.definitions import JobDefinition
+from dogs_core.domain.history import workflow_id_of
 from dogs_core.domain.records import ClaimedJob
 from dogs_core.domain.schedules import parse_duration
-from dogs_core.errors import ExecutionCancelledError, LockLostError
+from dogs_core.domain.workflow_marker import BatchSummary, Upstream, read_batch, read_upstream
+from dogs_core.errors import ExecutionCancelledError, LockLostError, WorkflowUpstreamError
 from dogs_core.runtime.log_capture import LogCapture
 from dogs_core.runtime.settings import DurationLike
 
@@ -152,6 +154,50 @@ class JobContext:
     def params(self) -> Mapping[str, Any] | None:
         """The params as stored (the handler receives them loaded into its model, if any)."""
         return self._job.params
+
+    # -- workflows (docs/workflows.md) ------------------------------------------------------
+
+    @property
+    def workflow_id(self) -> str | None:
+        """The workflow this job is a step of (``None`` for a job scheduled on its own)."""
+        return workflow_id_of(self._job)
+
+    @property
+    def step_name(self) -> str | None:
+        """The name of the workflow step this job runs (``None`` outside a workflow)."""
+        marker = self._job.workflow
+        return None if not marker else str(marker.get("name"))
+
+    @property
+    def step_id(self) -> str | None:
+        """The id of the workflow step this job runs (``None`` outside a workflow)."""
+        marker = self._job.workflow
+        return None if not marker else str(marker.get("step"))
+
+    @functools.cached_property
+    def upstreams(self) -> tuple[Upstream, ...]:
+        """This step's dependencies, in the order of its ``after``: their names, states and
+        results (empty outside a workflow, and for a step without dependencies)."""
+        return read_upstream(self._job.workflow)
+
+    def upstream(self, step: object) -> Upstream:
+        """One dependency of this step, by name, step id or the handle ``wf.add`` returned:
+        ``ctx.upstream("parse").result``. Raises
+        :class:`~dogs_core.errors.WorkflowUpstreamError` when ``step`` is none of them."""
+        wanted = getattr(step, "name", step)
+        for upstream in self.upstreams:
+            if wanted in (upstream.name, upstream.step_id):
+                return upstream
+        names = ", ".join(repr(upstream.name) for upstream in self.upstreams) or "none"
+        raise WorkflowUpstreamError(
+            f"step {self.step_name!r} has no dependency {wanted!r} (its dependencies: {names})"
+        )
+
+    @functools.cached_property
+    def batch(self) -> BatchSummary | None:
+        """In a batch's callback, its items' outcomes: counts and the failed steps' ids
+        (``None`` in any other job)."""
+        return read_batch(self._job.workflow)
 
     @property
     def cancelled(self) -> bool:

@@ -45,6 +45,18 @@ from dogs_core.domain.settle import Settlement
 from dogs_core.domain.stats import JobStats
 from dogs_core.domain.steering import JobChange
 from dogs_core.domain.wakeups import RecordChange
+from dogs_core.domain.workflow_records import (
+    Dependent,
+    NewWorkflow,
+    ReleasedStep,
+    StepEnding,
+    StepRecord,
+    StepRelease,
+    StepSkip,
+    WorkflowState,
+    WorkflowSummary,
+    WorkflowView,
+)
 from dogs_core.ports.common import Role, StoreCapabilities, store_roles
 
 __all__ = ["ForwardingJobStore"]
@@ -386,15 +398,107 @@ class ForwardingJobStore(ABC):
             ),
         )
 
+    async def setup_workflows(self) -> None:
+        await self._forward("setup_workflows")
+
+    async def insert_workflow(
+        self, workflow: NewWorkflow, *, session: object | None = None
+    ) -> None:
+        await self._forward("insert_workflow", workflow, session=session)
+
+    async def get_workflow(self, workflow_id: str) -> WorkflowView | None:
+        return cast("WorkflowView | None", await self._forward("get_workflow", workflow_id))
+
+    async def find_workflows(
+        self, *, state: WorkflowState | None = None, limit: int = 50, skip: int = 0
+    ) -> list[WorkflowSummary]:
+        return cast(
+            "list[WorkflowSummary]",
+            await self._forward("find_workflows", state=state, limit=limit, skip=skip),
+        )
+
+    async def released_steps(
+        self,
+        *,
+        record_ids: Sequence[str] | None = None,
+        workflow_id: str | None = None,
+        after: str | None = None,
+        limit: int = 1000,
+    ) -> list[ReleasedStep]:
+        return cast(
+            "list[ReleasedStep]",
+            await self._forward(
+                "released_steps",
+                record_ids=record_ids,
+                workflow_id=workflow_id,
+                after=after,
+                limit=limit,
+            ),
+        )
+
+    async def step_evidence(
+        self, record_ids: Sequence[str]
+    ) -> dict[str, tuple[JobRecord | None, HistoryRecord | None]]:
+        return cast(
+            "dict[str, tuple[JobRecord | None, HistoryRecord | None]]",
+            await self._forward("step_evidence", record_ids),
+        )
+
+    async def end_steps(self, endings: Sequence[StepEnding], *, now: datetime) -> list[StepEnding]:
+        return cast("list[StepEnding]", await self._forward("end_steps", endings, now=now))
+
+    async def dependents(self, step_ids: Sequence[str]) -> list[Dependent]:
+        return cast("list[Dependent]", await self._forward("dependents", step_ids))
+
+    async def blocked_steps(self, step_ids: Sequence[str]) -> list[Dependent]:
+        return cast("list[Dependent]", await self._forward("blocked_steps", step_ids))
+
+    async def release_steps(
+        self, releases: Sequence[StepRelease], *, now: datetime
+    ) -> list[StepRelease]:
+        return cast("list[StepRelease]", await self._forward("release_steps", releases, now=now))
+
+    async def skip_steps(self, skips: Sequence[StepSkip], *, now: datetime) -> list[StepSkip]:
+        return cast("list[StepSkip]", await self._forward("skip_steps", skips, now=now))
+
+    async def fail_workflow(self, workflow_id: str, *, now: datetime) -> bool:
+        return cast("bool", await self._forward("fail_workflow", workflow_id, now=now))
+
+    async def finish_workflow(self, workflow_id: str, *, now: datetime) -> WorkflowState | None:
+        return cast(
+            "WorkflowState | None", await self._forward("finish_workflow", workflow_id, now=now)
+        )
+
+    async def settle_steps(self, step_ids: Sequence[str]) -> None:
+        await self._forward("settle_steps", step_ids)
+
+    async def pending_steps(self, *, limit: int = 1000) -> list[StepRecord]:
+        return cast("list[StepRecord]", await self._forward("pending_steps", limit=limit))
+
+    async def cancel_workflow(self, workflow_id: str, *, now: datetime) -> bool:
+        return cast("bool", await self._forward("cancel_workflow", workflow_id, now=now))
+
+    async def retry_workflow(self, workflow_id: str, *, now: datetime) -> list[str] | None:
+        return cast("list[str] | None", await self._forward("retry_workflow", workflow_id, now=now))
+
+    def watch_step_rows(self) -> AsyncGenerator[list[HistoryRecord], None]:
+        return self._forward_feed("watch_step_rows")
+
+    def watch_workflows(self, workflow_ids: Sequence[str]) -> AsyncGenerator[list[str], None]:
+        return self._forward_feed("watch_workflows", workflow_ids)
+
 
 if TYPE_CHECKING:
     from dogs_core.ports.archive import AsyncArchiveStore
     from dogs_core.ports.following import AsyncFollowingStore
     from dogs_core.ports.store import AsyncJobStore
+    from dogs_core.ports.workflows import AsyncWorkflowStore
 
-    def _conforms(store: ForwardingJobStore) -> tuple[AsyncJobStore, AsyncArchiveStore]:
+    def _conforms(
+        store: ForwardingJobStore,
+    ) -> tuple[AsyncJobStore, AsyncArchiveStore, AsyncWorkflowStore]:
         """Static check (mypy): a forwarding store has every role."""
-        return store, store
+        return store, store, store
 
     def _follows(store: ForwardingJobStore) -> AsyncFollowingStore:
         """Static check (mypy): a forwarding store has the following role's methods."""

@@ -7,7 +7,9 @@
 - the hint probe times the claim query under each index hint (:func:`probe_loop`, deciding with
   :class:`dogs_core.domain.hints.HintSelector`);
 - the clock's offset to the store's is measured before the first claim (:func:`prepare_store`)
-  and every ``clock_sync_interval`` after (:func:`clock_sync_loop`).
+  and every ``clock_sync_interval`` after (:func:`clock_sync_loop`);
+- the workflows' steps are released as their dependencies end
+  (:class:`~dogs_core.runtime.releaser.WorkflowReleaser`).
 """
 
 from __future__ import annotations
@@ -25,12 +27,15 @@ from dogs_core.domain.hints import DecisionReason, Hint, HintDecision, HintSelec
 from dogs_core.domain.partitions import assign_partition
 from dogs_core.domain.reconcile import BATCH_SIZE, next_reconcile_delay
 from dogs_core.domain.records import JobType
-from dogs_core.ports import AsyncJobStore, Clock, StoreCapabilities
+from dogs_core.ports import AsyncJobStore, Clock, Role, StoreCapabilities, store_roles
 from dogs_core.runtime._async.clock_sync import sync_clock
 from dogs_core.runtime._async.retry import retry_transient
 from dogs_core.runtime.clock import ServerClock
 from dogs_core.runtime.outage import log_store_failure
+from dogs_core.runtime.releaser import WorkflowReleaser
 from dogs_core.runtime.settings import WorkerSettings
+from dogs_core.runtime.settle import Settler
+from dogs_core.runtime.telemetry import Telemetry
 
 __all__ = [
     "clock_sync_loop",
@@ -55,10 +60,13 @@ def start_maintenance(
     clock: Clock,
     rng: random.Random,
     probe: bool,
+    telemetry: Telemetry | None = None,
+    settler: Settler | None = None,
 ) -> None:
     """Start the background loops in ``group``: the hint probe (when enabled and the store's
     probes mean something), the partition reconciler (when enabled), the retention backfill,
-    the clock's measurements (for a :class:`ServerClock` with an interval)."""
+    the clock's measurements (for a :class:`ServerClock` with an interval), the workflows'
+    release (when enabled and the store has workflows)."""
     if isinstance(clock, ServerClock) and clock.tracker.interval is not None:
         group.start_soon(clock_sync_loop, store, clock, name="dogs clock sync")
     if settings.probe_enabled and probe:
@@ -77,6 +85,17 @@ def start_maintenance(
             )
         )
     group.start_soon(give_terminal_records_retention, store, settings, clock)
+    if settings.release_workflows and Role.WORKFLOWS in store_roles(store):
+        releaser = WorkflowReleaser(
+            store,
+            clock=clock,
+            telemetry=telemetry,
+            sweep_interval=settings.workflow_sweep_interval.total_seconds(),
+            watch=settings.watch_changes,
+        )
+        if settler is not None:
+            settler.step_ended = releaser.offer
+        group.start_soon(releaser.run, name="dogs workflow release")
 
 
 async def ensure_recurrent_records(

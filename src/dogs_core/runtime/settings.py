@@ -146,6 +146,10 @@ class WorkerSettings:
         Log a line as each job starts and one as it ends (logger ``dogs.jobs``, with the job's
         name, id, execution id and tries as ``extra`` fields). Failures are logged with their
         traceback either way.
+    ``release_workflows``, ``workflow_sweep_interval``
+        Release the steps of workflows as their dependencies end, from the store's history feed,
+        and sweep every interval for what the feed missed (docs/workflows.md). Every instance
+        may release (each decision is written once); at least one must.
     ``clock_sync_interval``
         How often the offset between this machine's clock and the store's is measured (every
         60 s, and before the first claim). Lock deadlines and eligibility are computed on the
@@ -265,6 +269,18 @@ class WorkerSettings:
     log_jobs: bool = field(
         metadata=_option(False, v.boolean, "Log a line as each job starts and ends.")
     )
+    release_workflows: bool = field(
+        metadata=_option(
+            True, v.boolean, "Release workflow steps as their dependencies end (docs/workflows.md)."
+        )
+    )
+    workflow_sweep_interval: timedelta = field(
+        metadata=_option(
+            timedelta(seconds=5),
+            v.positive_duration,
+            "Wait between the workflow release's sweeps (its safety net).",
+        )
+    )
     clock_sync_interval: timedelta | None = field(
         metadata=_option(
             DEFAULT_CLOCK_SYNC_INTERVAL,
@@ -327,6 +343,8 @@ class WorkerOptions(TypedDict, total=False):
     reconcile_enabled: bool
     watch_changes: bool
     log_jobs: bool
+    release_workflows: bool
+    workflow_sweep_interval: DurationLike
     clock_sync_interval: DurationLike | None
     progress_interval: DurationLike
     cooldown_period: object

@@ -27,6 +27,7 @@ from dogs_core.domain.outcome import (
     Release,
     Reschedule,
 )
+from dogs_core.domain.records import HistoryRecord
 from dogs_core.domain.settle import Settlement, settled_as_commanded
 from dogs_core.errors import TransientStoreError
 from dogs_core.ports import AsyncJobStore
@@ -46,10 +47,14 @@ class Settler:
     """The workers' settle writer: batches of settlements (and the rows they carry). Serve it
     with :meth:`run` in a task that outlives every execution."""
 
-    __slots__ = ("_batches", "_store")
+    __slots__ = ("_batches", "_store", "step_ended")
 
     def __init__(self, store: AsyncJobStore) -> None:
         self._store = store
+        #: Told the row of each workflow step's execution whose final settlement (a delete, a
+        #: terminal mark) landed, so that this instance's release starts without waiting for
+        #: the history feed to report it (:class:`~dogs_core.runtime.releaser.WorkflowReleaser`).
+        self.step_ended: Callable[[HistoryRecord], None] | None = None
         # One batch holds a record once: settle_many refuses a record given twice (a takeover
         # settles a killed attempt's record, which a late write may name again).
         self._batches: GroupCommit[Settlement, bool] = GroupCommit(
@@ -69,6 +74,14 @@ class Settler:
         """Queue ``settlement`` without waiting: ``callback`` gets the verdict of this first
         attempt, or its error, from the writer's task (retry an error with :meth:`settle`,
         passing it as ``after``)."""
+        row, told = settlement.row, self.step_ended
+        if (
+            told is not None
+            and row is not None
+            and row.workflow_id is not None
+            and isinstance(settlement.command, Delete | MarkTerminal)
+        ):
+            callback = _telling(callback, told, row)
         self._batches.submit_callback(settlement, callback)
 
     async def settle(
@@ -95,6 +108,19 @@ class Settler:
             )
             owned = settled_as_commanded(settlement, record)
         return owned
+
+
+def _telling(
+    callback: Callable[[Verdict], None], told: Callable[[HistoryRecord], None], row: HistoryRecord
+) -> Callable[[Verdict], None]:
+    """``callback``, then ``told(row)`` once the settlement matched."""
+
+    def settled(verdict: Verdict) -> None:
+        callback(verdict)
+        if verdict is True:
+            told(row)
+
+    return settled
 
 
 def label_of(command: Command, job_name: str) -> str:

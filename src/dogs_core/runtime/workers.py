@@ -327,6 +327,8 @@ class Workers:
             clock=clock,
             rng=rng,
             probe=self._capabilities.supports_probe,
+            telemetry=self.telemetry,
+            settler=self._services.settler,
         )
         definitions = list(self._definitions.values())
         await ensure_recurrent_records(

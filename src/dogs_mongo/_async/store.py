@@ -1,7 +1,7 @@
 """The MongoDB job store on PyMongo's ``AsyncMongoClient``: the collections and options, and
 one base class per role of the port (``scheduling.py``, ``claims.py``, ``settle.py``,
 ``history.py``, ``feeds.py``, ``steering.py``, ``stats.py``, ``controls.py``, ``leases.py``,
-``maintenance.py``, ``archive.py``, ``following.py``), which share them.
+``maintenance.py``, ``archive.py``, ``following.py``, ``workflows.py``), which share them.
 
 The async adapter (``_async/store.py``) is the source of truth; the sync adapter
 (``_sync/store.py``) is generated from it by ``scripts/generate_sync.py`` (unasync): edit the
@@ -45,7 +45,9 @@ from dogs_mongo._async.scheduling import MongoScheduling
 from dogs_mongo._async.settle import MongoSettle
 from dogs_mongo._async.stats import MongoStats
 from dogs_mongo._async.steering import MongoSteering
+from dogs_mongo._async.workflows import MongoWorkflows
 from dogs_mongo.client_check import refuse_motor
+from dogs_mongo.queries import workflows as qw
 
 __all__ = [
     "CLAIM_PATH_FIND_ONE_AND_UPDATE",
@@ -80,6 +82,7 @@ class AsyncMongoJobStore(
     MongoMaintenance,
     MongoArchiver,
     MongoFollowing,
+    MongoWorkflows,
 ):
     """:class:`~dogs_core.ports.AsyncJobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 
@@ -129,6 +132,8 @@ class AsyncMongoJobStore(
         history_write_concern: WriteConcern | None = None,
         claim_path: str = q.CLAIM_PATH_AUTO,
         owns_client: bool = False,
+        workflows_collection: str = qw.DEFAULT_WORKFLOWS_COLLECTION,
+        workflow_steps_collection: str = qw.DEFAULT_WORKFLOW_STEPS_COLLECTION,
     ) -> None:
         validation.choice("claim_path", claim_path, q.CLAIM_PATHS)
         refuse_motor(client)
@@ -165,6 +170,20 @@ class AsyncMongoJobStore(
             read_preference=ReadPreference.PRIMARY,
             write_concern=write_concern,
         )
+        # The workflows (docs/workflows.md) decide on the primary, under the claims' concern.
+        self._workflows: AsyncCollection[Document] = self._db.get_collection(
+            workflows_collection,
+            read_preference=ReadPreference.PRIMARY,
+            write_concern=write_concern,
+        )
+        self._steps: AsyncCollection[Document] = self._db.get_collection(
+            workflow_steps_collection,
+            read_preference=ReadPreference.PRIMARY,
+            write_concern=write_concern,
+        )
+        # The release's own decisions (MongoWorkflows._stamped): w: 1, carried by the majority
+        # claims and settlements that follow them.
+        self._steps_fast = self._steps.with_options(write_concern=_ROWS_BEFORE_SETTLEMENTS)
         # Claim read-backs and reconciler scans read their own writes: primary, local.
         self._primary: AsyncCollection[Document] = self._records.with_options(
             read_preference=ReadPreference.PRIMARY, read_concern=ReadConcern("local")

@@ -9,6 +9,7 @@
     dogs jobs list|show|cancel|retry|reschedule|delete ... # dogs_mongo.cli.jobs
     dogs jobs logs ID [--follow] [--json]                  # dogs_mongo.cli.logs
     dogs history --name send_welcome [--status error] [--json]
+    dogs workflows list|show|cancel|retry ...             # dogs_mongo.cli.workflows
     dogs pause NAME | --all, dogs resume NAME | --all      # dogs_mongo.cli.controls
     dogs stats [--name NAME] [--window 1h] [--json]        # dogs_mongo.cli.stats
     dogs archive --older-than 30d [--dry-run] [--json]     # dogs_mongo.cli.archive
@@ -45,6 +46,7 @@ from dogs_mongo.cli.stats import stats
 from dogs_mongo.cli.status import status
 from dogs_mongo.cli.unlock import unlock_all
 from dogs_mongo.cli.worker import worker
+from dogs_mongo.cli.workflows import workflows_app
 
 __all__ = ["app", "main", "package_version"]
 
@@ -97,6 +99,7 @@ app.command("status")(status)
 jobs_app.command("logs")(logs)
 app.add_typer(jobs_app, name="jobs")
 app.command("history")(history)
+app.add_typer(workflows_app, name="workflows")
 app.command("pause")(pause)
 app.command("resume")(resume)
 app.command("stats")(stats)

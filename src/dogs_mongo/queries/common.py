@@ -65,6 +65,12 @@ def _trace_context(doc: Mapping[str, Any]) -> Mapping[str, str] | None:
     return {str(k): v for k, v in value.items() if isinstance(v, str)} or None
 
 
+def _workflow(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """Our additive ``workflow`` of a step's record (a document), or ``None``."""
+    value = doc.get("workflow")
+    return value if isinstance(value, Mapping) and value else None
+
+
 def _int(value: Any, default: int) -> int:
     if value is None:
         return default

@@ -15,6 +15,7 @@ from dogs_mongo.queries.common import (
     _owner,
     _params,
     _trace_context,
+    _workflow,
 )
 from dogs_mongo.queries.following import progress_of_record
 
@@ -51,4 +52,5 @@ def record_from_document(doc: Mapping[str, Any]) -> JobRecord:
         lock_released_at=_optional_datetime(doc.get("lockReleasedAt")),
         trace_context=_trace_context(doc),
         progress=progress_of_record(doc),
+        workflow=_workflow(doc),
     )

@@ -32,8 +32,9 @@ def history_update(record: HistoryRecord, record_id: str) -> dict[str, Any]:
     """Upsert by ``executionId`` with every field in ``$setOnInsert``: the first row written
     for an execution wins whole, and a later one writes nothing. (Dogs puts only ``status`` and
     ``_id`` there and the rest in ``$set``; see docs/differences.md.) Dogs' fields in Dogs'
-    order, then our additive ``wasStale``, ``errorType``, ``errorTraceback`` and ``owner``, and
-    ``progress`` when the execution reported some."""
+    order, then our additive ``wasStale``, ``errorType``, ``errorTraceback`` and ``owner``,
+    ``progress`` when the execution reported some and, for a workflow step's execution,
+    ``workflowId``."""
     document: dict[str, Any] = {
         "_id": record_id,
         "status": HistoryStatus(record.status).value,
@@ -60,6 +61,8 @@ def history_update(record: HistoryRecord, record_id: str) -> dict[str, Any]:
     document["owner"] = _owner_document(record.owner)
     if record.progress is not None:
         document["progress"] = progress_document(record.progress)
+    if record.workflow_id is not None:
+        document["workflowId"] = record.workflow_id
     return {"$setOnInsert": document}
 
 
@@ -107,4 +110,5 @@ def history_from_document(doc: Mapping[str, Any]) -> HistoryRecord:
         error_traceback=_optional_str(doc.get("errorTraceback")),
         owner=_owner(doc.get("owner")),
         progress=progress_from_document(doc.get("progress")),
+        workflow_id=_optional_str(doc.get("workflowId")),
     )

@@ -212,6 +212,8 @@ def document_from_new_job(job: NewJob) -> dict[str, Any]:
     doc["params"] = dict(job.params) if job.params is not None else None
     if job.trace_context:
         doc["traceContext"] = dict(job.trace_context)
+    if job.workflow:
+        doc["workflow"] = dict(job.workflow)
     return doc
 
 
@@ -241,6 +243,7 @@ def document_from_record(record: JobRecord) -> dict[str, Any]:
         ("lockOwner", _owner_document(record.lock_owner, lock_id=record.lock_id)),
         ("lockReleasedAt", _optional_millis(record.lock_released_at)),
         ("traceContext", dict(record.trace_context) if record.trace_context else None),
+        ("workflow", dict(record.workflow) if record.workflow else None),
     ]
     for name, value in optional:
         if value is not None or name == "params":

@@ -27,7 +27,8 @@ written can run the parts of the roles it has so far. The optional archive role 
 part, :class:`ArchiveContract` (:mod:`dogs_testing.contract.archive`), for a store that lists
 :attr:`~dogs_core.ports.Role.ARCHIVE` in its ``roles``; so has the optional following role,
 :class:`FollowingContract` (:mod:`dogs_testing.contract.following`), for a store that lists
-:attr:`~dogs_core.ports.Role.FOLLOWING`.
+:attr:`~dogs_core.ports.Role.FOLLOWING`; and so has the optional workflows role,
+:class:`WorkflowContract` (:mod:`dogs_testing.contract.workflows`).
 
 Example::
 
@@ -60,6 +61,7 @@ from dogs_testing.contract.scheduling import SchedulingContract
 from dogs_testing.contract.settle import SettleContract
 from dogs_testing.contract.stats import StatsContract
 from dogs_testing.contract.steering import SteeringContract
+from dogs_testing.contract.workflows import WorkflowContract
 
 __all__ = [
     "T0",
@@ -78,6 +80,7 @@ __all__ = [
     "StatsContract",
     "SteeringContract",
     "ThreadedArchive",
+    "WorkflowContract",
 ]
 
 

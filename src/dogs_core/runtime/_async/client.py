@@ -49,7 +49,7 @@ from dogs_core.runtime._async.following import FollowingClient
 from dogs_core.runtime._async.pausing import PauseClient
 from dogs_core.runtime._async.retry import retry_transient
 from dogs_core.runtime._async.stats import StatsClient
-from dogs_core.runtime._async.steering import SteeringClient
+from dogs_core.runtime._async.workflows import WorkflowClient
 from dogs_core.runtime.leases import AsyncLeases
 from dogs_core.runtime.observing import observe_scheduling
 from dogs_core.runtime.outage import DEFAULT_OPERATION_TIMEOUT, validate_operation_timeout
@@ -80,7 +80,7 @@ _COMPLETION_RECHECK = 0.005
 
 
 class DogsClient(
-    SteeringClient, PauseClient, StatsClient, ArchiveClient, FollowingClient, AsyncLeases
+    WorkflowClient, PauseClient, StatsClient, ArchiveClient, FollowingClient, AsyncLeases
 ):
     """Schedules event jobs and reads what the workers recorded.
 

@@ -50,7 +50,7 @@ from dogs_core.runtime._sync.following import FollowingClient
 from dogs_core.runtime._sync.pausing import PauseClient
 from dogs_core.runtime._sync.retry import retry_transient
 from dogs_core.runtime._sync.stats import StatsClient
-from dogs_core.runtime._sync.steering import SteeringClient
+from dogs_core.runtime._sync.workflows import WorkflowClient
 from dogs_core.runtime.leases import SyncLeases
 from dogs_core.runtime.observing import observe_scheduling
 from dogs_core.runtime.outage import DEFAULT_OPERATION_TIMEOUT, validate_operation_timeout
@@ -81,7 +81,7 @@ _COMPLETION_RECHECK = 0.005
 
 
 class SyncDogsClient(
-    SteeringClient, PauseClient, StatsClient, ArchiveClient, FollowingClient, SyncLeases
+    WorkflowClient, PauseClient, StatsClient, ArchiveClient, FollowingClient, SyncLeases
 ):
     """Schedules event jobs and reads what the workers recorded.
 

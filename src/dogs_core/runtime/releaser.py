@@ -1,0 +1,258 @@
+"""The release of workflow steps in a running instance: :class:`WorkflowReleaser`.
+
+Every ``Workers`` runs one (``release_workflows``) when its store has the workflows role, so
+a step is released when its dependencies end whoever ran them, and whether or not the worker
+that ran them survived. Two paths, one rule:
+
+* **the history feed** (``watch_step_rows``: a MongoDB change stream on the history, matching
+  the rows of steps' executions and every row a Node worker writes): each batch of rows is
+  looked up among the released steps (one read), a success row ends its step at once; any
+  other row is decided with the step's record (:func:`~dogs_core.domain.workflow_release.
+  evidence_ending`: a failed attempt whose job will retry ends nothing). A row whose
+  execution still holds its record (the settlement that follows the row is on its way) is
+  read again a few milliseconds later;
+* **this instance's own settlements** (:meth:`WorkflowReleaser.offer`, told by the settle
+  path once a step's final settlement landed): the same work as a feed batch, without waiting
+  for the feed to report the row (the feed reports it too; the second look finds the step
+  ended and writes nothing);
+* **the sweep**, every ``sweep_interval`` and at start: the steps whose end's consequences a
+  crashed releaser left half written (``pending_steps``), then a page of released steps read
+  with their records and newest rows (what the feed missed: a gap in the feed, a Node
+  worker's job marked failed without a row, a record deleted by hand).
+
+What an end leads to is written by :func:`~dogs_core.runtime._async.advance.end_steps`, every
+write fenced, so several releasers (one per instance) may see the same row: one writes each
+decision, and the others write nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Final
+
+import anyio
+import anyio.abc
+
+from dogs_core.domain.records import HistoryRecord
+from dogs_core.domain.workflow_records import ReleasedStep, StepEnding
+from dogs_core.domain.workflow_release import evidence_ending, row_ending
+from dogs_core.errors import ChangeFeedUnavailableError
+from dogs_core.ports import AsyncWorkflowStore, Clock, Role, store_roles
+from dogs_core.runtime._async.advance import Advanced, Ended, advance, end_steps
+from dogs_core.runtime._async.retry import retry_transient
+from dogs_core.runtime.clock import SystemClock
+from dogs_core.runtime.outage import log_store_failure
+from dogs_core.runtime.signal import Signal
+from dogs_core.runtime.telemetry import TELEMETRY, Telemetry
+from dogs_core.runtime.workflow_events import tell_advanced
+
+__all__ = ["DEFAULT_SWEEP_INTERVAL", "RECHECK_DELAYS", "SWEEP_PAGE", "WorkflowReleaser"]
+
+logger = logging.getLogger("dogs.workflows")
+
+#: Seconds between sweeps (the ``workflow_sweep_interval`` worker option's default).
+DEFAULT_SWEEP_INTERVAL: Final = 5.0
+#: Released steps a sweep reads per round (it goes on from there at the next round).
+SWEEP_PAGE: Final = 500
+#: Seconds after which a row whose execution still held its record is decided again.
+RECHECK_DELAYS: Final = (0.005, 0.02, 0.1, 0.5, 2.0)
+#: Seconds before a failed feed is opened again.
+_REOPEN_DELAY: Final = 1.0
+
+
+class WorkflowReleaser:
+    """Releases the steps of every workflow of ``store`` as their dependencies end (see the
+    module documentation). ``run`` until cancelled; a store without the workflows role makes
+    it return at once. ``watch=False`` leaves the sweep alone (a store without feeds)."""
+
+    def __init__(
+        self,
+        store: object,
+        *,
+        clock: Clock | None = None,
+        telemetry: Telemetry | None = None,
+        sweep_interval: float = DEFAULT_SWEEP_INTERVAL,
+        watch: bool = True,
+        sweep_page: int = SWEEP_PAGE,
+    ) -> None:
+        self.store = store
+        self.clock: Clock = SystemClock() if clock is None else clock
+        self.telemetry = TELEMETRY if telemetry is None else telemetry
+        self.sweep_interval = sweep_interval
+        self.watch = watch
+        self.sweep_page = sweep_page
+        self._cursor: str | None = None
+        self._group: anyio.abc.TaskGroup | None = None
+        self._offered: list[HistoryRecord] = []
+        self._offers = Signal()
+        self.watching = False
+        """Whether the history feed is open."""
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the store has workflows at all."""
+        return Role.WORKFLOWS in store_roles(self.store)
+
+    @property
+    def _store(self) -> AsyncWorkflowStore:
+        return self.store  # type: ignore[return-value]
+
+    async def run(self) -> None:
+        """Release steps until cancelled."""
+        if not self.enabled:
+            return
+        async with anyio.create_task_group() as group:
+            self._group = group
+            if self.watch:
+                group.start_soon(self._watch_rows, name="dogs workflow release feed")
+            group.start_soon(self._sweep_loop, name="dogs workflow sweep")
+            group.start_soon(self._offered_rows, name="dogs workflow release of own ends")
+
+    # -- this instance's own ends -------------------------------------------------------------
+
+    def offer(self, row: HistoryRecord) -> None:
+        """The row of a step's execution whose final settlement this instance just wrote:
+        release what follows at once (from any task of the loop; never blocks)."""
+        if self._group is None:
+            return
+        self._offered.append(row)
+        self._offers.notify()
+
+    async def _offered_rows(self) -> None:
+        while True:
+            while not self._offered:
+                await self._offers.wait()
+            rows, self._offered = self._offered, []
+            await self._rows_safely(rows)
+
+    # -- the feed ---------------------------------------------------------------------------
+
+    async def _watch_rows(self) -> None:
+        while True:
+            try:
+                feed = self._store.watch_step_rows()
+                async with contextlib.aclosing(feed):
+                    async for rows in feed:
+                        self.watching = True
+                        if rows:
+                            await self._rows_safely(rows)
+            except ChangeFeedUnavailableError as error:
+                logger.warning("workflow release without a change feed (sweeps only): %s", error)
+                self.watching = False
+                return
+            except Exception as error:
+                log_store_failure(logger, "workflow release feed failed; reopening it", error)
+            self.watching = False
+            await anyio.sleep(_REOPEN_DELAY)
+
+    async def _rows_safely(self, rows: Sequence[HistoryRecord]) -> None:
+        try:
+            await self.rows(rows)
+        except Exception as error:  # the sweep finds whatever this left
+            log_store_failure(logger, "workflow release of a feed batch failed", error)
+
+    async def rows(self, rows: Sequence[HistoryRecord]) -> Advanced:
+        """Release what ``rows`` (first writes of history rows) make releasable."""
+        newest: dict[str, HistoryRecord] = {}
+        for row in rows:
+            held = newest.get(row.job_id)
+            if held is None or (row.started_at, row.ended_at) >= (held.started_at, held.ended_at):
+                newest[row.job_id] = row
+        store = self._store
+        steps = await retry_transient(
+            lambda: store.released_steps(record_ids=list(newest)),
+            what="read the released steps of history rows",
+        )
+        if not steps:
+            return Advanced()
+        endings: list[StepEnding] = []
+        unsure: list[ReleasedStep] = []
+        for step in steps:
+            ending = row_ending(step, newest[step.record_id])
+            if ending is not None:
+                endings.append(ending)
+            else:
+                unsure.append(step)
+        settling: list[ReleasedStep] = []
+        if unsure:
+            decided, settling = await self._decide(unsure, newest)
+            endings.extend(decided)
+        advanced = await self._end(endings)
+        if settling and self._group is not None:
+            self._group.start_soon(self._recheck, settling, newest)
+        return advanced
+
+    async def _decide(
+        self, steps: Sequence[ReleasedStep], rows: dict[str, HistoryRecord] | None = None
+    ) -> tuple[list[StepEnding], list[ReleasedStep]]:
+        """The ends of ``steps`` read from their records and newest rows; and the steps whose
+        record is still held by the execution of the row in hand (its settlement follows)."""
+        store = self._store
+        evidence = await retry_transient(
+            lambda: store.step_evidence([step.record_id for step in steps]),
+            what="read workflow steps' records",
+        )
+        now = self.clock.now()
+        endings: list[StepEnding] = []
+        settling: list[ReleasedStep] = []
+        for step in steps:
+            record, newest = evidence.get(step.record_id, (None, None))
+            ending = evidence_ending(step, record, newest, now=now)
+            if ending is not None:
+                endings.append(ending)
+            elif rows is not None and record is not None:
+                row = rows.get(step.record_id)
+                if row is not None and record.lock_id == row.execution_id:
+                    settling.append(step)
+        return endings, settling
+
+    async def _recheck(self, steps: Sequence[ReleasedStep], rows: dict[str, HistoryRecord]) -> None:
+        """Decide again, a few times at growing delays, steps whose settlement was on its way."""
+        left = list(steps)
+        for delay in RECHECK_DELAYS:
+            await anyio.sleep(delay)
+            try:
+                endings, left = await self._decide(left, rows)
+                await self._end(endings)
+            except Exception as error:
+                log_store_failure(logger, "workflow release recheck failed", error)
+                return
+            if not left:
+                return
+
+    async def _end(self, endings: Sequence[StepEnding]) -> Advanced:
+        advanced = await end_steps(self._store, endings, now=self.clock.now)
+        tell_advanced(self.telemetry, advanced)
+        return advanced
+
+    # -- the sweep --------------------------------------------------------------------------
+
+    async def _sweep_loop(self) -> None:
+        while True:
+            try:
+                await self.sweep()
+            except Exception as error:
+                log_store_failure(logger, "workflow sweep failed; trying again later", error)
+            await anyio.sleep(self.sweep_interval)
+
+    async def sweep(self) -> Advanced:
+        """One round: finish what crashed releasers left, then decide a page of released
+        steps from their records and rows."""
+        store = self._store
+        pending = await retry_transient(
+            lambda: store.pending_steps(limit=self.sweep_page), what="read pending steps"
+        )
+        done = await advance(store, [Ended.of_step(step) for step in pending], now=self.clock.now)
+        tell_advanced(self.telemetry, done)
+        cursor = self._cursor
+        page = await retry_transient(
+            lambda: store.released_steps(after=cursor, limit=self.sweep_page),
+            what="read released steps",
+        )
+        self._cursor = page[-1].id if len(page) == self.sweep_page else None
+        if page:
+            endings, _ = await self._decide(page)
+            done.add(await self._end(endings))
+        return done

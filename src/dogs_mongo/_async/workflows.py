@@ -1,0 +1,681 @@
+"""The workflows role of the MongoDB store (:class:`~dogs_core.ports.AsyncWorkflowStore`):
+workflows and steps in collections of their own, each step's record inserted into Dogs'
+records collection only when it is released.
+
+Atomic writes. Inserting a workflow (its document, its steps and the records of the steps that
+start at once) and releasing steps (each step's compare-and-set ``blocked -> released`` and
+its record) are MongoDB transactions: the caller's with ``session=``, else one of this store
+(``with_transaction``, which retries a transient conflict). So a replica set is needed (as for
+change streams); a standalone server raises :class:`~dogs_core.errors.WorkflowsNotSupportedError`.
+Every other write is one compare-and-set per step (a ``bulkWrite`` of ``updateOne`` s whose
+filter repeats the state and the fence), and a call learns which of them it wrote itself from
+a token it stamps (``writtenBy``).
+
+Part of the async adapter (the source of truth): ``scripts/generate_sync.py`` generates
+``_sync/workflows.py`` from this module. :class:`MongoWorkflows` is a base of the store class.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import nullcontext
+from datetime import datetime
+from typing import Any, Final
+
+from pymongo import ASCENDING, DESCENDING, ReturnDocument, UpdateOne
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.errors import OperationFailure
+
+from dogs_core.domain.records import HistoryRecord, JobRecord, JobStatus, NewJob, to_millis
+from dogs_core.domain.workflow_records import (
+    Dependent,
+    Gate,
+    NewWorkflow,
+    ReleasedStep,
+    StepEnding,
+    StepRecord,
+    StepRelease,
+    StepSkip,
+    StepState,
+    WorkflowState,
+    WorkflowSummary,
+    WorkflowView,
+)
+from dogs_core.domain.workflow_release import workflow_end
+from dogs_core.domain.workflow_start import release_job
+from dogs_core.domain.workflows import FailurePolicy
+from dogs_core.errors import TransientStoreError, WorkflowsNotSupportedError
+from dogs_core.ids import new_execution_id
+from dogs_mongo import queries as q
+from dogs_mongo._async.feeds import _feed
+from dogs_mongo._async.scheduling import _checked_document, _in_transaction
+from dogs_mongo.errors import translate_errors
+from dogs_mongo.queries import workflows as qw
+
+__all__ = ["CONFLICT_SECONDS", "MongoWorkflows"]
+
+#: Seconds a transaction of the workflows is run again after transient conflicts before the
+#: call gives up (a TransientStoreError, retried by its caller: see ``_transaction``).
+CONFLICT_SECONDS: Final = 2.0
+
+Document = dict[str, Any]
+
+#: The states a retry puts back to blocked, and the workflow states it retries.
+_RETRIED: Final = [StepState.FAILED.value, StepState.SKIPPED.value, StepState.CANCELLED.value]
+_RETRYABLE: Final = [
+    WorkflowState.FAILED.value,
+    WorkflowState.COMPLETED.value,
+    WorkflowState.CANCELLED.value,
+]
+_LIVE: Final = [StepState.BLOCKED.value, StepState.RELEASED.value]
+_NO_TRANSACTIONS: Final = (20, 263)  # IllegalOperation, OperationNotSupportedInTransaction
+_RELEASED_FIELDS: Final = {
+    "childCount": 1,
+    "workflowId": 1,
+    "recordId": 1,
+    "policy": 1,
+    "generation": 1,
+    "releasedAt": 1,
+}
+
+
+class MongoWorkflows:
+    """Workflows and their steps (the optional workflows role)."""
+
+    _client: Any
+    _records: AsyncCollection[Document]
+    _fenced: AsyncCollection[Document]
+    _history: AsyncCollection[Document]
+    _workflows: AsyncCollection[Document]
+    _steps: AsyncCollection[Document]
+    _steps_fast: AsyncCollection[Document]
+
+    @property
+    def workflows_collection(self) -> AsyncCollection[Document]:
+        return self._workflows
+
+    @property
+    def workflow_steps_collection(self) -> AsyncCollection[Document]:
+        return self._steps
+
+    async def setup_workflows(self) -> None:
+        with translate_errors("setup_workflows", write=True):
+            for collection, specs in (
+                (self.workflows_collection, qw.WORKFLOW_INDEXES),
+                (self.workflow_steps_collection, qw.STEP_INDEXES),
+            ):
+                await collection.create_indexes([spec.as_index_model() for spec in specs])
+
+    # -- inserting ------------------------------------------------------------------------------
+
+    async def insert_workflow(self, workflow: NewWorkflow, *, session: Any = None) -> None:
+        workflow_doc = qw.workflow_document(workflow.workflow)
+        steps = [qw.step_document(step, seq) for seq, step in enumerate(workflow.steps)]
+        records = [_checked_document(job) for job in workflow.records]
+        if _in_transaction(session):
+            await self._insert_all(workflow_doc, steps, records, session)
+            return
+
+        async def body(own: Any) -> None:
+            found = await self.workflows_collection.find_one(
+                {"_id": workflow_doc["_id"]}, {"_id": 1}, session=own
+            )
+            if found is None:  # else a retry of an insert that landed
+                await self._insert_all(workflow_doc, steps, records, own)
+
+        await self._transaction("insert_workflow", body)
+
+    async def _insert_all(
+        self, workflow: Document, steps: list[Document], records: list[Document], session: Any
+    ) -> None:
+        await self.workflows_collection.insert_one(workflow, session=session)
+        await self.workflow_steps_collection.insert_many(steps, session=session)
+        if records:
+            await self._records.insert_many(records, session=session)
+
+    async def _transaction(self, operation: str, body: Any) -> Any:
+        """``body(session)`` in a transaction of this store's client, its PyMongo errors
+        translated. ``with_transaction`` runs the body again after a transient conflict, but
+        not past :data:`CONFLICT_SECONDS`: a transaction that a killed process left open holds
+        its documents until MongoDB aborts it (``transactionLifetimeLimitSeconds``, 60 s by
+        default), and a releaser must not wait for it with every other release behind; it
+        raises :class:`~dogs_core.errors.TransientStoreError` instead, and the steps are
+        released by a later round (the sweep)."""
+        began = time.monotonic()
+        attempts = 0
+
+        async def bounded(session: Any) -> Any:
+            nonlocal attempts
+            attempts += 1
+            if attempts > 1 and time.monotonic() - began > CONFLICT_SECONDS:
+                raise TransientStoreError(
+                    f"{operation}: its transaction kept conflicting with another for "
+                    f"{CONFLICT_SECONDS:g}s (another writer, or the open transaction of a "
+                    "killed process, which MongoDB aborts after transactionLifetimeLimitSeconds)",
+                    write_may_have_applied=False,
+                )
+            return await body(session)
+
+        try:
+            with translate_errors(operation, write=True):
+                async with self._client.start_session() as session:
+                    return await session.with_transaction(
+                        bounded, write_concern=self._fenced.write_concern
+                    )
+        except OperationFailure as error:
+            if error.code in _NO_TRANSACTIONS or "replica set" in str(error):
+                raise WorkflowsNotSupportedError(
+                    f"{operation}: workflows need MongoDB transactions, which this deployment "
+                    f"does not have ({error}); run a replica set (even of one node)"
+                ) from error
+            raise
+
+    # -- reading --------------------------------------------------------------------------------
+
+    async def get_workflow(self, workflow_id: str) -> WorkflowView | None:
+        with translate_errors("get_workflow", write=False):
+            doc = await self.workflows_collection.find_one({"_id": workflow_id})
+            if doc is None:
+                return None
+            cursor = self.workflow_steps_collection.find({"workflowId": workflow_id}).sort(
+                "seq", ASCENDING
+            )
+            steps = [qw.step_from_document(step) async for step in cursor]
+        return WorkflowView(workflow=qw.workflow_from_document(doc), steps=tuple(steps))
+
+    async def find_workflows(
+        self, *, state: WorkflowState | None = None, limit: int = 50, skip: int = 0
+    ) -> list[WorkflowSummary]:
+        if limit < 0 or skip < 0:
+            raise ValueError(f"limit={limit!r}, skip={skip!r}: must not be negative")
+        filter_: Document = {} if state is None else {"state": WorkflowState(state).value}
+        with translate_errors("find_workflows", write=False):
+            cursor = (
+                self.workflows_collection.find(filter_)
+                .sort([("createdAt", DESCENDING), ("_id", DESCENDING)])
+                .skip(skip)
+                .limit(limit)
+            )
+            workflows = [qw.workflow_from_document(doc) async for doc in cursor]
+            if not workflows:
+                return []
+            counts = await self._counts([workflow.id for workflow in workflows])
+        return [
+            WorkflowSummary(workflow=workflow, counts=counts.get(workflow.id, _zero()))
+            for workflow in workflows
+        ]
+
+    async def _counts(self, workflow_ids: list[str]) -> dict[str, dict[StepState, int]]:
+        pipeline: list[Document] = [
+            {"$match": {"workflowId": {"$in": workflow_ids}}},
+            {"$group": {"_id": {"w": "$workflowId", "s": "$state"}, "n": {"$sum": 1}}},
+        ]
+        counts: dict[str, dict[StepState, int]] = {}
+        cursor = await self.workflow_steps_collection.aggregate(pipeline)
+        async for row in cursor:
+            key = row["_id"]
+            counts.setdefault(key["w"], _zero())[StepState(key["s"])] = int(row["n"])
+        return counts
+
+    async def released_steps(
+        self,
+        *,
+        record_ids: Sequence[str] | None = None,
+        workflow_id: str | None = None,
+        after: str | None = None,
+        limit: int = 1000,
+    ) -> list[ReleasedStep]:
+        if limit < 0:
+            raise ValueError(f"limit={limit!r}: must not be negative")
+        filter_: Document = {"state": StepState.RELEASED.value}
+        if record_ids is not None:
+            filter_["recordId"] = {"$in": list(dict.fromkeys(record_ids))}
+        if workflow_id is not None:
+            filter_["workflowId"] = workflow_id
+        if after is not None:
+            filter_["_id"] = {"$gt": after}
+        with translate_errors("released_steps", write=False):
+            cursor = (
+                self.workflow_steps_collection.find(filter_, _RELEASED_FIELDS)
+                .sort("_id", ASCENDING)
+                .limit(limit)
+            )
+            return [_released(doc) async for doc in cursor]
+
+    async def step_evidence(
+        self, record_ids: Sequence[str]
+    ) -> dict[str, tuple[JobRecord | None, HistoryRecord | None]]:
+        ids = list(dict.fromkeys(record_ids))
+        if not ids:
+            return {}
+        with translate_errors("step_evidence", write=False):
+            cursor = self._records.find({"_id": {"$in": ids}}, {"params": 0})
+            records = {str(doc["_id"]): q.record_from_document(doc) async for doc in cursor}
+            pipeline: list[Document] = [
+                {"$match": {"jobId": {"$in": ids}}},
+                {"$sort": {"jobId": 1, "startedAt": -1}},
+                {"$project": {"params": 0, "errorTraceback": 0}},
+                {"$group": {"_id": "$jobId", "row": {"$first": "$$ROOT"}}},
+            ]
+            rows: dict[str, HistoryRecord] = {}
+            async for doc in await self._history.aggregate(pipeline):
+                rows[str(doc["_id"])] = q.history_from_document(doc["row"])
+        return {record_id: (records.get(record_id), rows.get(record_id)) for record_id in ids}
+
+    # -- ends, dependents, releases -------------------------------------------------------------
+
+    async def end_steps(self, endings: Sequence[StepEnding], *, now: datetime) -> list[StepEnding]:
+        if not endings:
+            return []
+        token = new_execution_id()
+        at = to_millis(now)
+        requests = [
+            (
+                {
+                    "_id": ending.step_id,
+                    "state": StepState.RELEASED.value,
+                    "recordId": ending.record_id,
+                },
+                {
+                    "$set": {
+                        "state": ending.state.value,
+                        "gate": ending.gate.value,
+                        "endedAt": at,
+                        "outcome": qw.outcome_document(ending.outcome),
+                        "pending": True,
+                        "writtenBy": token,
+                    }
+                },
+            )
+            for ending in endings
+        ]
+        ids = [ending.step_id for ending in endings]
+        written = await self._stamped("end_steps", requests, ids, token)
+        return [ending for ending in endings if ending.step_id in written]
+
+    async def _stamped(
+        self,
+        operation: str,
+        requests: list[tuple[Document, Document]],
+        ids: list[str],
+        token: str,
+        session: Any = None,
+    ) -> dict[str, Document]:
+        """Send the compare-and-sets ``requests`` (filter, update) on the steps ``ids``, each
+        stamping ``token``; the documents of the steps they wrote, by id (one request: one
+        ``findOneAndUpdate``; more: a ``bulkWrite``, then the stamped ones read). Outside a
+        transaction with ``w: 1``: a decision is written again after a failover rolled it back
+        (the sweep), and nothing follows from it before a majority write that carries it."""
+        steps = self._steps_fast if session is None else self.workflow_steps_collection
+        projection = None if session is not None else {"_id": 1}
+        # Inside a transaction PyMongo's errors pass as they are: with_transaction retries on
+        # their labels (the transaction's own translate_errors translates what is left).
+        translated = translate_errors(operation, write=True) if session is None else nullcontext()
+        with translated:
+            if len(requests) == 1:
+                ((filter_, update),) = requests
+                doc = await steps.find_one_and_update(
+                    filter_,
+                    update,
+                    projection=projection,
+                    return_document=ReturnDocument.AFTER,
+                    session=session,
+                )
+                return {} if doc is None else {str(doc["_id"]): doc}
+            bulk = [UpdateOne(filter_, update) for filter_, update in requests]
+            result = await steps.bulk_write(bulk, ordered=False, session=session)
+            if result.modified_count == 0:
+                return {}
+            stamped = {"_id": {"$in": ids}, "writtenBy": token}
+            cursor = steps.find(stamped, projection, session=session)
+            return {str(doc["_id"]): doc async for doc in cursor}
+
+    async def dependents(self, step_ids: Sequence[str]) -> list[Dependent]:
+        ids = list(dict.fromkeys(step_ids))
+        if not ids:
+            return []
+        with translate_errors("dependents", write=False):
+            cursor = self.workflow_steps_collection.find({"_id": {"$in": ids}}, {"children": 1})
+            children: dict[str, None] = {}
+            async for doc in cursor:
+                children.update(dict.fromkeys(str(child) for child in doc.get("children") or ()))
+            return await self._views(list(children))
+
+    async def blocked_steps(self, step_ids: Sequence[str]) -> list[Dependent]:
+        with translate_errors("blocked_steps", write=False):
+            return await self._views(list(dict.fromkeys(step_ids)))
+
+    async def _views(self, step_ids: list[str]) -> list[Dependent]:
+        """The blocked ones of ``step_ids`` and their dependencies' gates: read at once for
+        a small fan-in, through the ``{children, gate}`` index for a large one."""
+        if not step_ids:
+            return []
+        steps = self.workflow_steps_collection
+        projection = {
+            "workflowId": 1,
+            "generation": 1,
+            "after": {"$cond": [{"$lte": ["$parentCount", qw.SMALL_FAN_IN]}, "$after", []]},
+            "parentCount": 1,
+        }
+        blocked = [
+            doc
+            async for doc in steps.find(
+                {"_id": {"$in": step_ids}, "state": StepState.BLOCKED.value}, projection
+            )
+        ]
+        small = {str(p) for doc in blocked if _small(doc) for p in doc.get("after") or ()}
+        gates: dict[str, str] = {}
+        if small:
+            async for doc in steps.find({"_id": {"$in": list(small)}}, {"gate": 1}):
+                gates[str(doc["_id"])] = str(doc.get("gate"))
+        views = []
+        for doc in blocked:
+            if _small(doc):
+                mine = {
+                    gates.get(str(parent), Gate.WAIT.value) for parent in doc.get("after") or ()
+                }
+                waiting, skipping = Gate.WAIT.value in mine, Gate.SKIP.value in mine
+            else:
+                waiting = await self._any_parent(doc["_id"], Gate.WAIT)
+                skipping = not waiting and await self._any_parent(doc["_id"], Gate.SKIP)
+            views.append(
+                Dependent(
+                    id=str(doc["_id"]),
+                    workflow_id=str(doc["workflowId"]),
+                    generation=int(doc.get("generation") or 0),
+                    waiting=waiting,
+                    skipping=skipping,
+                )
+            )
+        return views
+
+    async def _any_parent(self, step_id: str, gate: Gate) -> bool:
+        found = await self.workflow_steps_collection.find_one(
+            {"children": step_id, "gate": gate.value}, {"_id": 1}
+        )
+        return found is not None
+
+    async def release_steps(
+        self, releases: Sequence[StepRelease], *, now: datetime
+    ) -> list[StepRelease]:
+        if not releases:
+            return []
+        token = new_execution_id()
+        at = to_millis(now)
+
+        async def body(session: Any) -> set[str]:
+            requests = [
+                (
+                    {
+                        "_id": release.step_id,
+                        "state": StepState.BLOCKED.value,
+                        "generation": release.generation,
+                    },
+                    {
+                        "$set": {
+                            "state": StepState.RELEASED.value,
+                            "recordId": release.record_id,
+                            "releasedAt": at,
+                            "writtenBy": token,
+                        }
+                    },
+                )
+                for release in releases
+            ]
+            ids = [release.step_id for release in releases]
+            written = await self._stamped("release_steps", requests, ids, token, session)
+            if written:
+                jobs = await self._release_jobs(list(written.values()), at, session)
+                await self._records.insert_many(
+                    [_checked_document(job) for job in jobs], session=session
+                )
+            return set(written)
+
+        # The store's write concern (majority by default), not w: 1: the records feed (a change
+        # stream) reports the record once it is majority-committed, and w: 1 would leave that
+        # to the next journal flush (up to 100 ms later).
+        written = await self._transaction("release_steps", body)
+        return [release for release in releases if release.step_id in written]
+
+    async def _release_jobs(
+        self, documents: list[Document], now: datetime, session: Any
+    ) -> list[NewJob]:
+        """The records of the steps just released (their dependencies' outcomes as stored)."""
+        steps = self.workflow_steps_collection
+        released = [qw.step_from_document(doc) for doc in documents]
+        parent_ids = {parent for step in released if not step.summary for parent in step.after}
+        parents: dict[str, StepRecord] = {}
+        if parent_ids:
+            fields = {"after": 0, "children": 0, "params": 0}
+            cursor = steps.find({"_id": {"$in": list(parent_ids)}}, fields, session=session)
+            parents = {str(doc["_id"]): _parent(doc) async for doc in cursor}
+        jobs = []
+        for step in released:
+            assert step.record_id is not None
+            if step.summary:
+                batch = await self._batch(step.id, session)
+                jobs.append(release_job(step, record_id=step.record_id, now=now, batch=batch))
+            else:
+                upstream = [parents[parent] for parent in step.after if parent in parents]
+                jobs.append(release_job(step, record_id=step.record_id, now=now, upstream=upstream))
+        return jobs
+
+    async def _batch(self, step_id: str, session: Any) -> tuple[dict[StepState, int], list[str]]:
+        """A batch callback's items: their counts per state and the failed ones' ids."""
+        steps = self.workflow_steps_collection
+        pipeline: list[Document] = [
+            {"$match": {"children": step_id}},
+            {"$group": {"_id": "$state", "n": {"$sum": 1}}},
+        ]
+        counts = _zero()
+        async for row in await steps.aggregate(pipeline, session=session):
+            counts[StepState(row["_id"])] = int(row["n"])
+        failed = [StepState.FAILED.value, StepState.CANCELLED.value]
+        cursor = steps.find(
+            {"children": step_id, "state": {"$in": failed}}, {"_id": 1}, session=session
+        )
+        return counts, [str(doc["_id"]) async for doc in cursor]
+
+    async def skip_steps(self, skips: Sequence[StepSkip], *, now: datetime) -> list[StepSkip]:
+        if not skips:
+            return []
+        token = new_execution_id()
+        at = to_millis(now)
+        requests = [
+            (
+                {
+                    "_id": skip.step_id,
+                    "state": StepState.BLOCKED.value,
+                    "generation": skip.generation,
+                },
+                {
+                    "$set": {
+                        "state": StepState.SKIPPED.value,
+                        "gate": Gate.SKIP.value,
+                        "endedAt": at,
+                        "pending": True,
+                        "writtenBy": token,
+                    }
+                },
+            )
+            for skip in skips
+        ]
+        ids = [skip.step_id for skip in skips]
+        written = await self._stamped("skip_steps", requests, ids, token)
+        return [skip for skip in skips if skip.step_id in written]
+
+    # -- the workflow's end ---------------------------------------------------------------------
+
+    async def fail_workflow(self, workflow_id: str, *, now: datetime) -> bool:
+        at = to_millis(now)
+        with translate_errors("fail_workflow", write=True):
+            # The blocked steps first: once none is, nothing can be released any more.
+            await self.workflow_steps_collection.update_many(
+                {"workflowId": workflow_id, "state": StepState.BLOCKED.value},
+                {
+                    "$set": {
+                        "state": StepState.SKIPPED.value,
+                        "gate": Gate.SKIP.value,
+                        "endedAt": at,
+                    }
+                },
+            )
+            result = await self.workflows_collection.update_one(
+                {"_id": workflow_id, "state": WorkflowState.RUNNING.value},
+                {"$set": {"state": WorkflowState.FAILED.value, "endedAt": at}},
+            )
+        return result.modified_count == 1
+
+    async def finish_workflow(self, workflow_id: str, *, now: datetime) -> WorkflowState | None:
+        steps = self.workflow_steps_collection
+        with translate_errors("finish_workflow", write=True):
+            live = await steps.find_one(
+                {"workflowId": workflow_id, "state": {"$in": _LIVE}}, {"_id": 1}
+            )
+            if live is not None:
+                return None
+            counts = (await self._counts([workflow_id])).get(workflow_id, _zero())
+            end = workflow_end(counts)
+            if end is None:
+                return None
+            result = await self.workflows_collection.update_one(
+                {"_id": workflow_id, "state": WorkflowState.RUNNING.value},
+                {"$set": {"state": end.value, "endedAt": to_millis(now)}},
+            )
+        return end if result.modified_count == 1 else None
+
+    async def settle_steps(self, step_ids: Sequence[str]) -> None:
+        ids = list(dict.fromkeys(step_ids))
+        if not ids:
+            return
+        with translate_errors("settle_steps", write=True):
+            await self._steps_fast.update_many(
+                {"_id": {"$in": ids}, "pending": True}, {"$unset": {"pending": ""}}
+            )
+
+    async def pending_steps(self, *, limit: int = 1000) -> list[StepRecord]:
+        if limit < 0:
+            raise ValueError(f"limit={limit!r}: must not be negative")
+        with translate_errors("pending_steps", write=False):
+            cursor = (
+                self.workflow_steps_collection.find({"pending": True}, {"params": 0})
+                .sort("_id", ASCENDING)
+                .limit(limit)
+            )
+            return [qw.step_from_document(doc) async for doc in cursor]
+
+    # -- operators ------------------------------------------------------------------------------
+
+    async def cancel_workflow(self, workflow_id: str, *, now: datetime) -> bool:
+        at = to_millis(now)
+        workflows = self.workflows_collection
+        with translate_errors("cancel_workflow", write=True):
+            result = await workflows.update_one(
+                {"_id": workflow_id, "state": WorkflowState.RUNNING.value},
+                {"$set": {"state": WorkflowState.CANCELLED.value, "endedAt": at}},
+            )
+            changed = result.modified_count == 1
+            if not changed:
+                found = await workflows.find_one({"_id": workflow_id}, {"state": 1})
+                if found is None or found.get("state") != WorkflowState.CANCELLED.value:
+                    return False
+            # Also when cancelled already: a cancel cut short before this line is finished.
+            await self.workflow_steps_collection.update_many(
+                {"workflowId": workflow_id, "state": StepState.BLOCKED.value},
+                {
+                    "$set": {
+                        "state": StepState.CANCELLED.value,
+                        "gate": Gate.SKIP.value,
+                        "endedAt": at,
+                    }
+                },
+            )
+        return changed
+
+    async def retry_workflow(self, workflow_id: str, *, now: datetime) -> list[str] | None:
+        async def body(session: Any) -> list[str] | None:
+            workflows, steps = self.workflows_collection, self.workflow_steps_collection
+            found = await workflows.find_one(
+                {"_id": workflow_id, "state": {"$in": _RETRYABLE}}, {"state": 1}, session=session
+            )
+            if found is None:
+                return None
+            filter_ = {"workflowId": workflow_id, "state": {"$in": _RETRIED}}
+            cursor = steps.find(filter_, {"recordId": 1}, session=session).sort("seq", ASCENDING)
+            reset = [doc async for doc in cursor]
+            records = [str(doc["recordId"]) for doc in reset if doc.get("recordId")]
+            if records:
+                await self._records.delete_many(
+                    {"_id": {"$in": records}, "status": JobStatus.MAX_TRIES_REACHED.value},
+                    session=session,
+                )
+            await steps.update_many(
+                filter_,
+                {
+                    "$set": {"state": StepState.BLOCKED.value, "gate": Gate.WAIT.value},
+                    "$inc": {"generation": 1},
+                    "$unset": {
+                        "recordId": "",
+                        "releasedAt": "",
+                        "endedAt": "",
+                        "outcome": "",
+                        "pending": "",
+                    },
+                },
+                session=session,
+            )
+            await workflows.update_one(
+                {"_id": workflow_id, "state": found["state"]},
+                {
+                    "$set": {"state": WorkflowState.RUNNING.value},
+                    "$unset": {"endedAt": ""},
+                    "$inc": {"generation": 1},
+                },
+                session=session,
+            )
+            return [str(doc["_id"]) for doc in reset]
+
+        result: list[str] | None = await self._transaction("retry_workflow", body)
+        return result
+
+    # -- feeds ----------------------------------------------------------------------------------
+
+    def watch_step_rows(self) -> AsyncGenerator[list[HistoryRecord], None]:
+        """The rows that may end a step (see :func:`~dogs_mongo.queries.workflows.
+        step_changes_pipeline`)."""
+        return _feed("watch_step_rows", self._history, qw.step_changes_pipeline, q.history_change)
+
+    def watch_workflows(self, workflow_ids: Sequence[str]) -> AsyncGenerator[list[str], None]:
+        ids = list(dict.fromkeys(workflow_ids))
+        return _feed(
+            "watch_workflows",
+            self.workflows_collection,
+            lambda: qw.workflow_changes_pipeline(ids),
+            qw.workflow_change,
+        )
+
+
+def _zero() -> dict[StepState, int]:
+    return dict.fromkeys(StepState, 0)
+
+
+def _small(doc: Mapping[str, Any]) -> bool:
+    return int(doc.get("parentCount") or 0) <= qw.SMALL_FAN_IN
+
+
+def _released(doc: Mapping[str, Any]) -> ReleasedStep:
+    return ReleasedStep(
+        id=str(doc["_id"]),
+        workflow_id=str(doc["workflowId"]),
+        record_id=str(doc["recordId"]),
+        policy=FailurePolicy(doc.get("policy") or FailurePolicy.FAIL.value),
+        generation=int(doc.get("generation") or 0),
+        released_at=doc["releasedAt"],
+        leaf=doc.get("childCount") == 0,
+    )
+
+
+def _parent(doc: Mapping[str, Any]) -> StepRecord:
+    """A dependency read without its lists and params (what a release carries of it)."""
+    return qw.step_from_document({**doc, "after": [], "children": [], "params": None})
