@@ -88,6 +88,10 @@ def _stored(record: JobRecord) -> JobRecord:
         expires_at=_ms(record.expires_at),
         params=_copy_params(record.params),
         trace_context=dict(record.trace_context) if record.trace_context else None,
+        start_before=_ms(record.start_before),
+        debounce_until=_ms(record.debounce_until),
+        parked_at=_ms(record.parked_at),
+        parked_run_at=_ms(record.parked_run_at),
     )
 
 
@@ -266,6 +270,13 @@ class MemoryState:
                 params=job.params,
                 unique_identifier=uid,
                 trace_context=job.trace_context,
+                tags=job.tags,
+                start_before=job.start_before,
+                unique_window=job.unique_window,
+                debounce_until=job.debounce_until,
+                parked_at=job.parked_at,
+                parked_run_at=job.parked_run_at,
+                schedule=job.schedule,
             )
         )
         problem = self._conflict(record)
@@ -364,6 +375,13 @@ class MemoryState:
             lock_owner=request.owner,
             lock_released_at=None,
             trace_context=old.trace_context,
+            tags=old.tags,
+            start_before=old.start_before,
+            unique_window=old.unique_window,
+            debounce_until=old.debounce_until,
+            parked_at=old.parked_at,
+            parked_run_at=old.parked_run_at,
+            schedule=old.schedule,
         )
         # A claim changes no field any index depends on (partition, name, priority, next run,
         # type, status, identifier, expiry): replacing the record is all `_put` would do.
@@ -385,6 +403,10 @@ class MemoryState:
             owner=request.owner,
             previous_attempt=_previous_attempt(old) if was_stale else None,
             trace_context=new.trace_context,
+            tags=new.tags,
+            start_before=new.start_before,
+            unique_window=new.unique_window,
+            schedule=new.schedule,
         )
 
     def _insert_history(self, row: HistoryRecord) -> None:

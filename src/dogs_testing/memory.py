@@ -64,7 +64,8 @@ The state and its indexes (and their upkeep) are in ``dogs_testing._memory_state
 of the port has its module, as the MongoDB store's do (``_memory_scheduling``,
 ``_memory_claims``, ``_memory_settle``, ``_memory_history``, ``_memory_watching`` for the
 feeds over ``_memory_feeds``' hub, ``_memory_steering``, ``_memory_stats``, ``_memory_controls``,
-``_memory_leases``, ``_memory_maintenance``, ``_memory_archive``); this module composes them
+``_memory_leases``, ``_memory_maintenance``, ``_memory_archive``, ``_memory_uniqueness``,
+``_memory_schedules``); this module composes them
 into the two faces of the port.
 """
 
@@ -87,11 +88,13 @@ from dogs_testing._memory_controls import MemoryControls
 from dogs_testing._memory_history import MemoryHistory
 from dogs_testing._memory_leases import MemoryLeases
 from dogs_testing._memory_maintenance import MemoryMaintenance
+from dogs_testing._memory_schedules import MemorySchedules
 from dogs_testing._memory_scheduling import MemoryScheduling
 from dogs_testing._memory_settle import MemorySettle
 from dogs_testing._memory_state import _out, _stored
 from dogs_testing._memory_stats import MemoryStats
 from dogs_testing._memory_steering import MemorySteering
+from dogs_testing._memory_uniqueness import MemoryUniqueness
 from dogs_testing._memory_watching import MemoryFeeds
 
 __all__ = ["InMemoryJobStore", "SyncInMemoryJobStore"]
@@ -109,6 +112,8 @@ class SyncInMemoryJobStore(
     MemoryLeases,
     MemoryMaintenance,
     MemoryArchive,
+    MemoryUniqueness,
+    MemorySchedules,
 ):
     """The in-memory store, sync face (:class:`~dogs_core.ports.JobStore`). Thread-safe.
 

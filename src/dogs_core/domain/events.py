@@ -17,6 +17,7 @@ ClaimSwept              one claim round trip of a worker ended (claimed or not) 
 JobClaimed              a worker claimed a job (before its execution starts)             claim lane
 JobStarted              the handler is about to be called                                execution
 JobMisfired             a recurrent job's missed slots were skipped (no handler ran)     execution
+JobExpired              an event job past its ``start_before`` was discarded (not run)   execution
 JobSucceeded ...        the execution's outcome was written (see :class:`ExecutionEnded`)  execution
 LockRenewed             a renewal write of a job's lock landed                           lock task
 LockLost                a renewal found the lock taken or expired: the execution is stale  lock task
@@ -46,6 +47,7 @@ __all__ = [
     "ExecutionEnded",
     "JobCancelled",
     "JobClaimed",
+    "JobExpired",
     "JobFailed",
     "JobMisfired",
     "JobRetried",
@@ -174,6 +176,17 @@ class JobMisfired(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class JobExpired(Event):
+    """Event ``job`` was claimed for its first attempt after its ``start_before`` deadline:
+    it was deleted without running, with an ``expired`` history row (no :class:`JobStarted`
+    precedes it)."""
+
+    kind: ClassVar[str] = "job.expired"
+    job: ClaimedJob
+    deadline: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class ExecutionEnded(Event):
     """The base of the events that end an execution: exactly one of its subclasses follows each
     :class:`JobStarted`. ``duration`` is seconds from the start to the outcome (monotonic);
@@ -283,6 +296,7 @@ EVENT_KINDS: Mapping[str, type[Event]] = {
         JobClaimed,
         JobStarted,
         JobMisfired,
+        JobExpired,
         ExecutionEnded,
         LockRenewed,
         LockLost,

@@ -31,7 +31,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Protocol
 
-__all__ = ["REQUIRED_ROLES", "Clock", "Role", "StoreCapabilities", "store_roles"]
+__all__ = [
+    "OPTIONAL_ROLES",
+    "REQUIRED_ROLES",
+    "Clock",
+    "Role",
+    "StoreCapabilities",
+    "store_roles",
+]
 
 
 class Role(enum.StrEnum):
@@ -59,10 +66,18 @@ class Role(enum.StrEnum):
     """Setup, capabilities, the clock and upkeep (:mod:`dogs_core.ports.maintenance`)."""
     ARCHIVE = "archive"
     """Optional: moving old rows to archive collections (:mod:`dogs_core.ports.archive`)."""
+    UNIQUENESS = "uniqueness"
+    """Optional: unique keys' windows, throttles, replace and debounce
+    (:mod:`dogs_core.ports.uniqueness`)."""
+    SCHEDULES = "schedules"
+    """Optional: recurring schedules managed at run time (:mod:`dogs_core.ports.schedules`)."""
 
+
+#: The roles a store may lack (a store written before one existed keeps working without it).
+OPTIONAL_ROLES: Final = frozenset({Role.ARCHIVE, Role.UNIQUENESS, Role.SCHEDULES})
 
 #: The roles every store has: :class:`~dogs_core.ports.store.AsyncJobStore` is their union.
-REQUIRED_ROLES: Final = frozenset(Role) - {Role.ARCHIVE}
+REQUIRED_ROLES: Final = frozenset(Role) - OPTIONAL_ROLES
 
 
 def store_roles(store: object) -> frozenset[Role]:

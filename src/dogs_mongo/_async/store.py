@@ -1,7 +1,7 @@
 """The MongoDB job store on PyMongo's ``AsyncMongoClient``: the collections and options, and
 one base class per role of the port (``scheduling.py``, ``claims.py``, ``settle.py``,
 ``history.py``, ``feeds.py``, ``steering.py``, ``stats.py``, ``controls.py``, ``leases.py``,
-``maintenance.py``, ``archive.py``), which share them.
+``maintenance.py``, ``archive.py``, ``uniqueness.py``, ``schedules.py``), which share them.
 
 The async adapter (``_async/store.py``) is the source of truth; the sync adapter
 (``_sync/store.py``) is generated from it by ``scripts/generate_sync.py`` (unasync): edit the
@@ -40,11 +40,14 @@ from dogs_mongo._async.feeds import MongoFeeds
 from dogs_mongo._async.history import MongoHistory
 from dogs_mongo._async.leases import MongoLeases
 from dogs_mongo._async.maintenance import MongoMaintenance
+from dogs_mongo._async.schedules import MongoSchedules
 from dogs_mongo._async.scheduling import MongoScheduling
 from dogs_mongo._async.settle import MongoSettle
 from dogs_mongo._async.stats import MongoStats
 from dogs_mongo._async.steering import MongoSteering
+from dogs_mongo._async.uniqueness import MongoUniqueness
 from dogs_mongo.client_check import refuse_motor
+from dogs_mongo.queries import uniqueness as qu
 
 __all__ = [
     "CLAIM_PATH_FIND_ONE_AND_UPDATE",
@@ -78,6 +81,8 @@ class AsyncMongoJobStore(
     MongoLeases,
     MongoMaintenance,
     MongoArchiver,
+    MongoUniqueness,
+    MongoSchedules,
 ):
     """:class:`~dogs_core.ports.AsyncJobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 
@@ -123,6 +128,7 @@ class AsyncMongoJobStore(
         records_collection: str = q.DEFAULT_RECORDS_COLLECTION,
         history_collection: str = q.DEFAULT_HISTORY_COLLECTION,
         controls_collection: str = q.DEFAULT_CONTROLS_COLLECTION,
+        unique_keys_collection: str = qu.DEFAULT_UNIQUE_KEYS_COLLECTION,
         write_concern: WriteConcern | None = None,
         history_write_concern: WriteConcern | None = None,
         claim_path: str = q.CLAIM_PATH_AUTO,
@@ -160,6 +166,12 @@ class AsyncMongoJobStore(
         # The controls decide on the primary, under the claims' write concern.
         self._controls: AsyncCollection[Document] = self._db.get_collection(
             controls_collection,
+            read_preference=ReadPreference.PRIMARY,
+            write_concern=write_concern,
+        )
+        # The holds of unique keys (issue 27): decided on the primary, under the claims' concern.
+        self._unique_keys: AsyncCollection[Document] = self._db.get_collection(
+            unique_keys_collection,
             read_preference=ReadPreference.PRIMARY,
             write_concern=write_concern,
         )

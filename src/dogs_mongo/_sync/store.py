@@ -3,7 +3,7 @@
 """The MongoDB job store on PyMongo's ``MongoClient``: the collections and options, and
 one base class per role of the port (``scheduling.py``, ``claims.py``, ``settle.py``,
 ``history.py``, ``feeds.py``, ``steering.py``, ``stats.py``, ``controls.py``, ``leases.py``,
-``maintenance.py``, ``archive.py``), which share them.
+``maintenance.py``, ``archive.py``, ``uniqueness.py``, ``schedules.py``), which share them.
 
 The async adapter (``_async/store.py``) is the source of truth; the sync adapter
 (``_sync/store.py``) is generated from it by ``scripts/generate_sync.py`` (unasync): edit the
@@ -42,11 +42,14 @@ from dogs_mongo._sync.feeds import MongoFeeds
 from dogs_mongo._sync.history import MongoHistory
 from dogs_mongo._sync.leases import MongoLeases
 from dogs_mongo._sync.maintenance import MongoMaintenance
+from dogs_mongo._sync.schedules import MongoSchedules
 from dogs_mongo._sync.scheduling import MongoScheduling
 from dogs_mongo._sync.settle import MongoSettle
 from dogs_mongo._sync.stats import MongoStats
 from dogs_mongo._sync.steering import MongoSteering
+from dogs_mongo._sync.uniqueness import MongoUniqueness
 from dogs_mongo.client_check import refuse_motor
+from dogs_mongo.queries import uniqueness as qu
 
 __all__ = [
     "CLAIM_PATH_FIND_ONE_AND_UPDATE",
@@ -80,6 +83,8 @@ class MongoJobStore(
     MongoLeases,
     MongoMaintenance,
     MongoArchiver,
+    MongoUniqueness,
+    MongoSchedules,
 ):
     """:class:`~dogs_core.ports.JobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 
@@ -125,6 +130,7 @@ class MongoJobStore(
         records_collection: str = q.DEFAULT_RECORDS_COLLECTION,
         history_collection: str = q.DEFAULT_HISTORY_COLLECTION,
         controls_collection: str = q.DEFAULT_CONTROLS_COLLECTION,
+        unique_keys_collection: str = qu.DEFAULT_UNIQUE_KEYS_COLLECTION,
         write_concern: WriteConcern | None = None,
         history_write_concern: WriteConcern | None = None,
         claim_path: str = q.CLAIM_PATH_AUTO,
@@ -160,6 +166,12 @@ class MongoJobStore(
         # The controls decide on the primary, under the claims' write concern.
         self._controls: Collection[Document] = self._db.get_collection(
             controls_collection,
+            read_preference=ReadPreference.PRIMARY,
+            write_concern=write_concern,
+        )
+        # The holds of unique keys (issue 27): decided on the primary, under the claims' concern.
+        self._unique_keys: Collection[Document] = self._db.get_collection(
+            unique_keys_collection,
             read_preference=ReadPreference.PRIMARY,
             write_concern=write_concern,
         )

@@ -32,6 +32,7 @@ from dogs_mongo.queries.common import (
     _trace_context,
 )
 from dogs_mongo.queries.indexes import RECORD_INDEXES
+from dogs_mongo.queries.shaping import claimed_extras
 
 # --------------------------------------------------------------------------------------------
 # Claim paths
@@ -331,6 +332,7 @@ def claim_from_read_back(request: ClaimRequest, doc: Mapping[str, Any]) -> Claim
         owner=request.owner,
         previous_attempt=_previous_attempt(doc.get("staleAttempt")) if was_stale else None,
         trace_context=_trace_context(doc),
+        **claimed_extras(doc),
     )
 
 
@@ -367,6 +369,7 @@ def claim_from_before_image(request: ClaimRequest, before: Mapping[str, Any]) ->
         owner=request.owner,
         previous_attempt=previous,
         trace_context=_trace_context(before),
+        **claimed_extras(before),
     )
 
 

@@ -16,6 +16,7 @@ from dogs_mongo.queries.common import (
     _params,
     _trace_context,
 )
+from dogs_mongo.queries.shaping import record_extras
 
 # --------------------------------------------------------------------------------------------
 # Records
@@ -48,4 +49,5 @@ def record_from_document(doc: Mapping[str, Any]) -> JobRecord:
         lock_owner=_owner(doc.get("lockOwner"), lock_id=doc.get("lockId")),
         lock_released_at=_optional_datetime(doc.get("lockReleasedAt")),
         trace_context=_trace_context(doc),
+        **record_extras(doc),
     )

@@ -17,6 +17,7 @@ from dogs_mongo.queries.common import (
     _owner_document,
     _require_int,
 )
+from dogs_mongo.queries.shaping import shaping_fields
 from dogs_mongo.queries.states import not_failed_filter, not_locked_after
 
 # --------------------------------------------------------------------------------------------
@@ -212,6 +213,7 @@ def document_from_new_job(job: NewJob) -> dict[str, Any]:
     doc["params"] = dict(job.params) if job.params is not None else None
     if job.trace_context:
         doc["traceContext"] = dict(job.trace_context)
+    doc.update(shaping_fields(job))  # additive, only when used (tags, deadline, windows...)
     return doc
 
 
@@ -245,6 +247,7 @@ def document_from_record(record: JobRecord) -> dict[str, Any]:
     for name, value in optional:
         if value is not None or name == "params":
             doc[name] = value
+    doc.update(shaping_fields(record))
     return doc
 
 
