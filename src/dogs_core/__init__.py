@@ -13,9 +13,12 @@ from dogs_core.domain.definitions import (
     Retry,
     Snooze,
 )
+
+# Issue 27: shaping work at the door (unique keys, tags, deadlines, runtime schedules).
 from dogs_core.domain.records import (
     BulkScheduleResult,
     ClaimedJob,
+    Debounced,
     Duplicate,
     HistoryRecord,
     HistoryStatus,
@@ -25,7 +28,9 @@ from dogs_core.domain.records import (
     JobType,
     NameStatus,
     Owner,
+    Replaced,
     Scheduled,
+    ScheduleOutcome,
 )
 from dogs_core.domain.schedules import CronSchedule, CustomSchedule, RetryPolicy, RunEvery
 from dogs_core.domain.stats import MAX_STATS_WINDOW, JobStats
@@ -38,6 +43,8 @@ from dogs_core.domain.steering import (
     Rescheduled,
     Running,
 )
+from dogs_core.domain.tags import InvalidTagsError
+from dogs_core.domain.uniqueness import HoldState, Unique, UniqueError
 from dogs_core.errors import (
     DogsError,
     DuplicateJobNameError,
@@ -51,6 +58,7 @@ from dogs_core.errors import (
     ScheduleOutcomeUnknownError,
     SessionNotSupportedError,
     StoreError,
+    StoreRoleMissingError,
     StoreUnavailableError,
     TransientStoreError,
     UnknownJobError,
@@ -77,6 +85,7 @@ from dogs_core.runtime import (
     WorkerSettings,
     current_job,
 )
+from dogs_core.runtime._async.unique_scheduling import UniqueContendedError
 from dogs_core.runtime.blocking import BlockingDogsClient, BlockingWorkers
 
 __version__ = "0.1.0"
@@ -91,6 +100,7 @@ __all__ = [
     "ClaimedJob",
     "CronSchedule",
     "CustomSchedule",
+    "Debounced",
     "Deleted",
     "Discard",
     "DogsClient",
@@ -101,9 +111,11 @@ __all__ = [
     "ExecutionCancelledError",
     "HistoryRecord",
     "HistoryStatus",
+    "HoldState",
     "InvalidOptionError",
     "InvalidParamsError",
     "InvalidScheduleError",
+    "InvalidTagsError",
     "JobContendedError",
     "JobContext",
     "JobNotRegisteredError",
@@ -122,21 +134,27 @@ __all__ = [
     "Owner",
     "RateLimit",
     "RecurrentJobDefinition",
+    "Replaced",
     "Rescheduled",
     "Retry",
     "RetryPolicy",
     "RunEvery",
     "Running",
     "ScheduleItem",
+    "ScheduleOutcome",
     "ScheduleOutcomeUnknownError",
     "Scheduled",
     "SessionNotSupportedError",
     "Snooze",
     "StoreError",
+    "StoreRoleMissingError",
     "StoreUnavailableError",
     "SyncDogsClient",
     "SystemClock",
     "TransientStoreError",
+    "Unique",
+    "UniqueContendedError",
+    "UniqueError",
     "UnknownJobError",
     "ValidationError",
     "WorkerSettings",

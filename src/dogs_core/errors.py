@@ -23,6 +23,7 @@ __all__ = [
     "ScheduleOutcomeUnknownError",
     "SessionNotSupportedError",
     "StoreError",
+    "StoreRoleMissingError",
     "StoreUnavailableError",
     "TransientStoreError",
     "UnknownJobError",
@@ -59,6 +60,20 @@ class InvalidOptionError(ValidationError):
 
 class InvalidScheduleError(ValidationError):
     """A duration, cron expression, timezone or next-run rule cannot be used."""
+
+
+class StoreRoleMissingError(InvalidOptionError):
+    """The store lacks an optional role of the port that a feature needs (a custom store
+    written before the role existed): nothing was written. ``role`` names it."""
+
+    def __init__(self, store: object, role: str, feature: str) -> None:
+        self.role = str(role)
+        roles = ", ".join(sorted(str(r) for r in getattr(store, "roles", ()) or ())) or "?"
+        super().__init__(
+            "store",
+            store,
+            f"has no {self.role} role, which {feature} needs (its roles: {roles})",
+        )
 
 
 class InvalidParamsError(ValidationError):

@@ -95,7 +95,9 @@ class SchedulingStarted(Event):
 @dataclass(frozen=True, slots=True)
 class JobScheduled(Event):
     """One record of a scheduling call: inserted, or an existing one found by its unique key
-    (``duplicate``; ``job_id`` is then the existing record's)."""
+    (``duplicate``; ``job_id`` is then the existing record's). ``outcome`` says which:
+    ``scheduled``, ``duplicate``, or (``unique=`` options) ``replaced`` or ``debounced``, where
+    ``job_id`` is the existing record that took the call's params."""
 
     kind: ClassVar[str] = "job.scheduled"
     call_id: int
@@ -105,6 +107,7 @@ class JobScheduled(Event):
     priority: int
     duplicate: bool = False
     unique_key: str | None = None
+    outcome: str = "scheduled"
 
 
 @dataclass(frozen=True, slots=True)

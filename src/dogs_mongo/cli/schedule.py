@@ -20,7 +20,7 @@ import typer
 
 from dogs_core.domain import validation
 from dogs_core.domain.definitions import EventJobDefinition, validate_params
-from dogs_core.domain.records import Duplicate, Scheduled
+from dogs_core.domain.records import ScheduleOutcome
 from dogs_core.jobs import Jobs
 from dogs_mongo.cli.common import (
     AppDirOption,
@@ -87,7 +87,7 @@ def schedule(
     flags = worker_flag_names({}, n_partitions)
     container = connection.container(flags, n_partitions=n_partitions)
 
-    async def go() -> Scheduled | Duplicate:
+    async def go() -> ScheduleOutcome:
         async with connected_client(container, jobs) as client:
             with user_errors():
                 return await client.schedule(

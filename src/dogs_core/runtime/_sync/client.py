@@ -34,6 +34,7 @@ from dogs_core.domain.records import (
     Scheduled,
     ScheduleOutcome,
 )
+from dogs_core.domain.uniqueness import Unique, UniqueError
 from dogs_core.errors import (
     ChangeFeedUnavailableError,
     DogsError,
@@ -50,6 +51,7 @@ from dogs_core.runtime._sync.pausing import PauseClient
 from dogs_core.runtime._sync.retry import retry_transient
 from dogs_core.runtime._sync.stats import StatsClient
 from dogs_core.runtime._sync.steering import SteeringClient
+from dogs_core.runtime._sync.unique_scheduling import UniqueScheduling, uniqueness_store_of
 from dogs_core.runtime.leases import SyncLeases
 from dogs_core.runtime.observing import observe_scheduling
 from dogs_core.runtime.outage import DEFAULT_OPERATION_TIMEOUT, validate_operation_timeout
@@ -67,6 +69,7 @@ from dogs_core.runtime.scheduling import (
     validate_statuses,
     validate_wait,
 )
+from dogs_core.runtime.shaping import check_unique
 from dogs_core.runtime.store_errors import observed_sync
 from dogs_core.runtime.telemetry import TELEMETRY, Telemetry
 
@@ -79,7 +82,9 @@ logger = logging.getLogger("dogs.client")
 _COMPLETION_RECHECK = 0.005
 
 
-class SyncDogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, SyncLeases):
+class SyncDogsClient(
+    SteeringClient, PauseClient, StatsClient, ArchiveClient, SyncLeases, UniqueScheduling
+):
     """Schedules event jobs and reads what the workers recorded.
 
     ``jobs`` is optional: with a registry, jobs may be named by string and a definition that
@@ -147,6 +152,9 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, Sy
         priority: int | None = None,
         unique_key: str | None = None,
         session: object | None = None,
+        unique: Unique | None = None,
+        start_before: timedelta | int | float | str | datetime | None = None,
+        tags: Sequence[str] | None = None,
     ) -> ScheduleOutcome:
         """Schedule one run of an event job.
 
@@ -155,29 +163,54 @@ class SyncDogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, Sy
         :class:`~dogs_core.errors.ValidationError` before writing anything when an argument is
         bad.
 
+        ``unique`` (a :class:`~dogs_core.domain.uniqueness.Unique`, instead of ``unique_key``)
+        chooses the key (given, or hashed from params fields), the states that hold it, a
+        window after the record ended, and what a taken key does: skip (``Duplicate``),
+        replace (``Replaced(id)``), debounce (``Debounced(id, run_at)``) or throttle
+        (``Duplicate`` with ``reason="throttle"``). ``start_before`` (a duration from now or a
+        datetime): not started by then, the job is discarded with an ``expired`` history row.
+        ``tags``: a few strings to find the job by (``find_jobs(tags=...)``).
+
         ``session`` is the caller's database session (MongoDB: a PyMongo ``ClientSession`` or
         ``AsyncClientSession`` of the store's client). The insert joins it: inside a
         transaction the job exists only if that transaction commits, and a taken
         ``unique_key`` is still ``Duplicate`` without aborting it. In a transaction nothing is
         retried or read back here: errors propagate to the caller's ``with_transaction``, which
         retries the whole transaction. A store without sessions (the in-memory one) raises
-        :class:`~dogs_core.errors.SessionNotSupportedError` and writes nothing.
+        :class:`~dogs_core.errors.SessionNotSupportedError` and writes nothing. ``unique``
+        options beyond Dogs' rule take several steps and cannot join a session.
         """
         validate_session(session)
-        definition = self._event_definition(job)
-        item = ScheduleItem(params, run_in, run_at, priority, unique_key)
+        unique = check_unique(unique, unique_key)
+        definition = self._event_definition(job, unique=unique)
+        shaped = unique is not None and not unique.plain
+        if shaped:
+            if session is not None:
+                raise UniqueError("unique", unique, "cannot join a session (several steps)")
+            uniqueness_store_of(self.store)
+        item = ScheduleItem(
+            params, run_in, run_at, priority, unique_key, unique, start_before, tags
+        )
         new_job = self._new_job(definition, item)
         if self._ensure_setup():
             new_job = self._new_job(definition, item)  # on the clock just measured
         observing = observe_scheduling(self.telemetry, [new_job])
         if observing is None:
-            outcome = self._insert_one(new_job, session)
+            outcome = self._write_one(new_job, unique if shaped else None, session)
         else:
             with observing:
-                outcome = self._insert_one(observing.jobs[0], session)
+                written = observing.jobs[0]
+                outcome = self._write_one(written, unique if shaped else None, session)
                 observing.outcomes([outcome])
         logger.debug("scheduled %s: %s", definition.name, outcome)
         return outcome
+
+    def _write_one(
+        self, job: NewJob, unique: Unique | None, session: object | None
+    ) -> ScheduleOutcome:
+        if unique is None:
+            return self._insert_one(job, session)
+        return self._schedule_unique(job, unique)
 
     def schedule_many(
         self,
