@@ -15,7 +15,9 @@ from dogs_testing.contract import (
     ArchiveContract,
     ArchiveUnderTest,
     JobStoreContract,
+    SchedulesContract,
     ThreadedArchive,
+    UniquenessContract,
 )
 from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
 
@@ -76,3 +78,19 @@ class TestInMemoryArchiveSyncFaceInThreads(ArchiveContract):
     @pytest.fixture
     def archive(self, sync_store: SyncInMemoryJobStore) -> ArchiveUnderTest:
         return cast(ArchiveUnderTest, ThreadedArchive(sync_store))
+
+
+class TestInMemoryShapingAsyncFace(UniquenessContract, SchedulesContract):
+    """The optional uniqueness and schedules roles (issue 27) over the async face."""
+
+    @pytest.fixture
+    def store(self) -> InMemoryJobStore:
+        return InMemoryJobStore()
+
+
+class TestInMemoryShapingSyncFaceInThreads(UniquenessContract, SchedulesContract):
+    """The same over the sync face, each call in a worker thread."""
+
+    @pytest.fixture
+    def store(self) -> ThreadedJobStore:
+        return ThreadedJobStore(SyncInMemoryJobStore())

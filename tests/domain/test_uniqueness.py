@@ -127,8 +127,9 @@ def test_different_types_give_different_keys() -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4)
+    ),
     max_leaves=12,
 )
 
@@ -159,7 +160,7 @@ def _normalized(value: object) -> object:
 
 
 def test_a_missing_field_is_an_error_naming_the_known_ones() -> None:
-    with pytest.raises(UniqueError, match="no field 'customer'.*customer_id"):
+    with pytest.raises(UniqueError, match=r"no field 'customer'.*customer_id"):
         params_key(("customer",), {"customer_id": 1})
     with pytest.raises(UniqueError):
         params_key(("a.b",), {"a": 1})

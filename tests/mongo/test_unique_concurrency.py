@@ -52,9 +52,7 @@ async def test_32_concurrent_schedulers_of_one_key(
     async def call(number: int) -> None:
         params = {"customer_id": 42, "n": number}
         later = None if unique.on_conflict == "debounce" else "1h"  # nothing runs meanwhile
-        outcomes.append(
-            await client.schedule(sync_customer, params, unique=unique, run_in=later)
-        )
+        outcomes.append(await client.schedule(sync_customer, params, unique=unique, run_in=later))
 
     async with anyio.create_task_group() as group:
         for number in range(CALLS):
@@ -77,4 +75,3 @@ async def test_32_concurrent_schedulers_of_one_key(
     if mode in ("replace", "debounce"):
         assert records[0]["params"]["n"] in range(CALLS)
     assert all(isinstance(o, Scheduled | others) for o in outcomes)
-

@@ -21,12 +21,12 @@ second look at the hold lets a record through after an end, which the window che
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -153,7 +153,7 @@ async def _scenario(data: st.DataObject, mode: str, callers: int, worker: bool) 
                 break
             index = data.draw(st.integers(0, len(gate.waiting) - 1))
             gate.waiting.pop(index).set()
-            await anyio.sleep(0)
+            await anyio.lowlevel.checkpoint()
     await _check(memory, gate, history, mode, unique, callers, worker)
 
 

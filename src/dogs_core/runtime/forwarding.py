@@ -357,6 +357,7 @@ class ForwardingJobStore(ABC):
         after: str | None = None,
         limit: int = 100,
         now: datetime | None = None,
+        tags: Sequence[str] | None = None,
     ) -> list[JobRecord]:
         return cast(
             "list[JobRecord]",
@@ -368,6 +369,7 @@ class ForwardingJobStore(ABC):
                 after=after,
                 limit=limit,
                 now=now,
+                tags=tags,
             ),
         )
 

@@ -25,7 +25,10 @@ stores are cut: :mod:`~dogs_testing.contract.scheduling`, ``.claims``, ``.settle
 ``.maintenance``; each part is a class of its own (``SettleContract``...), so a store being
 written can run the parts of the roles it has so far. The optional archive role has its own
 part, :class:`ArchiveContract` (:mod:`dogs_testing.contract.archive`), for a store that lists
-:attr:`~dogs_core.ports.Role.ARCHIVE` in its ``roles``.
+:attr:`~dogs_core.ports.Role.ARCHIVE` in its ``roles``; so have the optional uniqueness and
+schedules roles, :class:`UniquenessContract` and :class:`SchedulesContract`
+(:mod:`dogs_testing.contract.shaping`, whose :class:`ShapedFieldsContract` part, the additive
+record fields, is in the whole suite).
 
 Example::
 
@@ -55,6 +58,11 @@ from dogs_testing.contract.leases import LeaseContract
 from dogs_testing.contract.maintenance import MaintenanceContract
 from dogs_testing.contract.scheduling import SchedulingContract
 from dogs_testing.contract.settle import SettleContract
+from dogs_testing.contract.shaping import (
+    SchedulesContract,
+    ShapedFieldsContract,
+    UniquenessContract,
+)
 from dogs_testing.contract.stats import StatsContract
 from dogs_testing.contract.steering import SteeringContract
 
@@ -69,11 +77,14 @@ __all__ = [
     "JobStoreContract",
     "LeaseContract",
     "MaintenanceContract",
+    "SchedulesContract",
     "SchedulingContract",
     "SettleContract",
+    "ShapedFieldsContract",
     "StatsContract",
     "SteeringContract",
     "ThreadedArchive",
+    "UniquenessContract",
 ]
 
 
@@ -88,6 +99,7 @@ class JobStoreContract(
     ControlsContract,
     LeaseContract,
     MaintenanceContract,
+    ShapedFieldsContract,
 ):
     """The adapter contract suite: one part per required role of :mod:`dogs_core.ports`, each
     also usable alone (a store under construction may run the parts of the roles it has). See

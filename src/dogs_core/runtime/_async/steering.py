@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from dogs_core.domain import validation
 from dogs_core.domain.definitions import (
@@ -52,6 +52,7 @@ from dogs_core.domain.steering import (
     check_state,
     retry_now_change,
 )
+from dogs_core.domain.tags import validate_tag_filter
 from dogs_core.errors import (
     InvalidOptionError,
     InvalidScheduleError,
@@ -101,11 +102,16 @@ class SteeringClient(ClientBase):
         unique_key: str | None = None,
         limit: int = 100,
         after: str | None = None,
+        tags: str | Sequence[str] | None = None,
     ) -> JobPage:
         """One page of stored records, in creation order, optionally of one job, one
-        :class:`~dogs_core.domain.records.JobState` and one unique key. ``limit`` is 1 to
-        1000; pass the page's ``next_after`` as ``after`` for the next page."""
+        :class:`~dogs_core.domain.records.JobState`, one unique key and some ``tags`` (one
+        tag, or several: the records carrying all of them). ``limit`` is 1 to 1000; pass the
+        page's ``next_after`` as ``after`` for the next page."""
         wanted = check_state(state)
+        tagged = validate_tag_filter(tags)
+        # Passed only when given: a store written before tags existed answers the rest.
+        by_tags: dict[str, Any] = {} if tagged is None else {"tags": tagged}
         size = validation.integer("limit", limit, minimum=1)
         if size > MAX_PAGE_SIZE:
             raise InvalidOptionError("limit", limit, f"must be at most {MAX_PAGE_SIZE}")
@@ -125,6 +131,7 @@ class SteeringClient(ClientBase):
                 after=after,
                 limit=size + 1,
                 now=self.clock.now(),
+                **by_tags,
             ),
             what="find jobs",
             deadline=self.operation_timeout,
