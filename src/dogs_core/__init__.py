@@ -32,6 +32,8 @@ from dogs_core.domain.records import (
     Scheduled,
     ScheduleOutcome,
 )
+from dogs_core.domain.runtime_schedules import ScheduleSpec
+from dogs_core.domain.schedule_entries import RuntimeSchedule, ScheduleUpserted
 from dogs_core.domain.schedules import CronSchedule, CustomSchedule, RetryPolicy, RunEvery
 from dogs_core.domain.stats import MAX_STATS_WINDOW, JobStats
 from dogs_core.domain.steering import (
@@ -55,6 +57,8 @@ from dogs_core.errors import (
     JobContendedError,
     JobNotRegisteredError,
     LockHeldError,
+    ScheduleInCodeError,
+    ScheduleNotFoundError,
     ScheduleOutcomeUnknownError,
     SessionNotSupportedError,
     StoreError,
@@ -140,9 +144,14 @@ __all__ = [
     "RetryPolicy",
     "RunEvery",
     "Running",
+    "RuntimeSchedule",
+    "ScheduleInCodeError",
     "ScheduleItem",
+    "ScheduleNotFoundError",
     "ScheduleOutcome",
     "ScheduleOutcomeUnknownError",
+    "ScheduleSpec",
+    "ScheduleUpserted",
     "Scheduled",
     "SessionNotSupportedError",
     "Snooze",

@@ -20,6 +20,8 @@ __all__ = [
     "JobNotRegisteredError",
     "JobTimeoutError",
     "RenewalProtocolError",
+    "ScheduleInCodeError",
+    "ScheduleNotFoundError",
     "ScheduleOutcomeUnknownError",
     "SessionNotSupportedError",
     "StoreError",
@@ -73,6 +75,27 @@ class StoreRoleMissingError(InvalidOptionError):
             "store",
             store,
             f"has no {self.role} role, which {feature} needs (its roles: {roles})",
+        )
+
+
+class ScheduleNotFoundError(DogsError, LookupError):
+    """No recurring schedule has this id (``client.schedules``, ``dogs schedules``)."""
+
+    def __init__(self, schedule_id: str) -> None:
+        self.schedule_id = schedule_id
+        super().__init__(f"no schedule {schedule_id!r}")
+
+
+class ScheduleInCodeError(DogsError, ValueError):
+    """The id is a recurrent job defined in code: a runtime schedule cannot take it, and it is
+    changed, paused or removed in code (or paused fleet-wide with ``dogs pause``), not here.
+    Nothing was written."""
+
+    def __init__(self, schedule_id: str, action: str) -> None:
+        self.schedule_id = schedule_id
+        super().__init__(
+            f"{action} {schedule_id!r}: it is a recurrent job defined in code; change it in "
+            "code (or pause it fleet-wide: client.pause / dogs pause)"
         )
 
 

@@ -10,12 +10,13 @@ start deadline, a unique key's window, a debounce cap, a parked record) and the
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import cast
 
 from dogs_core.domain.records import JobState, JobType, NewJob, Scheduled, to_millis
 from dogs_core.domain.runtime_schedules import schedule_spec
-from dogs_core.domain.uniqueness import PARKED_AT, HoldState, PendingUpdate
+from dogs_core.domain.uniqueness import PARKED_AT, HoldState, PendingUpdate, UniqueHold
 from dogs_core.ids import new_record_id
 from dogs_core.ports import AsyncJobStore, AsyncScheduleStore, AsyncUniquenessStore
 from dogs_testing.contract.base import _H, _MIN, _S, T0, ContractBase, _at_once, _job
@@ -104,12 +105,11 @@ class UniquenessContract(ContractBase):
 
     async def test_racing_takes_of_one_key_give_it_to_one(self, store: AsyncJobStore) -> None:
         keys = self.keys(store)
-        results = await _at_once(
-            [
-                lambda n=n: keys.take_unique_hold("race", f"j{n}", until=T0 + _MIN, now=T0)
-                for n in range(24)
-            ]
-        )
+
+        def take(n: int) -> Callable[[], Awaitable[UniqueHold | None]]:
+            return lambda: keys.take_unique_hold("race", f"j{n}", until=T0 + _MIN, now=T0)
+
+        results = await _at_once([take(n) for n in range(24)])
         winners = [result for result in results if result is None]
         assert len(winners) == 1
         holders = {result.job_id for result in results if result is not None}

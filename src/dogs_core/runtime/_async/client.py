@@ -48,6 +48,7 @@ from dogs_core.runtime._async.archive import ArchiveClient
 from dogs_core.runtime._async.clock_sync import ensure_clock
 from dogs_core.runtime._async.pausing import PauseClient
 from dogs_core.runtime._async.retry import retry_transient
+from dogs_core.runtime._async.schedules import Schedules
 from dogs_core.runtime._async.stats import StatsClient
 from dogs_core.runtime._async.steering import SteeringClient
 from dogs_core.runtime._async.unique_scheduling import UniqueScheduling, uniqueness_store_of
@@ -124,6 +125,8 @@ class DogsClient(
         self.telemetry = TELEMETRY if telemetry is None else telemetry
         self.store = observed(store, self.telemetry)
         self._setup_done = False
+        #: Recurring schedules managed at run time (upsert, list, get, pause, resume, delete).
+        self.schedules = Schedules(self)
 
     async def _ensure_setup(self) -> bool:
         """Create the store's indexes before the first write (uniqueness depends on them), then

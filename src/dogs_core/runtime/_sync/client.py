@@ -49,6 +49,7 @@ from dogs_core.runtime._sync.archive import ArchiveClient
 from dogs_core.runtime._sync.clock_sync import ensure_clock
 from dogs_core.runtime._sync.pausing import PauseClient
 from dogs_core.runtime._sync.retry import retry_transient
+from dogs_core.runtime._sync.schedules import Schedules
 from dogs_core.runtime._sync.stats import StatsClient
 from dogs_core.runtime._sync.steering import SteeringClient
 from dogs_core.runtime._sync.unique_scheduling import UniqueScheduling, uniqueness_store_of
@@ -125,6 +126,8 @@ class SyncDogsClient(
         self.telemetry = TELEMETRY if telemetry is None else telemetry
         self.store = observed_sync(store, self.telemetry)
         self._setup_done = False
+        #: Recurring schedules managed at run time (upsert, list, get, pause, resume, delete).
+        self.schedules = Schedules(self)
 
     def _ensure_setup(self) -> bool:
         """Create the store's indexes before the first write (uniqueness depends on them), then
