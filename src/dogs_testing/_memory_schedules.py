@@ -12,7 +12,7 @@ from typing import Any
 from dogs_core.domain import validation
 from dogs_core.domain.records import JobRecord, NewJob, to_millis
 from dogs_core.domain.runtime_schedules import ScheduleSpec
-from dogs_testing._memory_state import MemoryState, _copy_params, _out
+from dogs_testing._memory_state import MemoryState, _copy_params, _out, _stored_spec
 
 __all__ = ["MemorySchedules"]
 
@@ -59,10 +59,9 @@ class MemorySchedules(MemoryState):
             stored = record.schedule.updated_at
             if (None if expected is None else to_millis(expected)) != stored:
                 return None
-            updated_at = None if spec.updated_at is None else to_millis(spec.updated_at)
             changed = dataclasses.replace(
                 record,
-                schedule=dataclasses.replace(spec, updated_at=updated_at),
+                schedule=_stored_spec(spec),
                 params=_copy_params(dict(params)) if params is not None else None,
                 priority=priority,
                 next_run_at=record.next_run_at if next_run_at is None else to_millis(next_run_at),

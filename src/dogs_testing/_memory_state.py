@@ -30,6 +30,7 @@ from dogs_core.domain.records import (
     ScheduleOutcome,
     to_millis,
 )
+from dogs_core.domain.runtime_schedules import ScheduleSpec
 from dogs_core.errors import StoreError
 from dogs_core.ports import Clock, StoreCapabilities
 from dogs_testing._memory_feeds import FeedHub
@@ -92,7 +93,15 @@ def _stored(record: JobRecord) -> JobRecord:
         debounce_until=_ms(record.debounce_until),
         parked_at=_ms(record.parked_at),
         parked_run_at=_ms(record.parked_run_at),
+        schedule=_stored_spec(record.schedule),
     )
+
+
+def _stored_spec(spec: ScheduleSpec | None) -> ScheduleSpec | None:
+    """A runtime schedule's spec as stored: its ``updated_at`` in milliseconds."""
+    if spec is None or spec.updated_at is None:
+        return spec
+    return dataclasses.replace(spec, updated_at=to_millis(spec.updated_at))
 
 
 def _out(record: JobRecord) -> JobRecord:

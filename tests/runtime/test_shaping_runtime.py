@@ -233,7 +233,7 @@ async def test_debounce_on_a_recurrent_job_is_refused() -> None:
     h = Harness(_jobs([]))
     unique = Unique("k", on_conflict="debounce", delay=5)
     with pytest.raises(UniqueError, match="recurrent"):
-        await h.client.schedule("cleanup", None, unique=unique)  # type: ignore[arg-type]
+        await h.client.schedule("cleanup", None, unique=unique)
     assert h.store.records() == []
 
 
