@@ -41,6 +41,7 @@ from dogs_core.domain.events import (
     Event,
     ExecutionEnded,
     JobClaimed,
+    JobExpired,
     JobScheduled,
     LockLost,
     StoreErrored,
@@ -68,7 +69,15 @@ LAG_BUCKETS: Final = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 90
 
 _NAMESPACE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
-_EVENT_KINDS: Final = (ExecutionEnded, JobClaimed, ClaimSwept, JobScheduled, LockLost, StoreErrored)
+_EVENT_KINDS: Final = (
+    ExecutionEnded,
+    JobClaimed,
+    ClaimSwept,
+    JobScheduled,
+    JobExpired,
+    LockLost,
+    StoreErrored,
+)
 
 
 class _Common(TypedDict):
@@ -125,6 +134,12 @@ class PrometheusMetrics:
         )
         self.store_errors = Counter(
             "store_errors", "Store calls that raised.", ["operation", "transient"], **common
+        )
+        self.jobs_expired = Counter(
+            "jobs_expired",
+            "Event jobs discarded unrun: not started by their start_before deadline.",
+            ["job_name"],
+            **common,
         )
         self.lock_lost = Counter(
             "lock_lost", "Executions whose lock was lost (stale).", ["job_name"], **common
@@ -189,8 +204,10 @@ class PrometheusMetrics:
         elif isinstance(event, ClaimSwept):
             self.claim_duration.observe(max(event.duration, 0.0))
         elif isinstance(event, JobScheduled):
-            if not event.duplicate:
+            if event.outcome == "scheduled":  # not a duplicate, replace or debounce
                 self.jobs_scheduled.labels(event.job_name).inc()
+        elif isinstance(event, JobExpired):
+            self.jobs_expired.labels(event.job.job_name).inc()
         elif isinstance(event, LockLost):
             self.lock_lost.labels(event.job.job_name).inc()
         elif isinstance(event, StoreErrored):

@@ -42,7 +42,7 @@ async def seed(container: DogsContainer, client: DogsClient) -> dict[str, Any]:
         params={"tenant": "acme"},
     )  # fmt: skip
     async with Workers(container.store(), jobs, poll_interval="100ms") as workers:
-        while await client.schedules.get("cleanup") is None:
+        while await client.schedules.get("cleanup") is None:  # noqa: ASYNC110 (a store read)
             await anyio.sleep(0.05)
         await workers.stop()
     return {}

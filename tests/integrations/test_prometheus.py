@@ -423,3 +423,21 @@ def test_dogs_worker_metrics_port_out_of_range() -> None:
     )
     assert result.exit_code == 2, result.output
     assert "--metrics-port 70000" in result.stderr
+
+
+def test_expired_jobs_are_counted() -> None:
+    """Issue 27: a job discarded at its start deadline counts in ``dogs_jobs_expired_total``;
+    a replace or a debounce is not a scheduled record."""
+    from dogs_core.domain.events import JobExpired, JobScheduled
+    from dogs_core.domain.records import ClaimedJob, JobType
+
+    registry = CollectorRegistry()
+    metrics = PrometheusMetrics(registry=registry)
+    at = datetime(2030, 1, 1, tzinfo=UTC)
+    job = ClaimedJob("j", "e", "send_report", JobType.EVENT, None, 1, 100, at)
+    metrics(JobExpired(job, at))
+    metrics(JobScheduled(1, "send_report", "j", at, 100, outcome="debounced"))
+    metrics(JobScheduled(1, "send_report", "k", at, 100))
+    labels = {"job_name": "send_report"}
+    assert registry.get_sample_value("dogs_jobs_expired_total", labels) == 1
+    assert registry.get_sample_value("dogs_jobs_scheduled_total", labels) == 1
