@@ -32,7 +32,8 @@ __all__ = ["VARIANTS", "OptionsResult", "StormResult", "measure_options", "storm
 
 Call = Callable[[DogsClient, EventJobDefinition, int], Any]
 
-_DEBOUNCE = {"on_conflict": "debounce", "delay": "1h", "max_wait": "2h"}
+def _debounce(key: str) -> Unique:
+    return Unique(key, on_conflict="debounce", delay="1h", max_wait="2h")
 
 
 def _variant(**options: Any) -> Call:
@@ -54,8 +55,8 @@ VARIANTS: Final[tuple[tuple[str, Call], ...]] = (
     ("Unique(states=pending)", _keyed(lambda i: Unique(f"st:{i}", states="pending"))),
     ("Unique(period=10m), new key", _keyed(lambda i: Unique(f"w:{i}", period="10m"))),
     ("replace, taken key", _keyed(lambda i: Unique("replace", on_conflict="replace"), run_in="1h")),
-    ("debounce, new key", _keyed(lambda i: Unique(f"d:{i}", **_DEBOUNCE))),
-    ("debounce, taken key", _keyed(lambda i: Unique("debounce", **_DEBOUNCE))),
+    ("debounce, new key", _keyed(lambda i: _debounce(f"d:{i}"))),
+    ("debounce, taken key", _keyed(lambda i: _debounce("debounce"))),
     ("throttle, new key", _keyed(lambda i: Unique(f"t:{i}", on_conflict="throttle", period="1h"))),
     ("throttle, taken key (dropped)", _keyed(
         lambda i: Unique("throttle", on_conflict="throttle", period="1h"))),
@@ -136,7 +137,7 @@ async def storm(client: Any, database: str, calls: int, keys: int, tasks: int) -
 
     async def worker() -> None:
         while (n := next(counter)) < calls:
-            unique = Unique(f"notify:{n % keys}", **_DEBOUNCE)
+            unique = _debounce(f"notify:{n % keys}")
             outcomes.append(await dogs.schedule(job, {"n": n}, unique=unique))
 
     began = time.perf_counter()

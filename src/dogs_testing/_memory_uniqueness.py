@@ -10,7 +10,13 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from dogs_core.domain.records import JobRecord, to_millis
-from dogs_core.domain.uniqueness import HoldState, PendingUpdate, UniqueHold, hold_state
+from dogs_core.domain.uniqueness import (
+    HoldState,
+    PendingUpdate,
+    UniqueHold,
+    debounced_next_run,
+    hold_state,
+)
 from dogs_testing._memory_state import MemoryState, _copy_params, _out
 
 __all__ = ["MemoryUniqueness"]
@@ -55,15 +61,24 @@ class MemoryUniqueness(MemoryState):
             return True
 
     def update_pending(
-        self, job_id: str, identifier: str, update: PendingUpdate, *, now: datetime
+        self, job_id: str | None, identifier: str, update: PendingUpdate, *, now: datetime
     ) -> JobRecord | None:
         with self._state():
-            record = self._holding(job_id, identifier, HoldState.PENDING, now)
+            holder = self._unique.get(identifier) if job_id is None else job_id
+            record = (
+                None
+                if holder is None
+                else self._holding(holder, identifier, HoldState.PENDING, now)
+            )
             if record is None:
                 return None
             run_at = to_millis(update.next_run_at)
-            if update.push:
-                run_at = max(run_at, record.next_run_at)
+            if update.debounce is not None:
+                run_at = to_millis(
+                    debounced_next_run(
+                        record.next_run_at, now, update.debounce, record.debounce_until
+                    )
+                )
             params = update.params
             changed = dataclasses.replace(
                 record,

@@ -87,6 +87,7 @@ __all__ = [
     "UniqueHold",
     "Wait",
     "canonical_bytes",
+    "debounced_next_run",
     "debounced_run_at",
     "hold_state",
     "is_parked",
@@ -401,16 +402,26 @@ class UniqueHold:
 
 @value
 class PendingUpdate:
-    """What a replace or a debounce writes on a pending record: its params, run time (with
-    ``push``, only a later one: concurrent debounces keep the latest time), priority, tags and
-    start deadline."""
+    """What a replace or a debounce writes on a pending record: its params, priority, tags and
+    start deadline, and its run time: ``next_run_at`` for a replace; for a debounce
+    (``debounce``, the delay), :func:`debounced_next_run` of the record as it is at the write
+    (the store computes it, so concurrent debounces of one record keep the latest time)."""
 
     params: object
     next_run_at: datetime
     priority: int
     tags: tuple[str, ...] = ()
     start_before: datetime | None = None
-    push: bool = False
+    debounce: timedelta | None = None
+
+
+def debounced_next_run(
+    current: datetime, now: datetime, delay: timedelta, until: datetime | None
+) -> datetime:
+    """The run time a debounce at ``now`` gives a record due at ``current`` whose cap is
+    ``until``: :func:`debounced_run_at`, never earlier than it already is (two calls racing
+    keep the later time, in either order)."""
+    return max(current, debounced_run_at(now, delay, until))
 
 
 def hold_state(record: JobRecord, now: datetime) -> HoldState:

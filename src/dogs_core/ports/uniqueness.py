@@ -55,11 +55,13 @@ class AsyncUniquenessStore(Protocol):
         ...
 
     async def update_pending(
-        self, job_id: str, identifier: str, update: PendingUpdate, *, now: datetime
+        self, job_id: str | None, identifier: str, update: PendingUpdate, *, now: datetime
     ) -> JobRecord | None:
-        """Apply ``update`` to record ``job_id`` if it still holds ``identifier``, is pending
-        at ``now`` (not running, not failed) and is not parked; the record after the write, or
-        ``None`` when it did not match."""
+        """Apply ``update`` to record ``job_id`` (``None``: whichever record holds
+        ``identifier``) if it holds ``identifier``, is pending at ``now`` (not running, not
+        failed) and is not parked; the record after the write, or ``None`` when none matched.
+        A debounce's run time is computed on the record as it is at the write
+        (:func:`~dogs_core.domain.uniqueness.debounced_next_run`)."""
         ...
 
     async def publish_parked(self, job_id: str, *, parked_at: datetime, run_at: datetime) -> bool:

@@ -428,7 +428,7 @@ class ForwardingJobStore(ABC):
         )
 
     async def update_pending(
-        self, job_id: str, identifier: str, update: PendingUpdate, *, now: datetime
+        self, job_id: str | None, identifier: str, update: PendingUpdate, *, now: datetime
     ) -> JobRecord | None:
         return cast(
             "JobRecord | None",

@@ -175,6 +175,12 @@ class AsyncMongoJobStore(
             read_preference=ReadPreference.PRIMARY,
             write_concern=write_concern,
         )
+        # A throttle's hold and a parked record are always followed by a write under the
+        # store's concern that makes them as durable (oplog order): w: 1 spares a journal wait.
+        self._before_durable = {
+            "keys": self._unique_keys.with_options(write_concern=_ROWS_BEFORE_SETTLEMENTS),
+            "records": self._records.with_options(write_concern=_ROWS_BEFORE_SETTLEMENTS),
+        }
         # Claim read-backs and reconciler scans read their own writes: primary, local.
         self._primary: AsyncCollection[Document] = self._records.with_options(
             read_preference=ReadPreference.PRIMARY, read_concern=ReadConcern("local")

@@ -32,6 +32,8 @@ class MongoUniqueness:
     _fenced: AsyncCollection[Document]
     _primary: AsyncCollection[Document]
     _unique_keys: AsyncCollection[Document]
+    #: ``"keys"`` and ``"records"`` with ``w: 1``: see the store's constructor.
+    _before_durable: dict[str, AsyncCollection[Document]]
 
     async def read_unique_hold(self, key: str) -> UniqueHold | None:
         with translate_errors("read_unique_hold", write=False):
@@ -46,7 +48,8 @@ class MongoUniqueness:
         for _ in range(3):
             try:
                 with translate_errors("take_unique_hold", write=True):
-                    await self._unique_keys.update_one(
+                    # w: 1: the record inserted next, under the store's concern, makes it durable
+                    await self._before_durable["keys"].update_one(
                         qu.take_hold_filter(key, now),
                         qu.take_hold_update(job_id, until),
                         upsert=True,
@@ -82,12 +85,12 @@ class MongoUniqueness:
         return result.matched_count == 1
 
     async def update_pending(
-        self, job_id: str, identifier: str, update: PendingUpdate, *, now: datetime
+        self, job_id: str | None, identifier: str, update: PendingUpdate, *, now: datetime
     ) -> JobRecord | None:
         with translate_errors("update_pending", write=True):
             document = await self._fenced.find_one_and_update(
                 qu.holding_filter(job_id, identifier, HoldState.PENDING, now),
-                qu.pending_update(update),
+                qu.pending_update(update, now),
                 return_document=ReturnDocument.AFTER,
             )
         return None if document is None else q.record_from_document(document)

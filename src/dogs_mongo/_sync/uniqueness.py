@@ -34,6 +34,8 @@ class MongoUniqueness:
     _fenced: Collection[Document]
     _primary: Collection[Document]
     _unique_keys: Collection[Document]
+    #: ``"keys"`` and ``"records"`` with ``w: 1``: see the store's constructor.
+    _before_durable: dict[str, Collection[Document]]
 
     def read_unique_hold(self, key: str) -> UniqueHold | None:
         with translate_errors("read_unique_hold", write=False):
@@ -48,7 +50,8 @@ class MongoUniqueness:
         for _ in range(3):
             try:
                 with translate_errors("take_unique_hold", write=True):
-                    self._unique_keys.update_one(
+                    # w: 1: the record inserted next, under the store's concern, makes it durable
+                    self._before_durable["keys"].update_one(
                         qu.take_hold_filter(key, now),
                         qu.take_hold_update(job_id, until),
                         upsert=True,
@@ -84,12 +87,12 @@ class MongoUniqueness:
         return result.matched_count == 1
 
     def update_pending(
-        self, job_id: str, identifier: str, update: PendingUpdate, *, now: datetime
+        self, job_id: str | None, identifier: str, update: PendingUpdate, *, now: datetime
     ) -> JobRecord | None:
         with translate_errors("update_pending", write=True):
             document = self._fenced.find_one_and_update(
                 qu.holding_filter(job_id, identifier, HoldState.PENDING, now),
-                qu.pending_update(update),
+                qu.pending_update(update, now),
                 return_document=ReturnDocument.AFTER,
             )
         return None if document is None else q.record_from_document(document)

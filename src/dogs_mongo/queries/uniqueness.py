@@ -67,9 +67,12 @@ def _not_parked() -> Document:
     return {"parkedAt": {"$exists": False}}
 
 
-def holding_filter(job_id: str, identifier: str, state: HoldState, now: datetime) -> Document:
-    """Record ``job_id`` still holding ``identifier``, not parked, and in ``state`` at
-    ``now`` (:func:`~dogs_core.domain.uniqueness.hold_state`'s rule)."""
+def holding_filter(
+    job_id: str | None, identifier: str, state: HoldState, now: datetime
+) -> Document:
+    """Record ``job_id`` (``None``: any) holding ``identifier`` (Dogs' unique index finds it),
+    not parked, and in ``state`` at ``now`` (:func:`~dogs_core.domain.uniqueness.hold_state`'s
+    rule)."""
     conditions: list[Document] = [_not_parked()]
     if state is HoldState.FAILED:
         conditions.append({"$nor": [not_failed_filter()]})
@@ -79,33 +82,36 @@ def holding_filter(job_id: str, identifier: str, state: HoldState, now: datetime
             conditions.append({"lockedUntil": {"$gt": to_millis(now)}})
         else:
             conditions.append(not_locked_after(now))
-    return {"_id": job_id, "uniqueIdentifier": identifier, "$and": conditions}
+    holder: Document = {} if job_id is None else {"_id": job_id}
+    return {**holder, "uniqueIdentifier": identifier, "$and": conditions}
 
 
-def pending_update(update: PendingUpdate) -> Document:
-    """What a replace or a debounce writes (``$max`` of the run time for a debounce)."""
+def pending_update(update: PendingUpdate, now: datetime) -> list[Document]:
+    """What a replace or a debounce writes, as one pipeline (values as ``$literal``: a params
+    string starting with ``$`` is a string, not a field path). A debounce's run time is
+    :func:`~dogs_core.domain.uniqueness.debounced_next_run` of the stored ``nextRunAt`` and
+    ``debounceUntil``."""
+    params = dict(update.params) if isinstance(update.params, Mapping) else None
     fields: Document = {
-        "params": dict(update.params) if isinstance(update.params, Mapping) else None,
+        "params": {"$literal": params},
         "priority": int(update.priority),
     }
-    unset: Document = {}
-    if update.tags:
-        fields["tags"] = list(update.tags)
+    if update.debounce is None:
+        fields["nextRunAt"] = to_millis(update.next_run_at)
     else:
-        unset["tags"] = ""
+        pushed = to_millis(now + update.debounce)
+        capped = {"$min": [pushed, {"$ifNull": ["$debounceUntil", pushed]}]}
+        fields["nextRunAt"] = {"$max": ["$nextRunAt", capped]}
+    unset: list[str] = []
+    if update.tags:
+        fields["tags"] = {"$literal": list(update.tags)}
+    else:
+        unset.append("tags")
     if update.start_before is not None:
         fields["startBefore"] = to_millis(update.start_before)
     else:
-        unset["startBefore"] = ""
-    run_at = to_millis(update.next_run_at)
-    document: Document = {"$set": fields}
-    if update.push:
-        document["$max"] = {"nextRunAt": run_at}
-    else:
-        fields["nextRunAt"] = run_at
-    if unset:
-        document["$unset"] = unset
-    return document
+        unset.append("startBefore")
+    return [{"$set": fields}, *([{"$unset": unset}] if unset else [])]
 
 
 def parked_filter(job_id: str, parked_at: datetime) -> Document:

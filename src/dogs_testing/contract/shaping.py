@@ -156,21 +156,38 @@ class UniquenessContract(ContractBase):
         keys = self.keys(store)
         job = dataclasses.replace(_job(uid="k", at=T0 + _MIN, params={"n": 1}), tags=("x",))
         await store.insert_job(job)
-        update = PendingUpdate({"n": 2}, T0 + 2 * _MIN, 7, ("y", "z"), T0 + _H)
+        update = PendingUpdate({"n": 2, "s": "$literal"}, T0 + 2 * _MIN, 7, ("y", "z"), T0 + _H)
         written = await keys.update_pending(job.id, "k", update, now=T0)
         assert written is not None
-        assert (written.params, written.next_run_at, written.priority) == (
-            {"n": 2},
-            T0 + 2 * _MIN,
-            7,
-        )
-        assert (written.tags, written.start_before) == (("y", "z"), T0 + _H)
-        earlier = PendingUpdate({"n": 3}, T0 + _MIN, 7, push=True)
-        pushed = await keys.update_pending(job.id, "k", earlier, now=T0)
-        assert pushed is not None
-        assert (pushed.params, pushed.next_run_at, pushed.tags) == ({"n": 3}, T0 + 2 * _MIN, ())
+        assert (written.params, written.next_run_at) == ({"n": 2, "s": "$literal"}, T0 + 2 * _MIN)
+        assert (written.priority, written.tags, written.start_before) == (7, ("y", "z"), T0 + _H)
+        # By the key alone (whichever record holds it), as a replace or a debounce tries first.
+        again = PendingUpdate({"n": 3}, T0 + 3 * _MIN, 7)
+        by_key = await keys.update_pending(None, "k", again, now=T0)
+        assert by_key is not None
+        assert (by_key.id, by_key.params, by_key.tags) == (job.id, {"n": 3}, ())
+        assert await keys.update_pending(None, "nobody", again, now=T0) is None
         await self.claim(store, now=T0 + 3 * _MIN)
         assert await keys.update_pending(job.id, "k", update, now=T0 + 3 * _MIN) is None
+        assert await keys.update_pending(None, "k", update, now=T0 + 3 * _MIN) is None
+
+    async def test_a_debounce_moves_the_run_later_up_to_its_cap(self, store: AsyncJobStore) -> None:
+        keys = self.keys(store)
+        job = dataclasses.replace(_job(uid="d", at=T0 + 30 * _S), debounce_until=T0 + 90 * _S)
+        await store.insert_job(job)
+
+        def debounce(n: int) -> PendingUpdate:
+            return PendingUpdate({"n": n}, T0, 100, debounce=30 * _S)
+
+        pushed = await keys.update_pending(None, "d", debounce(1), now=T0 + 20 * _S)
+        assert pushed is not None
+        assert (pushed.next_run_at, pushed.params) == (T0 + 50 * _S, {"n": 1})
+        late = await keys.update_pending(None, "d", debounce(2), now=T0 + 10 * _S)
+        assert late is not None  # an older call: the params are its, the time stays later
+        assert (late.next_run_at, late.params) == (T0 + 50 * _S, {"n": 2})
+        capped = await keys.update_pending(None, "d", debounce(3), now=T0 + 80 * _S)
+        assert capped is not None
+        assert capped.next_run_at == T0 + 90 * _S
 
     async def test_a_parked_record_is_published_or_dropped_once(self, store: AsyncJobStore) -> None:
         keys = self.keys(store)

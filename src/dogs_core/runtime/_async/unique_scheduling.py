@@ -37,6 +37,7 @@ from dogs_core.domain.records import (
 from dogs_core.domain.uniqueness import (
     PARKED_AT,
     Debounce,
+    HoldState,
     PendingUpdate,
     Replace,
     Skip,
@@ -97,6 +98,12 @@ class UniqueScheduling(ClientBase):
         key = job.unique_identifier
         assert key is not None  # set by shape()
         run_at = job.next_run_at
+        if unique.on_conflict in ("replace", "debounce") and HoldState.PENDING in unique.states:
+            # The common case of a replace or a debounce is a key already held by a pending
+            # record: one write, by the key, before anything else.
+            done = await self._update(keys, job, key, None, unique, run_at, self.clock.now())
+            if done is not None:
+                return done
         pause = _FIRST_WAIT
         for _ in range(MAX_ROUNDS):
             now = self.clock.now()
@@ -119,7 +126,7 @@ class UniqueScheduling(ClientBase):
             if isinstance(decision, Skip):
                 return Duplicate(existing_id=holder.id, unique_identifier=key)
             if isinstance(decision, Replace | Debounce):
-                done = await self._update(keys, job, key, holder, decision, run_at, now)
+                done = await self._update(keys, job, key, holder.id, unique, run_at, now)
                 if done is not None:
                     return done
             elif isinstance(decision, TakeKey):
@@ -196,31 +203,32 @@ class UniqueScheduling(ClientBase):
         keys: AsyncUniquenessStore,
         job: NewJob,
         key: str,
-        holder: JobRecord,
-        decision: Replace | Debounce,
+        holder: str | None,
+        unique: Unique,
         run_at: datetime,
         now: datetime,
     ) -> ScheduleOutcome | None:
-        """Replace or debounce the pending holder; ``None`` when it changed meanwhile."""
-        debounce = isinstance(decision, Debounce)
+        """Replace or debounce the pending holder (``None``: whichever record holds the
+        key); ``None`` when no pending record holds it (anymore)."""
+        debounce = unique.on_conflict == "debounce"
         update = PendingUpdate(
             params=job.params,
-            next_run_at=decision.run_at if isinstance(decision, Debounce) else run_at,
+            next_run_at=run_at,
             priority=job.priority,
             tags=job.tags,
             start_before=job.start_before,
-            push=debounce,
+            debounce=unique.delay if debounce else None,
         )
         written = await retry_transient(
-            lambda: keys.update_pending(holder.id, key, update, now=now),
+            lambda: keys.update_pending(holder, key, update, now=now),
             what=f"{'debounce' if debounce else 'replace'} {job.job_name}",
             deadline=self._deadline,
         )
         if written is None:
             return None
         if debounce:
-            return Debounced(id=holder.id, run_at=written.next_run_at, unique_identifier=key)
-        return Replaced(id=holder.id, unique_identifier=key)
+            return Debounced(id=written.id, run_at=written.next_run_at, unique_identifier=key)
+        return Replaced(id=written.id, unique_identifier=key)
 
     async def _take_key(
         self, keys: AsyncUniquenessStore, key: str, decision: TakeKey, now: datetime
