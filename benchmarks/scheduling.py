@@ -28,7 +28,7 @@ concurrent tasks, which must leave exactly 10 records. Run it as a module from t
 root::
 
     python -m benchmarks.scheduling                  # 100,000 / 2,000; K 500, S 10,000
-    python -m benchmarks.scheduling --quick          # CI size: 5,000 / 200; K 20, S 500
+    python -m benchmarks.scheduling --quick          # CI size: 5,000 / 200; K 10, S 300
 """
 
 from __future__ import annotations
@@ -45,7 +45,14 @@ from pymongo.asynchronous.collection import AsyncCollection
 
 from benchmarks.support.cli import add_quick, add_uri, fill_sizes, new_parser
 from benchmarks.support.floors import InsertFloor, insert_floor
-from benchmarks.support.options import OptionsResult, StormResult, measure_options, storm
+from benchmarks.support.options import (
+    OptionsResult,
+    StormResult,
+    TagClaims,
+    claims_with_tags,
+    measure_options,
+    storm,
+)
 from benchmarks.support.report import (
     announce,
     command_line,
@@ -225,21 +232,26 @@ HEADERS: Final = ("Measure", "Floor (raw pymongo)", "Ours", "Floor", "Ratio ours
 
 
 async def _shaping(
-    uri: str, option_calls: int, storm_calls: int
-) -> tuple[OptionsResult, StormResult]:
-    """The option rows and the storm, each in a scratch database dropped at the end."""
+    uri: str, option_calls: int, storm_calls: int, tag_jobs: int, rounds: int
+) -> tuple[OptionsResult, StormResult, TagClaims]:
+    """The option rows, the storm and the tag claims, each in scratch databases dropped at the
+    end."""
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri, tz_aware=True)
     databases = [scratch_database("options"), scratch_database("storm")]
+    tag_databases = [scratch_database(f"tags{n}") for n in range(rounds * 3)]
     try:
         options = await measure_options(client, databases[0], option_calls)
         stormed = await storm(client, databases[1], storm_calls, STORM_KEYS, STORM_TASKS)
+        tags = await claims_with_tags(client, tag_databases, tag_jobs, rounds=rounds)
     finally:
-        for database in databases:
+        for database in databases + tag_databases:
             await client.drop_database(database)
         await client.close()
-    return options, stormed
+    return options, stormed, tags
 
 
+#: Interleaved drains per case of the tag claims (the best is reported); one with --quick.
+ROUNDS: Final = 2
 STORM_KEYS: Final = 10
 STORM_TASKS: Final = 16
 OPTION_HEADERS: Final = (
@@ -265,6 +277,17 @@ def option_rows(result: OptionsResult) -> list[list[str]]:
     return rows
 
 
+TAG_HEADERS: Final = ("Claims of", "Records", "Claims/s", "Ratio to untagged", "Result")
+
+
+def tag_rows(result: TagClaims) -> list[list[str]]:
+    rates = result.per_second
+    base = next(iter(rates.values()), None)
+    status = outcome(result.failures)
+    return [[label, f"{result.jobs:,}", fmt(rate, ",.0f"), fmt(ratio(rate, base), ".2f"), status]
+            for label, rate in rates.items()]  # fmt: skip
+
+
 def storm_rows(result: StormResult) -> list[list[str]]:
     what = f"debounce, {result.keys} keys, {result.tasks} tasks"
     shown = ", ".join(f"{count:,} {kind}" for kind, count in sorted(result.outcomes.items()))
@@ -280,15 +303,17 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--singles", type=int, default=None, help="schedule() calls (2000)")
     parser.add_argument("--option-calls", type=int, default=None, help="rounds per option (500)")
     parser.add_argument("--storm-calls", type=int, default=None, help="debounce storm (10000)")
+    parser.add_argument("--tag-jobs", type=int, default=None, help="records per tag drain (5000)")
     add_uri(parser)
-    add_quick(parser, "5,000 / 200; 20 rounds per option; a storm of 500")
+    add_quick(parser, "5,000 / 200; 10 rounds per option; a storm of 300; 200 tagged records")
     args = parser.parse_args(argv)
     fill_sizes(
         args,
         jobs=(5_000, 100_000),
         singles=(200, 2_000),
-        option_calls=(20, 500),
-        storm_calls=(500, 10_000),
+        option_calls=(10, 500),
+        storm_calls=(300, 10_000),
+        tag_jobs=(200, 5_000),
     )
     if args.jobs < 1 or args.singles < 1:
         parser.error("--jobs and --singles must be at least 1")
@@ -311,15 +336,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             "Ratio: rates are ours over the floor's (1.00 = as fast as the raw write); "
             "latencies are ours over the floor's (1.00 = no added latency)."
         )
-        with console.status("schedule() with each option, then the debounce storm"):
-            options, storm_result = anyio.run(
-                _shaping, server.uri, args.option_calls, args.storm_calls, backend="asyncio"
+        with console.status("schedule() with each option, the debounce storm, tagged claims"):
+            options, storm_result, tags = anyio.run(
+                _shaping,
+                server.uri,
+                args.option_calls,
+                args.storm_calls,
+                args.tag_jobs,
+                1 if args.quick else ROUNDS,
+                backend="asyncio",
             )
         print_table(
             console, "schedule() per option, one sitting", OPTION_HEADERS, option_rows(options)
         )
         print_table(console, "Debounce storm", STORM_HEADERS, storm_rows(storm_result))
-        result.failures += options.failures + storm_result.failures
+        rounds = 1 if args.quick else ROUNDS
+        title = f"Claims of tagged records: 8 claimers, 4 partitions, best of {rounds} drain(s)"
+        print_table(console, title, TAG_HEADERS, tag_rows(tags))
+        result.failures += options.failures + storm_result.failures + tags.failures
     if result.failures:
         console.print(f"[bold red]FAILED: {'; '.join(result.failures)}[/]")
         return 1

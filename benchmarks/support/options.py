@@ -8,6 +8,10 @@ at each call measures the path that schedules a record; a "taken key" variant me
 of a call whose key is held (replace, debounce: one record updated; throttle: the call dropped).
 The ratio is each variant's p50 over the plain call's.
 
+**Tags and claims.** Due records drained by concurrent claimers, untagged, tagged, and tagged
+without the tags index: the claims/s say whether the partial tags index slows claims (a claim
+changes no tag, so it should not touch the index).
+
 **Debounce storm.** ``storm_calls`` calls of ``Unique(on_conflict="debounce")`` on ``storm_keys``
 keys from ``storm_tasks`` concurrent tasks (one client): exactly one record per key must be left,
 each call ``Scheduled`` (one per key) or ``Debounced``.
@@ -20,17 +24,22 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import anyio
 
+from benchmarks.support.claiming import drain_by_claims
 from dogs_core import DogsClient, EventJobDefinition, Jobs, Scheduled, Unique
-from dogs_core.domain.records import ScheduleOutcome
+from dogs_core.domain.records import NewJob, ScheduleOutcome
+from dogs_core.ids import new_record_id
 from dogs_mongo import AsyncMongoJobStore
+from dogs_mongo import queries as q
 
 __all__ = ["VARIANTS", "OptionsResult", "StormResult", "measure_options", "storm"]
 
 Call = Callable[[DogsClient, EventJobDefinition, int], Any]
+
 
 def _debounce(key: str) -> Unique:
     return Unique(key, on_conflict="debounce", delay="1h", max_wait="2h")
@@ -100,7 +109,7 @@ async def measure_options(client: Any, database: str, calls: int) -> OptionsResu
     store = AsyncMongoJobStore(client, database)
     await store.setup()
     dogs = DogsClient(store, registry)
-    for label, call in VARIANTS:  # warm each path once (connections, the first setup)
+    for _label, call in VARIANTS:  # warm each path once (connections, the first setup)
         await call(dogs, job, -1)
     for i in range(calls):
         for label, call in VARIANTS:
@@ -152,4 +161,53 @@ async def storm(client: Any, database: str, calls: int, keys: int, tasks: int) -
     scheduled = sum(isinstance(outcome, Scheduled) for outcome in outcomes)
     if scheduled != keys or result.outcomes["Debounced"] != calls - keys:
         result.failures.append(f"outcomes {dict(result.outcomes)}, expected {keys} Scheduled")
+    return result
+
+
+@dataclass(slots=True)
+class TagClaims:
+    """Claims/s of one drain per case (best of the rounds), and the checks."""
+
+    jobs: int
+    per_second: dict[str, float] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+
+#: The cases of :func:`claims_with_tags`: (label, tags per record, the tags index kept).
+TAG_CASES: Final = (
+    ("untagged records, tags index", 0, True),
+    ("tagged records (3 tags), tags index", 3, True),
+    ("tagged records (3 tags), no tags index", 3, False),
+)
+
+
+async def claims_with_tags(client: Any, databases: list[str], jobs: int, rounds: int) -> TagClaims:
+    """Whether the tags index slows claims: ``jobs`` due records drained by 8 concurrent
+    claimers in 4 partitions, per case of :data:`TAG_CASES`, the cases interleaved ``rounds``
+    times (each drain in a fresh database); every record must be claimed exactly once."""
+    result = TagClaims(jobs)
+    names = ("tagged_a", "tagged_b")
+    for round_number in range(rounds):
+        for case, (label, count, indexed) in enumerate(TAG_CASES):
+            database = databases[round_number * len(TAG_CASES) + case]
+            store = AsyncMongoJobStore(client, database)
+            await store.setup()
+            if not indexed:
+                await store.records_collection.drop_index(q.TAGS_INDEX_NAME)
+            due = datetime.now(UTC) - timedelta(hours=1)
+            tags = tuple(f"tenant:{n}" for n in range(count))
+            batch = [
+                NewJob(new_record_id(), names[i % 2], {"i": i}, due + timedelta(milliseconds=i),
+                       100, i % 4, tags=tags)
+                for i in range(jobs)
+            ]  # fmt: skip
+            await store.insert_jobs(batch)
+            drain = await drain_by_claims(
+                store, claimers=8, partitions=4, job_names=names, hint="byJobName"
+            )
+            claimed = {job.job_id for job in drain.claimed}
+            if len(drain.claimed) != jobs or len(claimed) != jobs:
+                result.failures.append(f"{label}: {len(drain.claimed)} claims of {jobs} records")
+            rate = jobs / drain.seconds if drain.seconds else 0.0
+            result.per_second[label] = max(rate, result.per_second.get(label, 0.0))
     return result
