@@ -41,7 +41,7 @@ class Report:
 
 RUNS: list[tuple[str, str]] = []
 #: Seconds between two runs of report-acme (short, so that the tour takes a few seconds).
-TICK = 0.4
+TICK = 0.25
 
 
 @jobs.event

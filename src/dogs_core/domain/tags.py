@@ -16,7 +16,14 @@ from typing import Final
 
 from dogs_core.errors import InvalidOptionError
 
-__all__ = ["MAX_TAGS", "MAX_TAG_LENGTH", "InvalidTagsError", "validate_tag_filter", "validate_tags"]
+__all__ = [
+    "MAX_TAGS",
+    "MAX_TAG_LENGTH",
+    "InvalidTagsError",
+    "tag_filter_arguments",
+    "validate_tag_filter",
+    "validate_tags",
+]
 
 #: The most tags one job carries.
 MAX_TAGS: Final = 20
@@ -53,6 +60,13 @@ def validate_tag_filter(tags: object) -> tuple[str, ...] | None:
     if not wanted:
         raise InvalidTagsError("tags", tags, "give at least one tag, or None for no filter")
     return wanted
+
+
+def tag_filter_arguments(tags: object) -> dict[str, tuple[str, ...]]:
+    """The keyword arguments of ``find_records`` for ``find_jobs(tags=...)``: ``tags`` only
+    when given, so that a store written before tags existed answers the other filters."""
+    wanted = validate_tag_filter(tags)
+    return {} if wanted is None else {"tags": wanted}
 
 
 def _tag(field: str, tag: object) -> str:

@@ -15,7 +15,7 @@ import functools
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 from dogs_core.domain import validation
 from dogs_core.domain.definitions import (
@@ -52,7 +52,7 @@ from dogs_core.domain.steering import (
     check_state,
     retry_now_change,
 )
-from dogs_core.domain.tags import validate_tag_filter
+from dogs_core.domain.tags import tag_filter_arguments
 from dogs_core.errors import (
     InvalidOptionError,
     InvalidScheduleError,
@@ -104,14 +104,11 @@ class SteeringClient(ClientBase):
         after: str | None = None,
         tags: str | Sequence[str] | None = None,
     ) -> JobPage:
-        """One page of stored records, in creation order, optionally of one job, one
-        :class:`~dogs_core.domain.records.JobState`, one unique key and some ``tags`` (one
-        tag, or several: the records carrying all of them). ``limit`` is 1 to 1000; pass the
-        page's ``next_after`` as ``after`` for the next page."""
+        """One page of records in creation order, optionally of one job, one ``state``, one
+        unique key and ``tags`` (one, or several: records carrying all). ``limit`` is 1 to
+        1000; pass the page's ``next_after`` as ``after`` for the next page."""
         wanted = check_state(state)
-        tagged = validate_tag_filter(tags)
-        # Passed only when given: a store written before tags existed answers the rest.
-        by_tags: dict[str, Any] = {} if tagged is None else {"tags": tagged}
+        by_tags = tag_filter_arguments(tags)  # none when not given (a store older than tags)
         size = validation.integer("limit", limit, minimum=1)
         if size > MAX_PAGE_SIZE:
             raise InvalidOptionError("limit", limit, f"must be at most {MAX_PAGE_SIZE}")

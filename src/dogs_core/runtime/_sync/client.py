@@ -166,13 +166,10 @@ class SyncDogsClient(
         :class:`~dogs_core.errors.ValidationError` before writing anything when an argument is
         bad.
 
-        ``unique`` (a :class:`~dogs_core.domain.uniqueness.Unique`, instead of ``unique_key``)
-        chooses the key (given, or hashed from params fields), the states that hold it, a
-        window after the record ended, and what a taken key does: skip (``Duplicate``),
-        replace (``Replaced(id)``), debounce (``Debounced(id, run_at)``) or throttle
-        (``Duplicate`` with ``reason="throttle"``). ``start_before`` (a duration from now or a
-        datetime): not started by then, the job is discarded with an ``expired`` history row.
-        ``tags``: a few strings to find the job by (``find_jobs(tags=...)``).
+        ``unique`` (a :class:`~dogs_core.domain.uniqueness.Unique`, not with ``unique_key``):
+        the key's states and window, skip, ``Replaced(id)``, ``Debounced(id, run_at)`` or a
+        throttle (docs/uniqueness.md). ``start_before`` (a duration or a datetime): not started
+        by then, the job is discarded (an ``expired`` row). ``tags``: strings to find it by.
 
         ``session`` is the caller's database session (MongoDB: a PyMongo ``ClientSession`` or
         ``AsyncClientSession`` of the store's client). The insert joins it: inside a
@@ -187,9 +184,9 @@ class SyncDogsClient(
         unique = check_unique(unique, unique_key)
         definition = self._event_definition(job, unique=unique)
         shaped = unique is not None and not unique.plain
+        if shaped and session is not None:
+            raise UniqueError("unique", unique, "cannot join a session (several steps)")
         if shaped:
-            if session is not None:
-                raise UniqueError("unique", unique, "cannot join a session (several steps)")
             uniqueness_store_of(self.store)
         item = ScheduleItem(
             params, run_in, run_at, priority, unique_key, unique, start_before, tags
