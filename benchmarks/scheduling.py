@@ -1,4 +1,5 @@
-"""Scheduling against its floor: ``schedule_many`` and ``schedule()`` beside raw inserts.
+"""Scheduling against its floor: ``schedule_many`` and ``schedule()`` beside raw inserts; then
+what each option of ``schedule()`` costs beside the plain call, and the debounce storm.
 
 Two measurements on ``DogsClient`` over ``AsyncMongoJobStore``, each beside the raw pymongo
 write of the very same documents (:func:`benchmarks.support.floors.insert_floor`):
@@ -17,10 +18,17 @@ documents too. The bulk runs ours first, then the floor.
 
 Checks: the client reports every job scheduled; the collection holds exactly N + M records,
 one per ``params.i`` and one per ``params.single`` (no duplicates); the floors stored every
-document. Run it as a module from the project root::
+document.
 
-    python -m benchmarks.scheduling                  # 100,000 / 2,000
-    python -m benchmarks.scheduling --quick          # CI size: 5,000 / 200
+Then (issue 27, :mod:`benchmarks.support.options`): ``schedule()`` with each option (tags and
+a start deadline, Dogs' ``unique_key=``, ``Unique`` by params, by states, with a window, replace,
+debounce, throttle), K rounds of every variant in turn in one sitting, p50 and p99 and the p50
+over the plain call's (target: within 1.5x); and the debounce storm, S calls on 10 keys from 16
+concurrent tasks, which must leave exactly 10 records. Run it as a module from the project
+root::
+
+    python -m benchmarks.scheduling                  # 100,000 / 2,000; K 500, S 10,000
+    python -m benchmarks.scheduling --quick          # CI size: 5,000 / 200; K 10, S 300
 """
 
 from __future__ import annotations
@@ -37,6 +45,14 @@ from pymongo.asynchronous.collection import AsyncCollection
 
 from benchmarks.support.cli import add_quick, add_uri, fill_sizes, new_parser
 from benchmarks.support.floors import InsertFloor, insert_floor
+from benchmarks.support.options import (
+    OptionsResult,
+    StormResult,
+    TagClaims,
+    claims_with_tags,
+    measure_options,
+    storm,
+)
 from benchmarks.support.report import (
     announce,
     command_line,
@@ -215,16 +231,90 @@ def table_rows(result: SchedulingResult) -> list[list[str]]:
 HEADERS: Final = ("Measure", "Floor (raw pymongo)", "Ours", "Floor", "Ratio ours / floor", "Result")
 
 
+async def _shaping(
+    uri: str, option_calls: int, storm_calls: int, tag_jobs: int, rounds: int
+) -> tuple[OptionsResult, StormResult, TagClaims]:
+    """The option rows, the storm and the tag claims, each in scratch databases dropped at the
+    end."""
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri, tz_aware=True)
+    databases = [scratch_database("options"), scratch_database("storm")]
+    tag_databases = [scratch_database(f"tags{n}") for n in range(rounds * 3)]
+    try:
+        options = await measure_options(client, databases[0], option_calls)
+        stormed = await storm(client, databases[1], storm_calls, STORM_KEYS, STORM_TASKS)
+        tags = await claims_with_tags(client, tag_databases, tag_jobs, rounds=rounds)
+    finally:
+        for database in databases + tag_databases:
+            await client.drop_database(database)
+        await client.close()
+    return options, stormed, tags
+
+
+#: Interleaved drains per case of the tag claims (the best is reported); one with --quick.
+ROUNDS: Final = 2
+STORM_KEYS: Final = 10
+STORM_TASKS: Final = 16
+OPTION_HEADERS: Final = (
+    "schedule() with",
+    "Calls",
+    "p50 (ms)",
+    "p99 (ms)",
+    "p50 / plain",
+    "Result",
+)
+STORM_HEADERS: Final = ("Storm", "Calls", "Calls/s", "Records", "Outcomes", "Result")
+
+
+def option_rows(result: OptionsResult) -> list[list[str]]:
+    plain = median(result.seconds.get("plain", [])) * 1000
+    status = outcome(result.failures)
+    rows = []
+    for label, seconds in result.seconds.items():
+        p50 = median(seconds) * 1000
+        rows.append([label, f"{len(seconds):,}", fmt(p50, ".2f"),
+                     fmt(percentile(seconds, 0.99) * 1000, ".2f"), fmt(ratio(p50, plain), ".2f"),
+                     status])  # fmt: skip
+    return rows
+
+
+TAG_HEADERS: Final = ("Claims of", "Records", "Claims/s", "Ratio to untagged", "Result")
+
+
+def tag_rows(result: TagClaims) -> list[list[str]]:
+    rates = result.per_second
+    base = next(iter(rates.values()), None)
+    status = outcome(result.failures)
+    return [[label, f"{result.jobs:,}", fmt(rate, ",.0f"), fmt(ratio(rate, base), ".2f"), status]
+            for label, rate in rates.items()]  # fmt: skip
+
+
+def storm_rows(result: StormResult) -> list[list[str]]:
+    what = f"debounce, {result.keys} keys, {result.tasks} tasks"
+    shown = ", ".join(f"{count:,} {kind}" for kind, count in sorted(result.outcomes.items()))
+    return [[what, f"{result.calls:,}", fmt(result.per_second, ",.0f"), str(result.records),
+             shown, outcome(result.failures)]]  # fmt: skip
+
+
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = new_parser(
         "scheduling", "schedule_many and schedule() against raw inserts of the same documents."
     )
     parser.add_argument("--jobs", type=int, default=None, help="jobs in schedule_many (100000)")
     parser.add_argument("--singles", type=int, default=None, help="schedule() calls (2000)")
+    parser.add_argument("--option-calls", type=int, default=None, help="rounds per option (500)")
+    parser.add_argument("--storm-calls", type=int, default=None, help="debounce storm (10000)")
+    parser.add_argument("--tag-jobs", type=int, default=None, help="records per tag drain (5000)")
     add_uri(parser)
-    add_quick(parser, "5,000 / 200")
+    add_quick(parser, "5,000 / 200; 10 rounds per option; a storm of 300; 200 tagged records")
     args = parser.parse_args(argv)
-    fill_sizes(args, jobs=(5_000, 100_000), singles=(200, 2_000))
+    fill_sizes(
+        args,
+        jobs=(5_000, 100_000),
+        singles=(200, 2_000),
+        option_calls=(10, 500),
+        storm_calls=(300, 10_000),
+        tag_jobs=(200, 5_000),
+    )
     if args.jobs < 1 or args.singles < 1:
         parser.error("--jobs and --singles must be at least 1")
     return args
@@ -246,6 +336,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             "Ratio: rates are ours over the floor's (1.00 = as fast as the raw write); "
             "latencies are ours over the floor's (1.00 = no added latency)."
         )
+        with console.status("schedule() with each option, the debounce storm, tagged claims"):
+            options, storm_result, tags = anyio.run(
+                _shaping,
+                server.uri,
+                args.option_calls,
+                args.storm_calls,
+                args.tag_jobs,
+                1 if args.quick else ROUNDS,
+                backend="asyncio",
+            )
+        print_table(
+            console, "schedule() per option, one sitting", OPTION_HEADERS, option_rows(options)
+        )
+        print_table(console, "Debounce storm", STORM_HEADERS, storm_rows(storm_result))
+        rounds = 1 if args.quick else ROUNDS
+        title = f"Claims of tagged records: 8 claimers, 4 partitions, best of {rounds} drain(s)"
+        print_table(console, title, TAG_HEADERS, tag_rows(tags))
+        result.failures += options.failures + storm_result.failures + tags.failures
     if result.failures:
         console.print(f"[bold red]FAILED: {'; '.join(result.failures)}[/]")
         return 1

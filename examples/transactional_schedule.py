@@ -29,7 +29,7 @@ from dogs_core import (
     Duplicate,
     JobContext,
     Jobs,
-    Scheduled,
+    ScheduleOutcome,
     SessionNotSupportedError,
     Workers,
 )
@@ -55,7 +55,7 @@ class OutOfStock(Exception):
 
 async def place_order(
     client: DogsClient, orders: Any, session: Any, order_id: int, email: str, *, in_stock: bool
-) -> Scheduled | Duplicate:
+) -> ScheduleOutcome:
     """The application's checkout, inside the caller's transaction (``session``)."""
     await orders.update_one(
         {"_id": order_id}, {"$setOnInsert": {"email": email}}, upsert=True, session=session
@@ -74,7 +74,7 @@ async def place_order(
 async def checkout(
     mongo: Any, client: DogsClient, orders: Any, order_id: int, email: str, *, in_stock: bool = True
 ) -> str:
-    async def body(session: Any) -> Scheduled | Duplicate:
+    async def body(session: Any) -> ScheduleOutcome:
         return await place_order(client, orders, session, order_id, email, in_stock=in_stock)
 
     async with mongo.start_session() as session:

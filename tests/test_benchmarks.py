@@ -239,6 +239,11 @@ def test_scheduling_quick(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) 
     assert "FAILED" not in output
     assert "schedule_many of 5,000 (jobs/s)" in output
     assert "schedule() p99 (ms)" in output
+    for row in ("Unique(period=10m), new key", "debounce, taken key", "throttle, new key"):
+        assert row in output  # issue 27: the options beside the plain call
+    assert "490 Debounced" not in output  # the quick storm: 300 calls on 10 keys
+    assert "290 Debounced, 10 Scheduled" in output
+    assert "tagged records (3 tags), tags index" in output
 
 
 def test_many_names_quick(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -629,3 +629,39 @@ def test_workflows_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[st
     out = output_of(capsys)
     for line in WORKFLOW_LINES:
         assert line in out, line
+
+
+def test_unique_and_debounce(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 27: every option of schedule() says what it did."""
+    from examples import unique_and_debounce
+
+    unique_and_debounce.main([])
+    out = output_of(capsys)
+    assert "window: Scheduled, then Duplicate (record) while pending" in out
+    assert "window: after the run, Duplicate (window)" in out
+    assert "by params: Scheduled, Duplicate (record), Duplicate (record)" in out
+    assert "replace v3: Replaced" in out
+    assert "debounce: 1 scheduled, 19 debounced" in out
+    assert "throttle: Scheduled, Duplicate (throttle), Duplicate (throttle)" in out
+    assert "tags: 1 job tagged tenant:acme" in out
+    assert "start deadline: 1 expired (not started by its deadline" in out
+    assert "('notify', [('n', 19)])" in out  # the debounce ran once, with the latest params
+    assert "('reindex', [('version', 3)])" in out
+
+
+def test_runtime_schedules(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 27: a schedule added, changed, paused, resumed and deleted while a worker runs."""
+    from examples import runtime_schedules
+
+    runtime_schedules.main([])
+    out = output_of(capsys)
+    assert "created report-acme" in out
+    assert "the same upsert again: unchanged" in out
+    assert "updated report-acme: new params" in out
+    assert "runs while paused: 0" in out
+    assert "runs after delete: 0" in out
+    assert re.search(r"cleanup\s+code\s+cleanup", out)
+    assert re.search(r"report-globex\s+runtime\s+nightly_report\s+cron 0 3", out)
+    ran = re.search(r"report-acme ran (\d+) times", out)
+    assert ran is not None
+    assert int(ran.group(1)) >= 1

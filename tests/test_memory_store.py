@@ -29,6 +29,7 @@ from dogs_core.domain.records import (
     Owner,
     Scheduled,
 )
+from dogs_core.domain.runtime_schedules import ScheduleSpec
 from dogs_core.domain.steering import JobChange
 from dogs_core.errors import InvalidOptionError, StoreError
 from dogs_core.ids import new_execution_id, new_record_id
@@ -591,6 +592,9 @@ def test_hand_built_copies_keep_every_field() -> None:
         "unique_identifier", "last_run_at", "locked_until", "lock_id", "claim_was_stale",
         "tries", "status", "max_tries_reached_at", "expires_at", "lock_owner",
         "lock_released_at", "trace_context", "progress", "workflow",
+        # Issue 27's additive fields, copied by the claim too (_memory_state.MemoryState._take).
+        "tags", "start_before", "unique_window", "debounce_until", "parked_at", "parked_run_at",
+        "schedule",
     }  # fmt: skip
     row = HistoryRecord(
         execution_id="e",
@@ -656,6 +660,13 @@ def test_a_claim_keeps_every_other_field() -> None:
         trace_context={"traceparent": "00-1-2-01"},
         progress=Progress(0.5, "the old execution's", None, T0 - 2 * S, "old"),
         workflow={"id": "w", "step": "s", "name": "a"},
+        tags=("tenant:acme",),
+        start_before=T0 + DAY,
+        unique_window=60 * S,
+        debounce_until=T0 + DAY,
+        parked_at=T0 - DAY,
+        parked_run_at=T0 - S,
+        schedule=ScheduleSpec(job="report", every=3600 * S),
     )
     assert {f.name for f in dataclasses.fields(record)} == {
         f.name for f in dataclasses.fields(record) if getattr(record, f.name) is not None

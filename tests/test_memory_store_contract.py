@@ -16,7 +16,9 @@ from dogs_testing.contract import (
     ArchiveUnderTest,
     FollowingContract,
     JobStoreContract,
+    SchedulesContract,
     ThreadedArchive,
+    UniquenessContract,
     WorkflowContract,
 )
 from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
@@ -106,6 +108,22 @@ class TestInMemoryWorkflowsAsyncFace(WorkflowContract):
 
 class TestInMemoryWorkflowsSyncFaceInThreads(WorkflowContract):
     """The workflows role over the sync face, each call in a worker thread."""
+
+    @pytest.fixture
+    def store(self) -> ThreadedJobStore:
+        return ThreadedJobStore(SyncInMemoryJobStore())
+
+
+class TestInMemoryShapingAsyncFace(UniquenessContract, SchedulesContract):
+    """The optional uniqueness and schedules roles (issue 27) over the async face."""
+
+    @pytest.fixture
+    def store(self) -> InMemoryJobStore:
+        return InMemoryJobStore()
+
+
+class TestInMemoryShapingSyncFaceInThreads(UniquenessContract, SchedulesContract):
+    """The same over the sync face, each call in a worker thread."""
 
     @pytest.fixture
     def store(self) -> ThreadedJobStore:

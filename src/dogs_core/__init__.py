@@ -15,9 +15,12 @@ from dogs_core.domain.definitions import (
 )
 from dogs_core.domain.log_lines import LogLine
 from dogs_core.domain.progress import Progress
+
+# Issue 27: shaping work at the door (unique keys, tags, deadlines, runtime schedules).
 from dogs_core.domain.records import (
     BulkScheduleResult,
     ClaimedJob,
+    Debounced,
     Duplicate,
     HistoryRecord,
     HistoryStatus,
@@ -27,8 +30,12 @@ from dogs_core.domain.records import (
     JobType,
     NameStatus,
     Owner,
+    Replaced,
     Scheduled,
+    ScheduleOutcome,
 )
+from dogs_core.domain.runtime_schedules import ScheduleSpec
+from dogs_core.domain.schedule_entries import RuntimeSchedule, ScheduleUpserted
 from dogs_core.domain.schedules import CronSchedule, CustomSchedule, RetryPolicy, RunEvery
 from dogs_core.domain.stats import MAX_STATS_WINDOW, JobStats
 from dogs_core.domain.steering import (
@@ -40,6 +47,8 @@ from dogs_core.domain.steering import (
     Rescheduled,
     Running,
 )
+from dogs_core.domain.tags import InvalidTagsError
+from dogs_core.domain.uniqueness import HoldState, Unique, UniqueError
 from dogs_core.domain.workflow_marker import BatchSummary, Upstream
 from dogs_core.domain.workflow_records import (
     StepState,
@@ -65,9 +74,12 @@ from dogs_core.errors import (
     LockHeldError,
     LockLostError,
     MissingStoreRoleError,
+    ScheduleInCodeError,
+    ScheduleNotFoundError,
     ScheduleOutcomeUnknownError,
     SessionNotSupportedError,
     StoreError,
+    StoreRoleMissingError,
     StoreUnavailableError,
     TransientStoreError,
     UnknownJobError,
@@ -99,6 +111,7 @@ from dogs_core.runtime import (
     WorkerSettings,
     current_job,
 )
+from dogs_core.runtime._async.unique_scheduling import UniqueContendedError
 from dogs_core.runtime.blocking import BlockingDogsClient, BlockingWorkers
 
 __version__ = "0.1.0"
@@ -115,6 +128,7 @@ __all__ = [
     "ClaimedJob",
     "CronSchedule",
     "CustomSchedule",
+    "Debounced",
     "Deleted",
     "Discard",
     "DogsClient",
@@ -126,10 +140,12 @@ __all__ = [
     "FailurePolicy",
     "HistoryRecord",
     "HistoryStatus",
+    "HoldState",
     "InvalidOptionError",
     "InvalidParamsError",
     "InvalidProgressError",
     "InvalidScheduleError",
+    "InvalidTagsError",
     "InvalidWorkflowError",
     "JobContendedError",
     "JobContext",
@@ -154,22 +170,33 @@ __all__ = [
     "Progress",
     "RateLimit",
     "RecurrentJobDefinition",
+    "Replaced",
     "Rescheduled",
     "Retry",
     "RetryPolicy",
     "RunEvery",
     "Running",
+    "RuntimeSchedule",
+    "ScheduleInCodeError",
     "ScheduleItem",
+    "ScheduleNotFoundError",
+    "ScheduleOutcome",
     "ScheduleOutcomeUnknownError",
+    "ScheduleSpec",
+    "ScheduleUpserted",
     "Scheduled",
     "SessionNotSupportedError",
     "Snooze",
     "StepState",
     "StoreError",
+    "StoreRoleMissingError",
     "StoreUnavailableError",
     "SyncDogsClient",
     "SystemClock",
     "TransientStoreError",
+    "Unique",
+    "UniqueContendedError",
+    "UniqueError",
     "UnknownJobError",
     "Upstream",
     "ValidationError",

@@ -25,9 +25,12 @@ __all__ = [
     "LockLostError",
     "MissingStoreRoleError",
     "RenewalProtocolError",
+    "ScheduleInCodeError",
+    "ScheduleNotFoundError",
     "ScheduleOutcomeUnknownError",
     "SessionNotSupportedError",
     "StoreError",
+    "StoreRoleMissingError",
     "StoreUnavailableError",
     "TransientStoreError",
     "UnknownJobError",
@@ -69,6 +72,41 @@ class InvalidOptionError(ValidationError):
 
 class InvalidScheduleError(ValidationError):
     """A duration, cron expression, timezone or next-run rule cannot be used."""
+
+
+class StoreRoleMissingError(InvalidOptionError):
+    """The store lacks an optional role of the port that a feature needs (a custom store
+    written before the role existed): nothing was written. ``role`` names it."""
+
+    def __init__(self, store: object, role: str, feature: str) -> None:
+        self.role = str(role)
+        roles = ", ".join(sorted(str(r) for r in getattr(store, "roles", ()) or ())) or "?"
+        super().__init__(
+            "store",
+            store,
+            f"has no {self.role} role, which {feature} needs (its roles: {roles})",
+        )
+
+
+class ScheduleNotFoundError(DogsError, LookupError):
+    """No recurring schedule has this id (``client.schedules``, ``dogs schedules``)."""
+
+    def __init__(self, schedule_id: str) -> None:
+        self.schedule_id = schedule_id
+        super().__init__(f"no schedule {schedule_id!r}")
+
+
+class ScheduleInCodeError(DogsError, ValueError):
+    """The id is a recurrent job defined in code: a runtime schedule cannot take it, and it is
+    changed, paused or removed in code (or paused fleet-wide with ``dogs pause``), not here.
+    Nothing was written."""
+
+    def __init__(self, schedule_id: str, action: str) -> None:
+        self.schedule_id = schedule_id
+        super().__init__(
+            f"{action} {schedule_id!r}: it is a recurrent job defined in code; change it in "
+            "code (or pause it fleet-wide: client.pause / dogs pause)"
+        )
 
 
 class InvalidParamsError(ValidationError):

@@ -1,5 +1,5 @@
-"""The dashboard's actions: cancel, retry now, delete, pause and resume; cancel and retry a
-workflow.
+"""The dashboard's actions: cancel, retry now, delete, pause and resume (of a job name, or of a
+runtime schedule: :mod:`dogs_dashboard.schedules`); cancel and retry a workflow.
 
 Only by POST, each checked in this order: read-only mode (403), the CSRF token (403), the
 action and its target (400), then the confirmation: a form without ``confirmed=yes`` gets a
@@ -32,6 +32,7 @@ from dogs_core.domain.steering import (
 from dogs_core.errors import DogsError
 from dogs_dashboard.context import Dashboard, root_of
 from dogs_dashboard.csrf import COOKIE_NAME, FIELD_NAME
+from dogs_dashboard.schedules import SCHEDULE_ACTIONS, run_schedule_action
 
 __all__ = ["ACTIONS", "MAX_FORM_BYTES", "perform"]
 
@@ -51,6 +52,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "resume": ("name", "Resume {target}?"),
     "cancel_workflow": ("workflow_id", "Cancel workflow {target}? Its running jobs are stopped."),
     "retry_workflow": ("workflow_id", "Run the failed steps of workflow {target} again?"),
+    **SCHEDULE_ACTIONS,
 }
 
 
@@ -133,6 +135,8 @@ def _shown(target: str) -> str:
 
 async def _run(dash: Dashboard, action: str, target: str) -> tuple[str, str]:
     client = dash.client
+    if action in SCHEDULE_ACTIONS:
+        return await run_schedule_action(dash, action, target)
     if action in ("pause", "resume"):
         name = None if target == EVERY_JOB else target
         changed = await (client.pause(name) if action == "pause" else client.resume(name))

@@ -20,7 +20,7 @@ from starlette.staticfiles import StaticFiles
 
 from dogs_core.errors import InvalidOptionError
 from dogs_core.runtime._async.client import DogsClient
-from dogs_dashboard import actions, pages, workflow_pages
+from dogs_dashboard import actions, pages, schedules, workflow_pages
 from dogs_dashboard.context import Dashboard
 
 __all__ = ["create_app"]
@@ -72,6 +72,7 @@ def create_app(
         Route("/jobs/{job_id}", bound(pages.job_page), name="job"),
         Route("/workflows", bound(workflow_pages.workflow_list), name="workflows"),
         Route("/workflows/{workflow_id}", bound(workflow_pages.workflow_page), name="workflow"),
+        Route("/schedules", bound(schedules.schedule_list), name="schedules"),
         Route("/actions/{action}", bound(actions.perform), methods=["POST"], name="action"),
         Mount("/static", StaticFiles(packages=[("dogs_dashboard", "static")]), name="static"),
     ]

@@ -141,12 +141,13 @@ async def search_jobs(
     query: str | None,
     limit: int,
     after: str | None,
+    tag: str | None = None,
 ) -> SearchResult:
     """The job list: one page of ``find_jobs``, or the records a search names. A search is
     an id first, then a unique key (as stored, then scoped by ``name`` the way a job with
     ``unique_scope="job"`` stores it)."""
     if not query:
-        page = await client.find_jobs(name, state=state, limit=limit, after=after)
+        page = await client.find_jobs(name, state=state, limit=limit, after=after, tags=tag)
         return SearchResult(page)
     record = await client.get_job(query)
     if record is not None:

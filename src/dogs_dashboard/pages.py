@@ -41,6 +41,7 @@ async def job_list(dash: Dashboard, request: Request) -> Response:
         return dash.error(request, 400, f"limit {limit_text!r}: expected 1 to {MAX_LIST_SIZE}")
     name = params.get("name") or None
     query = (params.get("q") or "").strip() or None
+    tag = (params.get("tag") or "").strip() or None
     try:
         result = await search_jobs(
             dash.client,
@@ -49,6 +50,7 @@ async def job_list(dash: Dashboard, request: Request) -> Response:
             query=query,
             limit=int(limit_text),
             after=params.get("after") or None,
+            tag=tag,
         )
         names = sorted(row.job_name for row in await dash.client.status())
     except DogsError as error:
@@ -61,6 +63,7 @@ async def job_list(dash: Dashboard, request: Request) -> Response:
         state=state,
         name=name,
         query=query,
+        tag=tag,
         limit=int(limit_text),
         after=params.get("after") or None,
         states=STATES,

@@ -41,6 +41,7 @@ from dogs_core.domain.events import (
     Event,
     ExecutionEnded,
     JobClaimed,
+    JobExpired,
     JobScheduled,
     LockLost,
     StoreErrored,
@@ -81,6 +82,7 @@ _EVENT_KINDS: Final = (
     WorkflowStartEnded,
     WorkflowStepReleased,
     WorkflowFinished,
+    JobExpired,
 )
 
 
@@ -138,6 +140,12 @@ class PrometheusMetrics:
         )
         self.store_errors = Counter(
             "store_errors", "Store calls that raised.", ["operation", "transient"], **common
+        )
+        self.jobs_expired = Counter(
+            "jobs_expired",
+            "Event jobs discarded unrun: not started by their start_before deadline.",
+            ["job_name"],
+            **common,
         )
         self.lock_lost = Counter(
             "lock_lost", "Executions whose lock was lost (stale).", ["job_name"], **common
@@ -216,8 +224,10 @@ class PrometheusMetrics:
         elif isinstance(event, ClaimSwept):
             self.claim_duration.observe(max(event.duration, 0.0))
         elif isinstance(event, JobScheduled):
-            if not event.duplicate:
+            if event.outcome == "scheduled":  # not a duplicate, replace or debounce
                 self.jobs_scheduled.labels(event.job_name).inc()
+        elif isinstance(event, JobExpired):
+            self.jobs_expired.labels(event.job.job_name).inc()
         elif isinstance(event, LockLost):
             self.lock_lost.labels(event.job.job_name).inc()
         elif isinstance(event, StoreErrored):

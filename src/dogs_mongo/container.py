@@ -47,6 +47,9 @@ Configuration
         The collection of the fleet controls (pauses, global concurrency slots, rate windows,
         leases); ``orionjs.jobs_dogs_controls`` by default. Only Python workers use it (Node
         Dogs ignores it; docs/differences.md).
+    ``unique_keys_collection``
+        The holds of unique keys (``Unique(period=...)`` windows, throttles);
+        ``orionjs.jobs_dogs_unique_keys`` by default. Only Python processes use it.
     ``driver``
         ``"async"`` (PyMongo ``AsyncMongoClient``, the default) or ``"sync"`` (``MongoClient``,
         the store's calls run in worker threads). ``blocking_workers`` needs ``"sync"``: an

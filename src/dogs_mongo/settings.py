@@ -23,6 +23,7 @@ from dogs_core.errors import InvalidOptionError
 from dogs_core.runtime import settings as worker_settings
 from dogs_core.runtime.settings import WorkerSettings
 from dogs_mongo import queries as q
+from dogs_mongo.queries import uniqueness as qu
 
 __all__ = ["CONFIG_KEYS", "CONNECTION_DEFAULTS", "DogsSettings", "Driver"]
 
@@ -48,6 +49,8 @@ class DogsSettings:
     records_collection: str = q.DEFAULT_RECORDS_COLLECTION
     history_collection: str = q.DEFAULT_HISTORY_COLLECTION
     controls_collection: str = q.DEFAULT_CONTROLS_COLLECTION
+    #: The holds of unique keys (windows, throttles; issue 27).
+    unique_keys_collection: str = qu.DEFAULT_UNIQUE_KEYS_COLLECTION
     driver: Driver = "async"
     #: Claims, fenced writes, operators' writes and controls: majority unless configured (a
     #: ``w`` in the URI does not lower it; ``None`` keeps the client's).
@@ -92,6 +95,9 @@ class DogsSettings:
             history_collection=_collection_name("history_collection", values["history_collection"]),
             controls_collection=_collection_name(
                 "controls_collection", values["controls_collection"]
+            ),
+            unique_keys_collection=_collection_name(
+                "unique_keys_collection", values["unique_keys_collection"]
             ),
             driver=_driver(values["driver"]),
             write_concern=_write_concern(values["write_concern"]),
@@ -161,6 +167,7 @@ class DogsSettings:
             "records_collection": self.records_collection,
             "history_collection": self.history_collection,
             "controls_collection": self.controls_collection,
+            "unique_keys_collection": self.unique_keys_collection,
             "write_concern": self.write_concern,
             "history_write_concern": self.history_write_concern,
             "claim_path": self.claim_path,

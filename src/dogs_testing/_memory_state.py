@@ -31,6 +31,7 @@ from dogs_core.domain.records import (
     ScheduleOutcome,
     to_millis,
 )
+from dogs_core.domain.runtime_schedules import ScheduleSpec
 from dogs_core.errors import StoreError
 from dogs_core.ports import Clock, StoreCapabilities
 from dogs_testing._memory_feeds import FeedHub
@@ -90,7 +91,19 @@ def _stored(record: JobRecord) -> JobRecord:
         params=_copy_params(record.params),
         trace_context=dict(record.trace_context) if record.trace_context else None,
         workflow=copy.deepcopy(record.workflow) if record.workflow else None,
+        start_before=_ms(record.start_before),
+        debounce_until=_ms(record.debounce_until),
+        parked_at=_ms(record.parked_at),
+        parked_run_at=_ms(record.parked_run_at),
+        schedule=_stored_spec(record.schedule),
     )
+
+
+def _stored_spec(spec: ScheduleSpec | None) -> ScheduleSpec | None:
+    """A runtime schedule's spec as stored: its ``updated_at`` in milliseconds."""
+    if spec is None or spec.updated_at is None:
+        return spec
+    return dataclasses.replace(spec, updated_at=to_millis(spec.updated_at))
 
 
 def _out(record: JobRecord) -> JobRecord:
@@ -288,6 +301,13 @@ class MemoryState:
                 unique_identifier=uid,
                 trace_context=job.trace_context,
                 workflow=job.workflow,
+                tags=job.tags,
+                start_before=job.start_before,
+                unique_window=job.unique_window,
+                debounce_until=job.debounce_until,
+                parked_at=job.parked_at,
+                parked_run_at=job.parked_run_at,
+                schedule=job.schedule,
             )
         )
         problem = self._conflict(record)
@@ -387,6 +407,13 @@ class MemoryState:
             lock_released_at=None,
             trace_context=old.trace_context,
             workflow=old.workflow,
+            tags=old.tags,
+            start_before=old.start_before,
+            unique_window=old.unique_window,
+            debounce_until=old.debounce_until,
+            parked_at=old.parked_at,
+            parked_run_at=old.parked_run_at,
+            schedule=old.schedule,
         )
         # A claim changes no field any index depends on (partition, name, priority, next run,
         # type, status, identifier, expiry): replacing the record is all `_put` would do. (It
@@ -412,6 +439,10 @@ class MemoryState:
             previous_attempt=_previous_attempt(old) if was_stale else None,
             trace_context=new.trace_context,
             workflow=copy.deepcopy(new.workflow) if new.workflow else None,
+            tags=new.tags,
+            start_before=new.start_before,
+            unique_window=new.unique_window,
+            schedule=new.schedule,
         )
 
     def _insert_history(self, row: HistoryRecord) -> None:

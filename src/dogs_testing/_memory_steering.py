@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
 from dogs_core.domain import validation
 from dogs_core.domain.records import JobRecord, JobState, to_millis
 from dogs_core.domain.steering import JobChange, check_bulk_state, check_state
+from dogs_core.domain.tags import validate_tag_filter
 from dogs_core.errors import InvalidOptionError
 from dogs_testing._memory_state import MemoryState, _is_terminal, _ms, _out
 
@@ -40,12 +41,14 @@ class MemorySteering(MemoryState):
         after: str | None = None,
         limit: int = 100,
         now: datetime | None = None,
+        tags: Sequence[str] | None = None,
     ) -> list[JobRecord]:
         """The port's page: at most ``limit`` matching records in ascending id order, ids
         greater than ``after``. A scan of the candidates (one name's records, the failed ones,
         the holder of an identifier, or all of them), not an index walk."""
         wanted = check_state(state)
         validation.integer("limit", limit, minimum=1)
+        tagged = set(validate_tag_filter(tags) or ())
         for field, value in (
             ("job_name", job_name),
             ("unique_identifier", unique_identifier),
@@ -64,6 +67,7 @@ class MemorySteering(MemoryState):
                 and (job_name is None or record.job_name == job_name)
                 and (unique_identifier is None or record.unique_identifier == unique_identifier)
                 and (wanted is None or at is None or record.state(at) is wanted)
+                and tagged.issubset(record.tags)
             )
             return [_out(r) for r in heapq.nsmallest(limit, matching, key=_record_id)]
 

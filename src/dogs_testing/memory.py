@@ -65,7 +65,7 @@ of the port has its module, as the MongoDB store's do (``_memory_scheduling``,
 ``_memory_claims``, ``_memory_settle``, ``_memory_history``, ``_memory_watching`` for the
 feeds over ``_memory_feeds``' hub, ``_memory_steering``, ``_memory_stats``, ``_memory_controls``,
 ``_memory_leases``, ``_memory_maintenance``, ``_memory_archive``, ``_memory_following``,
-``_memory_workflows``); this module composes them
+``_memory_workflows``, ``_memory_uniqueness``, ``_memory_schedules``); this module composes them
 into the two faces of the port.
 """
 
@@ -89,11 +89,13 @@ from dogs_testing._memory_following import MemoryFollowing
 from dogs_testing._memory_history import MemoryHistory
 from dogs_testing._memory_leases import MemoryLeases
 from dogs_testing._memory_maintenance import MemoryMaintenance
+from dogs_testing._memory_schedules import MemorySchedules
 from dogs_testing._memory_scheduling import MemoryScheduling
 from dogs_testing._memory_settle import MemorySettle
 from dogs_testing._memory_state import _out, _stored
 from dogs_testing._memory_stats import MemoryStats
 from dogs_testing._memory_steering import MemorySteering
+from dogs_testing._memory_uniqueness import MemoryUniqueness
 from dogs_testing._memory_watching import MemoryFeeds
 from dogs_testing._memory_workflows import MemoryWorkflows
 
@@ -114,6 +116,8 @@ class SyncInMemoryJobStore(
     MemoryArchive,
     MemoryFollowing,
     MemoryWorkflows,
+    MemoryUniqueness,
+    MemorySchedules,
 ):
     """The in-memory store, sync face (:class:`~dogs_core.ports.JobStore`). Thread-safe.
 

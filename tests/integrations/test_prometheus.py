@@ -439,3 +439,21 @@ def test_workflows_are_counted(metrics: PrometheusMetrics) -> None:
     assert value(samples, "dogs_workflows_started_total") == 1
     assert value(samples, "dogs_workflow_steps_released_total") == 2
     assert value(samples, "dogs_workflows_finished_total", state="completed") == 1
+
+
+def test_expired_jobs_are_counted() -> None:
+    """Issue 27: a job discarded at its start deadline counts in ``dogs_jobs_expired_total``;
+    a replace or a debounce is not a scheduled record."""
+    from dogs_core.domain.events import JobExpired, JobScheduled
+    from dogs_core.domain.records import ClaimedJob, JobType
+
+    registry = CollectorRegistry()
+    metrics = PrometheusMetrics(registry=registry)
+    at = datetime(2030, 1, 1, tzinfo=UTC)
+    job = ClaimedJob("j", "e", "send_report", JobType.EVENT, None, 1, 100, at)
+    metrics(JobExpired(job, at))
+    metrics(JobScheduled(1, "send_report", "j", at, 100, outcome="debounced"))
+    metrics(JobScheduled(1, "send_report", "k", at, 100))
+    labels = {"job_name": "send_report"}
+    assert registry.get_sample_value("dogs_jobs_expired_total", labels) == 1
+    assert registry.get_sample_value("dogs_jobs_scheduled_total", labels) == 1

@@ -19,7 +19,9 @@ from dogs_testing.contract import (
     ArchiveUnderTest,
     FollowingContract,
     JobStoreContract,
+    SchedulesContract,
     ThreadedArchive,
+    UniquenessContract,
     WorkflowContract,
 )
 from tests.mongo.conftest import PooledDatabase
@@ -174,6 +176,38 @@ class TestSyncMongoWorkflowContract(WorkflowContract):
         store = MongoJobStore(sync_mongo_client, pooled_database.name)
         store.setup()
         store.setup_workflows()
+        pooled_database.set_up()
+        yield ThreadedJobStore(store)
+        store.close()
+
+
+class TestAsyncMongoShapingContract(UniquenessContract, SchedulesContract):
+    """The optional uniqueness and schedules roles (issue 27) over the async adapter."""
+
+    pytestmark: ClassVar[Any] = [pytest.mark.anyio, pytest.mark.mongo]
+
+    @pytest.fixture
+    async def store(
+        self, async_mongo_client: AsyncMongoClient[dict[str, Any]], pooled_database: PooledDatabase
+    ) -> AsyncIterator[AsyncMongoJobStore]:
+        store = AsyncMongoJobStore(async_mongo_client, pooled_database.name)
+        await store.setup()
+        pooled_database.set_up()
+        yield store
+        await store.close()
+
+
+class TestSyncMongoShapingContract(UniquenessContract, SchedulesContract):
+    """The same over the generated sync adapter, each call in a worker thread."""
+
+    pytestmark: ClassVar[Any] = [pytest.mark.anyio, pytest.mark.mongo]
+
+    @pytest.fixture
+    def store(
+        self, sync_mongo_client: MongoClient[dict[str, Any]], pooled_database: PooledDatabase
+    ) -> Iterator[ThreadedJobStore]:
+        store = MongoJobStore(sync_mongo_client, pooled_database.name)
+        store.setup()
         pooled_database.set_up()
         yield ThreadedJobStore(store)
         store.close()

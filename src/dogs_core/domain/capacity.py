@@ -92,6 +92,7 @@ class CapacityLedger:
         "_active_by_name",
         "_blocked",
         "_caps",
+        "_dynamic",
         "_extra",
         "_outstanding",
         "_reserved_by_name",
@@ -118,6 +119,7 @@ class CapacityLedger:
         self._outstanding: set[Reservation] = set()
         self._blocked: frozenset[str] = frozenset()
         self._extra = 0
+        self._dynamic: tuple[str, ...] = ()
 
     # -- queries -------------------------------------------------------------------------
 
@@ -181,7 +183,12 @@ class CapacityLedger:
     def claimable(self) -> Claimable:
         """What a claim sent now may ask for."""
         names = self._open_names()
-        return Claimable(names, len(names) < len(self._caps), self.free_slots)
+        return Claimable(names, len(names) < self._offered, self.free_slots)
+
+    @property
+    def dynamic(self) -> tuple[str, ...]:
+        """The names offered besides the configured ones (:meth:`set_dynamic`)."""
+        return self._dynamic
 
     @property
     def blocked(self) -> frozenset[str]:
@@ -196,6 +203,21 @@ class CapacityLedger:
         if not _is_int(extra) or extra < 0:
             raise InvalidOptionError("extra_slots", extra, "must be an int >= 0")
         self._extra = extra
+
+    def set_dynamic(self, names: Iterable[str]) -> bool:
+        """Offer ``names`` too from now on, uncapped, in place of the previous ones (the runtime
+        schedules due soon: :mod:`dogs_core.runtime.schedule_book`); configured names among them
+        are ignored. A name no longer offered keeps its active executions until they are
+        released. ``True`` when a name was added (a claim may find work now)."""
+        if isinstance(names, str):
+            raise InvalidOptionError("names", names, "must be an iterable of names, not a str")
+        fresh = tuple(dict.fromkeys(n for n in names if n not in self._caps))
+        for name in fresh:
+            if not isinstance(name, str) or not name:
+                raise InvalidOptionError("job name", name, "must be a non-empty str")
+        added = bool(set(fresh) - set(self._dynamic))
+        self._dynamic = fresh
+        return added
 
     def set_blocked(self, names: Iterable[str]) -> bool:
         """Leave ``names`` out of claims from now on (unknown names are ignored); ``True`` when
@@ -223,8 +245,8 @@ class CapacityLedger:
             wanted = tuple(name for name in requested if self._below_cap(name))
         if self.free_slots <= 0 or not wanted:
             return None
-        held = tuple(name for name in wanted if self._caps[name] is not None)
-        reservation = Reservation(wanted, len(wanted) < len(self._caps), held)
+        held = tuple(name for name in wanted if self._caps.get(name) is not None)
+        reservation = Reservation(wanted, len(wanted) < self._offered, held)
         for name in held:
             self._reserved_by_name[name] += 1
         self._outstanding.add(reservation)
@@ -277,7 +299,7 @@ class CapacityLedger:
             self._reserved_by_name[name] -= 1
         if claimed_name is not None:
             self._active += 1
-            self._active_by_name[claimed_name] += 1
+            self._active_by_name[claimed_name] = self._active_by_name.get(claimed_name, 0) + 1
 
     def release(self, name: str) -> None:
         """An execution of ``name`` finished or went stale: give its slot back.
@@ -286,25 +308,35 @@ class CapacityLedger:
         may still run; that is intended, its lock is already lost
         (docs/concepts.md#stale-executions).
         """
-        self._check_known(name)
-        if self._active_by_name[name] <= 0:
+        if name not in self._active_by_name:
+            self._check_known(name)
+        if self._active_by_name.get(name, 0) <= 0:
             raise WorkersStateError(f"no active execution of job {name!r} to release")
         self._active -= 1
         self._active_by_name[name] -= 1
+        if name not in self._caps and not self._active_by_name[name]:
+            del self._active_by_name[name]  # a dynamic name: forgotten when idle
 
     # -- internals -----------------------------------------------------------------------
 
     def _below_cap(self, name: str) -> bool:
         if name in self._blocked:
             return False
-        cap = self._caps[name]
+        cap = self._caps.get(name)
         return cap is None or self._active_by_name[name] + self._reserved_by_name[name] < cap
 
     def _open_names(self) -> tuple[str, ...]:
-        return tuple(name for name in self._caps if self._below_cap(name))
+        names = tuple(name for name in self._caps if self._below_cap(name))
+        if not self._dynamic:
+            return names
+        return names + tuple(name for name in self._dynamic if name not in self._blocked)
+
+    @property
+    def _offered(self) -> int:
+        return len(self._caps) + len(self._dynamic)
 
     def _check_known(self, name: object) -> None:
-        if not isinstance(name, str) or name not in self._caps:
+        if not isinstance(name, str) or (name not in self._caps and name not in self._dynamic):
             raise UnknownJobError(name, list(self._caps))
 
 

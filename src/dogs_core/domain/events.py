@@ -17,6 +17,7 @@ ClaimSwept              one claim round trip of a worker ended (claimed or not) 
 JobClaimed              a worker claimed a job (before its execution starts)             claim lane
 JobStarted              the handler is about to be called                                execution
 JobMisfired             a recurrent job's missed slots were skipped (no handler ran)     execution
+JobExpired              an event job past its ``start_before`` was discarded (not run)   execution
 JobSucceeded ...        the execution's outcome was written (see :class:`ExecutionEnded`)  execution
 LockRenewed             a renewal write of a job's lock landed                           lock task
 LockLost                a renewal found the lock taken or expired: the execution is stale  lock task
@@ -52,6 +53,7 @@ __all__ = [
     "ExecutionEnded",
     "JobCancelled",
     "JobClaimed",
+    "JobExpired",
     "JobFailed",
     "JobMisfired",
     "JobRetried",
@@ -104,7 +106,9 @@ class SchedulingStarted(Event):
 @dataclass(frozen=True, slots=True)
 class JobScheduled(Event):
     """One record of a scheduling call: inserted, or an existing one found by its unique key
-    (``duplicate``; ``job_id`` is then the existing record's)."""
+    (``duplicate``; ``job_id`` is then the existing record's). ``outcome`` says which:
+    ``scheduled``, ``duplicate``, or (``unique=`` options) ``replaced`` or ``debounced``, where
+    ``job_id`` is the existing record that took the call's params."""
 
     kind: ClassVar[str] = "job.scheduled"
     call_id: int
@@ -114,6 +118,7 @@ class JobScheduled(Event):
     priority: int
     duplicate: bool = False
     unique_key: str | None = None
+    outcome: str = "scheduled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +187,17 @@ class JobMisfired(Event):
     last_slot: datetime
     next_run_at: datetime
     capped: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class JobExpired(Event):
+    """Event ``job`` was claimed for its first attempt after its ``start_before`` deadline:
+    it was deleted without running, with an ``expired`` history row (no :class:`JobStarted`
+    precedes it)."""
+
+    kind: ClassVar[str] = "job.expired"
+    job: ClaimedJob
+    deadline: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,6 +375,7 @@ EVENT_KINDS: Mapping[str, type[Event]] = {
         JobClaimed,
         JobStarted,
         JobMisfired,
+        JobExpired,
         ExecutionEnded,
         LockRenewed,
         LockLost,

@@ -7,9 +7,12 @@ the code that moves bytes. The runtime reports what happened to an execution, th
 Before the handler runs, :func:`decide_before_run` may refuse to run the job at all: a record
 whose type differs from the definition (another deployment owns the name) is deferred by one
 lock time, an event record past its attempt limit (a crash used its last try) is marked
-terminal, and a recurrent record claimed too late for its misfire policy
-(:mod:`dogs_core.domain.misfire`) is moved to a later slot: a :class:`Defer` carrying the
-:class:`~dogs_core.domain.misfire.MissedSlots`, its try given back and no history row.
+terminal, an event record claimed for its first attempt after its ``start_before`` deadline is
+deleted with an ``expired`` history row, a paused runtime schedule's record
+(:mod:`dogs_core.domain.runtime_schedules`) is parked again without running, and a recurrent
+record claimed too late for its misfire policy (:mod:`dogs_core.domain.misfire`) is moved to a
+later slot: a :class:`Defer` carrying the :class:`~dogs_core.domain.misfire.MissedSlots`, its
+try given back and no history row.
 
 After the handler, :func:`decide` maps the :data:`Happened` value:
 
@@ -51,6 +54,7 @@ from dogs_core.domain.definitions import (
 )
 from dogs_core.domain.misfire import MissedSlots, misfire_before_run, next_run_after_run
 from dogs_core.domain.records import ClaimedJob, HistoryStatus, JobType
+from dogs_core.domain.uniqueness import PARKED_AT
 from dogs_core.domain.values import value
 
 __all__ = [
@@ -70,6 +74,7 @@ __all__ = [
     "Succeeded",
     "decide",
     "decide_before_run",
+    "expired",
 ]
 
 
@@ -187,7 +192,7 @@ class OutcomePolicy:
 
 def decide_before_run(
     definition: JobDefinition, job: ClaimedJob, policy: OutcomePolicy, now: datetime
-) -> Defer | MarkTerminal | None:
+) -> Defer | MarkTerminal | Delete | None:
     """``None`` when the handler may run; otherwise the write that replaces the run."""
     if job.type is not definition.type:
         return Defer(now + policy.default_lock_time)
@@ -195,11 +200,26 @@ def decide_before_run(
         limit = definition.effective_max_tries(policy.max_tries)
         if limit is not None and job.tries > limit:
             return _terminal(policy, now, history=None)
+        if expired(job, now):
+            return Delete(HistoryStatus.EXPIRED)
+    elif job.schedule is not None and job.schedule.paused:
+        return Defer(PARKED_AT, tries=max(job.tries - 1, 0))
     elif job.tries <= 1 and not job.was_stale:  # a slot's first attempt, not a retry
         missed = misfire_before_run(definition.schedule, definition.misfire, job.next_run_at, now)
         if missed is not None:
             return Defer(missed.next_run_at, tries=max(job.tries - 1, 0), missed=missed)
     return None
+
+
+def expired(job: ClaimedJob, now: datetime) -> bool:
+    """Whether ``job`` is claimed for its first attempt after its ``start_before`` deadline
+    (a retry, or the rerun of an attempt whose worker died, had started in time)."""
+    return (
+        job.start_before is not None
+        and now > job.start_before
+        and job.tries <= 1
+        and not job.was_stale
+    )
 
 
 def decide(

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from dogs_core.domain.progress import Progress
+from dogs_core.domain.runtime_schedules import ScheduleSpec
 from dogs_core.domain.values import value
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "BulkScheduleResult",
     "ClaimRequest",
     "ClaimedJob",
+    "Debounced",
     "Duplicate",
     "HistoryRecord",
     "HistoryStatus",
@@ -35,6 +37,7 @@ __all__ = [
     "NewJob",
     "Owner",
     "PreviousAttempt",
+    "Replaced",
     "ScheduleOutcome",
     "Scheduled",
     "to_millis",
@@ -61,8 +64,10 @@ class JobStatus(enum.StrEnum):
 class HistoryStatus(enum.StrEnum):
     """How one execution ended. The first row written for an execution wins.
 
-    Dogs writes the first three. ``cancelled`` (by an operator, or at shutdown) and
-    ``snoozed`` (the handler asked to run again later) are ours (docs/differences.md).
+    Dogs writes the first three. ``cancelled`` (by an operator, or at shutdown),
+    ``snoozed`` (the handler asked to run again later) and ``expired`` (an event job not started
+    by its ``start_before`` deadline, discarded without running) are ours
+    (docs/differences.md).
     """
 
     SUCCESS = "success"
@@ -70,6 +75,7 @@ class HistoryStatus(enum.StrEnum):
     STALE = "stale"
     CANCELLED = "cancelled"
     SNOOZED = "snoozed"
+    EXPIRED = "expired"
 
 
 class JobState(enum.StrEnum):
@@ -144,6 +150,21 @@ class NewJob:
     workflow: Mapping[str, Any] | None = None
     """A workflow step's record: its workflow, step and what its dependencies left (additive
     ``workflow``; :mod:`dogs_core.domain.workflow_records`)."""
+    tags: tuple[str, ...] = ()
+    """Additive ``tags`` (:mod:`dogs_core.domain.tags`), written only when there are some."""
+    start_before: datetime | None = None
+    """Additive ``startBefore``: not started by then, the job is discarded (``expired``)."""
+    unique_window: timedelta | None = None
+    """Additive ``uniqueWindowMs``: the key stays taken this long after the record ended."""
+    debounce_until: datetime | None = None
+    """Additive ``debounceUntil``: the latest run time a debounce may push the record to."""
+    parked_run_at: datetime | None = None
+    """With ``next_run_at`` at :data:`~dogs_core.domain.uniqueness.PARKED_AT`: the run time the
+    record gets once its call has checked its key's window (additive ``parkedRunAt``)."""
+    parked_at: datetime | None = None
+    """When it was parked (additive ``parkedAt``)."""
+    schedule: ScheduleSpec | None = None
+    """A runtime schedule's recurrent record: what it runs and when (additive ``schedule``)."""
 
 
 @value
@@ -179,6 +200,20 @@ class JobRecord:
     an earlier execution is not shown)."""
     workflow: Mapping[str, Any] | None = None
     """The workflow step this record runs (additive ``workflow``), or ``None``."""
+    tags: tuple[str, ...] = ()
+    """Additive ``tags``."""
+    start_before: datetime | None = None
+    """Additive ``startBefore``: the start deadline of an event job."""
+    unique_window: timedelta | None = None
+    """Additive ``uniqueWindowMs``: how long the unique key stays taken after the record ends."""
+    debounce_until: datetime | None = None
+    """Additive ``debounceUntil``: the cap of a debounced record's run time."""
+    parked_at: datetime | None = None
+    """Additive ``parkedAt``: written by a call still checking its key's window."""
+    parked_run_at: datetime | None = None
+    """Additive ``parkedRunAt``: the run time a parked record gets once published."""
+    schedule: ScheduleSpec | None = None
+    """Additive ``schedule``: set on the recurrent record of a runtime schedule."""
 
     def state(self, now: datetime) -> JobState:
         """The :class:`JobState` of this record at ``now``."""
@@ -245,6 +280,14 @@ class ClaimedJob:
     workflow: Mapping[str, Any] | None = None
     """The workflow step the record runs (additive ``workflow``): ``ctx.workflow_id``,
     ``ctx.upstream(...)`` and ``ctx.batch`` read it."""
+    tags: tuple[str, ...] = ()
+    """The record's tags (additive ``tags``)."""
+    start_before: datetime | None = None
+    """Not started by then, the job is discarded with an ``expired`` row (``startBefore``)."""
+    unique_window: timedelta | None = None
+    """Once it ends, its unique key stays taken this long (``uniqueWindowMs``)."""
+    schedule: ScheduleSpec | None = None
+    """The runtime schedule the record is (``schedule``), as read at the claim."""
 
     @property
     def lock_id(self) -> str:
@@ -317,20 +360,47 @@ class Scheduled:
 
 @dataclass(frozen=True, slots=True)
 class Duplicate:
-    """``schedule`` found a record holding the same unique identifier; nothing was written.
+    """``schedule`` found its unique key taken; nothing was written.
 
     ``unique_identifier``
         the unique key as stored (with ``unique_scope="job"`` it includes the job name).
     ``existing_id``
         the id of the record that holds the key, or ``None`` when that record could not be read
         back (it was completed and deleted in the meantime).
+    ``reason``
+        ``"record"``: a record holds the key in one of the call's states; ``"window"``: the
+        record ended less than its ``period`` ago; ``"throttle"``: a call of this period was
+        accepted already (this one is dropped).
+    ``held_until``
+        for ``"window"`` and ``"throttle"``: when the key is free again.
     """
 
     existing_id: str | None
     unique_identifier: str
+    reason: str = "record"
+    held_until: datetime | None = None
 
 
-ScheduleOutcome = Scheduled | Duplicate
+@dataclass(frozen=True, slots=True)
+class Replaced:
+    """``schedule(unique=Unique(on_conflict="replace"))`` gave the pending record ``id`` that
+    held the key the call's params, run time, priority, tags and deadline."""
+
+    id: str
+    unique_identifier: str
+
+
+@dataclass(frozen=True, slots=True)
+class Debounced:
+    """``schedule(unique=Unique(on_conflict="debounce"))`` gave the pending record ``id`` the
+    call's params and moved its run time to ``run_at``."""
+
+    id: str
+    run_at: datetime
+    unique_identifier: str
+
+
+ScheduleOutcome = Scheduled | Duplicate | Replaced | Debounced
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,7 +435,8 @@ class BulkScheduleResult:
     ``errors``
         one :class:`ItemError` per item that failed.
     ``outcomes``
-        one entry per item, in order: its :class:`Scheduled` or :class:`Duplicate`, or ``None``
+        one entry per item, in order: its :class:`Scheduled` or :class:`Duplicate` (or, for
+        items with ``unique=`` options, :class:`Replaced` or :class:`Debounced`), or ``None``
         for an item that failed.
     """
 

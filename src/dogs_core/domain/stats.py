@@ -88,6 +88,10 @@ class JobStats:
     until: datetime
     """The window's end (exclusive)."""
 
+    expired: int = 0
+    """Rows of status ``expired`` (not started by their ``start_before`` deadline: never run,
+    and left out of the durations)."""
+
     @property
     def success_rate(self) -> float | None:
         """``succeeded / (succeeded + failed + stale)``; ``None`` when that is 0."""
@@ -198,6 +202,7 @@ def stats_of_name(
         failed=statuses.get(HistoryStatus.ERROR.value, 0),
         stale=statuses.get(HistoryStatus.STALE.value, 0),
         cancelled=statuses.get(HistoryStatus.CANCELLED.value, 0),
+        expired=statuses.get(HistoryStatus.EXPIRED.value, 0),
         failures_by_type=dict(sorted(failures_by_type.items())),
         duration_p50_ms=p50,
         duration_p95_ms=p95,
@@ -223,7 +228,9 @@ def stats_from_history(
 def _name_stats(
     name: str, rows: Sequence[HistoryRecord], since: datetime, until: datetime
 ) -> JobStats:
-    ordered = sorted(float(max(0, row.duration_ms)) for row in rows)
+    ordered = sorted(
+        float(max(0, row.duration_ms)) for row in rows if row.status is not HistoryStatus.EXPIRED
+    )
     failures = Counter(
         row.error_type or UNKNOWN_ERROR_TYPE for row in rows if row.status is HistoryStatus.ERROR
     )
@@ -234,6 +241,10 @@ def _name_stats(
         runs=len(rows),
         statuses=Counter(HistoryStatus(row.status).value for row in rows),
         failures_by_type=failures,
-        durations=(nearest_rank(ordered, 50), nearest_rank(ordered, 95), ordered[-1]),
+        durations=(
+            nearest_rank(ordered, 50),
+            nearest_rank(ordered, 95),
+            ordered[-1] if ordered else None,
+        ),
         per_minute=Counter(minute_start(row.started_at) for row in rows),
     )

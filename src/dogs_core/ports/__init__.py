@@ -5,9 +5,9 @@ The job store is cut into roles, one module each, declared once (async):
 :mod:`~dogs_core.ports.settle`, :mod:`~dogs_core.ports.history`, :mod:`~dogs_core.ports.feeds`,
 :mod:`~dogs_core.ports.steering`, :mod:`~dogs_core.ports.stats`,
 :mod:`~dogs_core.ports.controls`, :mod:`~dogs_core.ports.leases`,
-:mod:`~dogs_core.ports.maintenance`, and the optional :mod:`~dogs_core.ports.archive` and
-:mod:`~dogs_core.ports.following` and
-:mod:`~dogs_core.ports.workflows`.
+:mod:`~dogs_core.ports.maintenance`, and the optional :mod:`~dogs_core.ports.archive`,
+:mod:`~dogs_core.ports.following`, :mod:`~dogs_core.ports.workflows`,
+:mod:`~dogs_core.ports.uniqueness` and :mod:`~dogs_core.ports.schedules`.
 :class:`AsyncJobStore` is the union of the required ones; what the conventions of every role
 are (fencing, errors, times) is in :mod:`dogs_core.ports.common`.
 
@@ -28,29 +28,41 @@ from dogs_core.ports._sync.following import FollowingStore
 from dogs_core.ports._sync.history import HistoryStore
 from dogs_core.ports._sync.leases import LeaseStore
 from dogs_core.ports._sync.maintenance import MaintenanceStore
+from dogs_core.ports._sync.schedules import ScheduleStore
 from dogs_core.ports._sync.scheduling import SchedulingStore
 from dogs_core.ports._sync.settle import SettleStore
 from dogs_core.ports._sync.stats import StatsStore
 from dogs_core.ports._sync.steering import SteeringStore
 from dogs_core.ports._sync.store import JobStore
+from dogs_core.ports._sync.uniqueness import UniquenessStore
 from dogs_core.ports._sync.workflows import WorkflowStore
 from dogs_core.ports.archive import AsyncArchiveStore
 from dogs_core.ports.claims import AsyncClaimStore
-from dogs_core.ports.common import REQUIRED_ROLES, Clock, Role, StoreCapabilities, store_roles
+from dogs_core.ports.common import (
+    OPTIONAL_ROLES,
+    REQUIRED_ROLES,
+    Clock,
+    Role,
+    StoreCapabilities,
+    store_roles,
+)
 from dogs_core.ports.controls import AsyncControlStore
 from dogs_core.ports.feeds import AsyncFeedStore
 from dogs_core.ports.following import AsyncFollowingStore
 from dogs_core.ports.history import AsyncHistoryStore
 from dogs_core.ports.leases import AsyncLeaseStore
 from dogs_core.ports.maintenance import AsyncMaintenanceStore
+from dogs_core.ports.schedules import AsyncScheduleStore
 from dogs_core.ports.scheduling import AsyncSchedulingStore
 from dogs_core.ports.settle import AsyncSettleStore
 from dogs_core.ports.stats import AsyncStatsStore
 from dogs_core.ports.steering import AsyncSteeringStore
 from dogs_core.ports.store import AsyncJobStore
+from dogs_core.ports.uniqueness import AsyncUniquenessStore
 from dogs_core.ports.workflows import AsyncWorkflowStore
 
 __all__ = [
+    "OPTIONAL_ROLES",
     "REQUIRED_ROLES",
     "ArchiveStore",
     "AsyncArchiveStore",
@@ -62,10 +74,12 @@ __all__ = [
     "AsyncJobStore",
     "AsyncLeaseStore",
     "AsyncMaintenanceStore",
+    "AsyncScheduleStore",
     "AsyncSchedulingStore",
     "AsyncSettleStore",
     "AsyncStatsStore",
     "AsyncSteeringStore",
+    "AsyncUniquenessStore",
     "AsyncWorkflowStore",
     "ClaimStore",
     "Clock",
@@ -77,11 +91,13 @@ __all__ = [
     "LeaseStore",
     "MaintenanceStore",
     "Role",
+    "ScheduleStore",
     "SchedulingStore",
     "SettleStore",
     "StatsStore",
     "SteeringStore",
     "StoreCapabilities",
+    "UniquenessStore",
     "WorkflowStore",
     "store_roles",
 ]

@@ -31,7 +31,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Protocol
 
-__all__ = ["REQUIRED_ROLES", "Clock", "Role", "StoreCapabilities", "store_roles"]
+__all__ = [
+    "OPTIONAL_ROLES",
+    "REQUIRED_ROLES",
+    "Clock",
+    "Role",
+    "StoreCapabilities",
+    "store_roles",
+]
 
 
 class Role(enum.StrEnum):
@@ -63,10 +70,20 @@ class Role(enum.StrEnum):
     """Optional: progress on records, executions' log lines (:mod:`dogs_core.ports.following`)."""
     WORKFLOWS = "workflows"
     """Optional: workflows and their steps (:mod:`dogs_core.ports.workflows`)."""
+    UNIQUENESS = "uniqueness"
+    """Optional: unique keys' windows, throttles, replace and debounce
+    (:mod:`dogs_core.ports.uniqueness`)."""
+    SCHEDULES = "schedules"
+    """Optional: recurring schedules managed at run time (:mod:`dogs_core.ports.schedules`)."""
 
+
+#: The roles a store may lack (a store written before one existed keeps working without it).
+OPTIONAL_ROLES: Final = frozenset(
+    {Role.ARCHIVE, Role.FOLLOWING, Role.WORKFLOWS, Role.UNIQUENESS, Role.SCHEDULES}
+)
 
 #: The roles every store has: :class:`~dogs_core.ports.store.AsyncJobStore` is their union.
-REQUIRED_ROLES: Final = frozenset(Role) - {Role.ARCHIVE, Role.FOLLOWING, Role.WORKFLOWS}
+REQUIRED_ROLES: Final = frozenset(Role) - OPTIONAL_ROLES
 
 
 def store_roles(store: object) -> frozenset[Role]:

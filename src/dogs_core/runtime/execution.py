@@ -68,6 +68,7 @@ from dogs_core.runtime.recording import (
 from dogs_core.runtime.services import ExecutionServices
 from dogs_core.runtime.settle import Verdict, label_of
 from dogs_core.runtime.takeover import take_over
+from dogs_core.runtime.unique_windows import ends_with_window, open_window
 from dogs_core.runtime.verdicts import what_happened
 
 __all__ = ["Execution", "Phase"]
@@ -219,6 +220,8 @@ class Execution:
             value = result.value if isinstance(result, Returned) else None
             error = result.error if isinstance(result, Raised) else None
             row = self._row(command.history, ended_at, result=value, error=error)
+        if ends_with_window(job, command):  # its key's window, before the record goes
+            await open_window(services, job, decided_at)
         self._settle_soon(command, result, row)
 
     async def _through_gate(self, lock_time: timedelta) -> bool:

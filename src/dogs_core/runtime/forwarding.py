@@ -21,7 +21,7 @@ only when the store it wraps has it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -41,9 +41,11 @@ from dogs_core.domain.records import (
     NewJob,
     ScheduleOutcome,
 )
+from dogs_core.domain.runtime_schedules import ScheduleSpec
 from dogs_core.domain.settle import Settlement
 from dogs_core.domain.stats import JobStats
 from dogs_core.domain.steering import JobChange
+from dogs_core.domain.uniqueness import HoldState, PendingUpdate, UniqueHold
 from dogs_core.domain.wakeups import RecordChange
 from dogs_core.domain.workflow_records import (
     Dependent,
@@ -313,6 +315,54 @@ class ForwardingJobStore(ABC):
     async def close(self) -> None:
         await self._forward("close")
 
+    async def get_schedule_record(self, schedule_id: str) -> JobRecord | None:
+        return cast("JobRecord | None", await self._forward("get_schedule_record", schedule_id))
+
+    async def find_schedule_records(
+        self, *, after: str | None = None, limit: int = 100
+    ) -> list[JobRecord]:
+        return cast(
+            "list[JobRecord]",
+            await self._forward("find_schedule_records", after=after, limit=limit),
+        )
+
+    async def insert_schedule(self, job: NewJob) -> bool:
+        return cast("bool", await self._forward("insert_schedule", job))
+
+    async def update_schedule(
+        self,
+        record_id: str,
+        *,
+        expected: datetime | None,
+        spec: ScheduleSpec,
+        params: Mapping[str, Any] | None,
+        priority: int,
+        next_run_at: datetime | None,
+    ) -> JobRecord | None:
+        return cast(
+            "JobRecord | None",
+            await self._forward(
+                "update_schedule",
+                record_id,
+                expected=expected,
+                spec=spec,
+                params=params,
+                priority=priority,
+                next_run_at=next_run_at,
+            ),
+        )
+
+    async def delete_schedule(self, schedule_id: str) -> JobRecord | None:
+        return cast("JobRecord | None", await self._forward("delete_schedule", schedule_id))
+
+    async def due_schedules(
+        self, job_names: Sequence[str], *, until: datetime, limit: int
+    ) -> list[tuple[str, datetime]]:
+        return cast(
+            "list[tuple[str, datetime]]",
+            await self._forward("due_schedules", job_names, until=until, limit=limit),
+        )
+
     async def insert_job(self, job: NewJob, *, session: object | None = None) -> ScheduleOutcome:
         return cast("ScheduleOutcome", await self._forward("insert_job", job, session=session))
 
@@ -354,6 +404,7 @@ class ForwardingJobStore(ABC):
         after: str | None = None,
         limit: int = 100,
         now: datetime | None = None,
+        tags: Sequence[str] | None = None,
     ) -> list[JobRecord]:
         return cast(
             "list[JobRecord]",
@@ -365,6 +416,7 @@ class ForwardingJobStore(ABC):
                 after=after,
                 limit=limit,
                 now=now,
+                tags=tags,
             ),
         )
 
@@ -397,6 +449,47 @@ class ForwardingJobStore(ABC):
                 "delete_records", job_name=job_name, state=state, now=now, dry_run=dry_run
             ),
         )
+
+    async def read_unique_hold(self, key: str) -> UniqueHold | None:
+        return cast("UniqueHold | None", await self._forward("read_unique_hold", key))
+
+    async def take_unique_hold(
+        self, key: str, job_id: str, *, until: datetime, now: datetime
+    ) -> UniqueHold | None:
+        return cast(
+            "UniqueHold | None",
+            await self._forward("take_unique_hold", key, job_id, until=until, now=now),
+        )
+
+    async def extend_unique_hold(self, key: str, job_id: str, *, until: datetime) -> None:
+        await self._forward("extend_unique_hold", key, job_id, until=until)
+
+    async def release_unique_identifier(
+        self, job_id: str, identifier: str, *, state: HoldState, now: datetime
+    ) -> bool:
+        return cast(
+            "bool",
+            await self._forward(
+                "release_unique_identifier", job_id, identifier, state=state, now=now
+            ),
+        )
+
+    async def update_pending(
+        self, job_id: str | None, identifier: str, update: PendingUpdate, *, now: datetime
+    ) -> JobRecord | None:
+        return cast(
+            "JobRecord | None",
+            await self._forward("update_pending", job_id, identifier, update, now=now),
+        )
+
+    async def publish_parked(self, job_id: str, *, parked_at: datetime, run_at: datetime) -> bool:
+        return cast(
+            "bool",
+            await self._forward("publish_parked", job_id, parked_at=parked_at, run_at=run_at),
+        )
+
+    async def drop_parked(self, job_id: str, *, parked_at: datetime) -> bool:
+        return cast("bool", await self._forward("drop_parked", job_id, parked_at=parked_at))
 
     async def setup_workflows(self) -> None:
         await self._forward("setup_workflows")

@@ -15,7 +15,14 @@ from collections.abc import Sequence
 from types import TracebackType
 
 from dogs_core.domain.events import JobScheduled, SchedulingEnded, SchedulingStarted
-from dogs_core.domain.records import Duplicate, NewJob, Scheduled, ScheduleOutcome
+from dogs_core.domain.records import (
+    Debounced,
+    Duplicate,
+    NewJob,
+    Replaced,
+    Scheduled,
+    ScheduleOutcome,
+)
 from dogs_core.runtime.telemetry import Telemetry, next_call_id
 
 __all__ = ["ObservedScheduling", "observe_scheduling"]
@@ -46,9 +53,11 @@ class ObservedScheduling:
         """What became of each of :attr:`jobs` (``None``: the item failed)."""
         call_id = self._started.call_id
         for job, outcome in zip(self.jobs, outcomes, strict=False):
-            if isinstance(outcome, Scheduled):
+            run_at = job.next_run_at
+            if isinstance(outcome, Scheduled | Replaced | Debounced):
                 self._scheduled += 1
                 job_id = outcome.id
+                run_at = outcome.run_at if isinstance(outcome, Debounced) else run_at
             elif isinstance(outcome, Duplicate):
                 self._duplicates += 1
                 job_id = outcome.existing_id or job.id
@@ -58,10 +67,11 @@ class ObservedScheduling:
                 call_id,
                 job.job_name,
                 job_id,
-                run_at=job.next_run_at,
+                run_at=run_at,
                 priority=job.priority,
                 duplicate=isinstance(outcome, Duplicate),
                 unique_key=job.unique_identifier,
+                outcome=_OUTCOMES[type(outcome)],
             )
             self._telemetry.emit(event)
 
@@ -84,6 +94,15 @@ class ObservedScheduling:
             error=exc,
         )
         self._telemetry.emit(ended)
+
+
+#: ``JobScheduled.outcome`` of each outcome type.
+_OUTCOMES = {
+    Scheduled: "scheduled",
+    Duplicate: "duplicate",
+    Replaced: "replaced",
+    Debounced: "debounced",
+}
 
 
 def observe_scheduling(telemetry: Telemetry, jobs: Sequence[NewJob]) -> ObservedScheduling | None:

@@ -13,7 +13,7 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 from dogs_core.domain import validation
 from dogs_core.domain.clock_offset import DEFAULT_CLOCK_SYNC_INTERVAL
@@ -38,6 +38,7 @@ from dogs_core.domain.records import (
     ScheduleOutcome,
 )
 from dogs_core.domain.schedules import event_run_at, parse_duration
+from dogs_core.domain.uniqueness import Unique, UniqueError
 from dogs_core.errors import (
     DogsError,
     InvalidOptionError,
@@ -48,6 +49,7 @@ from dogs_core.ids import new_record_id
 from dogs_core.jobs import Jobs
 from dogs_core.ports import Clock
 from dogs_core.runtime.clock import ServerClock
+from dogs_core.runtime.shaping import check_unique, shape
 
 __all__ = [
     "HISTORY_GRACE",
@@ -79,13 +81,18 @@ HISTORY_GRACE = 30.0
 
 @dataclass(frozen=True, slots=True)
 class ScheduleItem:
-    """One job of a ``schedule_many`` call; the same options as ``schedule``."""
+    """One job of a ``schedule_many`` call; the same options as ``schedule`` (``unique`` only
+    when it needs nothing but Dogs' unique index: ``Unique(key=...)`` or ``Unique(by=...)``
+    with the default states, no period, ``on_conflict="skip"``)."""
 
     params: object = None
     run_in: timedelta | int | float | str | None = None
     run_at: datetime | None = None
     priority: int | None = None
     unique_key: str | None = None
+    unique: Unique | None = None
+    start_before: timedelta | int | float | str | datetime | None = None
+    tags: Sequence[str] | None = None
 
 
 class AmbiguousBulkInsert(Exception):
@@ -160,7 +167,9 @@ class ClientBase:
         self.clock = ServerClock.over(clock, interval)
         self._rng = rng or random.Random()
 
-    def _event_definition(self, job: EventJobDefinition | str) -> EventJobDefinition:
+    def _event_definition(
+        self, job: EventJobDefinition | str, *, unique: Unique | None = None
+    ) -> EventJobDefinition:
         if isinstance(job, str):
             if self.jobs is None:
                 raise InvalidOptionError(
@@ -176,6 +185,13 @@ class ClientBase:
         else:
             raise InvalidOptionError(
                 "job", job, "must be a job definition (from @jobs.event) or a job name"
+            )
+        if not isinstance(definition, EventJobDefinition) and unique is not None:
+            raise UniqueError(
+                "unique.on_conflict",
+                unique.on_conflict,
+                f"job {definition.name!r} is recurrent: it has one record and schedules "
+                "itself, so it cannot be deduplicated, replaced, debounced or throttled",
             )
         if not isinstance(definition, EventJobDefinition):
             raise InvalidOptionError(
@@ -196,14 +212,33 @@ class ClientBase:
             if item.priority is None
             else validation.priority("priority", item.priority)
         )
+        params = validate_params(definition, item.params)
+        unique = check_unique(item.unique, item.unique_key)
+        shaped = shape(
+            definition,
+            now=now,
+            run_at=next_run_at,
+            explicit_time=run_in is not None or item.run_at is not None,
+            params=params,
+            unique=unique,
+            start_before=item.start_before,
+            tags=item.tags,
+        )
+        identifier = shaped.unique_identifier
+        if unique is None:
+            identifier = _unique_identifier(definition, item.unique_key)
         return NewJob(
             id=new_record_id(),
             job_name=definition.name,
-            params=validate_params(definition, item.params),
-            next_run_at=next_run_at,
+            params=params,
+            next_run_at=shaped.next_run_at,
             priority=priority,
             partition=assign_partition(self.n_partitions, self._rng),
-            unique_identifier=_unique_identifier(definition, item.unique_key),
+            unique_identifier=identifier,
+            tags=shaped.tags,
+            start_before=shaped.start_before,
+            unique_window=shaped.unique_window,
+            debounce_until=shaped.debounce_until,
         )
 
     def _prepare_many(
@@ -213,7 +248,15 @@ class ClientBase:
         batch = PreparedBatch(list(items))
         for index, raw in enumerate(batch.items):
             try:
-                batch.jobs.append(self._new_job(definition, _as_item(raw, index)))
+                item = _as_item(raw, index)
+                if item.unique is not None and not item.unique.plain:
+                    raise UniqueError(
+                        f"items[{index}].unique",
+                        item.unique,
+                        "schedule_many takes only Unique(key= or by=) with the default states, "
+                        "no period and on_conflict='skip'; use schedule() for the others",
+                    )
+                batch.jobs.append(self._new_job(definition, item))
                 batch.positions.append(index)
             except DogsError as error:
                 batch.errors.append(ItemError(index=index, error=error, job=raw))
@@ -324,11 +367,16 @@ def _unique_identifier(definition: EventJobDefinition | None, key: object) -> st
     return key
 
 
+_ITEM_FIELDS: Final = frozenset(
+    ("params", "run_in", "run_at", "priority", "unique_key", "unique", "start_before", "tags")
+)
+
+
 def _as_item(raw: ScheduleItem | Mapping[str, Any], index: int) -> ScheduleItem:
     if isinstance(raw, ScheduleItem):
         return raw
     if isinstance(raw, Mapping):
-        unknown = set(raw) - {"params", "run_in", "run_at", "priority", "unique_key"}
+        unknown = set(raw) - _ITEM_FIELDS
         if unknown:
             raise InvalidOptionError(f"items[{index}]", sorted(unknown), "unknown schedule options")
         return ScheduleItem(**raw)

@@ -27,6 +27,7 @@ from dogs_core.domain.takeover import (
 from dogs_core.runtime._async.retry import retry_transient
 from dogs_core.runtime.outage import log_gave_up
 from dogs_core.runtime.services import HISTORY_WRITE_TIMEOUT, ExecutionServices
+from dogs_core.runtime.unique_windows import ends_with_window, open_window
 
 __all__ = ["Takeover", "take_over"]
 
@@ -70,6 +71,8 @@ async def take_over(
         *what,
     )
     try:
+        if ends_with_window(job, command):
+            await open_window(services, job, now)
         settlement = Settlement(job.job_id, job.lock_id, command)
         what_write = f"complete the finished attempt of {job.job_name}"
         if not await services.settler.settle(settlement, what=what_write):

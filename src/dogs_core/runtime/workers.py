@@ -48,6 +48,7 @@ from dogs_core.runtime.maintenance import (
 )
 from dogs_core.runtime.outage import log_store_failure
 from dogs_core.runtime.runners import RunnerPool
+from dogs_core.runtime.schedule_book import ScheduleBook, definition_of
 from dogs_core.runtime.services import HISTORY_WRITE_TIMEOUT, Milestone, build_services
 from dogs_core.runtime.settings import DurationLike, WorkerSettings, check_worker_arguments
 from dogs_core.runtime.signal import Signal
@@ -101,6 +102,8 @@ class Workers:
         self._ahead = ClaimedAhead.of(self.settings, self._pacer.ledger, self._start_execution)
         self._hints = HintSelector()
         self._build_services(store)
+        every = self.settings.poll_interval.total_seconds()  # runtime schedules (issue 27):
+        self._book = ScheduleBook.of(store, self._definitions, self._pacer.ledger, every, self)
         self._active: dict[str, Execution] = {}
         self._finishing: set[str] = set()  # freed their slot, still writing history
         self._forgotten = Signal()
@@ -318,6 +321,8 @@ class Workers:
         if self._watcher is not None:
             background.start_soon(self._watcher.run, name="dogs change feed")
         background.start_soon(self._holds.run, name="dogs fleet holds")
+        if self._book is not None:
+            background.start_soon(self._book.run, name="dogs runtime schedules")
         start_maintenance(
             background,
             store,
@@ -416,7 +421,7 @@ class Workers:
         if job.was_stale:
             what = (job.job_name, job.job_id, job.tries)
             logger.info("running job %s (%s) that was stale; try %d", *what)
-        definition = self._definitions[job.job_name]
+        definition = self._definitions.get(job.job_name) or definition_of(self._book, job)
         execution = Execution(self._services, job, definition, lock_from=requested_at)
         execution.began = self._host.loop_time()
         self._active[job.execution_id] = execution

@@ -28,7 +28,7 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 from dogs_core.domain import validation
 from dogs_core.domain.definitions import EventJobDefinition, validate_params
-from dogs_core.domain.records import Duplicate, Scheduled
+from dogs_core.domain.records import ScheduleOutcome
 from dogs_core.errors import InvalidOptionError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime.blocking import BlockingDogsClient
@@ -93,7 +93,7 @@ class CommitSchedule:
     ``Duplicate``; ``None`` until an ``"on_commit"`` job is written)."""
 
     mode: Literal["transaction", "on_commit", "now"]
-    outcome: Scheduled | Duplicate | None = None
+    outcome: ScheduleOutcome | None = None
 
 
 def _mongo_session(alias: str) -> object | None:

@@ -31,6 +31,7 @@ from dogs_mongo._async.claims import (
 )
 from dogs_mongo._async.indexes import ensure_indexes, list_indexes
 from dogs_mongo.errors import translate_errors
+from dogs_mongo.queries import uniqueness as qu
 
 __all__ = ["MongoMaintenance"]
 
@@ -48,6 +49,7 @@ class MongoMaintenance:
     _records: AsyncCollection[Document]
     _history: AsyncCollection[Document]
     _controls: AsyncCollection[Document]
+    _unique_keys: AsyncCollection[Document]
     _primary: AsyncCollection[Document]
     _claim_path_option: str
     _setup_lock: anyio.Lock
@@ -71,7 +73,8 @@ class MongoMaintenance:
             records_ok = await ensure_indexes(self._records, q.RECORD_INDEXES)
             history_ok = await ensure_indexes(self._history, q.HISTORY_INDEXES)
             controls_ok = await ensure_indexes(self._controls, q.CONTROL_INDEXES)
-            self._setup_done = records_ok and history_ok and controls_ok
+            keys_ok = await ensure_indexes(self._unique_keys, qu.UNIQUE_KEY_INDEXES)
+            self._setup_done = records_ok and history_ok and controls_ok and keys_ok
 
     async def server_time(self) -> datetime | None:
         """The server's clock: ``localTime`` of ``hello`` (milliseconds), or ``None`` when the

@@ -45,6 +45,7 @@ class MongoScheduling:
     """Inserting records."""
 
     _records: AsyncCollection[Document]
+    _before_durable: dict[str, AsyncCollection[Document]]
 
     async def insert_job(self, job: NewJob, *, session: Any = None) -> ScheduleOutcome:
         """``insertOne`` of the record, as Dogs does; a duplicate key on ``uniqueIdentifier`` is
@@ -53,9 +54,12 @@ class MongoScheduling:
         document = _checked_document(job)
         if _in_transaction(session):
             return await self._schedule_in_transaction(job, document, session)
+        # A parked record (a unique key's window being checked) is published next under the
+        # store's concern, which makes it durable: w: 1 here spares a journal wait.
+        target = self._records if job.parked_at is None else self._before_durable["records"]
         try:
             with translate_errors("insert_job", write=True):
-                await self._records.insert_one(document, session=session)
+                await target.insert_one(document, session=session)
         except DuplicateKeyError as error:
             if _duplicate_key_field(error.details) == "_id":
                 return Scheduled(id=job.id)  # a retry of an insert that had landed

@@ -33,6 +33,7 @@ from dogs_mongo._sync.claims import (
 )
 from dogs_mongo._sync.indexes import ensure_indexes, list_indexes
 from dogs_mongo.errors import translate_errors
+from dogs_mongo.queries import uniqueness as qu
 
 __all__ = ["MongoMaintenance"]
 
@@ -50,6 +51,7 @@ class MongoMaintenance:
     _records: Collection[Document]
     _history: Collection[Document]
     _controls: Collection[Document]
+    _unique_keys: Collection[Document]
     _primary: Collection[Document]
     _claim_path_option: str
     _setup_lock: threading.Lock
@@ -73,7 +75,8 @@ class MongoMaintenance:
             records_ok = ensure_indexes(self._records, q.RECORD_INDEXES)
             history_ok = ensure_indexes(self._history, q.HISTORY_INDEXES)
             controls_ok = ensure_indexes(self._controls, q.CONTROL_INDEXES)
-            self._setup_done = records_ok and history_ok and controls_ok
+            keys_ok = ensure_indexes(self._unique_keys, qu.UNIQUE_KEY_INDEXES)
+            self._setup_done = records_ok and history_ok and controls_ok and keys_ok
 
     def server_time(self) -> datetime | None:
         """The server's clock: ``localTime`` of ``hello`` (milliseconds), or ``None`` when the

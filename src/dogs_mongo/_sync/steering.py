@@ -17,7 +17,7 @@ without the hint and a warning names the index: slower, still right.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -28,6 +28,7 @@ from pymongo.synchronous.collection import Collection
 from dogs_core.domain import validation
 from dogs_core.domain.records import JobRecord, JobState
 from dogs_core.domain.steering import JobChange, check_bulk_state, check_state
+from dogs_core.domain.tags import validate_tag_filter
 from dogs_core.errors import InvalidOptionError
 from dogs_mongo import queries as q
 from dogs_mongo.errors import read_without_missing_hint, translate_errors
@@ -60,8 +61,9 @@ class MongoSteering:
         after: str | None = None,
         limit: int = 100,
         now: datetime | None = None,
+        tags: Sequence[str] | None = None,
     ) -> list[JobRecord]:
-        """One ``find`` sorted by ``_id``, through the state's index
+        """One ``find`` sorted by ``_id``, through the state's index, or the tags' one
         (:func:`~dogs_mongo.queries.find_jobs_query`)."""
         wanted = check_state(state)
         validation.integer("limit", limit, minimum=1)
@@ -75,6 +77,7 @@ class MongoSteering:
             after=after,
             limit=limit,
             now=now,
+            tags=validate_tag_filter(tags),
         )
         with translate_errors("find_records", write=False):
             try:

@@ -3,7 +3,8 @@
 """The MongoDB job store on PyMongo's ``MongoClient``: the collections and options, and
 one base class per role of the port (``scheduling.py``, ``claims.py``, ``settle.py``,
 ``history.py``, ``feeds.py``, ``steering.py``, ``stats.py``, ``controls.py``, ``leases.py``,
-``maintenance.py``, ``archive.py``, ``following.py``, ``workflows.py``), which share them.
+``maintenance.py``, ``archive.py``, ``following.py``, ``workflows.py``, ``uniqueness.py``,
+``schedules.py``), which share them.
 
 The async adapter (``_async/store.py``) is the source of truth; the sync adapter
 (``_sync/store.py``) is generated from it by ``scripts/generate_sync.py`` (unasync): edit the
@@ -43,12 +44,15 @@ from dogs_mongo._sync.following import MongoFollowing
 from dogs_mongo._sync.history import MongoHistory
 from dogs_mongo._sync.leases import MongoLeases
 from dogs_mongo._sync.maintenance import MongoMaintenance
+from dogs_mongo._sync.schedules import MongoSchedules
 from dogs_mongo._sync.scheduling import MongoScheduling
 from dogs_mongo._sync.settle import MongoSettle
 from dogs_mongo._sync.stats import MongoStats
 from dogs_mongo._sync.steering import MongoSteering
+from dogs_mongo._sync.uniqueness import MongoUniqueness
 from dogs_mongo._sync.workflows import MongoWorkflows
 from dogs_mongo.client_check import refuse_motor
+from dogs_mongo.queries import uniqueness as qu
 from dogs_mongo.queries import workflows as qw
 
 __all__ = [
@@ -85,6 +89,8 @@ class MongoJobStore(
     MongoArchiver,
     MongoFollowing,
     MongoWorkflows,
+    MongoUniqueness,
+    MongoSchedules,
 ):
     """:class:`~dogs_core.ports.JobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 
@@ -130,6 +136,7 @@ class MongoJobStore(
         records_collection: str = q.DEFAULT_RECORDS_COLLECTION,
         history_collection: str = q.DEFAULT_HISTORY_COLLECTION,
         controls_collection: str = q.DEFAULT_CONTROLS_COLLECTION,
+        unique_keys_collection: str = qu.DEFAULT_UNIQUE_KEYS_COLLECTION,
         write_concern: WriteConcern | None = None,
         history_write_concern: WriteConcern | None = None,
         claim_path: str = q.CLAIM_PATH_AUTO,
@@ -184,6 +191,18 @@ class MongoJobStore(
         # The release's own decisions (MongoWorkflows._stamped): w: 1, carried by the majority
         # claims and settlements that follow them.
         self._steps_fast = self._steps.with_options(write_concern=_ROWS_BEFORE_SETTLEMENTS)
+        # The holds of unique keys (issue 27): decided on the primary, under the claims' concern.
+        self._unique_keys: Collection[Document] = self._db.get_collection(
+            unique_keys_collection,
+            read_preference=ReadPreference.PRIMARY,
+            write_concern=write_concern,
+        )
+        # A throttle's hold and a parked record are always followed by a write under the
+        # store's concern that makes them as durable (oplog order): w: 1 spares a journal wait.
+        self._before_durable = {
+            "keys": self._unique_keys.with_options(write_concern=_ROWS_BEFORE_SETTLEMENTS),
+            "records": self._records.with_options(write_concern=_ROWS_BEFORE_SETTLEMENTS),
+        }
         # Claim read-backs and reconciler scans read their own writes: primary, local.
         self._primary: Collection[Document] = self._records.with_options(
             read_preference=ReadPreference.PRIMARY, read_concern=ReadConcern("local")

@@ -13,6 +13,7 @@
     dogs pause NAME | --all, dogs resume NAME | --all      # dogs_mongo.cli.controls
     dogs stats [--name NAME] [--window 1h] [--json]        # dogs_mongo.cli.stats
     dogs archive --older-than 30d [--dry-run] [--json]     # dogs_mongo.cli.archive
+    dogs schedules list|show|set|pause|resume|delete ...   # dogs_mongo.cli.schedules
     dogs dashboard [--host H] [--port N] [--read-only]     # dogs_mongo.cli.dashboard
     dogs unlock-all [--yes]                                # dogs_mongo.cli.unlock
     dogs mongod [--dbpath DIR] [--port N]                  # a local development server
@@ -42,6 +43,7 @@ from dogs_mongo.cli.jobs import history, jobs_app
 from dogs_mongo.cli.logs import logs
 from dogs_mongo.cli.mongod import mongod
 from dogs_mongo.cli.schedule import schedule
+from dogs_mongo.cli.schedules import schedules_app
 from dogs_mongo.cli.stats import stats
 from dogs_mongo.cli.status import status
 from dogs_mongo.cli.unlock import unlock_all
@@ -104,6 +106,7 @@ app.command("pause")(pause)
 app.command("resume")(resume)
 app.command("stats")(stats)
 app.command("archive")(archive)
+app.add_typer(schedules_app, name="schedules")
 app.command("dashboard")(dashboard)
 app.command("unlock-all")(unlock_all)
 app.command("mongod")(mongod)

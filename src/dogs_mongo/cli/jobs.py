@@ -2,7 +2,7 @@
 
 ::
 
-    dogs jobs list [--name N] [--state failed] [--unique-key K] [--limit 20] [--after ID] [--json]
+    dogs jobs list [--name N] [--state failed] [--unique-key K] [--tag T] [--limit 20] [--json]
     dogs jobs show ID [--json]
     dogs jobs cancel ID | --unique-key K [--name N --registry MODULE:REGISTRY]
     dogs jobs retry ID
@@ -199,11 +199,16 @@ def list_jobs(
     ] = None,
     as_json: JsonOption = False,
     registry: RegistryOption = None,
+    tag: Annotated[
+        list[str] | None,
+        typer.Option("--tag", help="Only jobs with this tag (repeat: with all of them)."),
+    ] = None,
     app_dir: AppDirOption = Path("."),
     *,
     connection: Connection,
 ) -> None:
-    """List job records in creation order, a page at a time, by name, state or unique key."""
+    """List job records in creation order, a page at a time, by name, state, unique key or
+    tags."""
     wanted = _state(state)
     size = _count("--limit", limit, maximum=MAX_PAGE_SIZE)
     _text("--name", name)
@@ -214,7 +219,7 @@ def list_jobs(
 
     async def go(client: DogsClient) -> tuple[JobPage, datetime]:
         page = await client.find_jobs(
-            name, state=wanted, unique_key=unique_key, limit=size, after=after
+            name, state=wanted, unique_key=unique_key, limit=size, after=after, tags=tag or None
         )
         return page, client.clock.now()
 
@@ -223,6 +228,7 @@ def list_jobs(
     if page.next_after is not None:
         flags = {"--name": name, "--state": state, "--unique-key": unique_key, "--limit": limit}
         given = [f"{flag} {shlex.quote(value)}" for flag, value in flags.items() if value]
+        given += [f"--tag {shlex.quote(value)}" for value in tag or ()]
         following = " ".join(["dogs jobs list", *given, "--after", page.next_after])
     print_page(page, now, as_json=as_json, next_command=following)
 

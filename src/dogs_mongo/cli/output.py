@@ -18,7 +18,13 @@ from rich.console import Console
 from rich.table import Table
 
 from dogs_core.domain.controls import EVERY_JOB
-from dogs_core.domain.records import Duplicate, NameStatus, Scheduled
+from dogs_core.domain.records import (
+    Debounced,
+    NameStatus,
+    Replaced,
+    Scheduled,
+    ScheduleOutcome,
+)
 
 __all__ = [
     "FleetView",
@@ -33,10 +39,22 @@ __all__ = [
 _COUNT_COLUMNS = ("Due", "Later", "Running", "Stale", "Terminal")
 
 
-def print_schedule_outcome(outcome: Scheduled | Duplicate) -> None:
-    """``Scheduled <id>``, or ``Duplicate <id>`` with the unique key that is taken."""
+def print_schedule_outcome(outcome: ScheduleOutcome) -> None:
+    """``Scheduled <id>``, ``Replaced <id>``, ``Debounced <id> to <time>``, or
+    ``Duplicate <id>`` with the unique key that is taken (and until when, for a window or a
+    throttle)."""
     if isinstance(outcome, Scheduled):
         typer.echo(f"Scheduled {outcome.id}")
+    elif isinstance(outcome, Replaced):
+        typer.echo(f"Replaced {outcome.id} (unique key {outcome.unique_identifier!r})")
+    elif isinstance(outcome, Debounced):
+        typer.echo(f"Debounced {outcome.id} to {outcome.run_at.isoformat()}")
+    elif outcome.held_until is not None:
+        typer.echo(
+            f"Duplicate {outcome.existing_id} (unique key {outcome.unique_identifier!r} is "
+            f"held by its {outcome.reason} until {outcome.held_until.isoformat()}; nothing was "
+            "scheduled)"
+        )
     else:
         typer.echo(
             f"Duplicate {outcome.existing_id} (unique key {outcome.unique_identifier!r} "

@@ -20,7 +20,8 @@ import typer
 
 from dogs_core.domain import validation
 from dogs_core.domain.definitions import EventJobDefinition, validate_params
-from dogs_core.domain.records import Duplicate, Scheduled
+from dogs_core.domain.records import ScheduleOutcome
+from dogs_core.domain.tags import validate_tags
 from dogs_core.jobs import Jobs
 from dogs_mongo.cli.common import (
     AppDirOption,
@@ -28,6 +29,7 @@ from dogs_mongo.cli.common import (
     NPartitionsOption,
     RegistryArgument,
     connected_client,
+    duration,
     fail,
     flags_named,
     load_registry,
@@ -71,6 +73,13 @@ def schedule(
     priority: PriorityOption = None,
     unique_key: UniqueKeyOption = None,
     n_partitions: NPartitionsOption = 1,
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", help="A tag to find the job by (repeatable).")
+    ] = None,
+    start_before: Annotated[
+        str | None,
+        typer.Option("--start-before", help="Discard it if not started within, e.g. 15m."),
+    ] = None,
     *,
     connection: Connection,
     app_dir: AppDirOption = Path("."),
@@ -84,10 +93,15 @@ def schedule(
         with flags_named({"priority": ("--priority", priority)}):
             validation.priority("priority", priority)
     moment = when(run_in, run_at)
+    if start_before is not None:
+        moment["start_before"] = duration("--start-before", start_before)
+    if tag:
+        with user_errors():
+            moment["tags"] = validate_tags(tag, field="--tag")
     flags = worker_flag_names({}, n_partitions)
     container = connection.container(flags, n_partitions=n_partitions)
 
-    async def go() -> Scheduled | Duplicate:
+    async def go() -> ScheduleOutcome:
         async with connected_client(container, jobs) as client:
             with user_errors():
                 return await client.schedule(

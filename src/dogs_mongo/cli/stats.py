@@ -117,7 +117,8 @@ def stats_table(rows: Sequence[JobStats], *, window: timedelta, until: datetime)
     """One row per job name."""
     table = Table(title=f"Dogs stats, the {_span(window)} before {stamp(until)}")
     table.add_column("Job")
-    for column in ("Runs", "Success", "Failed", "Stale", "p50", "p95", "Max", "Jobs/min"):
+    columns = ("Runs", "Success", "Failed", "Stale", "Expired", "p50", "p95", "Max", "Jobs/min")
+    for column in columns:
         table.add_column(column, justify="right")
     for row in rows:
         rate = row.success_rate
@@ -127,6 +128,7 @@ def stats_table(rows: Sequence[JobStats], *, window: timedelta, until: datetime)
             "-" if rate is None else f"{rate * 100:.1f}%",
             str(row.failed),
             str(row.stale),
+            str(row.expired),
             _ms(row.duration_p50_ms),
             _ms(row.duration_p95_ms),
             _ms(row.duration_max_ms),
@@ -146,6 +148,7 @@ def stats_json(row: JobStats) -> dict[str, Any]:
         "failed": row.failed,
         "stale": row.stale,
         "cancelled": row.cancelled,
+        "expired": row.expired,
         "success_rate": row.success_rate,
         "failures_by_type": dict(row.failures_by_type),
         "duration_p50_ms": row.duration_p50_ms,

@@ -129,6 +129,8 @@ from dogs_mongo.queries.indexes import (
     HISTORY_INDEXES,
     HISTORY_JOB_ID_INDEX_NAME,
     RECORD_INDEXES,
+    SCHEDULES_INDEX_NAME,
+    TAGS_INDEX_NAME,
     IndexSpec,
 )
 from dogs_mongo.queries.reads import (
@@ -229,11 +231,13 @@ __all__ = [
     "RECONCILE_PROJECTION",
     "RECORD_INDEXES",
     "RELEASE_SLACK_MS",
+    "SCHEDULES_INDEX_NAME",
     "SLOT_INDEX_PROJECTION",
     "SLOT_WINDOW",
     "SNAPSHOT_FIELDS",
     "STATE_FILTERS",
     "STATS_HINT",
+    "TAGS_INDEX_NAME",
     "CandidateQuery",
     "ClaimCommand",
     "FindJobsQuery",

@@ -33,6 +33,7 @@ from dogs_mongo.queries.common import (
     _workflow,
 )
 from dogs_mongo.queries.indexes import RECORD_INDEXES
+from dogs_mongo.queries.shaping import claimed_extras
 
 # --------------------------------------------------------------------------------------------
 # Claim paths
@@ -333,6 +334,7 @@ def claim_from_read_back(request: ClaimRequest, doc: Mapping[str, Any]) -> Claim
         previous_attempt=_previous_attempt(doc.get("staleAttempt")) if was_stale else None,
         trace_context=_trace_context(doc),
         workflow=_workflow(doc),
+        **claimed_extras(doc),
     )
 
 
@@ -370,6 +372,7 @@ def claim_from_before_image(request: ClaimRequest, before: Mapping[str, Any]) ->
         previous_attempt=previous,
         trace_context=_trace_context(before),
         workflow=_workflow(before),
+        **claimed_extras(before),
     )
 
 

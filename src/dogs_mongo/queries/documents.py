@@ -18,6 +18,7 @@ from dogs_mongo.queries.common import (
     _workflow,
 )
 from dogs_mongo.queries.following import progress_of_record
+from dogs_mongo.queries.shaping import record_extras
 
 # --------------------------------------------------------------------------------------------
 # Records
@@ -53,4 +54,5 @@ def record_from_document(doc: Mapping[str, Any]) -> JobRecord:
         trace_context=_trace_context(doc),
         progress=progress_of_record(doc),
         workflow=_workflow(doc),
+        **record_extras(doc),
     )

@@ -83,6 +83,11 @@ def _normalize_options(options: Mapping[str, Any]) -> dict[str, Any]:
 #: a bulk delete of failed jobs finds them through it.
 FAILED_INDEX_NAME: Final = "jobs_dogs_records_failed"
 
+#: The tagged records by tag, then id (``find_jobs(tags=...)`` pages over it).
+TAGS_INDEX_NAME: Final = "jobs_dogs_records_tags"
+#: The runtime schedules by event job and next run (a worker's due schedules).
+SCHEDULES_INDEX_NAME: Final = "jobs_dogs_records_schedules"
+
 RECORD_INDEXES: Final[tuple[IndexSpec, ...]] = (
     IndexSpec(
         "jobs_dogs_records_partition_priority_next_run",
@@ -105,6 +110,18 @@ RECORD_INDEXES: Final[tuple[IndexSpec, ...]] = (
         FAILED_INDEX_NAME,
         (("status", 1), ("jobName", 1), ("_id", 1)),
         {"partialFilterExpression": {"status": "maxTriesReached"}},
+    ),
+    # Additive, issue 27 (docs/differences.md): partial, so a record without the field (every
+    # record a Node worker or an untagged schedule writes) is in neither, and costs no write.
+    IndexSpec(
+        TAGS_INDEX_NAME,
+        (("tags", 1), ("_id", 1)),
+        {"partialFilterExpression": {"tags": {"$exists": True}}},
+    ),
+    IndexSpec(
+        SCHEDULES_INDEX_NAME,
+        (("schedule.job", 1), ("nextRunAt", 1)),
+        {"partialFilterExpression": {"schedule.job": {"$exists": True}}},
     ),
 )
 

@@ -11,7 +11,10 @@ from typing import Any
 from dogs_core.domain.records import HistoryStatus, JobState, JobStatus, JobType, to_millis
 from dogs_mongo.queries.claims import eligible_filter, hint_spec, stale_lock_expression
 from dogs_mongo.queries.common import CLAIM_SORT, PROBE_MAX_TIME_MS
+from dogs_mongo.queries.indexes import RECORD_INDEXES, TAGS_INDEX_NAME
 from dogs_mongo.queries.states import not_locked_after, state_filter, state_hint
+
+_TAGS_INDEX = next(spec for spec in RECORD_INDEXES if spec.name == TAGS_INDEX_NAME)
 
 # --------------------------------------------------------------------------------------------
 # Probe (docs/concepts.md#the-adaptive-index-hint)
@@ -91,6 +94,7 @@ def find_jobs_query(
     after: str | None,
     limit: int,
     now: datetime | None,
+    tags: Sequence[str] | None = None,
 ) -> FindJobsQuery:
     """The page of records matching every given filter, ``_id`` ascending from ``after``
     (exclusive), through the index of the state (:func:`~dogs_mongo.queries.states.state_hint`)
@@ -100,10 +104,14 @@ def find_jobs_query(
         if now is None:
             raise ValueError("a state filter needs now")
         conditions = state_filter(state, now)
+    if tags:
+        conditions = [*conditions, {"tags": {"$all": list(tags)}}]
     filter_ = _records_filter(
         conditions, job_name=job_name, unique_identifier=unique_identifier, after=after
     )
     hint = {"uniqueIdentifier": 1} if unique_identifier is not None else state_hint(state)
+    if tags and unique_identifier is None:
+        hint = dict(_TAGS_INDEX.key_document)  # tags are the narrowest filter given
     return FindJobsQuery(filter=filter_, sort=[("_id", 1)], hint=hint, limit=limit)
 
 

@@ -49,6 +49,7 @@ _STATUS_FIELDS: Final = (
     ("failed", HistoryStatus.ERROR),
     ("stale", HistoryStatus.STALE),
     ("cancelled", HistoryStatus.CANCELLED),
+    ("expired", HistoryStatus.EXPIRED),
 )
 
 
@@ -99,7 +100,11 @@ def stats_summary_pipeline(
     group: Document = {"_id": "$jobName", "runs": {"$sum": 1}}
     for field, status in _STATUS_FIELDS:
         group[field] = _count_of(status)
-    group["durations"] = {"$push": {"$cond": [{"$isNumber": "$duration"}, "$duration", "$$REMOVE"]}}
+    # An expired row never ran: its zero duration is not a duration of the job.
+    timed = {
+        "$and": [{"$isNumber": "$duration"}, {"$ne": ["$status", HistoryStatus.EXPIRED.value]}]
+    }
+    group["durations"] = {"$push": {"$cond": [timed, "$duration", "$$REMOVE"]}}
     group["errorTypes"] = {
         "$push": {
             "$cond": [{"$eq": ["$status", HistoryStatus.ERROR.value]}, _ERROR_TYPE, "$$REMOVE"]

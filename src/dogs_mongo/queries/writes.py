@@ -17,6 +17,7 @@ from dogs_mongo.queries.common import (
     _owner_document,
     _require_int,
 )
+from dogs_mongo.queries.shaping import shaping_fields
 from dogs_mongo.queries.states import not_failed_filter, not_locked_after
 
 # --------------------------------------------------------------------------------------------
@@ -214,6 +215,7 @@ def document_from_new_job(job: NewJob) -> dict[str, Any]:
         doc["traceContext"] = dict(job.trace_context)
     if job.workflow:
         doc["workflow"] = dict(job.workflow)
+    doc.update(shaping_fields(job))  # additive, only when used (tags, deadline, windows...)
     return doc
 
 
@@ -248,6 +250,7 @@ def document_from_record(record: JobRecord) -> dict[str, Any]:
     for name, value in optional:
         if value is not None or name == "params":
             doc[name] = value
+    doc.update(shaping_fields(record))
     return doc
 
 

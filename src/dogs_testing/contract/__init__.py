@@ -27,8 +27,11 @@ written can run the parts of the roles it has so far. The optional archive role 
 part, :class:`ArchiveContract` (:mod:`dogs_testing.contract.archive`), for a store that lists
 :attr:`~dogs_core.ports.Role.ARCHIVE` in its ``roles``; so has the optional following role,
 :class:`FollowingContract` (:mod:`dogs_testing.contract.following`), for a store that lists
-:attr:`~dogs_core.ports.Role.FOLLOWING`; and so has the optional workflows role,
-:class:`WorkflowContract` (:mod:`dogs_testing.contract.workflows`).
+:attr:`~dogs_core.ports.Role.FOLLOWING`; so has the optional workflows role,
+:class:`WorkflowContract` (:mod:`dogs_testing.contract.workflows`); and so have the optional
+uniqueness and schedules roles, :class:`UniquenessContract` and :class:`SchedulesContract`
+(:mod:`dogs_testing.contract.shaping`, whose :class:`ShapedFieldsContract` part, the additive
+record fields, is in the whole suite).
 
 Example::
 
@@ -59,6 +62,11 @@ from dogs_testing.contract.leases import LeaseContract
 from dogs_testing.contract.maintenance import MaintenanceContract
 from dogs_testing.contract.scheduling import SchedulingContract
 from dogs_testing.contract.settle import SettleContract
+from dogs_testing.contract.shaping import (
+    SchedulesContract,
+    ShapedFieldsContract,
+    UniquenessContract,
+)
 from dogs_testing.contract.stats import StatsContract
 from dogs_testing.contract.steering import SteeringContract
 from dogs_testing.contract.workflows import WorkflowContract
@@ -75,11 +83,14 @@ __all__ = [
     "JobStoreContract",
     "LeaseContract",
     "MaintenanceContract",
+    "SchedulesContract",
     "SchedulingContract",
     "SettleContract",
+    "ShapedFieldsContract",
     "StatsContract",
     "SteeringContract",
     "ThreadedArchive",
+    "UniquenessContract",
     "WorkflowContract",
 ]
 
@@ -95,6 +106,7 @@ class JobStoreContract(
     ControlsContract,
     LeaseContract,
     MaintenanceContract,
+    ShapedFieldsContract,
 ):
     """The adapter contract suite: one part per required role of :mod:`dogs_core.ports`, each
     also usable alone (a store under construction may run the parts of the roles it has). See

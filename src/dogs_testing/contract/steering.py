@@ -19,6 +19,7 @@ import anyio.lowlevel
 import pytest
 
 from dogs_core.domain.records import (
+    Duplicate,
     JobRecord,
     JobState,
     JobStatus,
@@ -446,7 +447,7 @@ class SteeringContract(ContractBase):
         assert after.state(T0 + _S) is JobState.DUE
         # Its unique key is still held by it.
         duplicate = await store.insert_job(_job(uid="k"))
-        assert not isinstance(duplicate, Scheduled)
+        assert isinstance(duplicate, Duplicate)
         assert duplicate.existing_id == job_id
         again = await self.claim(store, now=T0 + _S)
         assert (again.job_id, again.tries) == (job_id, 1)

@@ -6,6 +6,7 @@ a live execution of the record loses its lock at its next fenced write."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
@@ -32,11 +33,14 @@ class SteeringStore(Protocol):
         after: str | None = None,
         limit: int = 100,
         now: datetime | None = None,
+        tags: Sequence[str] | None = None,
     ) -> list[JobRecord]:
         """At most ``limit`` records matching every given filter, in ascending ``id`` order,
         only ids greater than ``after`` (a stable cursor: ids are UUIDv7, so creation order).
         ``state`` is :meth:`JobRecord.state` at ``now``, which is then required
-        (``InvalidOptionError``); ``limit`` must be at least 1."""
+        (``InvalidOptionError``); ``limit`` must be at least 1. ``tags``: only records carrying
+        every one of them (callers pass it only when filtering, so a store written before it
+        keeps answering the other filters)."""
         ...
 
     def delete_record(

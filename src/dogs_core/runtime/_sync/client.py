@@ -34,6 +34,7 @@ from dogs_core.domain.records import (
     Scheduled,
     ScheduleOutcome,
 )
+from dogs_core.domain.uniqueness import Unique, UniqueError
 from dogs_core.errors import (
     ChangeFeedUnavailableError,
     DogsError,
@@ -49,7 +50,9 @@ from dogs_core.runtime._sync.clock_sync import ensure_clock
 from dogs_core.runtime._sync.following import FollowingClient
 from dogs_core.runtime._sync.pausing import PauseClient
 from dogs_core.runtime._sync.retry import retry_transient
+from dogs_core.runtime._sync.schedules import Schedules
 from dogs_core.runtime._sync.stats import StatsClient
+from dogs_core.runtime._sync.unique_scheduling import UniqueScheduling, uniqueness_store_of
 from dogs_core.runtime._sync.workflows import WorkflowClient
 from dogs_core.runtime.leases import SyncLeases
 from dogs_core.runtime.observing import observe_scheduling
@@ -68,6 +71,7 @@ from dogs_core.runtime.scheduling import (
     validate_statuses,
     validate_wait,
 )
+from dogs_core.runtime.shaping import check_unique
 from dogs_core.runtime.store_errors import observed_sync
 from dogs_core.runtime.telemetry import TELEMETRY, Telemetry
 
@@ -81,7 +85,13 @@ _COMPLETION_RECHECK = 0.005
 
 
 class SyncDogsClient(
-    WorkflowClient, PauseClient, StatsClient, ArchiveClient, FollowingClient, SyncLeases
+    WorkflowClient,
+    PauseClient,
+    StatsClient,
+    ArchiveClient,
+    FollowingClient,
+    SyncLeases,
+    UniqueScheduling,
 ):
     """Schedules event jobs and reads what the workers recorded.
 
@@ -123,6 +133,8 @@ class SyncDogsClient(
         self.telemetry = TELEMETRY if telemetry is None else telemetry
         self.store = observed_sync(store, self.telemetry)
         self._setup_done = False
+        #: Recurring schedules managed at run time (upsert, list, get, pause, resume, delete).
+        self.schedules = Schedules(self)
 
     def _ensure_setup(self) -> bool:
         """Create the store's indexes before the first write (uniqueness depends on them), then
@@ -150,6 +162,9 @@ class SyncDogsClient(
         priority: int | None = None,
         unique_key: str | None = None,
         session: object | None = None,
+        unique: Unique | None = None,
+        start_before: timedelta | int | float | str | datetime | None = None,
+        tags: Sequence[str] | None = None,
     ) -> ScheduleOutcome:
         """Schedule one run of an event job.
 
@@ -158,29 +173,51 @@ class SyncDogsClient(
         :class:`~dogs_core.errors.ValidationError` before writing anything when an argument is
         bad.
 
+        ``unique`` (a :class:`~dogs_core.domain.uniqueness.Unique`, not with ``unique_key``):
+        the key's states and window, skip, ``Replaced(id)``, ``Debounced(id, run_at)`` or a
+        throttle (docs/uniqueness.md). ``start_before`` (a duration or a datetime): not started
+        by then, the job is discarded (an ``expired`` row). ``tags``: strings to find it by.
+
         ``session`` is the caller's database session (MongoDB: a PyMongo ``ClientSession`` or
         ``AsyncClientSession`` of the store's client). The insert joins it: inside a
         transaction the job exists only if that transaction commits, and a taken
         ``unique_key`` is still ``Duplicate`` without aborting it. In a transaction nothing is
         retried or read back here: errors propagate to the caller's ``with_transaction``, which
         retries the whole transaction. A store without sessions (the in-memory one) raises
-        :class:`~dogs_core.errors.SessionNotSupportedError` and writes nothing.
+        :class:`~dogs_core.errors.SessionNotSupportedError` and writes nothing. ``unique``
+        options beyond Dogs' rule take several steps and cannot join a session.
         """
         validate_session(session)
-        definition = self._event_definition(job)
-        item = ScheduleItem(params, run_in, run_at, priority, unique_key)
+        unique = check_unique(unique, unique_key)
+        definition = self._event_definition(job, unique=unique)
+        shaped = unique is not None and not unique.plain
+        if shaped and session is not None:
+            raise UniqueError("unique", unique, "cannot join a session (several steps)")
+        if shaped:
+            uniqueness_store_of(self.store)
+        item = ScheduleItem(
+            params, run_in, run_at, priority, unique_key, unique, start_before, tags
+        )
         new_job = self._new_job(definition, item)
         if self._ensure_setup():
             new_job = self._new_job(definition, item)  # on the clock just measured
         observing = observe_scheduling(self.telemetry, [new_job])
         if observing is None:
-            outcome = self._insert_one(new_job, session)
+            outcome = self._write_one(new_job, unique if shaped else None, session)
         else:
             with observing:
-                outcome = self._insert_one(observing.jobs[0], session)
+                written = observing.jobs[0]
+                outcome = self._write_one(written, unique if shaped else None, session)
                 observing.outcomes([outcome])
         logger.debug("scheduled %s: %s", definition.name, outcome)
         return outcome
+
+    def _write_one(
+        self, job: NewJob, unique: Unique | None, session: object | None
+    ) -> ScheduleOutcome:
+        if unique is None:
+            return self._insert_one(job, session)
+        return self._schedule_unique(job, unique)
 
     def schedule_many(
         self,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TypeAlias
 
@@ -54,6 +54,7 @@ from dogs_core.domain.steering import (
     check_state,
     retry_now_change,
 )
+from dogs_core.domain.tags import tag_filter_arguments
 from dogs_core.errors import (
     InvalidOptionError,
     InvalidScheduleError,
@@ -103,11 +104,13 @@ class SteeringClient(ClientBase):
         unique_key: str | None = None,
         limit: int = 100,
         after: str | None = None,
+        tags: str | Sequence[str] | None = None,
     ) -> JobPage:
-        """One page of stored records, in creation order, optionally of one job, one
-        :class:`~dogs_core.domain.records.JobState` and one unique key. ``limit`` is 1 to
+        """One page of records in creation order, optionally of one job, one ``state``, one
+        unique key and ``tags`` (one, or several: records carrying all). ``limit`` is 1 to
         1000; pass the page's ``next_after`` as ``after`` for the next page."""
         wanted = check_state(state)
+        by_tags = tag_filter_arguments(tags)  # none when not given (a store older than tags)
         size = validation.integer("limit", limit, minimum=1)
         if size > MAX_PAGE_SIZE:
             raise InvalidOptionError("limit", limit, f"must be at most {MAX_PAGE_SIZE}")
@@ -127,6 +130,7 @@ class SteeringClient(ClientBase):
                 after=after,
                 limit=size + 1,
                 now=self.clock.now(),
+                **by_tags,
             ),
             what="find jobs",
             deadline=self.operation_timeout,
