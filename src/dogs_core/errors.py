@@ -19,6 +19,7 @@ __all__ = [
     "JobNotFoundError",
     "JobNotRegisteredError",
     "JobTimeoutError",
+    "MissingRoleError",
     "RenewalProtocolError",
     "ScheduleOutcomeUnknownError",
     "SessionNotSupportedError",
@@ -203,6 +204,19 @@ class RenewalProtocolError(DogsError, RuntimeError):
     """The runtime fed the lock-renewal machine an impossible event (a bug in the runtime,
     never user input): a result for a write that is not in flight, an event before
     ``RenewalMachine.start`` or a second ``start``, a non-finite time."""
+
+
+class MissingRoleError(DogsError):
+    """The store lacks an optional role a feature needs (a custom store written before the
+    role existed): ``role`` names it, ``feature`` says what needed it."""
+
+    def __init__(self, role: str, feature: str, store: object) -> None:
+        self.role = role
+        self.feature = feature
+        super().__init__(
+            f"{feature} needs the store's {role!r} role, which {type(store).__name__} does not "
+            f"have (it lists its roles in `roles`; see docs/architecture.md#the-store-port-in-roles)"
+        )
 
 
 def _short_repr(value: Any, limit: int = 80) -> str:

@@ -64,7 +64,8 @@ The state and its indexes (and their upkeep) are in ``dogs_testing._memory_state
 of the port has its module, as the MongoDB store's do (``_memory_scheduling``,
 ``_memory_claims``, ``_memory_settle``, ``_memory_history``, ``_memory_watching`` for the
 feeds over ``_memory_feeds``' hub, ``_memory_steering``, ``_memory_stats``, ``_memory_controls``,
-``_memory_leases``, ``_memory_maintenance``, ``_memory_archive``); this module composes them
+``_memory_leases``, ``_memory_maintenance``, ``_memory_archive``, and the optional
+``_memory_registry``, ``_memory_audit``, ``_memory_bulk``); this module composes them
 into the two faces of the port.
 """
 
@@ -82,11 +83,14 @@ from dogs_core.errors import InvalidOptionError, StoreError
 from dogs_core.ports import Clock, Role
 from dogs_core.runtime.forwarding import ForwardingJobStore
 from dogs_testing._memory_archive import ArchivedCopy, MemoryArchive
+from dogs_testing._memory_audit import MemoryAudit
+from dogs_testing._memory_bulk import MemoryBulk
 from dogs_testing._memory_claims import MemoryClaims
 from dogs_testing._memory_controls import MemoryControls
 from dogs_testing._memory_history import MemoryHistory
 from dogs_testing._memory_leases import MemoryLeases
 from dogs_testing._memory_maintenance import MemoryMaintenance
+from dogs_testing._memory_registry import MemoryRegistry
 from dogs_testing._memory_scheduling import MemoryScheduling
 from dogs_testing._memory_settle import MemorySettle
 from dogs_testing._memory_state import _out, _stored
@@ -109,6 +113,10 @@ class SyncInMemoryJobStore(
     MemoryLeases,
     MemoryMaintenance,
     MemoryArchive,
+    # the operator's console: the optional registry, audit and bulk roles
+    MemoryRegistry,
+    MemoryAudit,
+    MemoryBulk,
 ):
     """The in-memory store, sync face (:class:`~dogs_core.ports.JobStore`). Thread-safe.
 
@@ -116,7 +124,7 @@ class SyncInMemoryJobStore(
     ``clock.now()`` disappear at the next call. Without a clock nothing expires.
     """
 
-    #: Every role of the port, the archive's included (:func:`~dogs_core.ports.store_roles`).
+    #: Every role of the port, the optional ones included (:func:`~dogs_core.ports.store_roles`).
     roles: Final = frozenset(Role)
 
     # ------------------------------------------------------------------ testing helpers

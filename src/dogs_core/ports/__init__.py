@@ -5,7 +5,8 @@ The job store is cut into roles, one module each, declared once (async):
 :mod:`~dogs_core.ports.settle`, :mod:`~dogs_core.ports.history`, :mod:`~dogs_core.ports.feeds`,
 :mod:`~dogs_core.ports.steering`, :mod:`~dogs_core.ports.stats`,
 :mod:`~dogs_core.ports.controls`, :mod:`~dogs_core.ports.leases`,
-:mod:`~dogs_core.ports.maintenance`, and the optional :mod:`~dogs_core.ports.archive`.
+:mod:`~dogs_core.ports.maintenance`, and the optional :mod:`~dogs_core.ports.archive`,
+:mod:`~dogs_core.ports.registry`, :mod:`~dogs_core.ports.audit` and :mod:`~dogs_core.ports.bulk`.
 :class:`AsyncJobStore` is the union of the required ones; what the conventions of every role
 are (fencing, errors, times) is in :mod:`dogs_core.ports.common`.
 
@@ -19,25 +20,38 @@ threads for the async runtime). A store tells which roles it has through one loo
 """
 
 from dogs_core.ports._sync.archive import ArchiveStore
+from dogs_core.ports._sync.audit import AuditStore
+from dogs_core.ports._sync.bulk import BulkStore
 from dogs_core.ports._sync.claims import ClaimStore
 from dogs_core.ports._sync.controls import ControlStore
 from dogs_core.ports._sync.feeds import FeedStore
 from dogs_core.ports._sync.history import HistoryStore
 from dogs_core.ports._sync.leases import LeaseStore
 from dogs_core.ports._sync.maintenance import MaintenanceStore
+from dogs_core.ports._sync.registry import RegistryStore
 from dogs_core.ports._sync.scheduling import SchedulingStore
 from dogs_core.ports._sync.settle import SettleStore
 from dogs_core.ports._sync.stats import StatsStore
 from dogs_core.ports._sync.steering import SteeringStore
 from dogs_core.ports._sync.store import JobStore
 from dogs_core.ports.archive import AsyncArchiveStore
+from dogs_core.ports.audit import AsyncAuditStore
+from dogs_core.ports.bulk import AsyncBulkStore
 from dogs_core.ports.claims import AsyncClaimStore
-from dogs_core.ports.common import REQUIRED_ROLES, Clock, Role, StoreCapabilities, store_roles
+from dogs_core.ports.common import (
+    OPTIONAL_ROLES,
+    REQUIRED_ROLES,
+    Clock,
+    Role,
+    StoreCapabilities,
+    store_roles,
+)
 from dogs_core.ports.controls import AsyncControlStore
 from dogs_core.ports.feeds import AsyncFeedStore
 from dogs_core.ports.history import AsyncHistoryStore
 from dogs_core.ports.leases import AsyncLeaseStore
 from dogs_core.ports.maintenance import AsyncMaintenanceStore
+from dogs_core.ports.registry import AsyncRegistryStore
 from dogs_core.ports.scheduling import AsyncSchedulingStore
 from dogs_core.ports.settle import AsyncSettleStore
 from dogs_core.ports.stats import AsyncStatsStore
@@ -45,9 +59,12 @@ from dogs_core.ports.steering import AsyncSteeringStore
 from dogs_core.ports.store import AsyncJobStore
 
 __all__ = [
+    "OPTIONAL_ROLES",
     "REQUIRED_ROLES",
     "ArchiveStore",
     "AsyncArchiveStore",
+    "AsyncAuditStore",
+    "AsyncBulkStore",
     "AsyncClaimStore",
     "AsyncControlStore",
     "AsyncFeedStore",
@@ -55,6 +72,9 @@ __all__ = [
     "AsyncJobStore",
     "AsyncLeaseStore",
     "AsyncMaintenanceStore",
+    "AsyncRegistryStore",
+    "AuditStore",
+    "BulkStore",
     "AsyncSchedulingStore",
     "AsyncSettleStore",
     "AsyncStatsStore",
@@ -67,6 +87,7 @@ __all__ = [
     "JobStore",
     "LeaseStore",
     "MaintenanceStore",
+    "RegistryStore",
     "Role",
     "SchedulingStore",
     "SettleStore",

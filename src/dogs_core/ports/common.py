@@ -31,7 +31,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Protocol
 
-__all__ = ["REQUIRED_ROLES", "Clock", "Role", "StoreCapabilities", "store_roles"]
+__all__ = [
+    "OPTIONAL_ROLES",
+    "REQUIRED_ROLES",
+    "Clock",
+    "Role",
+    "StoreCapabilities",
+    "store_roles",
+]
 
 
 class Role(enum.StrEnum):
@@ -59,10 +66,21 @@ class Role(enum.StrEnum):
     """Setup, capabilities, the clock and upkeep (:mod:`dogs_core.ports.maintenance`)."""
     ARCHIVE = "archive"
     """Optional: moving old rows to archive collections (:mod:`dogs_core.ports.archive`)."""
+    # -- the operator's console (issue 29) --
+    REGISTRY = "registry"
+    """Optional: the workers' registry and their commands (:mod:`dogs_core.ports.registry`)."""
+    AUDIT = "audit"
+    """Optional: the operators' audit trail (:mod:`dogs_core.ports.audit`)."""
+    BULK = "bulk"
+    """Optional: bulk actions by filter, chunk by chunk (:mod:`dogs_core.ports.bulk`)."""
 
+
+#: The roles a store may lack: a feature that needs one raises
+#: :class:`~dogs_core.errors.MissingRoleError` naming it.
+OPTIONAL_ROLES: Final = frozenset({Role.ARCHIVE, Role.REGISTRY, Role.AUDIT, Role.BULK})
 
 #: The roles every store has: :class:`~dogs_core.ports.store.AsyncJobStore` is their union.
-REQUIRED_ROLES: Final = frozenset(Role) - {Role.ARCHIVE}
+REQUIRED_ROLES: Final = frozenset(Role) - OPTIONAL_ROLES
 
 
 def store_roles(store: object) -> frozenset[Role]:

@@ -1,7 +1,7 @@
 """The MongoDB job store on PyMongo's ``AsyncMongoClient``: the collections and options, and
 one base class per role of the port (``scheduling.py``, ``claims.py``, ``settle.py``,
 ``history.py``, ``feeds.py``, ``steering.py``, ``stats.py``, ``controls.py``, ``leases.py``,
-``maintenance.py``, ``archive.py``), which share them.
+``maintenance.py``, ``archive.py``, ``registry.py``, ``audit.py``, ``bulk.py``), which share them.
 
 The async adapter (``_async/store.py``) is the source of truth; the sync adapter
 (``_sync/store.py``) is generated from it by ``scripts/generate_sync.py`` (unasync): edit the
@@ -29,6 +29,8 @@ from dogs_core.errors import InvalidOptionError
 from dogs_core.ports import Role, StoreCapabilities
 from dogs_mongo import queries as q
 from dogs_mongo._async.archive import MongoArchiver
+from dogs_mongo._async.audit import MongoAudit
+from dogs_mongo._async.bulk import MongoBulk
 from dogs_mongo._async.claims import (
     CLAIM_PATH_FIND_ONE_AND_UPDATE,
     CLAIM_PATH_SORTED_UPDATE_ONE,
@@ -40,6 +42,7 @@ from dogs_mongo._async.feeds import MongoFeeds
 from dogs_mongo._async.history import MongoHistory
 from dogs_mongo._async.leases import MongoLeases
 from dogs_mongo._async.maintenance import MongoMaintenance
+from dogs_mongo._async.registry import MongoRegistry
 from dogs_mongo._async.scheduling import MongoScheduling
 from dogs_mongo._async.settle import MongoSettle
 from dogs_mongo._async.stats import MongoStats
@@ -78,6 +81,10 @@ class AsyncMongoJobStore(
     MongoLeases,
     MongoMaintenance,
     MongoArchiver,
+    # the operator's console: the optional registry, audit and bulk roles
+    MongoRegistry,
+    MongoAudit,
+    MongoBulk,
 ):
     """:class:`~dogs_core.ports.AsyncJobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 
@@ -112,7 +119,7 @@ class AsyncMongoJobStore(
     ``jobs_dogs_records_lock_id`` index exists, ``findOneAndUpdate`` otherwise.
     """
 
-    #: Every role of the port, the archive's included (:func:`~dogs_core.ports.store_roles`).
+    #: Every role of the port, the optional ones included (:func:`~dogs_core.ports.store_roles`).
     roles: Final = frozenset(Role)
 
     def __init__(

@@ -3,7 +3,7 @@
 """The MongoDB job store on PyMongo's ``MongoClient``: the collections and options, and
 one base class per role of the port (``scheduling.py``, ``claims.py``, ``settle.py``,
 ``history.py``, ``feeds.py``, ``steering.py``, ``stats.py``, ``controls.py``, ``leases.py``,
-``maintenance.py``, ``archive.py``), which share them.
+``maintenance.py``, ``archive.py``, ``registry.py``, ``audit.py``, ``bulk.py``), which share them.
 
 The async adapter (``_async/store.py``) is the source of truth; the sync adapter
 (``_sync/store.py``) is generated from it by ``scripts/generate_sync.py`` (unasync): edit the
@@ -31,6 +31,8 @@ from dogs_core.errors import InvalidOptionError
 from dogs_core.ports import Role, StoreCapabilities
 from dogs_mongo import queries as q
 from dogs_mongo._sync.archive import MongoArchiver
+from dogs_mongo._sync.audit import MongoAudit
+from dogs_mongo._sync.bulk import MongoBulk
 from dogs_mongo._sync.claims import (
     CLAIM_PATH_FIND_ONE_AND_UPDATE,
     CLAIM_PATH_SORTED_UPDATE_ONE,
@@ -42,6 +44,7 @@ from dogs_mongo._sync.feeds import MongoFeeds
 from dogs_mongo._sync.history import MongoHistory
 from dogs_mongo._sync.leases import MongoLeases
 from dogs_mongo._sync.maintenance import MongoMaintenance
+from dogs_mongo._sync.registry import MongoRegistry
 from dogs_mongo._sync.scheduling import MongoScheduling
 from dogs_mongo._sync.settle import MongoSettle
 from dogs_mongo._sync.stats import MongoStats
@@ -80,6 +83,10 @@ class MongoJobStore(
     MongoLeases,
     MongoMaintenance,
     MongoArchiver,
+    # the operator's console: the optional registry, audit and bulk roles
+    MongoRegistry,
+    MongoAudit,
+    MongoBulk,
 ):
     """:class:`~dogs_core.ports.JobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 
@@ -114,7 +121,7 @@ class MongoJobStore(
     ``jobs_dogs_records_lock_id`` index exists, ``findOneAndUpdate`` otherwise.
     """
 
-    #: Every role of the port, the archive's included (:func:`~dogs_core.ports.store_roles`).
+    #: Every role of the port, the optional ones included (:func:`~dogs_core.ports.store_roles`).
     roles: Final = frozenset(Role)
 
     def __init__(
