@@ -215,7 +215,7 @@ class MissingRoleError(DogsError):
         self.feature = feature
         super().__init__(
             f"{feature} needs the store's {role!r} role, which {type(store).__name__} does not "
-            f"have (it lists its roles in `roles`; see docs/architecture.md#the-store-port-in-roles)"
+            "have (a store lists its roles in `roles`: docs/architecture.md, the store port)"
         )
 
 

@@ -104,7 +104,7 @@ class MemoryBulk(MemoryState):
                 current = self._records.get(snapshot.id)
                 if current is None or not unchanged_since(current, snapshot):
                     continue
-                if at is not None and current.locked_until is not None and current.locked_until > at:
+                if _running(current, at):
                     continue
                 self._put(current, None)
                 deleted.append(snapshot)
@@ -120,6 +120,11 @@ class MemoryBulk(MemoryState):
             key=lambda row: (row.started_at, row.ended_at, self._history_seq[row.execution_id]),
         )
         return newest.error_type
+
+
+def _running(record: JobRecord, at: datetime | None) -> bool:
+    """Its lock is live at ``at`` (never, when ``at`` is ``None``)."""
+    return at is not None and record.locked_until is not None and record.locked_until > at
 
 
 def _matches_but_error(selection: BulkSelection, record: JobRecord, at: datetime) -> bool:

@@ -133,9 +133,7 @@ class BulkSelection:
             return False
         if self.state is not None and record.state(now) is not self.state:
             return False
-        if self.error_type is not None and not error_type_matches(
-            last_error_type, self.error_type
-        ):
+        if self.error_type is not None and not error_type_matches(last_error_type, self.error_type):
             return False
         return self._in_range(record)
 

@@ -49,9 +49,7 @@ class MongoRegistry:
     @property
     def registry_collection(self) -> AsyncCollection[Document]:
         """The registry's collection (the store's write concern)."""
-        return self._db.get_collection(
-            self._workers_name, write_concern=self._fenced.write_concern
-        )
+        return self._db.get_collection(self._workers_name, write_concern=self._fenced.write_concern)
 
     async def setup_registry(self) -> None:
         with translate_errors("registry setup", write=True):
