@@ -22,6 +22,15 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from dogs_core.domain import validation
+from dogs_core.domain.archiving import ArchiveReport
+from dogs_core.domain.steering import (
+    AlreadyFinished,
+    Cancelled,
+    Deleted,
+    NotFound,
+    Rescheduled,
+    Running,
+)
 from dogs_core.errors import InvalidOptionError
 
 __all__ = [
@@ -35,9 +44,13 @@ __all__ = [
     "AuditOutcome",
     "AuditQuery",
     "BulkProgress",
+    "Recorded",
+    "audit_details",
+    "audit_target",
     "check_actor",
     "check_audit_query",
     "check_job_ids",
+    "recorded_result",
 ]
 
 #: How long an entry is kept (a TTL on ``expiresAt``).
@@ -239,3 +252,92 @@ def check_job_ids(job_ids: Sequence[str]) -> tuple[str, ...]:
         if not isinstance(one, str) or not one:
             raise InvalidOptionError("job_ids", one, "must be job ids (strings)")
     return ids
+
+
+# -- what an action came to -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What an entry says of an action's result: how many, the outcome, the jobs, details."""
+
+    count: int
+    outcome: AuditOutcome
+    job_ids: tuple[str, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+def recorded_result(result: object, job_id: str | None = None) -> Recorded:
+    """The audit view of what a client's operator method returned (a steering outcome, a
+    count, whether a pause changed anything, an archive report, a worker's document)."""
+    ids = () if job_id is None else (job_id,)
+    match result:
+        case Cancelled(job_id=cancelled, job_name=name, was_running=running):
+            details = {"jobName": name, "wasRunning": running, "result": "cancelled"}
+            return Recorded(1, AuditOutcome.DONE, (cancelled,), details)
+        case Rescheduled(record=record):
+            details = {"jobName": record.job_name, "nextRunAt": record.next_run_at}
+            return Recorded(1, AuditOutcome.DONE, (record.id,), details)
+        case Deleted(record=record):
+            details = {"jobName": record.job_name, "result": "deleted"}
+            return Recorded(1, AuditOutcome.DONE, (record.id,), details)
+        case NotFound():
+            return Recorded(0, AuditOutcome.NOT_DONE, ids, {"result": "not found"})
+        case AlreadyFinished(status=status):
+            return Recorded(0, AuditOutcome.NOT_DONE, ids, {"result": f"already {status}"})
+        case Running(record=record):
+            details = {"jobName": record.job_name, "result": "running: not changed"}
+            return Recorded(0, AuditOutcome.NOT_DONE, ids, details)
+        case ArchiveReport():
+            moved = {kind.value: count for kind, count in result.moved.items()}
+            outcome = AuditOutcome.DONE if result.total else AuditOutcome.NOT_DONE
+            return Recorded(result.total, outcome, (), {"moved": moved})
+        case bool():
+            return Recorded(int(result), AuditOutcome.DONE if result else AuditOutcome.NOT_DONE)
+        case int():
+            return Recorded(result, AuditOutcome.DONE if result else AuditOutcome.NOT_DONE)
+        case None:
+            return Recorded(0, AuditOutcome.NOT_DONE, ids, {"result": "not found"})
+    return Recorded(1, AuditOutcome.DONE, ids)
+
+
+def audit_target(action: AuditAction, arguments: Mapping[str, Any]) -> str:
+    """What an action was applied to, in words, from the arguments of its client call."""
+    name = _name(arguments.get("job"))
+    if action in (AuditAction.PAUSE, AuditAction.RESUME):
+        return name or "every job"
+    if action is AuditAction.DELETE_JOBS:
+        return f"{arguments.get('state')} jobs" + (f" of {name}" if name else "")
+    if action is AuditAction.ARCHIVE:
+        return f"rows older than {arguments.get('older_than')}"
+    for key in ("job_id", "instance_id"):
+        if arguments.get(key) is not None:
+            return str(arguments[key])
+    unique_key = arguments.get("unique_key")
+    if unique_key is None:
+        return "?"
+    return f"unique key {unique_key}" + (f" of {name}" if name else "")
+
+
+def audit_details(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments of a client call as plain values (``None`` left out)."""
+    plain: dict[str, Any] = {}
+    for key, value in arguments.items():
+        if value is None or (callable(value) and not isinstance(value, type)):
+            continue
+        if isinstance(value, str | int | float | bool | datetime):
+            plain[key] = value
+        elif hasattr(value, "name") and isinstance(value.name, str):
+            plain[key] = value.name  # a job definition
+        else:
+            plain[key] = str(value)
+    return plain
+
+
+def _name(job: object) -> str | None:
+    if job is None:
+        return None
+    if isinstance(job, str):
+        return job
+    found = getattr(job, "name", None)
+    return found if isinstance(found, str) else str(job)

@@ -44,8 +44,11 @@ from dogs_core.errors import (
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock
 from dogs_core.runtime._async.archive import ArchiveClient
+from dogs_core.runtime._async.audit import AuditClient
+from dogs_core.runtime._async.bulk import BulkClient
 from dogs_core.runtime._async.clock_sync import ensure_clock
 from dogs_core.runtime._async.pausing import PauseClient
+from dogs_core.runtime._async.registry import RegistryClient
 from dogs_core.runtime._async.retry import retry_transient
 from dogs_core.runtime._async.stats import StatsClient
 from dogs_core.runtime._async.steering import SteeringClient
@@ -78,7 +81,17 @@ logger = logging.getLogger("dogs.client")
 _COMPLETION_RECHECK = 0.005
 
 
-class DogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, AsyncLeases):
+class DogsClient(
+    SteeringClient,
+    PauseClient,
+    StatsClient,
+    ArchiveClient,
+    AsyncLeases,
+    # the operator's console
+    BulkClient,
+    AuditClient,
+    RegistryClient,
+):
     """Schedules event jobs and reads what the workers recorded.
 
     ``jobs`` is optional: with a registry, jobs may be named by string and a definition that

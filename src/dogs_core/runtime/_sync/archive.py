@@ -25,9 +25,11 @@ from dogs_core.domain.archiving import (
     archive_cutoff,
     archive_options,
 )
+from dogs_core.domain.audit import AuditAction
 from dogs_core.domain.validation import DurationLike
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ports import ArchiveStore, JobStore, Role, store_roles
+from dogs_core.runtime._sync.audit import audited
 from dogs_core.runtime._sync.retry import retry_transient
 from dogs_core.runtime.scheduling import ClientBase
 
@@ -49,7 +51,9 @@ class ArchiveClient(ClientBase):
     collections (and out of TTL's reach) into archive collections."""
 
     store: JobStore
+    operation_timeout: float | None
 
+    @audited(AuditAction.ARCHIVE)
     def archive(
         self,
         *,

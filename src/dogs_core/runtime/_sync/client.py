@@ -45,8 +45,11 @@ from dogs_core.errors import (
 from dogs_core.jobs import Jobs
 from dogs_core.ports import Clock, JobStore
 from dogs_core.runtime._sync.archive import ArchiveClient
+from dogs_core.runtime._sync.audit import AuditClient
+from dogs_core.runtime._sync.bulk import BulkClient
 from dogs_core.runtime._sync.clock_sync import ensure_clock
 from dogs_core.runtime._sync.pausing import PauseClient
+from dogs_core.runtime._sync.registry import RegistryClient
 from dogs_core.runtime._sync.retry import retry_transient
 from dogs_core.runtime._sync.stats import StatsClient
 from dogs_core.runtime._sync.steering import SteeringClient
@@ -79,7 +82,17 @@ logger = logging.getLogger("dogs.client")
 _COMPLETION_RECHECK = 0.005
 
 
-class SyncDogsClient(SteeringClient, PauseClient, StatsClient, ArchiveClient, SyncLeases):
+class SyncDogsClient(
+    SteeringClient,
+    PauseClient,
+    StatsClient,
+    ArchiveClient,
+    SyncLeases,
+    # the operator's console
+    BulkClient,
+    AuditClient,
+    RegistryClient,
+):
     """Schedules event jobs and reads what the workers recorded.
 
     ``jobs`` is optional: with a registry, jobs may be named by string and a definition that
