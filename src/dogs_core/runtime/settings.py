@@ -150,6 +150,11 @@ class WorkerSettings:
         60 s, and before the first claim). Lock deadlines and eligibility are computed on the
         store's clock, so workers whose clocks disagree still agree on which locks are live;
         ``None`` trusts this machine's clock (Dogs' behaviour).
+    ``registry_enabled``
+        Keep this instance's document in the store's workers' registry (host, pid, job names,
+        slots, what it runs; one write per 10 s), where the store has one: ``dogs workers``
+        and the dashboard's Workers page list it, and an operator can quiet or stop it from
+        there. Off: no document, and no remote quiet or stop.
     ``on_max_tries_reached``
         Called (sync or async) with the claimed job when an event job is marked
         ``maxTriesReached``; its errors are logged and swallowed.
@@ -267,6 +272,13 @@ class WorkerSettings:
             "How often to measure this machine's clock against the database's.",
         )
     )
+    registry_enabled: bool = field(
+        metadata=_option(
+            True,
+            v.boolean,
+            "Keep a document in the workers' registry (one write per 10 s; remote quiet/stop).",
+        )
+    )
     adaptive_claims: frozenset[str] = field(default=frozenset())
     """Which of ``claim_batch_size`` and ``claim_concurrency`` adapt (those not given); their
     values are then the ceilings."""
@@ -315,6 +327,7 @@ class WorkerOptions(TypedDict, total=False):
     watch_changes: bool
     log_jobs: bool
     clock_sync_interval: DurationLike | None
+    registry_enabled: bool
     cooldown_period: object
 
 
