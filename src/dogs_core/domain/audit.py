@@ -50,6 +50,7 @@ __all__ = [
     "check_actor",
     "check_audit_query",
     "check_job_ids",
+    "outcome_words",
     "recorded_result",
 ]
 
@@ -341,3 +342,13 @@ def _name(job: object) -> str | None:
         return job
     found = getattr(job, "name", None)
     return found if isinstance(found, str) else str(job)
+
+
+def outcome_words(entry: AuditEntry) -> str:
+    """One line of what an entry says happened (the CLI and the dashboard print it)."""
+    if entry.outcome is AuditOutcome.RUNNING and entry.bulk is not None:
+        return f"running: {entry.bulk.changed} changed so far"
+    if entry.outcome is AuditOutcome.FAILED and entry.error:
+        return f"failed: {entry.error}"
+    result = entry.details.get("result")
+    return str(result) if result else entry.outcome.value.replace("_", " ")

@@ -25,7 +25,6 @@ from dogs_core.domain.audit import (
     AUDIT_RETENTION,
     AuditAction,
     AuditEntry,
-    AuditOutcome,
     audit_details,
     audit_target,
     check_audit_query,
@@ -200,11 +199,3 @@ class AuditClient(ClientBase):
         if not has_audit(self.store):
             return []
         return self.audit_log(job_id=job_id, limit=limit)
-
-
-def outcome_words(entry: AuditEntry) -> str:
-    """One line of what an entry says happened (the CLI and the dashboard print it)."""
-    if entry.outcome is AuditOutcome.RUNNING and entry.bulk is not None:
-        return f"running: {entry.bulk.changed} changed so far"
-    result = entry.details.get("result")
-    return str(result) if result else entry.outcome.value.replace("_", " ")
