@@ -156,7 +156,7 @@ async def test_remote_quiet_stops_claims_and_lets_running_jobs_finish() -> None:
         assert (info.state, info.slots_in_use) == (WorkerState.QUIET, 0)
         await workers.stop()
     [entry] = await h.client.audit_log(action="worker_quiet")
-    assert (entry.actor.name, entry.count, entry.target) == ("alice", 1, after.instance_id[:6])
+    assert (entry.actor.name, entry.count, entry.target) == ("alice", 1, after.instance_id)
 
 
 async def test_remote_stop_drains_with_its_grace() -> None:

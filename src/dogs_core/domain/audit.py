@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from dogs_core.domain import validation
 from dogs_core.domain.archiving import ArchiveReport
+from dogs_core.domain.registry import WorkerInfo
 from dogs_core.domain.steering import (
     AlreadyFinished,
     Cancelled,
@@ -44,12 +45,14 @@ __all__ = [
     "AuditOutcome",
     "AuditQuery",
     "BulkProgress",
+    "JobFate",
     "Recorded",
     "audit_details",
     "audit_target",
     "check_actor",
     "check_audit_query",
     "check_job_ids",
+    "job_fate",
     "outcome_words",
     "recorded_result",
 ]
@@ -266,6 +269,9 @@ class Recorded:
     outcome: AuditOutcome
     job_ids: tuple[str, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
+    target: str | None = None
+    """What the action turned out to apply to, when the result says it better than the
+    arguments (a worker named by a prefix of its id)."""
 
 
 def recorded_result(result: object, job_id: str | None = None) -> Recorded:
@@ -289,6 +295,9 @@ def recorded_result(result: object, job_id: str | None = None) -> Recorded:
         case Running(record=record):
             details = {"jobName": record.job_name, "result": "running: not changed"}
             return Recorded(0, AuditOutcome.NOT_DONE, ids, details)
+        case WorkerInfo(instance_id=instance, host=host, pid=pid):
+            details = {"worker": f"{host}:{pid}"}
+            return Recorded(1, AuditOutcome.DONE, (), details, target=instance)
         case ArchiveReport():
             moved = {kind.value: count for kind, count in result.moved.items()}
             outcome = AuditOutcome.DONE if result.total else AuditOutcome.NOT_DONE
@@ -352,3 +361,44 @@ def outcome_words(entry: AuditEntry) -> str:
         return f"failed: {entry.error}"
     result = entry.details.get("result")
     return str(result) if result else entry.outcome.value.replace("_", " ")
+
+
+@dataclass(frozen=True, slots=True)
+class JobFate:
+    """How a job whose record is gone left: ``what`` (``deleted``, ``cancelled``,
+    ``archived``), by whom (``None`` for the archive, which names no one per job), when, and
+    the audit entry that says so."""
+
+    what: str
+    at: datetime
+    actor: Actor | None = None
+    audit_id: str | None = None
+    bulk: bool = False
+
+    def __str__(self) -> str:
+        text = f"{self.what}{' in bulk' if self.bulk else ''}"
+        if self.actor is not None:
+            text += f" by {self.actor}"
+        return text + f" at {self.at.strftime('%Y-%m-%d %H:%M:%S UTC')}"
+
+
+_REMOVALS: Final = {
+    AuditAction.DELETE.value: "deleted",
+    AuditAction.CANCEL.value: "cancelled",
+}
+
+
+def job_fate(entries: Sequence[AuditEntry], archived_at: datetime | None) -> JobFate | None:
+    """What removed a job, from the audit entries that name it (newest first) and when it was
+    archived: the newest removal that happened, else the archive."""
+    for entry in entries:
+        if entry.outcome is not AuditOutcome.DONE:
+            continue
+        if entry.action in _REMOVALS:
+            return JobFate(_REMOVALS[entry.action], entry.at, entry.actor, entry.id)
+        if entry.action == AuditAction.BULK_CHUNK.value:
+            what = "cancelled" if entry.details.get("action") == "cancel" else "deleted"
+            return JobFate(what, entry.at, entry.actor, entry.parent_id or entry.id, bulk=True)
+    if archived_at is not None:
+        return JobFate("archived", archived_at)
+    return None

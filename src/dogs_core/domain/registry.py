@@ -32,6 +32,7 @@ __all__ = [
     "EXPIRES_AFTER",
     "LOST_AFTER",
     "MAX_LISTED_EXECUTIONS",
+    "STOPPED_KEPT",
     "RunningExecution",
     "WorkerAction",
     "WorkerCommand",
@@ -39,6 +40,8 @@ __all__ = [
     "WorkerState",
     "check_instance_id",
     "liveness",
+    "shown_state",
+    "uptime",
     "worker_command",
 ]
 
@@ -50,6 +53,8 @@ LOST_AFTER: Final = 3 * BEAT_INTERVAL
 #: ``expires_at`` of a beat: the store's TTL removes the document of a dead process after it
 #: (MongoDB's TTL monitor runs once a minute, so up to a minute later).
 EXPIRES_AFTER: Final = 6 * BEAT_INTERVAL
+#: How long a stopped worker's document stays listed (``stopped``) before the TTL removes it.
+STOPPED_KEPT: Final = timedelta(minutes=15)
 #: The executions a document lists (the count is always whole).
 MAX_LISTED_EXECUTIONS: Final = 100
 #: The grace of a remote stop when the operator gives none (``dogs worker``'s ``--grace``).
@@ -125,6 +130,25 @@ def liveness(info: WorkerInfo, now: datetime) -> WorkerState:
     if now - info.last_beat > max(LOST_AFTER, 3 * info.beat_interval):
         return WorkerState.LOST
     return info.state
+
+
+def shown_state(info: WorkerInfo, now: datetime) -> str:
+    """What an operator reads: :func:`liveness`, and a command the worker has not acted on yet
+    (``running -> quiet``: it will at its next beat)."""
+    state = liveness(info, now)
+    command = info.command
+    if command is None or state in (WorkerState.STOPPED, WorkerState.LOST):
+        return state.value
+    wanted = WorkerState.QUIET if command.action is WorkerAction.QUIET else WorkerState.STOPPING
+    if state is wanted or (wanted is WorkerState.QUIET and state is WorkerState.STOPPING):
+        return state.value
+    return f"{state.value} -> {command.action.value}"
+
+
+def uptime(info: WorkerInfo, now: datetime) -> timedelta:
+    """How long it has run (until its last beat, once it stopped or was lost)."""
+    end = info.last_beat if liveness(info, now) in (WorkerState.STOPPED, WorkerState.LOST) else now
+    return max(end - info.started_at, timedelta(0))
 
 
 def check_instance_id(value: object) -> str:

@@ -25,6 +25,7 @@ from dogs_core.domain.registry import (
     BEAT_INTERVAL,
     EXPIRES_AFTER,
     MAX_LISTED_EXECUTIONS,
+    STOPPED_KEPT,
     RunningExecution,
     WorkerCommand,
     WorkerInfo,
@@ -128,6 +129,11 @@ class WorkerBeacon:
         with anyio.move_on_after(FINAL_BEAT_TIMEOUT):
             await self.beat(WorkerState.STOPPED)
 
+    def _kept(self, state: WorkerState | None) -> timedelta:
+        if state is WorkerState.STOPPED:
+            return STOPPED_KEPT
+        return max(EXPIRES_AFTER, 6 * self._interval)
+
     def _info(self, state: WorkerState | None) -> WorkerInfo:
         now = self._clock.now()
         presence = self._presence()
@@ -155,7 +161,7 @@ class WorkerBeacon:
             started_at=self._started_at,
             last_beat=now,
             state=state or presence.state,
-            expires_at=now + max(EXPIRES_AFTER, 6 * self._interval),
+            expires_at=now + self._kept(state),
             beat_interval=self._interval,
         )
 

@@ -110,6 +110,9 @@ class ForwardingJobStore(ABC):
     async def count_archived(self, kind: ArchiveKind) -> int:
         return cast("int", await self._forward("count_archived", kind))
 
+    async def archived_at(self, job_id: str) -> datetime | None:
+        return cast("datetime | None", await self._forward("archived_at", job_id))
+
     async def setup_audit(self) -> None:
         await self._forward("setup_audit")
 

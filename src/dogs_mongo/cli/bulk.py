@@ -192,13 +192,15 @@ class _Progress:
     def __init__(self) -> None:
         self.terminal = sys.stderr.isatty()
         self.shown = -1
+        self.done = -1
 
     def __call__(self, report: BulkReport) -> None:
         done = report.changed + report.skipped_total
         percent = 100 if report.matched <= 0 else min(100, done * 100 // report.matched)
-        if not self.terminal and percent // 10 == self.shown // 10 and not report.complete:
+        same_tenth = percent // 10 == self.shown // 10
+        if done == self.done or (not self.terminal and same_tenth and not report.complete):
             return
-        self.shown = percent
+        self.shown, self.done = percent, done
         typer.echo(
             f"{report.action.value}: {done}/{report.matched} ({percent}%), "
             f"{report.changed} changed, {report.skipped_total} skipped, chunk {report.chunks}",

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from dogs_core.domain.audit import AuditEntry, outcome_words
 from dogs_core.domain.bulk import BulkReport
-from dogs_core.domain.registry import WorkerInfo, liveness
+from dogs_core.domain.registry import WorkerInfo, liveness, shown_state, uptime
 from dogs_mongo.cli.output import format_age
 from dogs_mongo.cli.tables import _console, print_json, stamp
 
@@ -104,11 +104,11 @@ def print_workers(workers: Sequence[WorkerInfo], now: datetime, *, as_json: bool
     for info in workers:
         table.add_row(
             info.instance_id,
-            liveness(info, now).value,
+            shown_state(info, now),
             f"{info.host}:{info.pid}",
             f"{info.slots_in_use}/{info.workers_count}",
             ", ".join(info.job_names),
-            format_age(info.last_beat - info.started_at),
+            format_age(uptime(info, now)),
             _ago(info.last_beat, now),
             _command_text(info),
         )
@@ -122,7 +122,7 @@ def print_worker(info: WorkerInfo, now: datetime, *, as_json: bool) -> None:
         return
     lines = [
         ("Instance", info.instance_id),
-        ("State", liveness(info, now).value),
+        ("State", shown_state(info, now)),
         ("Host", f"{info.host} (pid {info.pid})"),
         ("Version", info.version),
         ("Jobs", ", ".join(info.job_names)),

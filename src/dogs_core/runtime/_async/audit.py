@@ -23,14 +23,23 @@ from dogs_core.domain.audit import (
     AUDIT_RETENTION,
     AuditAction,
     AuditEntry,
+    JobFate,
     audit_details,
     audit_target,
     check_audit_query,
+    job_fate,
     recorded_result,
 )
 from dogs_core.errors import MissingRoleError
 from dogs_core.ids import new_record_id
-from dogs_core.ports import AsyncAuditStore, AsyncJobStore, Clock, Role, store_roles
+from dogs_core.ports import (
+    AsyncArchiveStore,
+    AsyncAuditStore,
+    AsyncJobStore,
+    Clock,
+    Role,
+    store_roles,
+)
 from dogs_core.runtime._async.retry import retry_transient
 from dogs_core.runtime.actors import current_actor
 from dogs_core.runtime.scheduling import ClientBase
@@ -145,7 +154,7 @@ def _entry_of(
         at=now,
         actor=current_actor(),
         action=action.value,
-        target=audit_target(action, arguments),
+        target=what.target or audit_target(action, arguments),
         outcome=what.outcome,
         count=what.count,
         job_ids=what.job_ids,
@@ -201,3 +210,17 @@ class AuditClient(ClientBase):
         if not has_audit(self.store):
             return []
         return await self.audit_log(job_id=job_id, limit=limit)
+
+    async def job_fate(self, job_id: str) -> JobFate | None:
+        """How a job whose record is gone left: deleted or cancelled (by whom, when: the audit
+        trail), or archived (when: the archive); ``None`` when neither says."""
+        entries = await self.job_audit(job_id)
+        archived = None
+        if Role.ARCHIVE in store_roles(self.store):
+            archive = cast(AsyncArchiveStore, self.store)
+            archived = await retry_transient(
+                lambda: archive.archived_at(job_id),
+                what="read archive",
+                deadline=self.operation_timeout,
+            )
+        return job_fate(entries, archived)

@@ -115,6 +115,18 @@ class ArchiveClient(ClientBase):
         )
         return report
 
+    def archived_at(self, job_id: str) -> datetime | None:
+        """When job ``job_id`` was moved to the archive (its failed record or its history
+        rows); ``None`` when it was not, or the store has no archive."""
+        if Role.ARCHIVE not in store_roles(self.store):
+            return None
+        archive = archive_store_of(self.store)
+        return retry_transient(
+            lambda: archive.archived_at(job_id),
+            what="read archive",
+            deadline=self.operation_timeout,
+        )
+
 
 def _count(
     archive: ArchiveStore, kinds: Iterable[ArchiveKind], cutoff: datetime

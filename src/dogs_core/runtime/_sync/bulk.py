@@ -188,7 +188,7 @@ class BulkClient(ClientBase):
             expires_at=now + AUDIT_RETENTION,
         )
         record_entry(self, entry)
-        log.warning("dogs: %s of %d %s by %s started", chosen, matched, entry.target, entry.actor)
+        log.info("dogs: %s of %d %s by %s started", chosen, matched, entry.target, entry.actor)
         return entry
 
     def run_bulk(
@@ -239,7 +239,7 @@ class BulkClient(ClientBase):
         if taken is None:
             entry = audit.get_audit(audit_id)
             raise InvalidOptionError("audit_id", audit_id, _why_not_resumable(entry, now))
-        log.warning("dogs: %s resumed by %s", taken.target, self._runner)
+        log.info("dogs: %s resumed by %s", taken.target, self._runner)
         return self.run_bulk(taken, max_chunks=max_chunks, pause=pause, on_progress=on_progress)
 
 
@@ -276,7 +276,7 @@ class _Run:
             if on_progress is not None:
                 on_progress(self.report(complete=finished))
             if finished:
-                log.warning(
+                log.info(
                     "dogs: %s of %s done: %d changed, %d skipped",
                     self.action,
                     self.entry.target,
