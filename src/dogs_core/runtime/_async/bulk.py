@@ -226,6 +226,15 @@ class BulkClient(ClientBase):
     ) -> BulkReport:
         """Go on with the bulk action of audit entry ``audit_id`` from where it stopped (it
         failed, stopped at ``max_chunks``, or its process died: no progress for a minute)."""
+        taken = await self.take_over_bulk(audit_id)
+        return await self.run_bulk(
+            taken, max_chunks=max_chunks, pause=pause, on_progress=on_progress
+        )
+
+    async def take_over_bulk(self, audit_id: str) -> AuditEntry:
+        """Make this client the runner of the bulk action of ``audit_id`` (the first half of
+        :meth:`resume_bulk`); ``InvalidOptionError`` says why it cannot be resumed (done,
+        running elsewhere, not a bulk action)."""
         validation.text("audit_id", audit_id)
         audit = audit_store_of(self.store, "resuming a bulk action")
         await self._ensure_clock()
@@ -241,9 +250,7 @@ class BulkClient(ClientBase):
             entry = await audit.get_audit(audit_id)
             raise InvalidOptionError("audit_id", audit_id, _why_not_resumable(entry, now))
         log.info("dogs: %s resumed by %s", taken.target, self._runner)
-        return await self.run_bulk(
-            taken, max_chunks=max_chunks, pause=pause, on_progress=on_progress
-        )
+        return taken
 
 
 class _Run:
