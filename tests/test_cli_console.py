@@ -67,7 +67,10 @@ def store(sync_mongo_client: Any, mongo_database_name: str) -> MongoJobStore:
 
 @pytest.fixture
 def dogs(runner: CliRunner, mongodb_uri: str, mongo_database_name: str) -> Callable[..., Any]:
-    env = {"DOGS_MONGODB_URI": mongodb_uri, "DOGS_MONGODB_DATABASE": mongo_database_name}
+    env: dict[str, str | None] = {
+        "DOGS_MONGODB_URI": mongodb_uri,
+        "DOGS_MONGODB_DATABASE": mongo_database_name,
+    }
 
     def call(*args: str, code: int = 0) -> Any:
         result = invoke(runner, *args, env=env)
