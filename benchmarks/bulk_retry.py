@@ -122,7 +122,7 @@ def _error_row(record: JobRecord, now: datetime) -> HistoryRecord:
         execution_id=new_execution_id(), job_id=record.id, job_name=FAILING, type=JobType.EVENT,
         priority=100, tries=3, started_at=now - timedelta(minutes=31),
         ended_at=now - timedelta(minutes=30), status=HistoryStatus.ERROR,
-        expires_at=now + timedelta(days=7), error_type="builtins.ConnectionRefusedError",
+        expires_at=now + timedelta(days=7), error_type="ConnectionRefusedError",
         error_message="SMTP server refused the connection",
     )  # fmt: skip
 

@@ -4,7 +4,6 @@ mongod (a ``dogs worker`` process beside it)."""
 from __future__ import annotations
 
 import pytest
-
 from benchmarks import bulk_retry
 
 

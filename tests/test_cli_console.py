@@ -118,8 +118,8 @@ def test_bulk_retry_delete_and_the_audit_trail(
     dogs: Callable[..., Any], store: MongoJobStore
 ) -> None:
     store.setup()
-    refused = [failed(store, "send_email", "builtins.ConnectionRefusedError") for _ in range(3)]
-    other = failed(store, "send_email", "builtins.ValueError")
+    refused = [failed(store, "send_email", "ConnectionRefusedError") for _ in range(3)]
+    other = failed(store, "send_email", "ValueError")
     dry = dogs("bulk", "retry", "--state", "failed", "--error-type", "ConnectionRefusedError")
     assert "Would retry 3 failed jobs whose last error is ConnectionRefusedError" in dry.stdout
     assert "--yes" in dry.stdout

@@ -21,9 +21,7 @@ def test_operators_console(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.mongo
-def test_operators_console_on_mongodb(
-    mongodb_uri: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_operators_console_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
     operators_console.main(["--uri", mongodb_uri])
     out = capsys.readouterr().out
     assert "retried 7 of 7" in out

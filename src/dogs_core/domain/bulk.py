@@ -21,7 +21,6 @@ the record's times (:class:`TimeField`).
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -51,7 +50,6 @@ __all__ = [
     "check_chunk_size",
     "created_id_bound",
     "error_type_matches",
-    "error_type_pattern",
 ]
 
 #: Records read and changed per chunk when none is given: one read and one bulk write each.
@@ -109,9 +107,9 @@ class SkipReason(enum.StrEnum):
 class BulkSelection:
     """Which records a bulk action takes: every given filter holds (``None``: any).
 
-    ``error_type`` matches the error type of the record's newest history row: the qualified
-    name (``builtins.ConnectionError``) or its last part (``ConnectionError``). Rows written by
-    Node Dogs workers have no error type. ``since`` (inclusive) and ``until`` (exclusive)
+    ``error_type`` matches the error type of the record's newest history row
+    (:func:`error_type_matches`: ``ConnectionError``, ``myapp.errors.QuotaExceeded`` or
+    ``QuotaExceeded``). Rows written by Node Dogs workers have no error type. ``since`` (inclusive) and ``until`` (exclusive)
     bound the record's ``time_field``.
     """
 
@@ -283,16 +281,15 @@ def created_id_bound(moment: datetime) -> str:
 
 
 def error_type_matches(stored: str | None, wanted: str) -> bool:
-    """Whether an error type as a history row stores it (a qualified class name) is
-    ``wanted``: the same name, or ``wanted`` is its last dotted part(s)."""
+    """Whether an error type as a history row stores it (``ConnectionRefusedError`` for a
+    built-in, ``myapp.errors.QuotaExceeded`` otherwise: ``domain.history.error_type``) is
+    ``wanted``: the same name, or ``wanted`` is its last dotted part(s) (``QuotaExceeded``,
+    ``errors.QuotaExceeded``); ``builtins.X`` names the built-in ``X`` only."""
     if stored is None:
         return False
+    if wanted.startswith("builtins."):
+        return stored in (wanted, wanted.removeprefix("builtins."))
     return stored == wanted or stored.endswith("." + wanted)
-
-
-def error_type_pattern(wanted: str) -> str:
-    """The regular expression of :func:`error_type_matches` (for a database that filters)."""
-    return "^(.*\\.)?" + re.escape(wanted) + "$"
 
 
 def check_chunk_size(value: object) -> int:

@@ -83,7 +83,7 @@ ErrorTypeOption = Annotated[
     typer.Option(
         "--error-type",
         help="Only jobs whose last execution failed with this exception class "
-        "(ConnectionError, or qualified: builtins.ConnectionError).",
+        "(ConnectionError, myapp.errors.QuotaExceeded, or its last part: QuotaExceeded).",
         rich_help_panel=_FILTERS,
     ),
 ]

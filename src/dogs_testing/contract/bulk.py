@@ -76,10 +76,10 @@ class BulkContract(ContractBase):
         assert everything == 7
 
     async def test_error_type_of_the_newest_execution(self, store: AsyncJobStore) -> None:
-        refused = await self._failed(store, "a", "builtins.ConnectionRefusedError")
-        value = await self._failed(store, "a", "builtins.ValueError")
+        refused = await self._failed(store, "a", "ConnectionRefusedError")  # a built-in
+        value = await self._failed(store, "a", "ValueError")
         bare = await self._failed(store, "a", None)  # a Node Dogs row has no error type
-        # A later row of the first job, with another error, is the one that counts.
+        # A later row of the second job, with another error, is the one that counts.
         newer = dataclasses.replace(
             _history(new_execution_id(), name="a", started_at=T0 + _MIN, status=ERROR),
             job_id=value,
@@ -92,10 +92,17 @@ class BulkContract(ContractBase):
         assert chunk.examined == 3
         assert chunk.last_id is None
         assert await _bulk(store).count_for_bulk(selection, now=T0) == 2
-        qualified = bulk_selection(error_type="builtins.ConnectionRefusedError")
-        found = await _bulk(store).select_for_bulk(qualified, now=T0, after=None, limit=10)
-        assert [record.id for record in found.records] == [refused]
-        assert bare not in [record.id for record in found.records]
+        for wanted, expected in (
+            ("builtins.ConnectionRefusedError", [refused]),
+            ("myapp.errors.ConnectionRefusedError", [value]),
+            ("errors.ConnectionRefusedError", [value]),
+            ("RefusedError", []),
+        ):
+            found = await _bulk(store).select_for_bulk(
+                bulk_selection(error_type=wanted), now=T0, after=None, limit=10
+            )
+            assert [record.id for record in found.records] == expected, wanted
+            assert bare not in [record.id for record in found.records]
 
     async def test_time_ranges(self, store: AsyncJobStore) -> None:
         early = await self._scheduled(store, "a", at=T0 + _H)
