@@ -109,8 +109,8 @@ class BulkSelection:
 
     ``error_type`` matches the error type of the record's newest history row
     (:func:`error_type_matches`: ``ConnectionError``, ``myapp.errors.QuotaExceeded`` or
-    ``QuotaExceeded``). Rows written by Node Dogs workers have no error type. ``since`` (inclusive) and ``until`` (exclusive)
-    bound the record's ``time_field``.
+    ``QuotaExceeded``). Rows written by Node Dogs workers have no error type. ``since``
+    (inclusive) and ``until`` (exclusive) bound the record's ``time_field``.
     """
 
     job_name: str | None = None
