@@ -78,7 +78,7 @@ def test_queries_and_job_ids_are_checked() -> None:
     )  # fmt: skip
     for kwargs in ({"limit": 0}, {"limit": 501}, {"action": "explode"}, {"top_level": "yes"}):
         with pytest.raises(InvalidOptionError):
-            check_audit_query(**kwargs)  # type: ignore[arg-type]
+            check_audit_query(**kwargs)
     assert check_job_ids(["a", "b"]) == ("a", "b")
     with pytest.raises(InvalidOptionError, match="at most"):
         check_job_ids(["x"] * (MAX_AUDIT_JOB_IDS + 1))

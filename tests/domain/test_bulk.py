@@ -106,7 +106,7 @@ def test_created_bounds_order_ids_as_their_times(moment: datetime) -> None:
     assert (made >= bound) == (at <= datetime.now(UTC))
     assert len(bound) == 13
     selection = bulk_selection(since=at) if at < datetime.now(UTC) else bulk_selection(until=at)
-    assert selection.matches(record(id=made), NOW, None)  # type: ignore[arg-type]
+    assert selection.matches(record(id=made), NOW, None)
 
 
 def test_a_bound_before_the_epoch_is_the_smallest() -> None:

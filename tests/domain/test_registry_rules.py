@@ -74,12 +74,12 @@ def test_ids_and_commands_are_checked() -> None:
     for bad in ("", "a b", "x" * 101, 3):
         with pytest.raises(InvalidOptionError, match="instance_id"):
             check_instance_id(bad)
-    stop = worker_command("stop", requested_at=NOW, requested_by="a", grace=5)
+    stop = worker_command("stop", requested_at=NOW, requested_by="a", grace=5 * S)
     assert (stop.action, stop.grace) == (WorkerAction.STOP, 5 * S)
     with pytest.raises(InvalidOptionError, match="action"):
         worker_command("explode", requested_at=NOW, requested_by="a")
     with pytest.raises(InvalidOptionError, match="only a stop"):
-        worker_command("quiet", requested_at=NOW, requested_by="a", grace=5)
+        worker_command("quiet", requested_at=NOW, requested_by="a", grace=5 * S)
     with pytest.raises(InvalidOptionError, match="requested_by"):
         worker_command("quiet", requested_at=NOW, requested_by="")
     assert info().with_command(stop).command == stop
