@@ -40,7 +40,7 @@ __all__ = ["FINAL_BEAT_TIMEOUT", "Presence", "WorkerBeacon", "beacon_for", "pack
 logger = logging.getLogger("dogs.workers")
 
 #: Seconds the last beat (state ``stopped``) may take before the workers stop without it.
-FINAL_BEAT_TIMEOUT = 5.0
+FINAL_BEAT_TIMEOUT = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +125,10 @@ class WorkerBeacon:
             self._obey(command)
 
     async def stopped(self) -> None:
-        """The last beat: the document says ``stopped`` (bounded by :data:`FINAL_BEAT_TIMEOUT`)."""
+        """The last beat: the document says ``stopped`` (bounded by :data:`FINAL_BEAT_TIMEOUT`;
+        skipped while beats fail: a store that is down does not hold the stop up)."""
+        if self._failing:
+            return
         with anyio.move_on_after(FINAL_BEAT_TIMEOUT):
             await self.beat(WorkerState.STOPPED)
 
