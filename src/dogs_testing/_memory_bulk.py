@@ -49,14 +49,15 @@ class MemoryBulk(MemoryState):
                 if (after is None or record.id > after)
                 and _matches_but_error(selection, record, at)
             )
-            examined = heapq.nsmallest(size, candidates, key=lambda record: record.id)
+            found = heapq.nsmallest(size + 1, candidates, key=lambda record: record.id)
+            examined = found[:size]
             kept = [
                 _out(record)
                 for record in examined
                 if selection.error_type is None
                 or selection.matches(record, at, self._last_error_type(record.id))
             ]
-        last_id = examined[-1].id if len(examined) == size else None
+        last_id = examined[-1].id if len(found) > size else None
         return BulkChunk(tuple(kept), len(examined), last_id)
 
     def count_for_bulk(self, selection: BulkSelection, *, now: datetime) -> int:

@@ -306,7 +306,7 @@ def check_chunk_size(value: object) -> int:
 class BulkChunk:
     """What one read of a selection found: the matching records (``id`` order) among the
     records examined after the cursor, and the id of the last one examined (the next read
-    starts after it; ``None`` when the walk is over)."""
+    starts after it; ``None`` when no record is left after it)."""
 
     records: tuple[JobRecord, ...]
     examined: int

@@ -60,15 +60,17 @@ class MongoBulk:
         size = validation.integer("limit", limit, minimum=1)
         query = qb.bulk_query(selection, now=now, after=after)
         with translate_errors("select_for_bulk", write=False):
-            documents = await self._bulk_find(query, size)
-            records = [q.record_from_document(document) for document in documents]
+            # one more than asked: whether the walk goes on, without an empty last read
+            documents = await self._bulk_find(query, size + 1)
+            more = len(documents) > size
+            records = [q.record_from_document(document) for document in documents[:size]]
             if selection.error_type is not None and records:
                 types = await self._error_types([record.id for record in records])
                 wanted = selection.error_type
                 kept = [r for r in records if error_type_matches(types.get(r.id), wanted)]
             else:
                 kept = records
-        last_id = records[-1].id if len(records) == size else None
+        last_id = records[-1].id if more else None
         return BulkChunk(tuple(kept), len(records), last_id)
 
     async def count_for_bulk(self, selection: BulkSelection, *, now: datetime) -> int:

@@ -34,7 +34,8 @@ class BulkStore(Protocol):
         """Examine at most ``limit`` records with an id greater than ``after`` (all when
         ``None``), in ascending id order, that meet every filter of ``selection`` but the error
         type, and return those that meet it too (:meth:`BulkSelection.matches` at ``now``),
-        with the id of the last record examined (``None`` once none is left)."""
+        with the id of the last record examined, or ``None`` when no record after it meets
+        those filters (the walk is over: no empty last read)."""
         ...
 
     def count_for_bulk(self, selection: BulkSelection, *, now: datetime) -> int:
