@@ -73,6 +73,7 @@ step telemetry_overhead benchmarks.telemetry_overhead --repeat 3 --calls --out "
 step global_limit benchmarks.global_limit --repeat 2 --out "$OUT"
 step explain_stats benchmarks.explain_stats
 step time_to_error benchmarks.time_to_error --out "$OUT"
+step bulk_retry benchmarks.bulk_retry
 step charts benchmarks.charts "$OUT" docs/assets/benchmarks
 
 [ -n "$ONLY" ] || echo >>"$LOG" && echo "Ended $(date -u '+%Y-%m-%d %H:%M UTC')." >>"$LOG"

@@ -6,7 +6,8 @@
 
 A Starlette application (FastAPI mounts it the same way, ``app.mount("/dogs", ...)``) with a
 page of its own at ``/`` and the dashboard at ``/dogs``, wrapped in a small HTTP basic auth
-middleware: the dashboard has no login of its own, whoever mounts it decides who gets in.
+middleware: whoever mounts the dashboard decides who gets in (or gives it an ``auth``
+callable: examples/dashboard_auth.py).
 User ``admin``, password from ``$DASHBOARD_PASSWORD`` (``change-me`` by default). The
 in-memory store by default, filled with a few demo jobs run by real workers; with ``--uri``
 your MongoDB. See docs/dashboard.md.

@@ -8,8 +8,11 @@ Fills a fresh database (dropped at the end) with demo data: an hour of history r
 throughput chart, then real executions by real workers (successes, retries, a job that fails
 for good with its traceback, jobs waiting for later, a paused name), serves the dashboard
 with uvicorn and writes docs/images/dashboard-overview.png, dashboard-jobs.png and
-dashboard-job.png. Needs the dev extra and Debian's chromium and chromium-driver
-(``$DOGS_TEST_CHROMIUM`` and ``$DOGS_TEST_CHROMEDRIVER`` override their paths).
+dashboard-job.png; then, with two ``Workers`` instances running beside the server (one busy with
+long jobs), the operator's console: dashboard-workers.png, dashboard-bulk.png (a bulk retry of
+an outage's failures, done) and dashboard-audit.png. Needs the dev extra and Debian's chromium
+and chromium-driver (``$DOGS_TEST_CHROMIUM`` and ``$DOGS_TEST_CHROMEDRIVER`` override their
+paths).
 """
 
 from __future__ import annotations
@@ -61,6 +64,23 @@ async def resize_image(params: dict[str, int], ctx: JobContext) -> str:
 @jobs.event(max_tries=1)
 async def import_orders(params: dict[str, str], ctx: JobContext) -> str:
     raise ValueError(f"cannot parse {params['path']}: line 42: expected 7 columns, got 5")
+
+
+@jobs.event(max_tries=1, lock_time="20m")
+async def render_video(params: dict[str, int], ctx: JobContext) -> str:
+    await anyio.sleep(params["seconds"])
+    return "rendered"
+
+
+#: The outage the bulk retry repairs: its emails failed for good while this is False.
+smtp = {"up": False}
+
+
+@jobs.event(max_tries=1)
+async def send_invoice(params: dict[str, str], ctx: JobContext) -> str:
+    if not smtp["up"]:
+        raise ConnectionRefusedError("SMTP server refused the connection")
+    return f"sent to {params['to']}"
 
 
 def history(rng: random.Random, now: Any) -> list[HistoryRecord]:
@@ -115,6 +135,34 @@ async def fill(container: DogsContainer, client: DogsClient) -> dict[str, str]:
     return {"failed": failed.id}
 
 
+async def outage(store: Any, client: DogsClient) -> dict[str, str]:
+    """Invoices that failed during an SMTP outage, then retried in bulk by an operator; a
+    deleted job and a cancelled one."""
+    from dogs_core.domain.bulk import bulk_selection
+    from dogs_core.runtime.actors import acting_as
+
+    invoices = [await client.schedule(send_invoice, {"to": f"c{n}@example.com"}) for n in range(40)]
+    async with Workers(store, jobs, workers_count=8, poll_interval="100ms") as workers:
+        for outcome in invoices:
+            assert isinstance(outcome, Scheduled)
+            await client.wait_for(outcome.id, timeout=30)
+        smtp["up"] = True
+        with acting_as("alice", source="dashboard"):
+            selection = bulk_selection(
+                job_name="send_invoice", state="failed", error_type="ConnectionRefusedError"
+            )
+            report = await client.bulk("retry", selection, chunk_size=10)
+            later = await client.schedule(send_email, {"to": "x@example.com"}, run_in="2h")
+            assert isinstance(later, Scheduled)
+            await client.delete(later.id)
+        with acting_as("bob", source="cli"):
+            await client.resume("resize_image")
+            await client.pause("resize_image")
+        await anyio.sleep(1)
+        await workers.stop()
+    return {"bulk": report.audit_id or ""}
+
+
 @contextmanager
 def served(uri: str, database: str) -> Iterator[tuple[str, dict[str, str]]]:
     with socket.socket() as probe:
@@ -128,14 +176,29 @@ def served(uri: str, database: str) -> Iterator[tuple[str, dict[str, str]]]:
         try:
             client = container.client()
             state["seeded"] = await fill(container, client)
+            state["seeded"].update(await outage(container.store(), client))
+            for seconds in (900, 900, 600):
+                await client.schedule(render_video, {"seconds": seconds})
             app = create_app(client, source=redact_uri(uri), refresh_seconds=5)
             config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
             state["server"] = server = uvicorn.Server(config)
-            async with anyio.create_task_group() as group:
+            store = container.store()
+            busy = Workers(store, jobs, workers_count=4, poll_interval="200ms")
+            idle = Workers(store, jobs, workers_count=8, poll_interval="200ms")
+            async with busy, idle, anyio.create_task_group() as group:
                 group.start_soon(server.serve)
                 while not server.started:  # noqa: ASYNC110
                     await anyio.sleep(0.05)
+                await anyio.sleep(11)  # the long jobs run; the second beat lists them
+                from dogs_core.runtime.actors import acting_as
+
+                with acting_as("alice", source="dashboard"):
+                    await client.quiet_worker(idle.owner.instance_id)
                 ready.set()
+                while not server.should_exit:  # noqa: ASYNC110
+                    await anyio.sleep(0.1)
+                await busy.stop(grace=0)
+                await idle.stop(grace=0)
         finally:
             ready.set()
             await container.aclose()
@@ -185,6 +248,9 @@ def take(uri: str) -> None:
                 shoot(chrome, url + "/", "overview", "#overview-table")
                 shoot(chrome, url + "/jobs?name=send_email", "jobs", "#jobs-table")
                 shoot(chrome, f"{url}/jobs/{seeded['failed']}", "job", "details.traceback")
+                shoot(chrome, url + "/workers", "workers", "#workers-table")
+                shoot(chrome, f"{url}/bulk/{seeded['bulk']}", "bulk", "#bulk-progress")
+                shoot(chrome, url + "/audit", "audit", "#audit-table")
             finally:
                 chrome.quit()
     finally:

@@ -23,6 +23,7 @@ __all__ = [
     "JobNotRegisteredError",
     "JobTimeoutError",
     "LockLostError",
+    "MissingRoleError",
     "MissingStoreRoleError",
     "RenewalProtocolError",
     "ScheduleInCodeError",
@@ -340,6 +341,19 @@ class WorkflowUpstreamError(DogsError, LookupError):
 class WorkflowsNotSupportedError(StoreError):
     """The store has no workflows role (a custom store written without it): nothing was
     written. MongoDB and in-memory stores have it."""
+
+
+class MissingRoleError(DogsError):
+    """The store lacks an optional role a feature needs (a custom store written before the
+    role existed): ``role`` names it, ``feature`` says what needed it."""
+
+    def __init__(self, role: str, feature: str, store: object) -> None:
+        self.role = role
+        self.feature = feature
+        super().__init__(
+            f"{feature} needs the store's {role!r} role, which {type(store).__name__} does not "
+            "have (a store lists its roles in `roles`: docs/architecture.md, the store port)"
+        )
 
 
 def _short_repr(value: Any, limit: int = 80) -> str:

@@ -1,21 +1,24 @@
 """The dashboard's actions: cancel, retry now, delete, pause and resume (of a job name, or of a
 runtime schedule: :mod:`dogs_dashboard.schedules`); cancel and retry a workflow.
 
-Only by POST, each checked in this order: read-only mode (403), the CSRF token (403), the
+Only by POST, each checked in this order: read-only mode or a read-only user (403), the CSRF
+token (403), the
 action and its target (400), then the confirmation: a form without ``confirmed=yes`` gets a
 confirm page holding the same form (the page's script asks with ``confirm()`` first and sets
 it, so a browser with JavaScript skips that page). Then one client call, and a redirect
-(303) back to the page the form came from with a line saying what happened.
+(303) back to the page the form came from, which shows a line saying what happened (carried in a
+signed cookie: :mod:`dogs_dashboard.flash`). The action is recorded in the audit trail under the
+request's user (:mod:`dogs_dashboard.auth`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qs, urlsplit
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import Response
 
 from dogs_core.domain.controls import EVERY_JOB
 from dogs_core.domain.steering import (
@@ -30,6 +33,7 @@ from dogs_core.domain.steering import (
     Running,
 )
 from dogs_core.errors import DogsError
+from dogs_core.runtime.actors import acting_as
 from dogs_dashboard.context import Dashboard, root_of
 from dogs_dashboard.csrf import COOKIE_NAME, FIELD_NAME
 from dogs_dashboard.schedules import SCHEDULE_ACTIONS, run_schedule_action
@@ -58,8 +62,8 @@ ACTIONS: dict[str, tuple[str, str]] = {
 
 async def perform(dash: Dashboard, request: Request) -> Response:
     """Check and run one action (see the module docstring for the order of the checks)."""
-    if dash.read_only:
-        return dash.error(request, 403, "this dashboard is read-only: actions are disabled")
+    if not dash.can_act(request):
+        return dash.error(request, 403, _no_actions(dash, request))
     form = await _form(request)
     if form is None:
         return dash.error(request, 413, f"form larger than {MAX_FORM_BYTES} bytes")
@@ -85,11 +89,18 @@ async def perform(dash: Dashboard, request: Request) -> Response:
             back=back,
         )
     try:
-        message, level = await _run(dash, action, target)
+        with acting_as(dash.user(request).name, source="dashboard"):
+            message, level = await _run(dash, action, target)
     except DogsError as error:
         message, level = str(error), "error"
     logger.info("dashboard: %s %s: %s", action, target, message)
-    return RedirectResponse(_with_message(back, message, level), status_code=303)
+    return dash.redirect_with(back, message, level, request)
+
+
+def _no_actions(dash: Dashboard, request: Request) -> str:
+    if dash.read_only:
+        return "this dashboard is read-only: actions are disabled"
+    return f"{dash.user(request).name} has a read-only role: actions are disabled"
 
 
 async def _form(request: Request) -> dict[str, str] | None:
@@ -115,18 +126,6 @@ def _safe_next(request: Request, given: str | None) -> str:
     if given.startswith("//"):
         return home
     return given
-
-
-def _with_message(target: str, message: str, level: str) -> str:
-    parts = urlsplit(target)
-    kept = [
-        (key, value)
-        for key, values in parse_qs(parts.query, keep_blank_values=True).items()
-        for value in values
-        if key not in ("msg", "level", "fragment")
-    ]
-    query = urlencode([*kept, ("msg", message), ("level", level)])
-    return urlunsplit(("", "", parts.path, query, ""))
 
 
 def _shown(target: str) -> str:

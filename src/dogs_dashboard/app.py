@@ -20,7 +20,8 @@ from starlette.staticfiles import StaticFiles
 
 from dogs_core.errors import InvalidOptionError
 from dogs_core.runtime._async.client import DogsClient
-from dogs_dashboard import actions, pages, schedules, workflow_pages
+from dogs_dashboard import actions, console, console_actions, pages, schedules, workflow_pages
+from dogs_dashboard.auth import AuthCallable
 from dogs_dashboard.context import Dashboard
 
 __all__ = ["create_app"]
@@ -39,6 +40,7 @@ def create_app(
     title: str = "Dogs",
     source: str | None = None,
     refresh_seconds: float = 5.0,
+    auth: AuthCallable | None = None,
 ) -> Starlette:
     """The dashboard of ``client``'s store.
 
@@ -47,8 +49,12 @@ def create_app(
     ``None``). ``source`` is a label shown in the header, such as the redacted URI (a password
     in it is masked anyway). ``refresh_seconds`` is how often an open page fetches its data
     again (0 turns live refresh off); the stats are cached for as long, at least 2 s.
+    ``auth`` says who each request is from and whether they may act (``None``: everyone,
+    anonymously): see :mod:`dogs_dashboard.auth`.
     """
     _check(client, read_only, secret, title, source, refresh_seconds)
+    if auth is not None and not callable(auth):
+        raise InvalidOptionError("auth", auth, "must be a callable of the request or None")
     dash = Dashboard.build(
         client,
         read_only=read_only,
@@ -58,9 +64,17 @@ def create_app(
         refresh_seconds=float(refresh_seconds),
         stats_window=STATS_WINDOW,
         stats_cache_seconds=max(2.0, float(refresh_seconds)),
+        auth=auth,
     )
 
     def bound(handler: _Handler) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            refused = await dash.authenticate(request)
+            return refused if refused is not None else await handler(dash, request)
+
+        return endpoint
+
+    def public(handler: _Handler) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             return await handler(dash, request)
 
@@ -74,6 +88,16 @@ def create_app(
         Route("/workflows/{workflow_id}", bound(workflow_pages.workflow_page), name="workflow"),
         Route("/schedules", bound(schedules.schedule_list), name="schedules"),
         Route("/actions/{action}", bound(actions.perform), methods=["POST"], name="action"),
+        # the operator's console: workers, bulk actions, the audit trail, signing in
+        Route("/workers", bound(console.workers_page), name="workers"),
+        Route("/workers/{instance_id}", bound(console.worker_page), name="worker"),
+        Route("/audit", bound(console.audit_page), name="audit"),
+        Route("/bulk", bound(console.bulk_page), name="bulk"),
+        Route("/bulk/{audit_id}", bound(console.bulk_progress_page), name="bulk_progress"),
+        Route("/ops/{action}", bound(console_actions.perform), methods=["POST"], name="op"),
+        Route("/login", public(console.login), methods=["GET", "POST"], name="login"),
+        Route("/logout", public(console.logout), methods=["POST"], name="logout"),
+        Route("/favicon.ico", public(console.favicon), name="favicon"),
         Mount("/static", StaticFiles(packages=[("dogs_dashboard", "static")]), name="static"),
     ]
     app = Starlette(routes=routes)

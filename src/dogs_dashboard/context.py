@@ -16,13 +16,17 @@ from urllib.parse import urlencode
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from starlette.requests import Request
-from starlette.responses import HTMLResponse
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from dogs_core.runtime._async.client import DogsClient
 from dogs_core.uris import redact_uri
+from dogs_dashboard.auth import ANONYMOUS, AuthCallable, DashboardUser, resolve
 from dogs_dashboard.charts import throughput_svg
 from dogs_dashboard.csrf import COOKIE_NAME, FIELD_NAME, CsrfGuard
 from dogs_dashboard.data import StatsCache
+from dogs_dashboard.flash import COOKIE_NAME as FLASH_COOKIE
+from dogs_dashboard.flash import read_flash, set_flash
+from dogs_dashboard.signing import Signer
 
 __all__ = ["Dashboard", "redact", "root_of"]
 
@@ -99,6 +103,9 @@ class Dashboard:
     refresh_seconds: float
     stats: StatsCache
     env: Environment
+    auth: AuthCallable | None = None
+    """Who the request is from (``None``: no authentication, everyone is ``anonymous``)."""
+    flashes: Signer | None = None
 
     @classmethod
     def build(
@@ -112,6 +119,7 @@ class Dashboard:
         refresh_seconds: float,
         stats_window: timedelta,
         stats_cache_seconds: float,
+        auth: AuthCallable | None = None,
     ) -> Dashboard:
         return cls(
             client=client,
@@ -122,7 +130,60 @@ class Dashboard:
             refresh_seconds=refresh_seconds,
             stats=StatsCache(client, stats_window, stats_cache_seconds),
             env=_environment(),
+            auth=auth,
+            flashes=Signer(secret, "dogs-dashboard-flash"),
         )
+
+    # -- who is asking ------------------------------------------------------------------------
+
+    async def authenticate(self, request: Request) -> Response | None:
+        """Set ``request.state.user``; a response to send instead when the request is not
+        authenticated (or the auth callable answered with one)."""
+        if self.auth is None:
+            request.state.user = ANONYMOUS
+            return None
+        try:
+            result = await resolve(self.auth, request)
+        except TypeError as error:
+            request.state.user = ANONYMOUS
+            return self.error(request, 500, str(error))
+        if isinstance(result, DashboardUser):
+            request.state.user = result
+            return None
+        request.state.user = ANONYMOUS
+        if result is not None:
+            return result
+        return self.unauthorized(request)
+
+    def unauthorized(self, request: Request) -> Response:
+        """401: the browser is asked for basic credentials where the auth takes them, sent to
+        the token login where it has one, else told to sign in through its application."""
+        token_login = bool(getattr(self.auth, "token_login", False))
+        if token_login and request.method == "GET" and not getattr(self.auth, "basic", False):
+            target = self.link(request, "/login", next=_here(request))
+            return RedirectResponse(target, status_code=303)
+        response = self.render(
+            request, "login.html", "login.html", 401, token_login=token_login, failed=False,
+            next=_here(request),
+        )  # fmt: skip
+        if getattr(self.auth, "basic", False):
+            response.headers["WWW-Authenticate"] = 'Basic realm="Dogs dashboard", charset="UTF-8"'
+        return response
+
+    def user(self, request: Request) -> DashboardUser:
+        user = getattr(request.state, "user", None)
+        return user if isinstance(user, DashboardUser) else ANONYMOUS
+
+    def can_act(self, request: Request) -> bool:
+        """Whether this request's user may act (never in read-only mode)."""
+        return not self.read_only and self.user(request).can_act
+
+    def redirect_with(self, back: str, message: str, level: str, request: Request) -> Response:
+        """303 to ``back``, leaving ``message`` for that page (a signed cookie, not the URL)."""
+        response = RedirectResponse(back, status_code=303)
+        if self.flashes is not None:
+            set_flash(response, self.flashes, message, level, (root_of(request) or "") + "/")
+        return response
 
     def link(self, request: Request, path: str, **query: object) -> str:
         """``path`` under the mount point, with the query parameters that are not ``None``."""
@@ -144,16 +205,25 @@ class Dashboard:
             link=lambda path, **query: self.link(request, path, **query),
             csrf_token=self.csrf.token_for(cookie),
             here=_here(request),
-            message=request.query_params.get("msg"),
-            level=request.query_params.get("level", "ok"),
             now=self.client.clock.now(),
+            user=self.user(request),
+            can_act=self.can_act(request),
+            auth_on=self.auth is not None,
+            session_login=bool(getattr(self.auth, "token_login", False)),
+            basic_login=bool(getattr(self.auth, "basic", False)),
         )
-        chosen = fragment if request.query_params.get("fragment") == "1" else page
+        is_fragment = request.query_params.get("fragment") == "1"
+        flash = None if is_fragment or self.flashes is None else read_flash(request, self.flashes)
+        values.setdefault("message", None if flash is None else flash[0])
+        values.setdefault("level", "ok" if flash is None else flash[1])
+        chosen = fragment if is_fragment else page
         html = self.env.get_template(chosen).render(values)
         response = HTMLResponse(html, status_code=status_code)
         response.headers["Cache-Control"] = "no-store"
         response.headers["X-Frame-Options"] = "SAMEORIGIN"
         response.headers["Referrer-Policy"] = "same-origin"
+        if flash is not None:
+            response.delete_cookie(FLASH_COOKIE, path=(root_of(request) or "") + "/")
         if fresh:
             response.set_cookie(
                 COOKIE_NAME,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from dogs_core.domain.records import JobState
+from dogs_core.domain.records import HistoryRecord, JobRecord, JobState
 from dogs_core.errors import DogsError
 from dogs_dashboard.context import Dashboard
 from dogs_dashboard.data import read_job, read_lines, read_overview, search_jobs
@@ -81,7 +81,13 @@ async def job_page(dash: Dashboard, request: Request) -> Response:
         log = await read_lines(dash.client, record, executions, now)
     except DogsError as error:
         return dash.error(request, 400, str(error))
-    if record is None and not executions:
+    fate = None
+    if record is None:
+        try:
+            fate = await dash.client.job_fate(job_id)
+        except DogsError:
+            fate = None
+    if record is None and not executions and fate is None:
         return dash.error(request, 404, f"no job {job_id!r}: no record and no history")
     state = None if record is None else record.state(now).value
     return dash.render(
@@ -92,6 +98,14 @@ async def job_page(dash: Dashboard, request: Request) -> Response:
         record=record,
         state=state,
         executions=executions,
-        job_name=record.job_name if record is not None else executions[0].job_name,
+        job_name=_name_of(record, executions, fate),
         log=log,
+        fate=fate,
     )
+
+
+def _name_of(record: JobRecord | None, executions: list[HistoryRecord], fate: object) -> str:
+    """The job's name for the title (a removed job without history has only its id)."""
+    if record is not None:
+        return record.job_name
+    return executions[0].job_name if executions else "Job"

@@ -12,7 +12,9 @@ Counters and histograms count what *this process* saw (sum them over the fleet i
 gauges are read from the store, so they are the fleet's, and every process that refreshes them
 reports the same values (use ``max`` over instances, not ``sum``). They are refreshed at most
 once per ``interval`` by :meth:`PrometheusMetrics.refresh_gauges` (two small aggregate reads,
-``status_counts`` and ``paused_names``), never at scrape time: a scrape costs the store nothing.
+``status_counts`` and ``paused_names``, and one read of the workers' registry where the store
+has one: ``dogs_workers``, ``dogs_worker_slots``, ``dogs_worker_slots_in_use``), never at
+scrape time: a scrape costs the store nothing.
 
 The registry defaults to ``prometheus_client.REGISTRY``, the one ``start_http_server`` and most
 frameworks' ``/metrics`` endpoints serve, so the metrics appear beside the process ones with no
@@ -30,7 +32,7 @@ import re
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Final, TypedDict
+from typing import Final, TypedDict, cast
 
 import anyio
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
@@ -50,8 +52,9 @@ from dogs_core.domain.events import (
     WorkflowStepReleased,
 )
 from dogs_core.domain.records import NameStatus
+from dogs_core.domain.registry import WorkerInfo, WorkerState, liveness
 from dogs_core.errors import InvalidOptionError
-from dogs_core.ports import AsyncJobStore, Clock
+from dogs_core.ports import AsyncJobStore, AsyncRegistryStore, Clock, Role, store_roles
 from dogs_core.runtime.clock import SystemClock
 from dogs_core.runtime.telemetry import TELEMETRY, Telemetry
 from dogs_core.runtime.workers import Workers
@@ -128,6 +131,7 @@ class PrometheusMetrics:
             ) from None
         self._gauge_names: set[str] = set()
         self._paused_names: set[str] = set()
+        self._worker_labels: set[tuple[str, str]] = set()
         self._failing = False
 
     def _create_metrics(self) -> None:
@@ -195,6 +199,21 @@ class PrometheusMetrics:
             "workflows_finished",
             "Workflows this process saw end, by end state.",
             ["state"],
+            **common,
+        )
+        # the fleet, from the workers' registry (issue 29), where the store has one
+        self.workers = Gauge(
+            "workers", "Workers in the registry by state (lost: no beat for 30 s).", ["state"],
+            **common,
+        )  # fmt: skip
+        self.worker_slots = Gauge(
+            "worker_slots", "Slots (workers_count) of each live worker.", ["instance", "host"],
+            **common,
+        )  # fmt: skip
+        self.worker_slots_in_use = Gauge(
+            "worker_slots_in_use",
+            "Slots in use of each live worker, as of its last beat.",
+            ["instance", "host"],
             **common,
         )
         self.gauges_refreshed = Gauge(
@@ -267,6 +286,7 @@ class PrometheusMetrics:
         try:
             statuses = await store.status_counts(now=now)
             paused = await store.paused_names()
+            workers = await _registry(store)
         except Exception:
             if not self._failing:
                 logger.warning(
@@ -280,7 +300,28 @@ class PrometheusMetrics:
             logger.info("refreshing the Dogs gauges works again")
         self._failing = False
         self._set_gauges(statuses, paused, now)
+        if workers is not None:
+            self._set_worker_gauges(workers, now)
         return True
+
+    def _set_worker_gauges(self, workers: Iterable[WorkerInfo], now: datetime) -> None:
+        counts = dict.fromkeys(WorkerState, 0)
+        labels: set[tuple[str, str]] = set()
+        for info in workers:
+            state = liveness(info, now)
+            counts[state] += 1
+            if state in (WorkerState.STOPPED, WorkerState.LOST):
+                continue
+            label = (info.instance_id, info.host)
+            labels.add(label)
+            self.worker_slots.labels(*label).set(info.workers_count)
+            self.worker_slots_in_use.labels(*label).set(info.slots_in_use)
+        for state, count in counts.items():
+            self.workers.labels(state.value).set(count)
+        for gone in self._worker_labels - labels:
+            self.worker_slots.remove(*gone)
+            self.worker_slots_in_use.remove(*gone)
+        self._worker_labels = labels
 
     def _set_gauges(
         self, statuses: Iterable[NameStatus], paused: frozenset[str], now: datetime
@@ -307,6 +348,13 @@ class PrometheusMetrics:
             self.job_paused.remove(gone)
         self._paused_names = paused_rows
         self.gauges_refreshed.set(now.timestamp())
+
+
+async def _registry(store: AsyncJobStore) -> list[WorkerInfo] | None:
+    """The workers' registry documents, or ``None`` when the store keeps none."""
+    if Role.REGISTRY not in store_roles(store):
+        return None
+    return await cast(AsyncRegistryStore, store).list_workers()
 
 
 def _check_interval(interval: object) -> None:

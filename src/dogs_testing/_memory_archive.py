@@ -70,6 +70,17 @@ class MemoryArchive(MemoryState):
         with self._state():
             return len(self._archive(check_kind(kind)))
 
+    def archived_at(self, job_id: str) -> datetime | None:
+        with self._state():
+            copies = [self._archive(ArchiveKind.FAILED_RECORDS).get(job_id)]
+            copies += [
+                copy
+                for copy in self._archive(ArchiveKind.HISTORY).values()
+                if isinstance(copy.item, HistoryRecord) and copy.item.job_id == job_id
+            ]
+            moments = [copy.archived_at for copy in copies if copy is not None and not copy.pending]
+        return max(moments, default=None)
+
     def archived(self, kind: ArchiveKind) -> dict[str, ArchivedCopy]:
         """A copy of the archive of ``kind``, by key (execution id or record id)."""
         with self._state():

@@ -65,7 +65,8 @@ of the port has its module, as the MongoDB store's do (``_memory_scheduling``,
 ``_memory_claims``, ``_memory_settle``, ``_memory_history``, ``_memory_watching`` for the
 feeds over ``_memory_feeds``' hub, ``_memory_steering``, ``_memory_stats``, ``_memory_controls``,
 ``_memory_leases``, ``_memory_maintenance``, ``_memory_archive``, ``_memory_following``,
-``_memory_workflows``, ``_memory_uniqueness``, ``_memory_schedules``); this module composes them
+``_memory_workflows``, ``_memory_uniqueness``, ``_memory_schedules``, ``_memory_registry``,
+``_memory_audit``, ``_memory_bulk``); this module composes them
 into the two faces of the port.
 """
 
@@ -83,12 +84,15 @@ from dogs_core.errors import InvalidOptionError, StoreError
 from dogs_core.ports import Clock, Role
 from dogs_core.runtime.forwarding import ForwardingJobStore
 from dogs_testing._memory_archive import ArchivedCopy, MemoryArchive
+from dogs_testing._memory_audit import MemoryAudit
+from dogs_testing._memory_bulk import MemoryBulk
 from dogs_testing._memory_claims import MemoryClaims
 from dogs_testing._memory_controls import MemoryControls
 from dogs_testing._memory_following import MemoryFollowing
 from dogs_testing._memory_history import MemoryHistory
 from dogs_testing._memory_leases import MemoryLeases
 from dogs_testing._memory_maintenance import MemoryMaintenance
+from dogs_testing._memory_registry import MemoryRegistry
 from dogs_testing._memory_schedules import MemorySchedules
 from dogs_testing._memory_scheduling import MemoryScheduling
 from dogs_testing._memory_settle import MemorySettle
@@ -118,6 +122,10 @@ class SyncInMemoryJobStore(
     MemoryWorkflows,
     MemoryUniqueness,
     MemorySchedules,
+    # the operator's console: the optional registry, audit and bulk roles
+    MemoryRegistry,
+    MemoryAudit,
+    MemoryBulk,
 ):
     """The in-memory store, sync face (:class:`~dogs_core.ports.JobStore`). Thread-safe.
 

@@ -308,7 +308,8 @@ def test_an_unconfirmed_action_asks_first(env: Env) -> None:
     assert env.store.sync.get_record(job_id) is not None
     done = env.post("delete", token, job_id=job_id, next="/jobs", confirmed="yes")
     assert done.status_code == 303
-    assert done.headers["location"].startswith("/jobs?msg=Deleted+send_email")
+    assert done.headers["location"] == "/jobs"  # the message rides in a signed cookie
+    assert "Deleted send_email" in env.http.get("/jobs").text
     assert env.store.sync.get_record(job_id) is None
 
 
@@ -348,7 +349,7 @@ def test_next_never_leaves_the_app(env: Env) -> None:
     token = env.token()
     for target in ("https://evil.example/", "//evil.example/x", "/\\evil.example"):
         response = env.post("pause", token, name="x", confirmed="yes", next=target)
-        assert response.headers["location"].startswith("/?msg=")
+        assert response.headers["location"] == "/"
 
 
 @pytest.mark.parametrize(
@@ -405,7 +406,7 @@ def test_mounted_under_a_prefix() -> None:
             follow_redirects=False,
         )
         assert response.status_code == 303
-        assert response.headers["location"].startswith("/ops/dogs/jobs?msg=")
+        assert response.headers["location"] == "/ops/dogs/jobs"
         assert store.sync.get_record(outcome.id) is None
         # Outside the mount point, "next" falls back to the dashboard's home.
         again = http.post(
@@ -413,7 +414,7 @@ def test_mounted_under_a_prefix() -> None:
             data={"csrf_token": token.group(1), "name": "x", "confirmed": "yes", "next": "/"},
             follow_redirects=False,
         )
-        assert again.headers["location"].startswith("/ops/dogs/?msg=")
+        assert again.headers["location"] == "/ops/dogs/"
 
 
 # -- create_app -----------------------------------------------------------------------------

@@ -7,7 +7,8 @@ The job store is cut into roles, one module each, declared once (async):
 :mod:`~dogs_core.ports.controls`, :mod:`~dogs_core.ports.leases`,
 :mod:`~dogs_core.ports.maintenance`, and the optional :mod:`~dogs_core.ports.archive`,
 :mod:`~dogs_core.ports.following`, :mod:`~dogs_core.ports.workflows`,
-:mod:`~dogs_core.ports.uniqueness` and :mod:`~dogs_core.ports.schedules`.
+:mod:`~dogs_core.ports.uniqueness`, :mod:`~dogs_core.ports.schedules`,
+:mod:`~dogs_core.ports.registry`, :mod:`~dogs_core.ports.audit` and :mod:`~dogs_core.ports.bulk`.
 :class:`AsyncJobStore` is the union of the required ones; what the conventions of every role
 are (fencing, errors, times) is in :mod:`dogs_core.ports.common`.
 
@@ -21,6 +22,8 @@ threads for the async runtime). A store tells which roles it has through one loo
 """
 
 from dogs_core.ports._sync.archive import ArchiveStore
+from dogs_core.ports._sync.audit import AuditStore
+from dogs_core.ports._sync.bulk import BulkStore
 from dogs_core.ports._sync.claims import ClaimStore
 from dogs_core.ports._sync.controls import ControlStore
 from dogs_core.ports._sync.feeds import FeedStore
@@ -28,6 +31,7 @@ from dogs_core.ports._sync.following import FollowingStore
 from dogs_core.ports._sync.history import HistoryStore
 from dogs_core.ports._sync.leases import LeaseStore
 from dogs_core.ports._sync.maintenance import MaintenanceStore
+from dogs_core.ports._sync.registry import RegistryStore
 from dogs_core.ports._sync.schedules import ScheduleStore
 from dogs_core.ports._sync.scheduling import SchedulingStore
 from dogs_core.ports._sync.settle import SettleStore
@@ -37,6 +41,8 @@ from dogs_core.ports._sync.store import JobStore
 from dogs_core.ports._sync.uniqueness import UniquenessStore
 from dogs_core.ports._sync.workflows import WorkflowStore
 from dogs_core.ports.archive import AsyncArchiveStore
+from dogs_core.ports.audit import AsyncAuditStore
+from dogs_core.ports.bulk import AsyncBulkStore
 from dogs_core.ports.claims import AsyncClaimStore
 from dogs_core.ports.common import (
     OPTIONAL_ROLES,
@@ -52,6 +58,7 @@ from dogs_core.ports.following import AsyncFollowingStore
 from dogs_core.ports.history import AsyncHistoryStore
 from dogs_core.ports.leases import AsyncLeaseStore
 from dogs_core.ports.maintenance import AsyncMaintenanceStore
+from dogs_core.ports.registry import AsyncRegistryStore
 from dogs_core.ports.schedules import AsyncScheduleStore
 from dogs_core.ports.scheduling import AsyncSchedulingStore
 from dogs_core.ports.settle import AsyncSettleStore
@@ -66,6 +73,8 @@ __all__ = [
     "REQUIRED_ROLES",
     "ArchiveStore",
     "AsyncArchiveStore",
+    "AsyncAuditStore",
+    "AsyncBulkStore",
     "AsyncClaimStore",
     "AsyncControlStore",
     "AsyncFeedStore",
@@ -74,6 +83,7 @@ __all__ = [
     "AsyncJobStore",
     "AsyncLeaseStore",
     "AsyncMaintenanceStore",
+    "AsyncRegistryStore",
     "AsyncScheduleStore",
     "AsyncSchedulingStore",
     "AsyncSettleStore",
@@ -81,6 +91,8 @@ __all__ = [
     "AsyncSteeringStore",
     "AsyncUniquenessStore",
     "AsyncWorkflowStore",
+    "AuditStore",
+    "BulkStore",
     "ClaimStore",
     "Clock",
     "ControlStore",
@@ -90,6 +102,7 @@ __all__ = [
     "JobStore",
     "LeaseStore",
     "MaintenanceStore",
+    "RegistryStore",
     "Role",
     "ScheduleStore",
     "SchedulingStore",

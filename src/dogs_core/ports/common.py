@@ -76,10 +76,28 @@ class Role(enum.StrEnum):
     SCHEDULES = "schedules"
     """Optional: recurring schedules managed at run time (:mod:`dogs_core.ports.schedules`)."""
 
+    # -- the operator's console (issue 29) --
+    REGISTRY = "registry"
+    """Optional: the workers' registry and their commands (:mod:`dogs_core.ports.registry`)."""
+    AUDIT = "audit"
+    """Optional: the operators' audit trail (:mod:`dogs_core.ports.audit`)."""
+    BULK = "bulk"
+    """Optional: bulk actions by filter, chunk by chunk (:mod:`dogs_core.ports.bulk`)."""
 
-#: The roles a store may lack (a store written before one existed keeps working without it).
+
+#: The roles a store may lack: a feature that needs one raises
+#: :class:`~dogs_core.errors.MissingRoleError` naming it.
 OPTIONAL_ROLES: Final = frozenset(
-    {Role.ARCHIVE, Role.FOLLOWING, Role.WORKFLOWS, Role.UNIQUENESS, Role.SCHEDULES}
+    {
+        Role.ARCHIVE,
+        Role.FOLLOWING,
+        Role.WORKFLOWS,
+        Role.UNIQUENESS,
+        Role.SCHEDULES,
+        Role.REGISTRY,
+        Role.AUDIT,
+        Role.BULK,
+    }
 )
 
 #: The roles every store has: :class:`~dogs_core.ports.store.AsyncJobStore` is their union.

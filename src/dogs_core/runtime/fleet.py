@@ -51,11 +51,26 @@ class FleetHolds:
         self._paused: frozenset[str] = frozenset()
         self._held_until: dict[str, float] = {}
         self._changed = Signal()
+        self._quiet = False
 
     @property
     def paused(self) -> frozenset[str]:
         """The names of this instance that are paused (as last read)."""
         return self._paused
+
+    @property
+    def quiet(self) -> bool:
+        """Every name is left out of claims for good (:meth:`go_quiet`)."""
+        return self._quiet
+
+    def go_quiet(self) -> bool:
+        """Leave every name out of claims from now on (a worker told to quiet: what runs
+        finishes). Returns whether it was not quiet yet."""
+        if self._quiet:
+            return False
+        self._quiet = True
+        self._apply()
+        return True
 
     def hold_back(self, name: str, until: float) -> None:
         """Leave ``name`` out of claims until loop time ``until``."""
@@ -122,5 +137,8 @@ class FleetHolds:
             await self._changed.wait(max(wake_at - anyio.current_time(), 0.0))
 
     def _apply(self) -> None:
+        if self._quiet:
+            self._ledger.set_blocked(self._names)
+            return
         if self._ledger.set_blocked(self._paused | self._held_until.keys()):
             self._on_reopen()

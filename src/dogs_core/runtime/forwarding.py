@@ -26,6 +26,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from dogs_core.domain.archiving import ArchiveKind
+from dogs_core.domain.audit import AuditEntry, AuditQuery
+from dogs_core.domain.bulk import BulkChunk, BulkSelection
 from dogs_core.domain.controls import Lease
 from dogs_core.domain.log_lines import LogLine
 from dogs_core.domain.progress import Progress
@@ -41,6 +43,7 @@ from dogs_core.domain.records import (
     NewJob,
     ScheduleOutcome,
 )
+from dogs_core.domain.registry import WorkerCommand, WorkerInfo
 from dogs_core.domain.runtime_schedules import ScheduleSpec
 from dogs_core.domain.settle import Settlement
 from dogs_core.domain.stats import JobStats
@@ -122,6 +125,58 @@ class ForwardingJobStore(ABC):
 
     async def count_archived(self, kind: ArchiveKind) -> int:
         return cast("int", await self._forward("count_archived", kind))
+
+    async def archived_at(self, job_id: str) -> datetime | None:
+        return cast("datetime | None", await self._forward("archived_at", job_id))
+
+    async def setup_audit(self) -> None:
+        await self._forward("setup_audit")
+
+    async def record_audit(self, entry: AuditEntry) -> None:
+        await self._forward("record_audit", entry)
+
+    async def update_audit(self, entry: AuditEntry, *, runner: str | None) -> bool:
+        return cast("bool", await self._forward("update_audit", entry, runner=runner))
+
+    async def take_over_audit(
+        self, entry_id: str, *, runner: str, stalled_before: datetime, now: datetime
+    ) -> AuditEntry | None:
+        return cast(
+            "AuditEntry | None",
+            await self._forward(
+                "take_over_audit", entry_id, runner=runner, stalled_before=stalled_before, now=now
+            ),
+        )
+
+    async def get_audit(self, entry_id: str) -> AuditEntry | None:
+        return cast("AuditEntry | None", await self._forward("get_audit", entry_id))
+
+    async def read_audit(self, query: AuditQuery) -> list[AuditEntry]:
+        return cast("list[AuditEntry]", await self._forward("read_audit", query))
+
+    async def select_for_bulk(
+        self, selection: BulkSelection, *, now: datetime, after: str | None, limit: int
+    ) -> BulkChunk:
+        return cast(
+            "BulkChunk",
+            await self._forward("select_for_bulk", selection, now=now, after=after, limit=limit),
+        )
+
+    async def count_for_bulk(self, selection: BulkSelection, *, now: datetime) -> int:
+        return cast("int", await self._forward("count_for_bulk", selection, now=now))
+
+    async def modify_unchanged(
+        self, changes: Sequence[tuple[JobRecord, JobChange]], *, now: datetime
+    ) -> int:
+        return cast("int", await self._forward("modify_unchanged", changes, now=now))
+
+    async def delete_unchanged(
+        self, snapshots: Sequence[JobRecord], *, unless_running_at: datetime | None
+    ) -> list[JobRecord]:
+        return cast(
+            "list[JobRecord]",
+            await self._forward("delete_unchanged", snapshots, unless_running_at=unless_running_at),
+        )
 
     async def claim(self, request: ClaimRequest) -> ClaimedJob | None:
         return cast("ClaimedJob | None", await self._forward("claim", request))
@@ -314,6 +369,26 @@ class ForwardingJobStore(ABC):
 
     async def close(self) -> None:
         await self._forward("close")
+
+    async def setup_registry(self) -> None:
+        await self._forward("setup_registry")
+
+    async def beat_worker(self, info: WorkerInfo) -> WorkerCommand | None:
+        return cast("WorkerCommand | None", await self._forward("beat_worker", info))
+
+    async def list_workers(self) -> list[WorkerInfo]:
+        return cast("list[WorkerInfo]", await self._forward("list_workers"))
+
+    async def get_worker(self, instance_id: str) -> WorkerInfo | None:
+        return cast("WorkerInfo | None", await self._forward("get_worker", instance_id))
+
+    async def command_worker(
+        self, instance_id: str, command: WorkerCommand, *, now: datetime
+    ) -> WorkerInfo | None:
+        return cast(
+            "WorkerInfo | None",
+            await self._forward("command_worker", instance_id, command, now=now),
+        )
 
     async def get_schedule_record(self, schedule_id: str) -> JobRecord | None:
         return cast("JobRecord | None", await self._forward("get_schedule_record", schedule_id))

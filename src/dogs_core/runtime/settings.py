@@ -159,6 +159,11 @@ class WorkerSettings:
         The least time between two writes that carry a job's progress (``ctx.progress``): a
         handler may report on every item, the latest report is written at most this often,
         riding the lock's renewal (1 s by default; :mod:`dogs_core.domain.progress`).
+    ``registry_enabled``
+        Keep this instance's document in the store's workers' registry (host, pid, job names,
+        slots, what it runs; one write per 10 s), where the store has one: ``dogs workers``
+        and the dashboard's Workers page list it, and an operator can quiet or stop it from
+        there. Off: no document, and no remote quiet or stop.
     ``on_max_tries_reached``
         Called (sync or async) with the claimed job when an event job is marked
         ``maxTriesReached``; its errors are logged and swallowed.
@@ -296,6 +301,13 @@ class WorkerSettings:
             flag="--progress-interval",
         )
     )
+    registry_enabled: bool = field(
+        metadata=_option(
+            True,
+            v.boolean,
+            "Keep a document in the workers' registry (one write per 10 s; remote quiet/stop).",
+        )
+    )
     adaptive_claims: frozenset[str] = field(default=frozenset())
     """Which of ``claim_batch_size`` and ``claim_concurrency`` adapt (those not given); their
     values are then the ceilings."""
@@ -347,6 +359,7 @@ class WorkerOptions(TypedDict, total=False):
     workflow_sweep_interval: DurationLike
     clock_sync_interval: DurationLike | None
     progress_interval: DurationLike
+    registry_enabled: bool
     cooldown_period: object
 
 

@@ -28,12 +28,14 @@ from dogs_core.domain.definitions import JobDefinition
 from dogs_core.domain.hints import Hint, HintSelector, claim_hint
 from dogs_core.domain.pacing import Claim, Sleep
 from dogs_core.domain.records import ClaimedJob, Owner
+from dogs_core.domain.registry import WorkerAction, WorkerCommand, WorkerState
 from dogs_core.domain.schedules import parse_duration
 from dogs_core.errors import WorkersStateError
 from dogs_core.ids import new_execution_id
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock, StoreCapabilities
 from dogs_core.runtime.ahead import ClaimedAhead, give_back
+from dogs_core.runtime.beacon import Presence, beacon_for
 from dogs_core.runtime.claiming import pacer_for, send_claim
 from dogs_core.runtime.clock import ServerClock
 from dogs_core.runtime.execution import Execution
@@ -120,6 +122,8 @@ class Workers:
         self._capabilities: StoreCapabilities | None = None
         self.claims_succeeded = 0
         """Jobs claimed so far (each starts one execution)."""
+        self.beacon = beacon_for(store, self, presence=self._presence, obey=self._obey)
+        """This instance in the store's workers' registry (``None``: not registered)."""
 
     def _build_services(self, store: AsyncJobStore) -> None:
         """The fleet holds, the executions' services and host, and the change watcher."""
@@ -187,6 +191,23 @@ class Workers:
         workers at once (``False`` with ``watch_changes`` off, or where the store cannot watch:
         they then wake by polling alone)."""
         return self._watcher is not None and self._watcher.watching
+
+    def quiet(self) -> None:
+        """Claim nothing more; what runs finishes (``stop`` still drains). Idempotent."""
+        if self._holds.go_quiet():
+            logger.warning("quiet: claiming nothing more; %d job(s) running", len(self._active))
+
+    def _presence(self) -> Presence:
+        state = WorkerState.QUIET if self._holds.quiet else WorkerState.RUNNING
+        state = WorkerState.STOPPING if self._stop_requested.is_set() else state
+        running = [(execution.job, execution.began) for execution in self._active.values()]
+        return Presence(state, len(running), running)
+
+    def _obey(self, command: WorkerCommand) -> None:
+        if command.action is WorkerAction.QUIET:
+            self.quiet()
+        else:
+            self._request_stop(None if command.grace is None else command.grace.total_seconds())
 
     def wake(self, partitions: Sequence[int] = ()) -> None:
         """Cut an idle wait short: a job was scheduled that these workers may run now (in
@@ -307,6 +328,8 @@ class Workers:
             self._startup_scope = None
             if not startup.cancelled_caught:
                 await self._serve_until_stopped()
+                if self.beacon is not None:
+                    await self.beacon.stopped()
             background.cancel_scope.cancel()
 
     async def _start_up(self, background: anyio.abc.TaskGroup) -> None:
@@ -323,6 +346,8 @@ class Workers:
         background.start_soon(self._holds.run, name="dogs fleet holds")
         if self._book is not None:
             background.start_soon(self._book.run, name="dogs runtime schedules")
+        if self.beacon is not None:
+            background.start_soon(self.beacon.run, name="dogs registry beat")
         start_maintenance(
             background,
             store,

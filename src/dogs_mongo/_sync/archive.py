@@ -116,6 +116,28 @@ class MongoArchiver:
         with translate_errors("count archived", write=False):
             return self.archive_collection(check_kind(kind)).count_documents({})
 
+    def archived_at(self, job_id: str) -> datetime | None:
+        """Two reads by key: the failed record's copy by ``_id``, the newest row's copy through
+        ``archive_job_id``; pending copies are not archived yet."""
+        wanted = {"$exists": False}
+        with translate_errors("archived_at", write=False):
+            record = self.archive_collection(ArchiveKind.FAILED_RECORDS).find_one(
+                {"_id": job_id, qa.PENDING_FIELD: wanted}, {qa.ARCHIVED_AT_FIELD: 1}
+            )
+            rows = (
+                self.archive_collection(ArchiveKind.HISTORY)
+                .find({"jobId": job_id, qa.PENDING_FIELD: wanted}, {qa.ARCHIVED_AT_FIELD: 1})
+                .sort([(qa.ARCHIVED_AT_FIELD, -1)])
+                .limit(1)
+            )
+            newest: list[Document] = rows.to_list(None)
+        moments = [
+            document[qa.ARCHIVED_AT_FIELD]
+            for document in ([record] if record else []) + newest
+            if isinstance(document.get(qa.ARCHIVED_AT_FIELD), datetime)
+        ]
+        return max(moments, default=None)
+
     def archived_keys(self, kind: ArchiveKind) -> list[str]:
         """The archive's keys, sorted: execution ids (history), record ids (failed records);
         for tests and small archives (it reads every key)."""

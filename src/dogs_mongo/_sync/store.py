@@ -4,7 +4,7 @@
 one base class per role of the port (``scheduling.py``, ``claims.py``, ``settle.py``,
 ``history.py``, ``feeds.py``, ``steering.py``, ``stats.py``, ``controls.py``, ``leases.py``,
 ``maintenance.py``, ``archive.py``, ``following.py``, ``workflows.py``, ``uniqueness.py``,
-``schedules.py``), which share them.
+``schedules.py``, ``registry.py``, ``audit.py``, ``bulk.py``), which share them.
 
 The async adapter (``_async/store.py``) is the source of truth; the sync adapter
 (``_sync/store.py``) is generated from it by ``scripts/generate_sync.py`` (unasync): edit the
@@ -32,6 +32,8 @@ from dogs_core.errors import InvalidOptionError
 from dogs_core.ports import Role, StoreCapabilities
 from dogs_mongo import queries as q
 from dogs_mongo._sync.archive import MongoArchiver
+from dogs_mongo._sync.audit import MongoAudit
+from dogs_mongo._sync.bulk import MongoBulk
 from dogs_mongo._sync.claims import (
     CLAIM_PATH_FIND_ONE_AND_UPDATE,
     CLAIM_PATH_SORTED_UPDATE_ONE,
@@ -44,6 +46,7 @@ from dogs_mongo._sync.following import MongoFollowing
 from dogs_mongo._sync.history import MongoHistory
 from dogs_mongo._sync.leases import MongoLeases
 from dogs_mongo._sync.maintenance import MongoMaintenance
+from dogs_mongo._sync.registry import MongoRegistry
 from dogs_mongo._sync.schedules import MongoSchedules
 from dogs_mongo._sync.scheduling import MongoScheduling
 from dogs_mongo._sync.settle import MongoSettle
@@ -91,6 +94,10 @@ class MongoJobStore(
     MongoWorkflows,
     MongoUniqueness,
     MongoSchedules,
+    # the operator's console: the optional registry, audit and bulk roles
+    MongoRegistry,
+    MongoAudit,
+    MongoBulk,
 ):
     """:class:`~dogs_core.ports.JobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 

@@ -17,6 +17,9 @@
     dogs dashboard [--host H] [--port N] [--read-only]     # dogs_mongo.cli.dashboard
     dogs unlock-all [--yes]                                # dogs_mongo.cli.unlock
     dogs mongod [--dbpath DIR] [--port N]                  # a local development server
+    dogs workers list|show|quiet|stop ...                  # dogs_mongo.cli.workers
+    dogs bulk retry|cancel|reschedule|delete|resume ...    # dogs_mongo.cli.bulk
+    dogs audit [--action A] [--actor U] [--job-id ID]      # dogs_mongo.cli.audit
     dogs --version
 
 The MongoDB URI comes from ``--uri`` or ``$DOGS_MONGODB_URI``; the database from ``--database``,
@@ -37,6 +40,8 @@ from typing import Annotated
 import typer
 
 from dogs_mongo.cli.archive import archive
+from dogs_mongo.cli.audit import audit
+from dogs_mongo.cli.bulk import bulk_app
 from dogs_mongo.cli.controls import pause, resume
 from dogs_mongo.cli.dashboard import dashboard
 from dogs_mongo.cli.jobs import history, jobs_app
@@ -48,6 +53,7 @@ from dogs_mongo.cli.stats import stats
 from dogs_mongo.cli.status import status
 from dogs_mongo.cli.unlock import unlock_all
 from dogs_mongo.cli.worker import worker
+from dogs_mongo.cli.workers import workers_app
 from dogs_mongo.cli.workflows import workflows_app
 
 __all__ = ["app", "main", "package_version"]
@@ -110,6 +116,10 @@ app.add_typer(schedules_app, name="schedules")
 app.command("dashboard")(dashboard)
 app.command("unlock-all")(unlock_all)
 app.command("mongod")(mongod)
+# the operator's console: the fleet, bulk actions, the audit trail
+app.add_typer(workers_app, name="workers")
+app.add_typer(bulk_app, name="bulk")
+app.command("audit")(audit)
 
 
 def main() -> None:

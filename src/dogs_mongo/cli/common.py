@@ -34,6 +34,7 @@ from dogs_core.domain import validation
 from dogs_core.errors import DogsError, JobNotRegisteredError, UnknownJobError, ValidationError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime._async.client import DogsClient
+from dogs_core.runtime.actors import acting_as, process_actor
 from dogs_core.runtime.settings import worker_option
 from dogs_mongo import queries as q
 from dogs_mongo.container import DogsContainer, redact_uri
@@ -468,7 +469,8 @@ async def connected_client(
     when the block ends."""
     try:
         await connect(container)
-        yield container.client(jobs)
+        with acting_as(process_actor("cli")):  # the audit trail names the OS user
+            yield container.client(jobs)
     finally:
         with anyio.CancelScope(shield=True):
             await container.aclose()

@@ -4,12 +4,15 @@
 
     dogs dashboard --uri mongodb://localhost/app [--host 127.0.0.1] [--port 8000]
                    [--read-only] [--secret-env DOGS_DASHBOARD_SECRET]
+                   [--token-env DOGS_DASHBOARD_TOKENS] [--basic-auth-env DOGS_DASHBOARD_USERS]
 
 The app is :func:`dogs_dashboard.create_app` over the container's client, served by uvicorn
 until SIGTERM or Ctrl-C. The header shows the URI with its password masked (``redact_uri``):
 the app never receives the password. It needs the extra ``dogs-py[dashboard]``; without it
-the command says so in one line (exit 2). Bind it to a public interface only behind a proxy
-that authenticates: the dashboard has no login of its own (docs/dashboard.md).
+the command says so in one line (exit 2). ``--token-env`` and ``--basic-auth-env`` name the
+environment variables holding its credentials (``NAME:SECRET[:viewer]``, comma-separated:
+:func:`dogs_dashboard.auth.parse_credentials`); without either it has no login, and it says
+so when it listens on another interface than loopback (docs/dashboard.md).
 """
 
 from __future__ import annotations
@@ -81,6 +84,24 @@ def dashboard(
     refresh: Annotated[
         float, typer.Option("--refresh", help="Seconds between live refreshes (0: off).")
     ] = 5.0,
+    token_env: Annotated[
+        str | None,
+        typer.Option(
+            "--token-env",
+            metavar="VAR",
+            help="Environment variable holding access tokens: NAME:TOKEN[:viewer], "
+            "comma-separated.",
+        ),
+    ] = None,
+    basic_auth_env: Annotated[
+        str | None,
+        typer.Option(
+            "--basic-auth-env",
+            metavar="VAR",
+            help="Environment variable holding basic-auth users: USER:PASSWORD[:viewer], "
+            "comma-separated.",
+        ),
+    ] = None,
     *,
     connection: Connection,
 ) -> None:
@@ -93,6 +114,14 @@ def dashboard(
         fail(f"--refresh={refresh:g}: must be 0 (off) or more seconds")
     secret = _secret(secret_env)
     dashboard_module, uvicorn = _dashboard_modules()
+    auth = _auth(token_env, basic_auth_env, secret)
+    if auth is None and host not in _LOOPBACK:
+        typer.secho(
+            f"Warning: --host {host} without --token-env or --basic-auth-env: anyone who reaches "
+            "it can see and act (put it behind an authenticating proxy, or give credentials)",
+            err=True,
+            fg=typer.colors.YELLOW,
+        )
     container = connection.logged_container()
     source = redact_uri(container.settings().required_uri())
 
@@ -106,8 +135,10 @@ def dashboard(
                     title=title,
                     source=source,
                     refresh_seconds=refresh,
+                    auth=auth,
                 )
             mode = " (read-only)" if read_only else ""
+            mode += "" if auth is None else ", sign-in required"
             typer.echo(f"dogs dashboard of {source}{mode}: http://{host}:{port}/")
             config = uvicorn.Config(
                 app,
@@ -120,6 +151,33 @@ def dashboard(
 
     run(serve)
     typer.echo("dogs dashboard: stopped")
+
+
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _credentials(flag: str, variable: str | None, *, tokens: bool) -> list[Any]:
+    if variable is None:
+        return []
+    value = os.environ.get(variable)
+    if not value:
+        fail(f"{flag} {variable}: the environment variable is not set or empty")
+    from dogs_dashboard.auth import parse_credentials
+
+    with user_errors():
+        return parse_credentials(value, field=f"{flag} {variable}", tokens=tokens)
+
+
+def _auth(token_env: str | None, basic_env: str | None, secret: str | None) -> Any:
+    """The dashboard's :class:`~dogs_dashboard.auth.CredentialsAuth`, or ``None`` without
+    credentials."""
+    tokens = _credentials("--token-env", token_env, tokens=True)
+    users = _credentials("--basic-auth-env", basic_env, tokens=False)
+    if not tokens and not users:
+        return None
+    from dogs_dashboard.auth import CredentialsAuth
+
+    return CredentialsAuth(tokens=tokens, users=users, secret=secret)
 
 
 async def _serve_until_signal(server: Any) -> None:

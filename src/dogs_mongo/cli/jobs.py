@@ -28,6 +28,7 @@ from typing import Annotated, TypeVar
 import typer
 
 from dogs_core.domain import validation
+from dogs_core.domain.audit import JobFate
 from dogs_core.domain.records import HistoryRecord, HistoryStatus, JobRecord, JobState, JobType
 from dogs_core.domain.steering import (
     MAX_PAGE_SIZE,
@@ -252,15 +253,22 @@ def show(
     count = _count("--executions", executions)
     container = connection.logged_container()
 
-    async def go(client: DogsClient) -> tuple[JobRecord | None, list[HistoryRecord], datetime]:
+    async def go(
+        client: DogsClient,
+    ) -> tuple[JobRecord | None, list[HistoryRecord], datetime, JobFate | None]:
         record = await client.get_job(job_id)
         rows = await client.get_executions(job_id=job_id, limit=count)
-        return record, rows, client.clock.now()
+        fate = None if record is not None else await client.job_fate(job_id)
+        return record, rows, client.clock.now(), fate
 
-    record, rows, now = _call(container, go)
+    record, rows, now, fate = _call(container, go)
     if record is None and not rows:
+        if fate is not None:
+            _done(f"Gone: job {job_id} was {fate} (no record and no history left)", ok=False)
         _done(f"Not found: no job {job_id} (no record and no history)", ok=False)
     print_job(job_id, record, rows, now, as_json=as_json)
+    if fate is not None and not as_json:
+        typer.echo(f"The record is gone: {fate} (dogs audit --job-id {job_id}).")
 
 
 # -- dogs jobs cancel --------------------------------------------------------------------------

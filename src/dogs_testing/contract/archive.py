@@ -11,6 +11,7 @@ step alone, and ``archived_keys``). A sync store's archive goes through :class:`
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from functools import partial
@@ -251,3 +252,23 @@ class ArchiveContract(ContractBase):
             await archive.count_archivable("rows", cutoff=CUTOFF)  # type: ignore[arg-type]
         assert await archive.count_archived(H) == 0
         assert await self.live_keys(store) == ["a"]
+
+    # ---------------------------------------------------------------- one job (issue 29)
+
+    async def test_archived_at_of_one_job(
+        self, store: AsyncJobStore, archive: ArchiveUnderTest
+    ) -> None:
+        """When a job's failed record and rows went to the archive; nothing while pending."""
+        await archive.setup_archive()
+        job_id = await self.failed(store, 40)
+        row = dataclasses.replace(_history("its-row", started_at=T0 - 40 * _DAY), job_id=job_id)
+        await store.write_history_many([row])
+        assert await archive.archived_at(job_id) is None
+        await archive.copy_batch(F, cutoff=CUTOFF, batch_size=10, archived_at=T0 - _DAY)
+        assert await archive.archived_at(job_id) is None  # pending: still live
+        assert await _drain(archive, F) == [1, 0]
+        # the copy keeps the stamp of the batch that made it
+        assert await archive.archived_at(job_id) == T0 - _DAY
+        assert await _drain(archive, H) == [1, 0]
+        assert await archive.archived_at(job_id) == T0
+        assert await archive.archived_at("never-archived") is None

@@ -56,3 +56,9 @@ class ArchiveStore(Protocol):
     def count_archived(self, kind: ArchiveKind) -> int:
         """How many documents of ``kind`` the archive holds (settled and pending)."""
         ...
+
+    def archived_at(self, job_id: str) -> datetime | None:
+        """When job ``job_id`` left the live collections for the archive: the newest
+        ``archived_at`` of its settled copies (its failed record, its history rows); ``None``
+        when the archive holds none of them. (Issue 29: a job's page says it was archived.)"""
+        ...

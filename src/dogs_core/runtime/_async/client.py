@@ -45,9 +45,12 @@ from dogs_core.errors import (
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock
 from dogs_core.runtime._async.archive import ArchiveClient
+from dogs_core.runtime._async.audit import AuditClient
+from dogs_core.runtime._async.bulk import BulkClient
 from dogs_core.runtime._async.clock_sync import ensure_clock
 from dogs_core.runtime._async.following import FollowingClient
 from dogs_core.runtime._async.pausing import PauseClient
+from dogs_core.runtime._async.registry import RegistryClient
 from dogs_core.runtime._async.retry import retry_transient
 from dogs_core.runtime._async.schedules import Schedules
 from dogs_core.runtime._async.stats import StatsClient
@@ -91,6 +94,10 @@ class DogsClient(
     FollowingClient,
     AsyncLeases,
     UniqueScheduling,
+    # the operator's console
+    BulkClient,
+    AuditClient,
+    RegistryClient,
 ):
     """Schedules event jobs and reads what the workers recorded.
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from dogs_core.domain.audit import AuditAction
 from dogs_core.domain.controls import EVERY_JOB
 from dogs_core.domain.definitions import (
     EventJobDefinition,
@@ -16,6 +17,7 @@ from dogs_core.domain.definitions import (
 )
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ports import AsyncJobStore
+from dogs_core.runtime._async.audit import audited
 from dogs_core.runtime._async.retry import retry_transient
 from dogs_core.runtime.scheduling import ClientBase
 
@@ -35,12 +37,14 @@ class PauseClient(ClientBase):
         """Measure the clock when due (the client implements it)."""
         raise NotImplementedError
 
+    @audited(AuditAction.PAUSE)
     async def pause(self, job: JobDefinition | str | None = None) -> bool:
         """Stop every Python worker from claiming ``job`` (every job when ``None``); what runs
         finishes. Workers see it within one poll interval. Returns whether it changed anything.
         Node Dogs workers ignore pauses."""
         return await self._set_paused(job, True)
 
+    @audited(AuditAction.RESUME)
     async def resume(self, job: JobDefinition | str | None = None) -> bool:
         """Undo :meth:`pause` of ``job`` (``None``: the pause of every job; a name paused on
         its own stays paused)."""

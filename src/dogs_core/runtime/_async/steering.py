@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import TypeAlias
 
 from dogs_core.domain import validation
+from dogs_core.domain.audit import AuditAction
 from dogs_core.domain.definitions import (
     JobDefinition,
     RecurrentJobDefinition,
@@ -61,6 +62,7 @@ from dogs_core.errors import (
 )
 from dogs_core.ids import new_execution_id
 from dogs_core.ports import AsyncJobStore
+from dogs_core.runtime._async.audit import audited
 from dogs_core.runtime._async.retry import retry_transient
 from dogs_core.runtime.scheduling import (
     ClientBase,
@@ -175,6 +177,7 @@ class SteeringClient(ClientBase):
 
     # -- steering -----------------------------------------------------------------------------
 
+    @audited(AuditAction.CANCEL)
     async def cancel(
         self,
         job_id: str | None = None,
@@ -212,6 +215,7 @@ class SteeringClient(ClientBase):
                 return outcome
         raise _busy("cancel", target)
 
+    @audited(AuditAction.RETRY)
     async def retry_now(self, job_id: str) -> RescheduleOutcome:
         """Make a job due now. A failed job (at its attempt limit) becomes pending again with
         a fresh budget of tries; a scheduled or retrying one keeps its tries. A running job is
@@ -220,6 +224,7 @@ class SteeringClient(ClientBase):
         await self._ensure_clock()
         return await self._modify(job_id, retry_now_change)
 
+    @audited(AuditAction.RESCHEDULE)
     async def reschedule(
         self,
         job_id: str,
@@ -252,6 +257,7 @@ class SteeringClient(ClientBase):
         await self._ensure_clock()
         return await self._modify(job_id, change)
 
+    @audited(AuditAction.DELETE)
     async def delete(self, job_id: str) -> DeleteOutcome:
         """Delete a record that is not running, whatever its state, with no history row (use
         :meth:`cancel` to stop a running job). A recurrent record comes back when a worker
@@ -274,6 +280,7 @@ class SteeringClient(ClientBase):
                 return Running(record)
         raise _busy("delete", job_id)
 
+    @audited(AuditAction.DELETE_JOBS)
     async def delete_jobs(
         self,
         job: JobDefinition | str | None = None,

@@ -25,9 +25,11 @@ from dogs_core.domain.archiving import (
     archive_cutoff,
     archive_options,
 )
+from dogs_core.domain.audit import AuditAction
 from dogs_core.domain.validation import DurationLike
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ports import ArchiveStore, JobStore, Role, store_roles
+from dogs_core.runtime._sync.audit import audited
 from dogs_core.runtime._sync.retry import retry_transient
 from dogs_core.runtime.scheduling import ClientBase
 
@@ -49,7 +51,9 @@ class ArchiveClient(ClientBase):
     collections (and out of TTL's reach) into archive collections."""
 
     store: JobStore
+    operation_timeout: float | None
 
+    @audited(AuditAction.ARCHIVE)
     def archive(
         self,
         *,
@@ -110,6 +114,18 @@ class ArchiveClient(ClientBase):
             ", ".join(f"{kind.value}: {count}" for kind, count in moved.items()),
         )
         return report
+
+    def archived_at(self, job_id: str) -> datetime | None:
+        """When job ``job_id`` was moved to the archive (its failed record or its history
+        rows); ``None`` when it was not, or the store has no archive."""
+        if Role.ARCHIVE not in store_roles(self.store):
+            return None
+        archive = archive_store_of(self.store)
+        return retry_transient(
+            lambda: archive.archived_at(job_id),
+            what="read archive",
+            deadline=self.operation_timeout,
+        )
 
 
 def _count(

@@ -46,9 +46,12 @@ from dogs_core.errors import (
 from dogs_core.jobs import Jobs
 from dogs_core.ports import Clock, JobStore
 from dogs_core.runtime._sync.archive import ArchiveClient
+from dogs_core.runtime._sync.audit import AuditClient
+from dogs_core.runtime._sync.bulk import BulkClient
 from dogs_core.runtime._sync.clock_sync import ensure_clock
 from dogs_core.runtime._sync.following import FollowingClient
 from dogs_core.runtime._sync.pausing import PauseClient
+from dogs_core.runtime._sync.registry import RegistryClient
 from dogs_core.runtime._sync.retry import retry_transient
 from dogs_core.runtime._sync.schedules import Schedules
 from dogs_core.runtime._sync.stats import StatsClient
@@ -92,6 +95,10 @@ class SyncDogsClient(
     FollowingClient,
     SyncLeases,
     UniqueScheduling,
+    # the operator's console
+    BulkClient,
+    AuditClient,
+    RegistryClient,
 ):
     """Schedules event jobs and reads what the workers recorded.
 

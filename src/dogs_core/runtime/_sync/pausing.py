@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 
+from dogs_core.domain.audit import AuditAction
 from dogs_core.domain.controls import EVERY_JOB
 from dogs_core.domain.definitions import (
     EventJobDefinition,
@@ -18,6 +19,7 @@ from dogs_core.domain.definitions import (
 )
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ports import JobStore
+from dogs_core.runtime._sync.audit import audited
 from dogs_core.runtime._sync.retry import retry_transient
 from dogs_core.runtime.scheduling import ClientBase
 
@@ -37,12 +39,14 @@ class PauseClient(ClientBase):
         """Measure the clock when due (the client implements it)."""
         raise NotImplementedError
 
+    @audited(AuditAction.PAUSE)
     def pause(self, job: JobDefinition | str | None = None) -> bool:
         """Stop every Python worker from claiming ``job`` (every job when ``None``); what runs
         finishes. Workers see it within one poll interval. Returns whether it changed anything.
         Node Dogs workers ignore pauses."""
         return self._set_paused(job, True)
 
+    @audited(AuditAction.RESUME)
     def resume(self, job: JobDefinition | str | None = None) -> bool:
         """Undo :meth:`pause` of ``job`` (``None``: the pause of every job; a name paused on
         its own stays paused)."""

@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import TypeAlias
 
 from dogs_core.domain import validation
+from dogs_core.domain.audit import AuditAction
 from dogs_core.domain.definitions import (
     JobDefinition,
     RecurrentJobDefinition,
@@ -63,6 +64,7 @@ from dogs_core.errors import (
 )
 from dogs_core.ids import new_execution_id
 from dogs_core.ports import JobStore
+from dogs_core.runtime._sync.audit import audited
 from dogs_core.runtime._sync.retry import retry_transient
 from dogs_core.runtime.scheduling import (
     ClientBase,
@@ -177,6 +179,7 @@ class SteeringClient(ClientBase):
 
     # -- steering -----------------------------------------------------------------------------
 
+    @audited(AuditAction.CANCEL)
     def cancel(
         self,
         job_id: str | None = None,
@@ -214,6 +217,7 @@ class SteeringClient(ClientBase):
                 return outcome
         raise _busy("cancel", target)
 
+    @audited(AuditAction.RETRY)
     def retry_now(self, job_id: str) -> RescheduleOutcome:
         """Make a job due now. A failed job (at its attempt limit) becomes pending again with
         a fresh budget of tries; a scheduled or retrying one keeps its tries. A running job is
@@ -222,6 +226,7 @@ class SteeringClient(ClientBase):
         self._ensure_clock()
         return self._modify(job_id, retry_now_change)
 
+    @audited(AuditAction.RESCHEDULE)
     def reschedule(
         self,
         job_id: str,
@@ -254,6 +259,7 @@ class SteeringClient(ClientBase):
         self._ensure_clock()
         return self._modify(job_id, change)
 
+    @audited(AuditAction.DELETE)
     def delete(self, job_id: str) -> DeleteOutcome:
         """Delete a record that is not running, whatever its state, with no history row (use
         :meth:`cancel` to stop a running job). A recurrent record comes back when a worker
@@ -274,6 +280,7 @@ class SteeringClient(ClientBase):
                 return Running(record)
         raise _busy("delete", job_id)
 
+    @audited(AuditAction.DELETE_JOBS)
     def delete_jobs(
         self,
         job: JobDefinition | str | None = None,

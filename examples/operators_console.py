@@ -1,0 +1,117 @@
+"""The operator's console from Python: the workers that run, a bulk retry by error type with
+its progress, the audit trail, and a worker asked to quiet.
+
+    python examples/operators_console.py                    # the in-memory store
+    python examples/operators_console.py --uri mongodb://localhost:27017/?replicaSet=rs0
+
+An outage: the SMTP server refused connections for a while, and every ``send_email`` of that
+time failed for good (``max_tries=1``). Once it is back, an operator counts the failed jobs
+whose last error was ``ConnectionRefusedError`` (a dry run), retries them all in chunks as
+``alice``, and reads the audit trail; the workers run the retried jobs. Meanwhile the registry
+shows the worker and what it runs, and the operator asks it to quiet. What ``dogs workers``,
+``dogs bulk`` and ``dogs audit`` do from the shell. With ``--uri`` it uses a fresh database on
+your server and drops it at the end. See docs/bulk-actions.md, docs/workers.md, docs/audit.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from collections.abc import Sequence
+
+import anyio
+
+from dogs_core import DogsClient, JobContext, Jobs, Scheduled, Workers
+from dogs_core.domain.bulk import BulkReport, bulk_selection
+from dogs_core.domain.registry import shown_state
+from dogs_core.ports import AsyncJobStore
+from dogs_core.runtime.actors import acting_as
+
+jobs = Jobs()
+smtp = {"up": False}
+
+
+@jobs.event(max_tries=1)
+async def send_email(params: dict[str, str], ctx: JobContext) -> str:
+    if not smtp["up"]:
+        raise ConnectionRefusedError("SMTP server refused the connection")
+    return f"sent to {params['to']}"
+
+
+@jobs.event(max_tries=1)
+async def resize_image(params: dict[str, int], ctx: JobContext) -> str:
+    if params["width"] > 4000:
+        raise ValueError(f"{params['width']} px is too wide")
+    return f"resized to {params['width']} px"
+
+
+def progress(report: BulkReport) -> None:
+    print(f"  retried {report.changed} of {report.matched} (chunk {report.chunks})")
+
+
+async def outage(store: AsyncJobStore) -> None:
+    smtp["up"] = False  # the outage begins
+    client = DogsClient(store, jobs)
+    ids = [await client.schedule(send_email, {"to": f"user{n}@example.com"}) for n in range(7)]
+    ids.append(await client.schedule(resize_image, {"width": 9000}))
+    async with Workers(store, jobs, workers_count=4, poll_interval="100ms") as workers:
+        for outcome in ids:
+            assert isinstance(outcome, Scheduled)
+            await client.wait_for(outcome.id, timeout=30)
+        [info] = await client.workers()
+        print(f"worker {info.host}:{info.pid} is {shown_state(info, client.clock.now())}, "
+              f"{info.workers_count} slots, jobs {', '.join(info.job_names)}")  # fmt: skip
+
+        selection = bulk_selection(state="failed", error_type="ConnectionRefusedError")
+        print(
+            f"failed with ConnectionRefusedError: {await client.bulk_count(selection)} (a dry run)"
+        )
+        smtp["up"] = True  # the outage is over
+        with acting_as("alice", source="api"):
+            report = await client.bulk("retry", selection, chunk_size=3, on_progress=progress)
+        audited = report.audit_id is not None
+        print(f"retried {report.changed}, skipped {report.skipped_total}, audited {audited}")
+        await anyio.sleep(1)  # the workers run the retried jobs
+        failed = await client.find_jobs(state="failed")
+        print(f"still failed: {[record.job_name for record in failed]}")
+
+        with acting_as("alice", source="api"):
+            asked = await client.quiet_worker(workers.owner.instance_id)
+        assert asked is not None
+        print(f"asked to quiet: now {shown_state(asked, client.clock.now())} (taken within 10 s)")
+        await workers.stop()
+
+    for entry in reversed(await client.audit_log()):
+        print(f"audit: {entry.action} of {entry.target!r} by {entry.actor}: {entry.count}")
+
+
+async def on_mongodb(uri: str) -> None:
+    from pymongo import AsyncMongoClient
+
+    from dogs_mongo import AsyncMongoJobStore
+
+    mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, tz_aware=True)
+    database = f"dogs_example_console_{uuid.uuid4().hex[:8]}"
+    try:
+        store = AsyncMongoJobStore(mongo, database)
+        await store.setup()
+        await outage(store)
+    finally:
+        await mongo.drop_database(database)
+        await mongo.close()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Dogs: the operator's console from Python")
+    parser.add_argument("--uri", help="MongoDB URI (default: the in-memory store)")
+    args = parser.parse_args(argv)
+    if args.uri:
+        anyio.run(on_mongodb, args.uri, backend="asyncio")
+        return
+    from dogs_testing import InMemoryJobStore
+
+    anyio.run(outage, InMemoryJobStore(), backend="asyncio")
+
+
+if __name__ == "__main__":
+    main()
