@@ -20,6 +20,8 @@ from dogs_core.domain.records import (
     Duplicate,
     HistoryRecord,
     HistoryStatus,
+    Hold,
+    HoldReason,
     JobRecord,
     JobState,
     JobStatus,
@@ -589,7 +591,7 @@ def test_hand_built_copies_keep_every_field() -> None:
         "id", "job_name", "type", "priority", "next_run_at", "partition", "params",
         "unique_identifier", "last_run_at", "locked_until", "lock_id", "claim_was_stale",
         "tries", "status", "max_tries_reached_at", "expires_at", "lock_owner",
-        "lock_released_at", "trace_context",
+        "lock_released_at", "trace_context", "held",
     }  # fmt: skip
     row = HistoryRecord(
         execution_id="e",
@@ -610,9 +612,13 @@ def test_hand_built_copies_keep_every_field() -> None:
         error_type="builtins.ValueError",
         error_traceback="Traceback ...",
         owner=Owner(host="h", pid=1, instance_id="i"),
+        outcome="failed",
+        ran=False,
     )
     assert {f.name for f in dataclasses.fields(HistoryRecord)} == {
-        f.name for f in dataclasses.fields(row) if getattr(row, f.name) not in (None, False)
+        f.name
+        for f in dataclasses.fields(row)
+        if getattr(row, f.name) is not None and getattr(row, f.name) != f.default
     }, "give every field a value that is not its default"
     stored = memory._history_row(row)
     expected = dataclasses.replace(
@@ -648,6 +654,7 @@ def test_a_claim_keeps_every_other_field() -> None:
         lock_owner=Owner(host="h", pid=6, instance_id="old"),
         lock_released_at=T0 - 3 * S,  # before locked_until: a stale lock
         trace_context={"traceparent": "00-1-2-01"},
+        held=Hold(HoldReason.RATE, since=T0 - DAY, until=T0 - S),
     )
     assert {f.name for f in dataclasses.fields(record)} == {
         f.name for f in dataclasses.fields(record) if getattr(record, f.name) is not None
@@ -659,6 +666,7 @@ def test_a_claim_keeps_every_other_field() -> None:
     assert claimed is not None
     assert claimed.previous_attempt is not None
     assert claimed.previous_attempt.owner == record.lock_owner
+    assert claimed.held_since == T0 - DAY  # its hold was in force (until is its next run)
     assert store.get_record(record.id) == dataclasses.replace(
         record,
         last_run_at=T0,

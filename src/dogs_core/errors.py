@@ -19,6 +19,8 @@ __all__ = [
     "JobNotFoundError",
     "JobNotRegisteredError",
     "JobTimeoutError",
+    "MissingRoleError",
+    "QueryTooBroadError",
     "RenewalProtocolError",
     "ScheduleOutcomeUnknownError",
     "SessionNotSupportedError",
@@ -208,3 +210,36 @@ class RenewalProtocolError(DogsError, RuntimeError):
 def _short_repr(value: Any, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# -- finding (the inspection role) ----------------------------------------------------------------
+
+
+class MissingRoleError(DogsError, LookupError):
+    """The store lacks an optional role a call needs (``role``: its name, e.g.
+    ``"inspection"``); ``roles`` are the ones it has. A custom store written before the role
+    existed keeps working for everything else."""
+
+    def __init__(self, role: str, roles: Any, what: str) -> None:
+        self.role = role
+        self.roles = tuple(sorted(str(r) for r in roles))
+        super().__init__(
+            f"{what} needs the store's {role!r} role, which this store does not have "
+            f"(its roles: {', '.join(self.roles)})"
+        )
+
+
+class QueryTooBroadError(DogsError):
+    """A search with filters no index serves (``filters``, e.g. ``("owner", "params")``)
+    read rows for ``seconds`` without filling its page. Narrow it: a job name, a status, an
+    error type or a shorter time range let an index find the rows."""
+
+    def __init__(self, filters: tuple[str, ...], seconds: float) -> None:
+        self.filters = filters
+        self.seconds = seconds
+        names = ", ".join(filters)
+        super().__init__(
+            f"the search by {names} (not served by an index) read rows for {seconds:g} s "
+            "without filling a page: add a job name, a status, an error type or a shorter "
+            "time range"
+        )

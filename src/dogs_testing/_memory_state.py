@@ -117,6 +117,8 @@ def _history_row(record: HistoryRecord) -> HistoryRecord:
         error_type=record.error_type,
         error_traceback=record.error_traceback,
         owner=record.owner,
+        outcome=record.outcome,
+        ran=record.ran,
     )
 
 
@@ -364,6 +366,7 @@ class MemoryState:
             lock_owner=request.owner,
             lock_released_at=None,
             trace_context=old.trace_context,
+            held=old.held,
         )
         # A claim changes no field any index depends on (partition, name, priority, next run,
         # type, status, identifier, expiry): replacing the record is all `_put` would do.
@@ -385,6 +388,7 @@ class MemoryState:
             owner=request.owner,
             previous_attempt=_previous_attempt(old) if was_stale else None,
             trace_context=new.trace_context,
+            held_since=None if old.holding is None else old.holding.since,
         )
 
     def _insert_history(self, row: HistoryRecord) -> None:

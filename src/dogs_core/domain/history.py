@@ -11,6 +11,7 @@ from dogs_core.domain.records import ClaimedJob, HistoryRecord, HistoryStatus
 from dogs_core.errors import DogsError
 
 __all__ = [
+    "OUTCOME_OF_STATUS",
     "TRACEBACK_LIMIT",
     "error_message",
     "error_traceback",
@@ -23,6 +24,17 @@ __all__ = [
 #: frames and the message), so a deep stack cannot make a row large.
 TRACEBACK_LIMIT = 8 * 1024
 
+#: The outcome a row of each status records (:attr:`HistoryRecord.outcome`), the words of the
+#: telemetry events and of ``dogs_executions_total``; an error row is ``failed`` unless a retry
+#: follows it (``retried``).
+OUTCOME_OF_STATUS: dict[HistoryStatus, str] = {
+    HistoryStatus.SUCCESS: "succeeded",
+    HistoryStatus.ERROR: "failed",
+    HistoryStatus.STALE: "stale",
+    HistoryStatus.CANCELLED: "cancelled",
+    HistoryStatus.SNOOZED: "snoozed",
+}
+
 
 def history_record(
     job: ClaimedJob,
@@ -33,12 +45,14 @@ def history_record(
     ended_at: datetime,
     result: Any = None,
     error: BaseException | None = None,
+    retried: bool = False,
 ) -> HistoryRecord | None:
     """The row for one execution of ``job``, or ``None`` when the job keeps no history
-    (``save_executions_for`` is zero). A result that cannot be stored as BSON, or that holds an
-    int a Node worker cannot read (beyond +/-(2**53 - 1), unless a ``bson.Int64``), is kept as
-    its ``repr``, so the history write cannot fail on it; an execution that never started is
-    dated at its end."""
+    (``save_executions_for`` is zero); ``retried`` when an error row is followed by a retry
+    (its outcome is then ``retried``, else ``failed``). A result that cannot be stored as
+    BSON, or that holds an int a Node worker cannot read (beyond +/-(2**53 - 1), unless a
+    ``bson.Int64``), is kept as its ``repr``, so the history write cannot fail on it; an
+    execution that never started is dated at its end."""
     if definition.save_executions_for <= timedelta(0):
         return None
     started = started_at or ended_at
@@ -65,6 +79,9 @@ def history_record(
         error_type=None if error is None else error_type(error),
         error_traceback=None if error is None else error_traceback(error),
         owner=job.owner,
+        outcome="retried"
+        if retried and status is HistoryStatus.ERROR
+        else OUTCOME_OF_STATUS[status],
     )
 
 
@@ -94,6 +111,7 @@ def killed_attempt_record(
         error_message="the worker holding the lock stopped renewing it (killed or hung)",
         unique_identifier=job.unique_identifier,
         owner=attempt.owner,
+        outcome=OUTCOME_OF_STATUS[HistoryStatus.STALE],
     )
 
 

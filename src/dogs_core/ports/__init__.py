@@ -5,7 +5,8 @@ The job store is cut into roles, one module each, declared once (async):
 :mod:`~dogs_core.ports.settle`, :mod:`~dogs_core.ports.history`, :mod:`~dogs_core.ports.feeds`,
 :mod:`~dogs_core.ports.steering`, :mod:`~dogs_core.ports.stats`,
 :mod:`~dogs_core.ports.controls`, :mod:`~dogs_core.ports.leases`,
-:mod:`~dogs_core.ports.maintenance`, and the optional :mod:`~dogs_core.ports.archive`.
+:mod:`~dogs_core.ports.maintenance`, and the optional :mod:`~dogs_core.ports.archive` and
+:mod:`~dogs_core.ports.inspection`.
 :class:`AsyncJobStore` is the union of the required ones; what the conventions of every role
 are (fencing, errors, times) is in :mod:`dogs_core.ports.common`.
 
@@ -23,6 +24,7 @@ from dogs_core.ports._sync.claims import ClaimStore
 from dogs_core.ports._sync.controls import ControlStore
 from dogs_core.ports._sync.feeds import FeedStore
 from dogs_core.ports._sync.history import HistoryStore
+from dogs_core.ports._sync.inspection import InspectionStore
 from dogs_core.ports._sync.leases import LeaseStore
 from dogs_core.ports._sync.maintenance import MaintenanceStore
 from dogs_core.ports._sync.scheduling import SchedulingStore
@@ -36,6 +38,7 @@ from dogs_core.ports.common import REQUIRED_ROLES, Clock, Role, StoreCapabilitie
 from dogs_core.ports.controls import AsyncControlStore
 from dogs_core.ports.feeds import AsyncFeedStore
 from dogs_core.ports.history import AsyncHistoryStore
+from dogs_core.ports.inspection import AsyncInspectionStore
 from dogs_core.ports.leases import AsyncLeaseStore
 from dogs_core.ports.maintenance import AsyncMaintenanceStore
 from dogs_core.ports.scheduling import AsyncSchedulingStore
@@ -52,6 +55,7 @@ __all__ = [
     "AsyncControlStore",
     "AsyncFeedStore",
     "AsyncHistoryStore",
+    "AsyncInspectionStore",
     "AsyncJobStore",
     "AsyncLeaseStore",
     "AsyncMaintenanceStore",
@@ -64,6 +68,7 @@ __all__ = [
     "ControlStore",
     "FeedStore",
     "HistoryStore",
+    "InspectionStore",
     "JobStore",
     "LeaseStore",
     "MaintenanceStore",

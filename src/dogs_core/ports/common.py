@@ -59,10 +59,13 @@ class Role(enum.StrEnum):
     """Setup, capabilities, the clock and upkeep (:mod:`dogs_core.ports.maintenance`)."""
     ARCHIVE = "archive"
     """Optional: moving old rows to archive collections (:mod:`dogs_core.ports.archive`)."""
+    INSPECTION = "inspection"
+    """Optional: the operators' searches across jobs, errors and the archive
+    (:mod:`dogs_core.ports.inspection`)."""
 
 
 #: The roles every store has: :class:`~dogs_core.ports.store.AsyncJobStore` is their union.
-REQUIRED_ROLES: Final = frozenset(Role) - {Role.ARCHIVE}
+REQUIRED_ROLES: Final = frozenset(Role) - {Role.ARCHIVE, Role.INSPECTION}
 
 
 def store_roles(store: object) -> frozenset[Role]:

@@ -32,10 +32,11 @@ from dogs_core.domain.outcome import (
     Command,
     MarkTerminal,
     Release,
+    Reschedule,
     decide,
     decide_before_run,
 )
-from dogs_core.domain.records import ClaimedJob, HistoryRecord, HistoryStatus
+from dogs_core.domain.records import ClaimedJob, HistoryRecord, HistoryStatus, JobType
 from dogs_core.domain.renewal import StaleReason
 from dogs_core.domain.settle import Settlement
 from dogs_core.errors import ExecutionCancelledError, TransientStoreError
@@ -59,11 +60,11 @@ from dogs_core.runtime.job_events import ended_event, job_extra, reporting_renew
 from dogs_core.runtime.milestones import Milestones
 from dogs_core.runtime.outage import log_gave_up
 from dogs_core.runtime.recording import (
+    lock_loss,
     reached_max_tries,
     release_at_shutdown,
     run_on_stale,
     settle_stale,
-    stopped_by_operator,
     submit_history,
 )
 from dogs_core.runtime.services import ExecutionServices
@@ -121,6 +122,7 @@ class Execution:
         self._settling: Command | None = None  # the command with the settler
         self._started_at: datetime | None = None
         self._t0: float | None = None  # loop time the handler started (event durations)
+        self._t1: float | None = None  # and ended: the row's two moments, so the log agrees
 
     @property
     def stale(self) -> bool:
@@ -209,7 +211,8 @@ class Execution:
             # settled by the next claimer, see runtime/takeover.py).
             value = result.value if isinstance(result, Returned) else None
             error = result.error if isinstance(result, Raised) else None
-            row = self._row(command.history, ended_at, result=value, error=error)
+            retried = isinstance(command, Reschedule) and job.type is JobType.EVENT
+            row = self._row(command.history, ended_at, result=value, error=error, retried=retried)
         self._settle_soon(command, result, row)
 
     async def _through_gate(self, lock_time: timedelta) -> bool:
@@ -265,6 +268,8 @@ class Execution:
             services.telemetry.emit(JobStarted(job))
         self.phase = Phase.RUNNING
         result = await self._invoke(lock_time, stepwise=stepwise)
+        if self._t0 is not None:
+            self._t1 = anyio.current_time()
         self.ran_for = services.host.loop_time() - self.began
         self._handler_scope = None
         kept = self._lock.finish()
@@ -394,19 +399,23 @@ class Execution:
         services, job, definition = self.services, self.job, self.definition
         try:
             ended_at = services.clock.now()
-            what = (job.execution_id, job.job_name, job.job_id, reason)
-            logger.warning("execution %s of %s (%s) went stale (%s)", *what, extra=job_extra(job))
             if definition.on_stale is not None:
                 services.host.spawn_background(
                     functools.partial(run_on_stale, definition, job, self._calls, self.context)
                 )
-            if await stopped_by_operator(services, job):
-                # Cancelled by an operator, who wrote this execution's history row: stop the
+            loss = await lock_loss(services, job)
+            if loss.by_operator:
+                # An operator ended the job (and wrote this execution's row, if any): stop the
                 # handler even with cancel_on_stale=False, and write nothing more.
-                logger.warning("%s (%s) was cancelled by an operator", job.job_name, job.job_id)
+                what = (job.job_name, job.job_id, loss.value, job.execution_id)
+                logger.warning("%s (%s): %s; execution %s stops", *what, extra=job_extra(job))
                 self._tell(JobCancelled, "operator")
                 self._stop_handler()
                 return
+            what = (job.execution_id, job.job_name, job.job_id, reason.value, loss.value)
+            logger.warning(
+                "execution %s of %s (%s) lost its lock (%s): %s", *what, extra=job_extra(job)
+            )
             self._tell(JobStale, reason.value)
             # A row written before a lost settlement stays its row.
             written = self._settling is not None and self._settling.history is not None
@@ -422,7 +431,9 @@ class Execution:
         """Emit the event that ends this started execution, built only when someone listens."""
         telemetry = self.services.telemetry
         if telemetry.active and self._t0 is not None:
-            ended = event(self.job, anyio.current_time() - self._t0, *args)
+            # The handler's run, as the row measures it (not the settlement's write after it).
+            end = anyio.current_time() if self._t1 is None else self._t1
+            ended = event(self.job, end - self._t0, *args)
             self._t0 = None  # one ending event per started execution
             if ended is not None:
                 telemetry.emit(ended)

@@ -34,6 +34,7 @@ from typing import Annotated
 import typer
 
 from dogs_mongo.cli.archive import archive
+from dogs_mongo.cli.common import OneLineErrors
 from dogs_mongo.cli.controls import pause, resume
 from dogs_mongo.cli.dashboard import dashboard
 from dogs_mongo.cli.jobs import history, jobs_app
@@ -51,6 +52,7 @@ DISTRIBUTION = "dogs-py"
 
 app = typer.Typer(
     name="dogs",
+    cls=OneLineErrors,
     help="Dogs for Python: run workers, schedule jobs and inspect a Dogs job database.",
     no_args_is_help=True,
     add_completion=False,

@@ -29,6 +29,8 @@ import anyio
 import anyio.to_thread
 import typer
 from pymongo.errors import ConfigurationError, OperationFailure, PyMongoError
+from typer._click import exceptions as usage  # Typer's own click: what its parser raises
+from typer.core import TyperGroup
 
 from dogs_core.domain import validation
 from dogs_core.errors import DogsError, JobNotRegisteredError, UnknownJobError, ValidationError
@@ -54,6 +56,7 @@ __all__ = [
     "LogLevel",
     "LogLevelOption",
     "NPartitionsOption",
+    "OneLineErrors",
     "RecordsOption",
     "RegistryArgument",
     "TimeoutOption",
@@ -68,6 +71,7 @@ __all__ = [
     "load_registry",
     "make_container",
     "parse_run_at",
+    "priority_flag",
     "run",
     "setup_logging",
     "user_errors",
@@ -195,6 +199,45 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     raise typer.Exit(code)
 
 
+class OneLineErrors(TyperGroup):
+    """The root group of ``dogs``: a value the command line refuses (a bad ``--priority
+    1e20``, an unknown option, a missing argument) ends with one ``Error:`` line naming it and
+    exit code 2, as every check of our own does, instead of Typer's boxed usage error. A group
+    called without a command still prints its help."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except usage.NoArgsIsHelpError as shown:
+            shown.show()
+            sys.exit(shown.exit_code)
+        except usage.ClickException as refused:
+            typer.secho(f"Error: {_one_line(refused)}", err=True, fg=typer.colors.RED)
+            sys.exit(refused.exit_code)
+        except typer.Abort:
+            typer.echo("Aborted.", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def _one_line(refused: usage.ClickException) -> str:
+    """What the command line refused, on one line, with where to read the usage."""
+    text = " ".join(refused.format_message().split())
+    path = getattr(getattr(refused, "ctx", None), "command_path", None)
+    if isinstance(path, str) and path:
+        text += f" (see {path} --help)"
+    return text
+
+
 def short_mongo_error(error: BaseException) -> str:
     text = str(error).splitlines()[0] if str(error) else type(error).__name__
     # ServerSelectionTimeoutError carries the whole topology description after the reason.
@@ -247,6 +290,19 @@ def worker_flag_names(flags: Mapping[str, str], n_partitions: int) -> dict[str, 
     typed) and ``--n-partitions``, which every command that builds a container takes."""
     typed: dict[str, object] = {**flags, "n_partitions": n_partitions}
     return {name: (str(worker_option(name).flag), text) for name, text in typed.items()}
+
+
+def priority_flag(text: str | None, flag: str = "--priority") -> int | None:
+    """``--priority`` typed as ``text``: an integer a Node Dogs worker can read (higher runs
+    first); a bad one fails naming the flag and the text."""
+    if text is None:
+        return None
+    try:
+        value = int(text.strip())
+    except ValueError:
+        fail(f"{flag} {shlex.quote(text)}: must be an integer (higher runs first)")
+    with flags_named({"priority": (flag, text)}):
+        return validation.priority("priority", value)
 
 
 def run(func: Callable[[], Awaitable[T]]) -> T:

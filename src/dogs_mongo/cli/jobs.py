@@ -27,7 +27,6 @@ from typing import Annotated, TypeVar
 
 import typer
 
-from dogs_core.domain import validation
 from dogs_core.domain.records import HistoryRecord, HistoryStatus, JobRecord, JobState, JobType
 from dogs_core.domain.steering import (
     MAX_PAGE_SIZE,
@@ -51,6 +50,7 @@ from dogs_mongo.cli.common import (
     fail,
     flags_named,
     load_registry,
+    priority_flag,
     run,
     user_errors,
     when,
@@ -150,17 +150,6 @@ def _history_status(text: str | None) -> HistoryStatus | None:
     except ValueError:
         choices = ", ".join(status.value for status in HistoryStatus)
         fail(f"--status {shlex.quote(text)}: expected one of {choices}")
-
-
-def _priority(text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        fail(f"--priority {shlex.quote(text)}: must be an integer (higher runs first)")
-    with flags_named({"priority": ("--priority", text)}):
-        return validation.priority("priority", value)
 
 
 def _text(flag: str, text: str | None) -> str | None:
@@ -345,7 +334,7 @@ def reschedule(
     another --priority. A failed job is revived as `dogs jobs retry` does."""
     _text("ID", job_id)
     moment = when(run_in, run_at)
-    new_priority = _priority(priority)
+    new_priority = priority_flag(priority)
     if not moment and new_priority is None:
         fail("pass --run-in, --run-at or --priority")
     container = connection.logged_container()

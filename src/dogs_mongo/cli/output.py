@@ -8,6 +8,7 @@ here; nothing in this module talks to MongoDB or parses options.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -21,13 +22,28 @@ from dogs_core.domain.controls import EVERY_JOB
 from dogs_core.domain.records import Duplicate, NameStatus, Scheduled
 
 __all__ = [
+    "PIPED_WIDTH",
     "FleetView",
     "format_age",
     "print_schedule_outcome",
     "print_status",
     "status_json",
     "status_table",
+    "wide_console",
 ]
+
+#: A piped table is as wide as its content (up to this), not cut to 80 columns.
+PIPED_WIDTH = 250
+
+
+def wide_console() -> Console:
+    """The terminal's width, or ``$COLUMNS``; piped without it, as wide as the table (Rich
+    assumes 80 columns when stdout is not a terminal, and would cut the table there)."""
+    console = Console()
+    if console.is_terminal or os.environ.get("COLUMNS"):
+        return console
+    return Console(width=PIPED_WIDTH)
+
 
 #: The count columns of ``dogs status``, in order, after the job name.
 _COUNT_COLUMNS = ("Due", "Later", "Running", "Stale", "Terminal")
@@ -83,7 +99,7 @@ def print_status(
         rows = [status_json(item, now, fleet) for item in statuses]
         typer.echo(json.dumps(rows, indent=2))
         return
-    console = Console()
+    console = wide_console()
     if EVERY_JOB in fleet.paused:
         console.print("Every job is paused (dogs resume --all lifts it).", highlight=False)
     if not statuses:

@@ -8,7 +8,6 @@ read and steer the database and hand the results here.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import Enum
@@ -28,7 +27,7 @@ from dogs_core.domain.steering import (
     Rescheduled,
     Running,
 )
-from dogs_mongo.cli.output import format_age
+from dogs_mongo.cli.output import format_age, wide_console
 
 __all__ = [
     "cancel_message",
@@ -47,8 +46,6 @@ __all__ = [
 
 #: Characters of an error message shown in a table cell (``--json`` has all of it).
 _ERROR_WIDTH = 80
-#: A piped table is as wide as its content (up to this), not cut to 80 columns.
-_PIPED_WIDTH = 250
 
 
 # -- JSON ----------------------------------------------------------------------------------------
@@ -139,11 +136,8 @@ def print_json(document: object) -> None:
 
 
 def _console() -> Console:
-    """The terminal's width, or ``$COLUMNS``; piped without it, as wide as the table."""
-    console = Console()
-    if console.is_terminal or os.environ.get("COLUMNS"):
-        return console
-    return Console(width=_PIPED_WIDTH)
+    """The terminal's width, or as wide as the table when piped (:func:`wide_console`)."""
+    return wide_console()
 
 
 def stamp(moment: datetime) -> str:

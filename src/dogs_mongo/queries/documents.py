@@ -7,6 +7,8 @@ from typing import Any
 
 from dogs_core.domain.records import JobRecord, JobStatus
 from dogs_mongo.queries.common import (
+    HELD_FIELD,
+    _hold,
     _int,
     _job_type,
     _optional_datetime,
@@ -48,4 +50,5 @@ def record_from_document(doc: Mapping[str, Any]) -> JobRecord:
         lock_owner=_owner(doc.get("lockOwner"), lock_id=doc.get("lockId")),
         lock_released_at=_optional_datetime(doc.get("lockReleasedAt")),
         trace_context=_trace_context(doc),
+        held=_hold(doc.get(HELD_FIELD)),
     )

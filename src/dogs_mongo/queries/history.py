@@ -31,7 +31,8 @@ def history_update(record: HistoryRecord, record_id: str) -> dict[str, Any]:
     """Upsert by ``executionId`` with every field in ``$setOnInsert``: the first row written
     for an execution wins whole, and a later one writes nothing. (Dogs puts only ``status`` and
     ``_id`` there and the rest in ``$set``; see docs/differences.md.) Dogs' fields in Dogs'
-    order, then our additive ``wasStale``, ``errorType``, ``errorTraceback`` and ``owner``."""
+    order, then our additive ``wasStale``, ``errorType``, ``errorTraceback``, ``owner``,
+    ``outcome`` (when known) and ``ran`` (only ``false``, for a job cancelled before it ran)."""
     document: dict[str, Any] = {
         "_id": record_id,
         "status": HistoryStatus(record.status).value,
@@ -56,6 +57,10 @@ def history_update(record: HistoryRecord, record_id: str) -> dict[str, Any]:
     document["errorType"] = record.error_type
     document["errorTraceback"] = record.error_traceback
     document["owner"] = _owner_document(record.owner)
+    if record.outcome is not None:
+        document["outcome"] = str(record.outcome)
+    if not record.ran:
+        document["ran"] = False
     return {"$setOnInsert": document}
 
 
@@ -102,4 +107,6 @@ def history_from_document(doc: Mapping[str, Any]) -> HistoryRecord:
         error_type=_optional_str(doc.get("errorType")),
         error_traceback=_optional_str(doc.get("errorTraceback")),
         owner=_owner(doc.get("owner")),
+        outcome=_optional_str(doc.get("outcome")),
+        ran=doc.get("ran") is not False,
     )

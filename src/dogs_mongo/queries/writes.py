@@ -13,9 +13,11 @@ from dogs_core.domain.steering import JobChange
 from dogs_mongo.queries.claims import _lock_free, _not_terminal
 from dogs_mongo.queries.common import (
     _LOCK_FIELDS_UNSET,
+    HELD_FIELD,
     MAX_BATCH_SIZE,
     _owner_document,
     _require_int,
+    hold_document,
 )
 from dogs_mongo.queries.states import not_failed_filter, not_locked_after
 
@@ -81,6 +83,8 @@ def settle_update(settlement: Settlement) -> tuple[dict[str, Any], dict[str, Any
         update = reschedule_update(
             next_run_at=command.next_run_at, priority=None, reset_tries=False, tries=command.tries
         )
+        if command.hold is not None:
+            update["$set"][HELD_FIELD] = hold_document(command.hold)
     elif isinstance(command, MarkTerminal):
         update = mark_max_tries_update(now=command.now, expires_at=command.expires_at)
         return mark_max_tries_filter(job_id, lock_id), update
