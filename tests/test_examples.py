@@ -383,12 +383,14 @@ def test_observability_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixtur
 
 
 STATS_LINES = (
-    "charge_card: 8 runs, 6 succeeded, 2 failed {'CardDeclinedError': 2}, success 75%",
-    "resize_image: 16 runs, 16 succeeded, 0 failed {}, success 100%",
+    "charge_card: 8 attempts, 6 succeeded, 2 errors {'CardDeclinedError': 2}, 2 failed jobs, "
+    "attempt success 75%, job success 75%",
+    "resize_image: 16 attempts, 16 succeeded, 0 errors {}, 0 failed jobs, "
+    "attempt success 100%, job success 100%",
     "resize_image p50 below 300 ms: True",
     "resize_image slowest at least 300 ms: True",
-    "resize_image runs counted minute by minute: 16",
-    "charge_card over 5 minutes: 8 runs",
+    "resize_image attempts counted minute by minute: 16",
+    "charge_card over 5 minutes: 8 attempts",
 )
 
 

@@ -14,6 +14,7 @@ from dogs_core.runtime.threaded import ThreadedJobStore
 from dogs_testing.contract import (
     ArchiveContract,
     ArchiveUnderTest,
+    InspectionContract,
     JobStoreContract,
     ThreadedArchive,
 )
@@ -76,3 +77,11 @@ class TestInMemoryArchiveSyncFaceInThreads(ArchiveContract):
     @pytest.fixture
     def archive(self, sync_store: SyncInMemoryJobStore) -> ArchiveUnderTest:
         return cast(ArchiveUnderTest, ThreadedArchive(sync_store))
+
+
+class TestInMemoryInspection(InspectionContract):
+    """The optional inspection role over the async face."""
+
+    @pytest.fixture
+    def store(self) -> InMemoryJobStore:
+        return InMemoryJobStore()

@@ -64,8 +64,8 @@ The state and its indexes (and their upkeep) are in ``dogs_testing._memory_state
 of the port has its module, as the MongoDB store's do (``_memory_scheduling``,
 ``_memory_claims``, ``_memory_settle``, ``_memory_history``, ``_memory_watching`` for the
 feeds over ``_memory_feeds``' hub, ``_memory_steering``, ``_memory_stats``, ``_memory_controls``,
-``_memory_leases``, ``_memory_maintenance``, ``_memory_archive``); this module composes them
-into the two faces of the port.
+``_memory_leases``, ``_memory_maintenance``, ``_memory_archive``, ``_memory_inspection``); this
+module composes them into the two faces of the port.
 """
 
 from __future__ import annotations
@@ -85,6 +85,7 @@ from dogs_testing._memory_archive import ArchivedCopy, MemoryArchive
 from dogs_testing._memory_claims import MemoryClaims
 from dogs_testing._memory_controls import MemoryControls
 from dogs_testing._memory_history import MemoryHistory
+from dogs_testing._memory_inspection import MemoryInspection
 from dogs_testing._memory_leases import MemoryLeases
 from dogs_testing._memory_maintenance import MemoryMaintenance
 from dogs_testing._memory_scheduling import MemoryScheduling
@@ -98,6 +99,7 @@ __all__ = ["InMemoryJobStore", "SyncInMemoryJobStore"]
 
 
 class SyncInMemoryJobStore(
+    MemoryInspection,  # first: it builds on the archive and the controls below
     MemoryScheduling,
     MemoryClaims,
     MemorySettle,

@@ -17,6 +17,7 @@ from dogs_mongo.queries import document_from_record
 from dogs_testing.contract import (
     ArchiveContract,
     ArchiveUnderTest,
+    InspectionContract,
     JobStoreContract,
     ThreadedArchive,
 )
@@ -107,3 +108,35 @@ class TestSyncMongoArchiveContract(ArchiveContract):
     @pytest.fixture
     def archive(self, sync_store: MongoJobStore) -> ArchiveUnderTest:
         return cast(ArchiveUnderTest, ThreadedArchive(sync_store))
+
+
+class TestAsyncMongoInspectionContract(InspectionContract):
+    """The optional inspection role over the async adapter."""
+
+    pytestmark: ClassVar[Any] = [pytest.mark.anyio, pytest.mark.mongo]
+
+    @pytest.fixture
+    async def store(
+        self, async_mongo_client: AsyncMongoClient[dict[str, Any]], pooled_database: PooledDatabase
+    ) -> AsyncIterator[AsyncMongoJobStore]:
+        store = AsyncMongoJobStore(async_mongo_client, pooled_database.name)
+        await store.setup()
+        pooled_database.set_up()
+        yield store
+        await store.close()
+
+
+class TestSyncMongoInspectionContract(InspectionContract):
+    """The inspection role over the generated sync adapter, in worker threads."""
+
+    pytestmark: ClassVar[Any] = [pytest.mark.anyio, pytest.mark.mongo]
+
+    @pytest.fixture
+    def store(
+        self, sync_mongo_client: MongoClient[dict[str, Any]], pooled_database: PooledDatabase
+    ) -> Iterator[ThreadedJobStore]:
+        store = MongoJobStore(sync_mongo_client, pooled_database.name)
+        store.setup()
+        pooled_database.set_up()
+        yield ThreadedJobStore(store)
+        store.close()

@@ -116,7 +116,7 @@ def _scalar(raw: str) -> str | int | float | bool | None:
     except ValueError:
         return raw
     if isinstance(value, str | int | float | bool) or value is None:
-        return value  # type: ignore[no-any-return]
+        return value
     return raw
 
 
@@ -265,10 +265,16 @@ class ExecutionCursor:
         return cls(moment, tuple(i for i in ids.split(",") if i))
 
     @classmethod
-    def after_page(cls, rows: Sequence[HistoryRecord]) -> ExecutionCursor:
-        """The cursor after ``rows`` (newest first, not empty)."""
+    def after_page(
+        cls, rows: Sequence[HistoryRecord], previous: ExecutionCursor | None = None
+    ) -> ExecutionCursor:
+        """The cursor after ``rows`` (newest first, not empty), read after ``previous``: the
+        rows at its oldest time shown by this page and by the earlier ones."""
         oldest = rows[-1].started_at
-        return cls(oldest, tuple(r.execution_id for r in rows if r.started_at == oldest))
+        shown = tuple(r.execution_id for r in rows if r.started_at == oldest)
+        if previous is not None and previous.started_at == oldest:
+            shown = previous.execution_ids + shown
+        return cls(oldest, shown)
 
     def admits(self, row: HistoryRecord) -> bool:
         """Whether ``row`` comes after the page this cursor ends."""

@@ -75,6 +75,6 @@ class AsyncInspectionStore(Protocol):
         must be ``None``: every archived record was failed)."""
         ...
 
-    async def slot_holders(self, *, now: datetime) -> dict[str, frozenset[str]]:
+    async def held_slot_holders(self, *, now: datetime) -> dict[str, frozenset[str]]:
         """Per job name, the lock ids holding one of its fleet concurrency slots at ``now``."""
         ...

@@ -407,14 +407,14 @@ class Execution:
             if loss.by_operator:
                 # An operator ended the job (and wrote this execution's row, if any): stop the
                 # handler even with cancel_on_stale=False, and write nothing more.
-                what = (job.job_name, job.job_id, loss.value, job.execution_id)
-                logger.warning("%s (%s): %s; execution %s stops", *what, extra=job_extra(job))
+                stops = (job.job_name, job.job_id, loss.value, job.execution_id)
+                logger.warning("%s (%s): %s; execution %s stops", *stops, extra=job_extra(job))
                 self._tell(JobCancelled, "operator")
                 self._stop_handler()
                 return
-            what = (job.execution_id, job.job_name, job.job_id, reason.value, loss.value)
+            lost = (job.execution_id, job.job_name, job.job_id, reason.value, loss.value)
             logger.warning(
-                "execution %s of %s (%s) lost its lock (%s): %s", *what, extra=job_extra(job)
+                "execution %s of %s (%s) lost its lock (%s): %s", *lost, extra=job_extra(job)
             )
             self._tell(JobStale, reason.value)
             # A row written before a lost settlement stays its row.

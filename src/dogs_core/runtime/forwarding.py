@@ -255,8 +255,8 @@ class ForwardingJobStore(ABC):
             await self._forward("find_archived_records", query, limit=limit, after=after),
         )
 
-    async def slot_holders(self, *, now: datetime) -> dict[str, frozenset[str]]:
-        return cast("dict[str, frozenset[str]]", await self._forward("slot_holders", now=now))
+    async def held_slot_holders(self, *, now: datetime) -> dict[str, frozenset[str]]:
+        return cast("dict[str, frozenset[str]]", await self._forward("held_slot_holders", now=now))
 
     async def acquire_lease(
         self, name: str, *, owner: str, until: datetime, now: datetime

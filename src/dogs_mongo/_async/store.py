@@ -1,7 +1,7 @@
 """The MongoDB job store on PyMongo's ``AsyncMongoClient``: the collections and options, and
 one base class per role of the port (``scheduling.py``, ``claims.py``, ``settle.py``,
 ``history.py``, ``feeds.py``, ``steering.py``, ``stats.py``, ``controls.py``, ``leases.py``,
-``maintenance.py``, ``archive.py``), which share them.
+``maintenance.py``, ``archive.py``, ``inspection.py``), which share them.
 
 The async adapter (``_async/store.py``) is the source of truth; the sync adapter
 (``_sync/store.py``) is generated from it by ``scripts/generate_sync.py`` (unasync): edit the
@@ -38,6 +38,7 @@ from dogs_mongo._async.claims import (
 from dogs_mongo._async.controls import MongoControls
 from dogs_mongo._async.feeds import MongoFeeds
 from dogs_mongo._async.history import MongoHistory
+from dogs_mongo._async.inspection import MongoInspection
 from dogs_mongo._async.leases import MongoLeases
 from dogs_mongo._async.maintenance import MongoMaintenance
 from dogs_mongo._async.scheduling import MongoScheduling
@@ -78,6 +79,7 @@ class AsyncMongoJobStore(
     MongoLeases,
     MongoMaintenance,
     MongoArchiver,
+    MongoInspection,
 ):
     """:class:`~dogs_core.ports.AsyncJobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 

@@ -3,7 +3,7 @@
 """The MongoDB job store on PyMongo's ``MongoClient``: the collections and options, and
 one base class per role of the port (``scheduling.py``, ``claims.py``, ``settle.py``,
 ``history.py``, ``feeds.py``, ``steering.py``, ``stats.py``, ``controls.py``, ``leases.py``,
-``maintenance.py``, ``archive.py``), which share them.
+``maintenance.py``, ``archive.py``, ``inspection.py``), which share them.
 
 The async adapter (``_async/store.py``) is the source of truth; the sync adapter
 (``_sync/store.py``) is generated from it by ``scripts/generate_sync.py`` (unasync): edit the
@@ -40,6 +40,7 @@ from dogs_mongo._sync.claims import (
 from dogs_mongo._sync.controls import MongoControls
 from dogs_mongo._sync.feeds import MongoFeeds
 from dogs_mongo._sync.history import MongoHistory
+from dogs_mongo._sync.inspection import MongoInspection
 from dogs_mongo._sync.leases import MongoLeases
 from dogs_mongo._sync.maintenance import MongoMaintenance
 from dogs_mongo._sync.scheduling import MongoScheduling
@@ -80,6 +81,7 @@ class MongoJobStore(
     MongoLeases,
     MongoMaintenance,
     MongoArchiver,
+    MongoInspection,
 ):
     """:class:`~dogs_core.ports.JobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 

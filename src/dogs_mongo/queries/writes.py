@@ -245,6 +245,7 @@ def document_from_record(record: JobRecord) -> dict[str, Any]:
         ("lockOwner", _owner_document(record.lock_owner, lock_id=record.lock_id)),
         ("lockReleasedAt", _optional_millis(record.lock_released_at)),
         ("traceContext", dict(record.trace_context) if record.trace_context else None),
+        (HELD_FIELD, None if record.held is None else hold_document(record.held)),
     ]
     for name, value in optional:
         if value is not None or name == "params":

@@ -25,7 +25,8 @@ stores are cut: :mod:`~dogs_testing.contract.scheduling`, ``.claims``, ``.settle
 ``.maintenance``; each part is a class of its own (``SettleContract``...), so a store being
 written can run the parts of the roles it has so far. The optional archive role has its own
 part, :class:`ArchiveContract` (:mod:`dogs_testing.contract.archive`), for a store that lists
-:attr:`~dogs_core.ports.Role.ARCHIVE` in its ``roles``.
+:attr:`~dogs_core.ports.Role.ARCHIVE` in its ``roles``; so has the optional inspection role,
+:class:`InspectionContract` (:mod:`dogs_testing.contract.inspection`).
 
 Example::
 
@@ -51,6 +52,7 @@ from dogs_testing.contract.claims import ClaimContract
 from dogs_testing.contract.controls import ControlsContract
 from dogs_testing.contract.feeds import FeedContract
 from dogs_testing.contract.history import HistoryContract
+from dogs_testing.contract.inspection import InspectionContract
 from dogs_testing.contract.leases import LeaseContract
 from dogs_testing.contract.maintenance import MaintenanceContract
 from dogs_testing.contract.scheduling import SchedulingContract
@@ -66,6 +68,7 @@ __all__ = [
     "ControlsContract",
     "FeedContract",
     "HistoryContract",
+    "InspectionContract",
     "JobStoreContract",
     "LeaseContract",
     "MaintenanceContract",

@@ -77,6 +77,6 @@ class InspectionStore(Protocol):
         must be ``None``: every archived record was failed)."""
         ...
 
-    def slot_holders(self, *, now: datetime) -> dict[str, frozenset[str]]:
+    def held_slot_holders(self, *, now: datetime) -> dict[str, frozenset[str]]:
         """Per job name, the lock ids holding one of its fleet concurrency slots at ``now``."""
         ...
