@@ -30,7 +30,7 @@ __all__ = ["MemoryInspection", "check_inspection_limit"]
 
 #: The most ids ``latest_errors`` takes, and the largest page of a search.
 MAX_IDS: Final = 1000
-MAX_PAGE: Final = 1000
+MAX_PAGE: Final = 1001  # a client's page of 1000 and one more, to know there is a next
 
 T = TypeVar("T")
 

@@ -18,14 +18,22 @@ not found`` are one group); :func:`merge_error_groups` folds a store's exact gro
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Generic, TypeVar
 
-from dogs_core.domain.records import HistoryRecord, HistoryStatus, JobRecord, JobState, Owner
+from dogs_core.domain.records import (
+    HistoryRecord,
+    HistoryStatus,
+    JobRecord,
+    JobState,
+    NameStatus,
+    Owner,
+)
 from dogs_core.domain.stats import UNKNOWN_ERROR_TYPE
 from dogs_core.errors import InvalidOptionError
 
@@ -38,7 +46,10 @@ __all__ = [
     "ErrorReport",
     "ErrorScan",
     "ExecutionCursor",
+    "ExecutionPage",
     "ExecutionQuery",
+    "FoundJob",
+    "JobLookup",
     "OwnerMatch",
     "ParamsMatch",
     "RawErrorGroup",
@@ -50,6 +61,7 @@ __all__ = [
     "params_match",
     "record_created_at",
     "uuid7_floor",
+    "with_slots",
 ]
 
 T = TypeVar("T")
@@ -363,6 +375,81 @@ def uuid7_floor(moment: datetime) -> str:
     millis = int(moment.timestamp() * 1000)
     hexa = f"{millis:012x}"
     return f"{hexa[:8]}-{hexa[8:12]}-7000-8000-000000000000"
+
+
+# -- answers --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionPage:
+    """A page of executions, newest first; ``next_before`` is the ``before`` of the next page
+    (``None``: this was the last). From the archive, ``archived_at`` gives each row's time of
+    archiving (empty otherwise)."""
+
+    rows: tuple[HistoryRecord, ...]
+    next_before: str | None
+    archived_at: tuple[datetime | None, ...] = ()
+
+    def __iter__(self) -> Iterator[HistoryRecord]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+@dataclass(frozen=True, slots=True)
+class FoundJob:
+    """One job a lookup found, and where: ``live`` (its record), ``finished`` (its record gone,
+    its executions kept), or ``archived`` (``dogs archive`` moved its record or its rows, at
+    ``archived_at``). ``newest`` is its newest execution there."""
+
+    job_id: str
+    job_name: str
+    where: str
+    record: JobRecord | None = None
+    newest: HistoryRecord | None = None
+    archived_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobLookup:
+    """What a search for ``query`` found: how it matched (``"id"``, ``"unique key"``, or
+    ``None`` when nothing did) and the jobs."""
+
+    query: str
+    matched_by: str | None
+    jobs: tuple[FoundJob, ...]
+
+
+# -- fleet slots --------------------------------------------------------------------------------
+
+
+def with_slots(
+    statuses: Sequence[NameStatus],
+    running: Mapping[str, Sequence[JobRecord]],
+    holders: Mapping[str, frozenset[str]],
+) -> list[NameStatus]:
+    """``statuses`` with the running records of each name that holds fleet concurrency slots
+    checked against the slots' holders: a record claimed but not admitted yet (its execution
+    is still asking for a slot, and will give the job back if none is free) is counted as
+    ``held``, not ``running``, so a name under ``global_concurrency=1`` never shows two running
+    jobs. ``running`` maps such names to their running records (read before ``holders``, so a
+    job admitted in between counts as running)."""
+    adjusted = []
+    for status in statuses:
+        held_by = holders.get(status.job_name)
+        records = running.get(status.job_name)
+        if not held_by or not records:
+            adjusted.append(status)
+            continue
+        waiting = sum(1 for record in records if record.lock_id not in held_by)
+        waiting = min(waiting, status.running)
+        adjusted.append(
+            dataclasses.replace(
+                status, running=status.running - waiting, held=status.held + waiting
+            )
+        )
+    return adjusted
 
 
 # -- archive --------------------------------------------------------------------------------------

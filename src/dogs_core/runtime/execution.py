@@ -265,7 +265,9 @@ class Execution:
         self._started_at = now
         if services.telemetry.active:
             self._t0 = anyio.current_time()
-            services.telemetry.emit(JobStarted(job))
+            due = job.held_since or job.next_run_at
+            lag = None if due is None else max((now - due).total_seconds(), 0.0)
+            services.telemetry.emit(JobStarted(job, pickup_lag=lag))
         self.phase = Phase.RUNNING
         result = await self._invoke(lock_time, stepwise=stepwise)
         if self._t0 is not None:
@@ -276,7 +278,7 @@ class Execution:
         if self.phase is Phase.STALE:
             late = "success" if isinstance(result, Returned) else "result"
             what = (late, job.execution_id, job.job_name)
-            logger.info("ignoring the late %s of stale execution %s of %s", *what)
+            logger.info("ignoring the late %s of execution %s of %s: it lost the job", *what)
             return None
         self.phase = Phase.DECIDING
         # A handler that never suspended took no time that a caller could see.

@@ -64,8 +64,11 @@ async def lock_loss(services: ExecutionServices, job: ClaimedJob) -> LockLoss:
     from its record and its own history row; ``UNKNOWN`` when they cannot be read."""
     try:
         with anyio.CancelScope(shield=True), anyio.fail_after(HISTORY_WRITE_TIMEOUT):
+            # A lock is often lost because the store was unreachable: read until it answers.
             record = await retry_transient(
-                lambda: services.store.get_record(job.job_id), what="read stale job"
+                lambda: services.store.get_record(job.job_id),
+                what="read stale job",
+                attempts=None,
             )
             own = await _own_row(services, job)
             for _ in range(_GONE_REREADS):
@@ -83,6 +86,7 @@ async def _own_row(services: ExecutionServices, job: ClaimedJob) -> HistoryRecor
     rows = await retry_transient(
         lambda: services.store.read_history(job_id=job.job_id, limit=_OWN_ROW_LOOKBACK),
         what="read stale job's history",
+        attempts=None,
     )
     return next((row for row in rows if row.execution_id == job.execution_id), None)
 

@@ -44,8 +44,9 @@ __all__ = ["MongoInspection"]
 
 Document = dict[str, Any]
 
-#: The largest page of a search, and the most ids ``latest_errors`` takes.
-MAX_PAGE = 1000
+#: The largest page of a search (a client's 1000 and one more, to know there is a next one),
+#: and the most ids ``latest_errors`` takes.
+MAX_PAGE = 1001
 #: The most rows an error report may group.
 MAX_ERROR_ROWS = 10_000_000
 

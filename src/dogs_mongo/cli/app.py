@@ -7,7 +7,9 @@
                                                            # dogs_mongo.cli.schedule
     dogs status [--json]                                   # dogs_mongo.cli.status
     dogs jobs list|show|cancel|retry|reschedule|delete ... # dogs_mongo.cli.jobs
-    dogs history --name send_welcome [--status error] [--json]
+    dogs history [--name send_welcome] [--status error] [--param user.id=42] [--json]
+                                                           # dogs_mongo.cli.finding
+    dogs errors [--window 1h], dogs find ID_OR_UNIQUE_KEY
     dogs pause NAME | --all, dogs resume NAME | --all      # dogs_mongo.cli.controls
     dogs stats [--name NAME] [--window 1h] [--json]        # dogs_mongo.cli.stats
     dogs archive --older-than 30d [--dry-run] [--json]     # dogs_mongo.cli.archive
@@ -37,7 +39,8 @@ from dogs_mongo.cli.archive import archive
 from dogs_mongo.cli.common import OneLineErrors
 from dogs_mongo.cli.controls import pause, resume
 from dogs_mongo.cli.dashboard import dashboard
-from dogs_mongo.cli.jobs import history, jobs_app
+from dogs_mongo.cli.finding import errors, find, history
+from dogs_mongo.cli.jobs import jobs_app
 from dogs_mongo.cli.mongod import mongod
 from dogs_mongo.cli.schedule import schedule
 from dogs_mongo.cli.stats import stats
@@ -96,6 +99,8 @@ app.command("schedule")(schedule)
 app.command("status")(status)
 app.add_typer(jobs_app, name="jobs")
 app.command("history")(history)
+app.command("errors")(errors)
+app.command("find")(find)
 app.command("pause")(pause)
 app.command("resume")(resume)
 app.command("stats")(stats)

@@ -17,13 +17,14 @@ import inspect
 import logging
 import shlex
 import sys
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar, overload
 
 import anyio
 import anyio.to_thread
@@ -67,9 +68,11 @@ __all__ = [
     "duration",
     "fail",
     "flags_named",
+    "job_id_flag",
     "leaf",
     "load_registry",
     "make_container",
+    "moment_flag",
     "parse_run_at",
     "priority_flag",
     "run",
@@ -290,6 +293,27 @@ def worker_flag_names(flags: Mapping[str, str], n_partitions: int) -> dict[str, 
     typed) and ``--n-partitions``, which every command that builds a container takes."""
     typed: dict[str, object] = {**flags, "n_partitions": n_partitions}
     return {name: (str(worker_option(name).flag), text) for name, text in typed.items()}
+
+
+@overload
+def job_id_flag(flag: str, text: str) -> str: ...
+@overload
+def job_id_flag(flag: str, text: None) -> None: ...
+@overload
+def job_id_flag(flag: str, text: str | None) -> str | None: ...
+def job_id_flag(flag: str, text: str | None) -> str | None:
+    """A job id typed as ``flag`` (``ID``, ``--after``, ``--job-id``): Dogs job ids are UUIDs,
+    so anything else fails naming it, before any read (a typo would find nothing)."""
+    if text is None:
+        return None
+    try:
+        uuid.UUID(text.strip())
+    except ValueError:
+        fail(
+            f"{flag} {shlex.quote(text)}: not a job id (job ids are UUIDs, such as "
+            "0190c2c4-5d1e-7b3a-9f00-1c2d3e4f5a6b)"
+        )
+    return text.strip()
 
 
 def priority_flag(text: str | None, flag: str = "--priority") -> int | None:
@@ -554,6 +578,24 @@ def when(run_in: str | None, run_at: str | None) -> dict[str, Any]:
     if run_in is not None:
         return {"run_in": duration("--run-in", run_in)}
     return {} if run_at is None else {"run_at": parse_run_at(run_at)}
+
+
+def moment_flag(flag: str, text: str | None, now: datetime) -> datetime | None:
+    """``text`` of ``flag``: an ISO 8601 time with a timezone, or a duration ago (``2h``)."""
+    if text is None:
+        return None
+    typed = text.strip()
+    try:
+        return now - validation.duration(flag, typed)
+    except ValidationError:
+        pass
+    try:
+        moment = datetime.fromisoformat(typed.replace("Z", "+00:00"))
+    except ValueError:
+        fail(f"{flag} {shlex.quote(text)}: expected a duration ago (2h) or an ISO 8601 time")
+    if moment.tzinfo is None:
+        fail(f"{flag} {shlex.quote(text)}: add a timezone, e.g. {typed}Z")
+    return moment.astimezone(UTC)
 
 
 def parse_run_at(value: str) -> datetime:

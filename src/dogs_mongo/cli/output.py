@@ -45,8 +45,9 @@ def wide_console() -> Console:
     return Console(width=PIPED_WIDTH)
 
 
-#: The count columns of ``dogs status``, in order, after the job name.
-_COUNT_COLUMNS = ("Due", "Later", "Running", "Stale", "Terminal")
+#: The count columns of ``dogs status``, in order, after the job name: the words of the
+#: dashboard and of the ``dogs_jobs`` gauge's ``state`` label.
+_COUNT_COLUMNS = ("Due", "Later", "Running", "Held", "Stale", "Failed")
 
 
 def print_schedule_outcome(outcome: Scheduled | Duplicate) -> None:
@@ -115,8 +116,10 @@ def status_table(
     records_collection: str,
     fleet: FleetView | None = None,
 ) -> Table:
-    """One row per job name: its counts and the age of its oldest due job (``-`` for none);
-    ``Paused`` when a name is paused, ``Slots held`` when a name holds slots."""
+    """One row per job name: its counts (``Held``: given back by a fleet limit, or claimed and
+    not admitted yet; ``Failed``: at the attempt limit) and the age of the oldest job waiting
+    to run (``-`` for none); ``Paused`` when a name is paused, ``Slots held`` when a name holds
+    slots."""
     fleet = fleet or FleetView()
     held = fleet.held_slots if fleet.held_slots and any(fleet.held_slots.values()) else None
     table = Table(title=f"Dogs jobs ({records_collection})")
@@ -135,6 +138,7 @@ def status_table(
             str(item.due),
             str(item.scheduled_later),
             str(item.running),
+            str(item.held),
             str(item.stale),
             str(item.terminal),
             "-" if age is None else format_age(age),
@@ -150,7 +154,8 @@ def status_table(
 def status_json(item: NameStatus, now: datetime, fleet: FleetView | None = None) -> dict[str, Any]:
     """One job name's counts as JSON: times in ISO 8601 UTC, the oldest due job's age in
     seconds (never negative), whether it is paused (on its own or with every job) and the
-    slots it holds (``null`` when the store does not say)."""
+    slots it holds (``null`` when the store does not say). ``terminal`` is ``failed`` by its
+    older name."""
     fleet = fleet or FleetView()
     oldest = item.oldest_due_at
     held = None if fleet.held_slots is None else fleet.held_slots.get(item.job_name, 0)
@@ -159,7 +164,9 @@ def status_json(item: NameStatus, now: datetime, fleet: FleetView | None = None)
         "due": item.due,
         "scheduled_later": item.scheduled_later,
         "running": item.running,
+        "held": item.held,
         "stale": item.stale,
+        "failed": item.terminal,
         "terminal": item.terminal,
         "oldest_due_at": None if oldest is None else oldest.astimezone(UTC).isoformat(),
         "oldest_due_age_seconds": (
