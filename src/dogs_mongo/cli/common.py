@@ -34,6 +34,7 @@ from typer._click import exceptions as usage  # Typer's own click: what its pars
 from typer.core import TyperGroup
 
 from dogs_core.domain import validation
+from dogs_core.domain.finding import OwnerMatch, ParamsMatch
 from dogs_core.errors import DogsError, JobNotRegisteredError, UnknownJobError, ValidationError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime._async.client import DogsClient
@@ -62,6 +63,7 @@ __all__ = [
     "RegistryArgument",
     "TimeoutOption",
     "UriOption",
+    "check_search_flags",
     "connect",
     "connected_client",
     "container_defaults",
@@ -314,6 +316,16 @@ def job_id_flag(flag: str, text: str | None) -> str | None:
             "0190c2c4-5d1e-7b3a-9f00-1c2d3e4f5a6b)"
         )
     return text.strip()
+
+
+def check_search_flags(*, param: str | None = None, owner: str | None = None) -> None:
+    """``--param PATH=VALUE`` and ``--owner`` checked before any connection (the client parses
+    them again)."""
+    with flags_named({"params": ("--param", param), "owner": ("--owner", owner)}):
+        if param is not None:
+            ParamsMatch.parse(param)
+        if owner is not None:
+            OwnerMatch.parse(owner)
 
 
 def priority_flag(text: str | None, flag: str = "--priority") -> int | None:

@@ -37,6 +37,7 @@ from dogs_mongo.cli.common import (
     EXIT_NOT_DONE,
     AppDirOption,
     Connection,
+    check_search_flags,
     connected_client,
     fail,
     job_id_flag,
@@ -147,6 +148,7 @@ def history(
     ):
         _text(flag, value)
     job_id = job_id_flag("--job-id", _text("--job-id", job_id))
+    check_search_flags(param=param, owner=owner)
     wanted = _status(status)
     size = _count("--limit", limit, 1000)
     now = datetime.now(UTC)
@@ -186,16 +188,20 @@ def history(
 def _print_executions(
     page: ExecutionPage, now: datetime, *, as_json: bool, following: str | None, archived: bool
 ) -> None:
+    """The page as a table (or a JSON list of executions), then the next page's command (on
+    stderr with --json, so the list stays what scripts read)."""
     if as_json:
         rows = [history_json(row) for row in page.rows]
         for row, moment in zip(rows, page.archived_at, strict=False):
             row["archived_at"] = None if moment is None else moment.isoformat()
-        print_json({"executions": rows, "next_before": page.next_before})
+        print_json(rows)
+        if following is not None:
+            typer.echo(f"Next page: {following}", err=True)
         return
     console = wide_console()
     if not page.rows:
-        where = "in the archive" if archived else ""
-        console.print(f"No executions match {where}".rstrip() + ".", highlight=False)
+        where = " in the archive" if archived else ""
+        console.print(f"No executions match{where}.", highlight=False)
     else:
         title = "Archived executions" if archived else "Executions, newest first"
         console.print(history_table(page.rows, now, title=title))

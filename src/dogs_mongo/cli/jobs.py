@@ -48,6 +48,7 @@ from dogs_mongo.cli.common import (
     EXIT_NOT_DONE,
     AppDirOption,
     Connection,
+    check_search_flags,
     connected_client,
     fail,
     flags_named,
@@ -224,6 +225,7 @@ def list_jobs(
     ):
         _text(flag, value)
     after = job_id_flag("--after", after)
+    check_search_flags(param=param, owner=owner)
     now = datetime.now(UTC)
     since = moment_flag("--created-since", created_since, now)
     until = moment_flag("--created-until", created_until, now)
