@@ -20,7 +20,7 @@ from starlette.staticfiles import StaticFiles
 
 from dogs_core.errors import InvalidOptionError
 from dogs_core.runtime._async.client import DogsClient
-from dogs_dashboard import actions, pages
+from dogs_dashboard import actions, finding, pages
 from dogs_dashboard.context import Dashboard
 
 __all__ = ["create_app"]
@@ -70,6 +70,10 @@ def create_app(
         Route("/", bound(pages.overview), name="overview"),
         Route("/jobs", bound(pages.job_list), name="jobs"),
         Route("/jobs/{job_id}", bound(pages.job_page), name="job"),
+        # Finding (issue 29): executions across jobs, errors grouped, the archive.
+        Route("/executions", bound(finding.executions), name="executions"),
+        Route("/errors", bound(finding.errors), name="errors"),
+        Route("/archive", bound(finding.archive), name="archive"),
         Route("/actions/{action}", bound(actions.perform), methods=["POST"], name="action"),
         Mount("/static", StaticFiles(packages=[("dogs_dashboard", "static")]), name="static"),
     ]

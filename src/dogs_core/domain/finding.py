@@ -65,6 +65,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 #: The deepest params path a match accepts (``a.b.c.d.e.f.g.h``).
 MAX_PARAMS_DEPTH: Final = 8
@@ -263,7 +264,7 @@ class ExecutionCursor:
     execution_ids: tuple[str, ...]
 
     def encode(self) -> str:
-        millis = int(self.started_at.timestamp() * 1000)
+        millis = (self.started_at - _EPOCH) // timedelta(milliseconds=1)
         return f"{millis}~{','.join(self.execution_ids)}"
 
     @classmethod
@@ -273,7 +274,7 @@ class ExecutionCursor:
         millis, tilde, ids = text.partition("~")
         if not tilde or not millis.isdigit():
             raise InvalidOptionError(field, text, "is not a cursor printed by a previous page")
-        moment = datetime.fromtimestamp(int(millis) / 1000, tz=UTC)
+        moment = _EPOCH + timedelta(milliseconds=int(millis))
         return cls(moment, tuple(i for i in ids.split(",") if i))
 
     @classmethod
@@ -372,7 +373,7 @@ def record_created_at(record_id: str) -> datetime | None:
 def uuid7_floor(moment: datetime) -> str:
     """The smallest UUIDv7 id created at ``moment`` (its millisecond): ids ``>=`` it were
     created then or later."""
-    millis = int(moment.timestamp() * 1000)
+    millis = (moment - _EPOCH) // timedelta(milliseconds=1)
     hexa = f"{millis:012x}"
     return f"{hexa[:8]}-{hexa[8:12]}-7000-8000-000000000000"
 
