@@ -102,8 +102,8 @@ async def seed(container: DogsContainer, client: DogsClient) -> dict[str, Any]:
     archived = await _failed(
         store, "import_orders", now - timedelta(days=40), unique_identifier="batch-7"
     )
-    await store.setup_archive()  # type: ignore[attr-defined]
-    await store.archive_failed_records(  # type: ignore[attr-defined]
+    await store.setup_archive()
+    await store.archive_failed_records(
         cutoff=now - timedelta(days=30), batch_size=10, archived_at=now
     )
     held = new_record_id()
