@@ -40,7 +40,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -131,25 +131,31 @@ def _record(i: int, now: datetime, rng: random.Random) -> JobRecord:
     later = now + timedelta(seconds=rng.randint(60, 86_400))
     owner = Owner(rng.choice(HOSTS), 4242, "w-1")
     if kind < 0.40:
-        return replace(base, **{"next_run_at": later})
+        return replace(base, next_run_at=later)
     if kind < 0.80:
         return base
     if kind < 0.85:
-        return replace(base, **{"tries": 2})
-    if kind < 0.86:
-        return replace(base, **{"lock_id": f"l{i}", "tries": 1,
-                                 "locked_until": now + timedelta(minutes=5), "lock_owner": owner,
-                                 "last_run_at": now - timedelta(seconds=30)})  # fmt: skip
-    if kind < 0.865:
-        return replace(base, **{"lock_id": f"l{i}", "tries": 1,
-                                 "locked_until": now - timedelta(minutes=5), "lock_owner": owner,
-                                 "last_run_at": now - timedelta(minutes=6)})  # fmt: skip
+        return replace(base, tries=2)
+    if kind < 0.865:  # running, then stale: a lock live, and one left to expire
+        ahead = kind < 0.86
+        return replace(
+            base,
+            lock_id=f"l{i}",
+            tries=1,
+            locked_until=now + timedelta(minutes=5 if ahead else -5),
+            lock_owner=owner,
+            last_run_at=now - timedelta(seconds=30 if ahead else 360),
+        )
     if kind < 0.87:
         hold = Hold(HoldReason.CONCURRENCY, since=base.next_run_at, until=later)
-        return replace(base, **{"next_run_at": later, "held": hold})
-    return replace(base, **{"tries": 5, "status": JobStatus.MAX_TRIES_REACHED,
-                             "max_tries_reached_at": now - timedelta(minutes=rng.randint(1, 600)),
-                             "expires_at": now + timedelta(days=7)})  # fmt: skip
+        return replace(base, next_run_at=later, held=hold)
+    return replace(
+        base,
+        tries=5,
+        status=JobStatus.MAX_TRIES_REACHED,
+        max_tries_reached_at=now - timedelta(minutes=rng.randint(1, 600)),
+        expires_at=now + timedelta(days=7),
+    )
 
 
 #: The size of the seed being written (set by :func:`seed`, read by :func:`_record`).
@@ -198,12 +204,19 @@ def seed(client: MongoClient[Document], database: str, records: int, now: dateti
     rng = random.Random(29)
     db = client[database]
     store = MongoJobStore(client, database)
-    for what, count, build, collection in (
-        ("records", records, lambda i: q.document_from_record(_record(i, now, rng)),
-         q.DEFAULT_RECORDS_COLLECTION),
-        ("history rows", records, lambda i: _history_document(_row(i, now, rng)),
-         q.DEFAULT_HISTORY_COLLECTION),
-    ):  # fmt: skip
+
+    def record(i: int) -> Document:
+        return q.document_from_record(_record(i, now, rng))
+
+    def row(i: int) -> Document:
+        return _history_document(_row(i, now, rng))
+
+    builders: tuple[tuple[str, Callable[[int], Document], str], ...] = (
+        ("records", record, q.DEFAULT_RECORDS_COLLECTION),
+        ("history rows", row, q.DEFAULT_HISTORY_COLLECTION),
+    )
+    for what, build, collection in builders:
+        count = records
         started = time.perf_counter()
         for first in range(0, count, BATCH):
             documents = [build(i) for i in range(first, min(first + BATCH, count))]
@@ -418,6 +431,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 seed(client, database, args.records, now, say=console.print)
             else:
                 console.print(f"reusing {database}: {existing:,} records")
+                MongoJobStore(client, database).setup()  # the indexes as this version has them
             page_list = pages(samples_of(client, database, now))
             with served(server.uri, database) as base:
                 cold, timings = measure(base, page_list, args.rounds)

@@ -16,6 +16,7 @@ import pytest
 from examples import (
     custom_adapter,
     dashboard_mount,
+    finding,
     fleet_limits,
     leases,
     long_job_heartbeat,
@@ -392,6 +393,29 @@ STATS_LINES = (
     "resize_image attempts counted minute by minute: 16",
     "charge_card over 5 minutes: 8 attempts",
 )
+
+
+FINDING_LINES = (
+    "receipt-25: found by its unique key, finished, last run success",
+    "errors: 2 x MailboxFullError 'mailbox <n> full' in send_receipt",
+    "run on this host: 6 executions, 2 errors",
+    "import_orders waiting with plan=pro: 2",
+)
+
+
+def test_finding(capsys: pytest.CaptureFixture[str]) -> None:
+    finding.main([])
+    out = output_of(capsys)
+    for line in FINDING_LINES:
+        assert line in out
+
+
+@pytest.mark.mongo
+def test_finding_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    finding.main(["--uri", mongodb_uri])
+    out = output_of(capsys)
+    for line in FINDING_LINES:
+        assert line in out
 
 
 SKEWED_CLOCKS_LINES = (

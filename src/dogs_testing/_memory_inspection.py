@@ -177,6 +177,7 @@ def _exact_groups(rows: Sequence[HistoryRecord]) -> tuple[RawErrorGroup, ...]:
                 first_seen=row.started_at,
                 last_seen=row.started_at,
                 job_names=(row.job_name,),  # sorted once all are in
+                newest_execution_id=row.execution_id,
                 newest=_history_row(row),
             )
             continue

@@ -93,7 +93,14 @@ ADDITIVE_HISTORY_INDEXES: list[dict[str, Any]] = [
     {"v": 2, "key": {"jobId": 1, "startedAt": -1}, "name": "jobId_1_startedAt_-1"},
     {
         "v": 2,
-        "key": {"status": 1, "startedAt": -1},
+        "key": {
+            "status": 1,
+            "startedAt": -1,
+            "errorType": 1,
+            "errorMessage": 1,
+            "jobName": 1,
+            "executionId": 1,
+        },
         "name": "jobs_dogs_history_unsuccessful",
         "partialFilterExpression": {"status": {"$in": ["error", "stale", "cancelled", "snoozed"]}},
     },

@@ -57,6 +57,7 @@ __all__ = [
     "check_error_window",
     "error_fingerprint",
     "merge_error_groups",
+    "newest_to_read",
     "owner_matches",
     "params_match",
     "record_created_at",
@@ -495,7 +496,9 @@ def error_fingerprint(message: str | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RawErrorGroup:
-    """What a store counts: the error rows of one exact ``(error type, message)``."""
+    """What a store counts: the error rows of one exact ``(error type, message)``, and its
+    newest row's execution id; ``newest``, that row, when the store read it (it reads the
+    newest of each fingerprint group, :func:`newest_to_read`)."""
 
     error_type: str | None
     message: str | None
@@ -503,7 +506,32 @@ class RawErrorGroup:
     first_seen: datetime
     last_seen: datetime
     job_names: tuple[str, ...]
-    newest: HistoryRecord
+    newest_execution_id: str
+    newest: HistoryRecord | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Its group: the error type and the message's fingerprint."""
+        return (self.error_type or UNKNOWN_ERROR_TYPE, error_fingerprint(self.message))
+
+
+#: How many groups of an error report get their newest row read (the most frequent first).
+MAX_GROUPS_WITH_ROWS: Final = 500
+
+
+def newest_to_read(raw: Iterable[RawErrorGroup], limit: int = MAX_GROUPS_WITH_ROWS) -> list[str]:
+    """The execution ids of the rows an error report shows: the newest of each group (by type
+    and fingerprint), for its ``limit`` most frequent groups."""
+    best: dict[tuple[str, str], RawErrorGroup] = {}
+    counts: dict[tuple[str, str], int] = {}
+    for group in raw:
+        key = group.key
+        counts[key] = counts.get(key, 0) + group.count
+        known = best.get(key)
+        if known is None or group.last_seen > known.last_seen:
+            best[key] = group
+    frequent = sorted(best, key=lambda key: -counts[key])[:limit]
+    return [best[key].newest_execution_id for key in frequent]
 
 
 @dataclass(frozen=True, slots=True)
@@ -528,7 +556,9 @@ class ErrorGroup:
     first_seen: datetime
     last_seen: datetime
     job_names: tuple[str, ...]
-    newest: HistoryRecord
+    newest: HistoryRecord | None
+    """The newest error of the group (``None`` past the :data:`MAX_GROUPS_WITH_ROWS` most
+    frequent groups)."""
     messages: tuple[str, ...] = ()
 
 
@@ -564,17 +594,16 @@ def merge_error_groups(
     raw: Iterable[RawErrorGroup], *, examples: int = 3
 ) -> tuple[ErrorGroup, ...]:
     """The store's exact groups folded by ``(type, fingerprint)``: counts added, the earliest
-    first and latest last seen, the newest row kept, up to ``examples`` exact messages; most
-    frequent first (ties: the most recent first)."""
+    first and latest last seen, the newest row (of the exact group seen last), up to
+    ``examples`` exact messages; most frequent first (ties: the most recent first)."""
     merged: dict[tuple[str, str], ErrorGroup] = {}
     for group in raw:
-        kind = group.error_type or UNKNOWN_ERROR_TYPE
-        key = (kind, error_fingerprint(group.message))
+        key = group.key
         known = merged.get(key)
         message = (group.message or "").strip()
         if known is None:
             merged[key] = ErrorGroup(
-                error_type=kind,
+                error_type=key[0],
                 fingerprint=key[1],
                 count=group.count,
                 first_seen=group.first_seen,
@@ -584,16 +613,19 @@ def merge_error_groups(
                 messages=(message,) if message else (),
             )
             continue
-        newer = group.newest.started_at > known.newest.started_at
+        later = group.last_seen > known.last_seen
+        newest = group.newest if later and group.newest is not None else known.newest
+        if known.newest is None and group.newest is not None:
+            newest = group.newest
         kept = known.messages + ((message,) if message and message not in known.messages else ())
         merged[key] = ErrorGroup(
-            error_type=kind,
+            error_type=key[0],
             fingerprint=key[1],
             count=known.count + group.count,
             first_seen=min(known.first_seen, group.first_seen),
             last_seen=max(known.last_seen, group.last_seen),
             job_names=tuple(sorted({*known.job_names, *group.job_names})),
-            newest=group.newest if newer else known.newest,
+            newest=newest,
             messages=kept[:examples],
         )
     return tuple(sorted(merged.values(), key=lambda g: (-g.count, -g.last_seen.timestamp())))

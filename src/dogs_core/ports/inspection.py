@@ -59,7 +59,10 @@ class AsyncInspectionStore(Protocol):
         self, *, since: datetime, until: datetime, job_name: str | None, max_rows: int
     ) -> ErrorScan:
         """The ``error`` rows started in ``[since, until)`` (of ``job_name`` when given), at
-        most the newest ``max_rows`` of them, counted per exact ``(error_type, message)``."""
+        most the newest ``max_rows`` of them, counted per exact ``(error_type, message)``, each
+        with its newest row's execution id; the row itself at least for the newest exact group
+        of each group by type and fingerprint, of the most frequent ones
+        (:func:`~dogs_core.domain.finding.newest_to_read`)."""
         ...
 
     async def find_archived_executions(

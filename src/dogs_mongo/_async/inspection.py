@@ -14,6 +14,7 @@ warning, as the steering reads do. A search with a filter no index serves gets a
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -29,6 +30,7 @@ from dogs_core.domain.finding import (
     ExecutionQuery,
     RecordQuery,
     check_error_window,
+    newest_to_read,
 )
 from dogs_core.domain.records import HistoryRecord, HistoryStatus, JobRecord
 from dogs_core.errors import InvalidOptionError, QueryTooBroadError
@@ -202,14 +204,28 @@ class MongoInspection:
         hint = qi.UNSUCCESSFUL_INDEX.key_document
         with translate_errors("error_groups", write=False):
             documents = await self._inspect_aggregate(pipeline, hint)
-            groups = tuple(qi.raw_error_group(document) for document in documents)
+            groups = [qi.raw_error_group(document) for document in documents]
             examined = sum(group.count for group in groups)
             truncated = False
             if examined >= max_rows:
                 match = pipeline[0]["$match"]
                 more = await self._history.count_documents(match, limit=max_rows + 1)
                 truncated = more > max_rows
-        return ErrorScan(groups, examined, truncated)
+            rows = await self._newest_rows(newest_to_read(groups))
+        filled = tuple(
+            dataclasses.replace(group, newest=rows.get(group.newest_execution_id))
+            for group in groups
+        )
+        return ErrorScan(filled, examined, truncated)
+
+    async def _newest_rows(self, execution_ids: Sequence[str]) -> dict[str, HistoryRecord]:
+        """The rows an error report shows (the newest of each group), by execution id."""
+        if not execution_ids:
+            return {}
+        cursor = self._history.find({"executionId": {"$in": list(execution_ids)}})
+        documents: list[Document] = await cursor.to_list(None)
+        rows = (q.history_from_document(document) for document in documents)
+        return {row.execution_id: row for row in rows}
 
     async def held_slot_holders(self, *, now: datetime) -> dict[str, frozenset[str]]:
         pipeline = q.held_slots_pipeline(now)

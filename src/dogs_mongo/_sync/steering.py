@@ -77,6 +77,11 @@ class MongoSteering:
             now=now,
         )
         with translate_errors("find_records", write=False):
+            if wanted is JobState.FAILED and job_name is None and unique_identifier is None:
+                # The failed index is by name then id: one scan per name, merged in id order
+                # by the server (SORT_MERGE), instead of every failed record sorted in memory.
+                names = self._records.distinct("jobName", q.failed_filter())
+                query.filter["jobName"] = {"$in": [str(name) for name in names]}
             try:
                 documents = self._find_page(query, query.hint)
             except OperationFailure as error:

@@ -262,7 +262,7 @@ def _report_json(report: ErrorReport) -> dict[str, Any]:
                 "last_seen": group.last_seen,
                 "job_names": list(group.job_names),
                 "messages": list(group.messages),
-                "newest": history_json(group.newest),
+                "newest": None if group.newest is None else history_json(group.newest),
             }
             for group in report.groups
         ],
@@ -289,7 +289,7 @@ def _print_report(report: ErrorReport) -> None:
             ", ".join(group.job_names),
             stamp(group.first_seen),
             stamp(group.last_seen),
-            group.newest.job_id,
+            "-" if group.newest is None else group.newest.job_id,
         )
     console.print(table)
     if report.truncated:
@@ -299,7 +299,7 @@ def _print_report(report: ErrorReport) -> None:
             highlight=False,
         )
     newest = report.groups[0].newest
-    if newest.error_traceback:
+    if newest is not None and newest.error_traceback:
         console.print(
             f"Traceback of the newest {report.groups[0].error_type} "
             f"(job {newest.job_id}, `dogs jobs show {newest.job_id}`):",

@@ -113,9 +113,17 @@ HISTORY_JOB_ID_INDEX_NAME: Final = "jobId_1_startedAt_-1"
 
 # The inspection role's history indexes (additive, docs/differences.md): partial, so that a
 # ``success`` row without a unique key, the happy path, enters none of them.
+#: Its error fields after the status and time make the error report a covered scan (no row read).
 UNSUCCESSFUL_INDEX: Final = IndexSpec(
     "jobs_dogs_history_unsuccessful",
-    (("status", 1), ("startedAt", -1)),
+    (
+        ("status", 1),
+        ("startedAt", -1),
+        ("errorType", 1),
+        ("errorMessage", 1),
+        ("jobName", 1),
+        ("executionId", 1),
+    ),
     {"partialFilterExpression": {"status": {"$in": ["error", "stale", "cancelled", "snoozed"]}}},
 )
 ERRORS_BY_TYPE_INDEX: Final = IndexSpec(

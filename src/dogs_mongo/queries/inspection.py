@@ -41,7 +41,6 @@ from dogs_core.domain.finding import (
     uuid7_floor,
 )
 from dogs_core.domain.records import HistoryStatus, to_millis
-from dogs_mongo.queries.history import history_from_document
 from dogs_mongo.queries.indexes import (
     ERRORS_BY_TYPE_INDEX,
     HISTORY_INSPECTION_INDEXES,
@@ -226,19 +225,22 @@ def record_plan(
 def error_groups_pipeline(
     *, since: datetime, until: datetime, job_name: str | None, max_rows: int
 ) -> list[Document]:
-    """The newest ``max_rows`` error rows of the window (through the partial
-    ``jobs_dogs_history_unsuccessful``), per exact ``(errorType, errorMessage)``: the count,
-    the first and last start, the job names, and the newest row whole."""
+    """The newest ``max_rows`` error rows of the window, per exact ``(errorType, errorMessage)``:
+    the count, the first and last start, the job names, and the newest row's execution id. A
+    covered scan of the partial ``jobs_dogs_history_unsuccessful`` (its keys hold every field
+    read): no row is fetched."""
     match: Document = {
         "status": HistoryStatus.ERROR.value,
         "startedAt": {"$gte": to_millis(since), "$lt": to_millis(until)},
     }
     if job_name is not None:
         match["jobName"] = job_name
+    covered = ("startedAt", "errorType", "errorMessage", "jobName", "executionId")
     return [
         {"$match": match},
         {"$sort": {"startedAt": -1}},
         {"$limit": max_rows},
+        {"$project": {"_id": 0, **dict.fromkeys(covered, 1)}},  # the index holds them all
         {
             "$group": {
                 "_id": {"type": "$errorType", "message": "$errorMessage"},
@@ -246,7 +248,7 @@ def error_groups_pipeline(
                 "first": {"$min": "$startedAt"},
                 "last": {"$max": "$startedAt"},
                 "names": {"$addToSet": "$jobName"},
-                "newest": {"$first": "$$ROOT"},
+                "newest": {"$first": "$executionId"},
             }
         },
         {"$sort": {"count": -1}},
@@ -264,5 +266,5 @@ def raw_error_group(document: Mapping[str, Any]) -> RawErrorGroup:
         first_seen=document["first"],
         last_seen=document["last"],
         job_names=tuple(sorted(str(name) for name in document.get("names") or ())),
-        newest=history_from_document(document["newest"]),
+        newest_execution_id=str(document["newest"]),
     )

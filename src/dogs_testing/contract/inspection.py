@@ -200,7 +200,11 @@ class InspectionContract(ContractBase):
         user_1 = by_key[("app.Boom", "user 1")]
         assert (user_1.count, user_1.job_names) == (2, ("a", "b"))
         assert (user_1.first_seen, user_1.last_seen) == (T0 + _S, T0 + 2 * _S)
-        assert user_1.newest.execution_id == "b2"
+        assert user_1.newest_execution_id == "b2"
+        # "user 1" and "user 2" are one group ("user <n>"): the row of its newest is read.
+        newest = by_key[("app.Boom", "user 2")].newest
+        assert newest is not None
+        assert newest.execution_id == "b3"
         of_a = await _inspect(store).error_groups(
             since=T0, until=T0 + _MIN, job_name="a", max_rows=100
         )
@@ -209,7 +213,7 @@ class InspectionContract(ContractBase):
             since=T0, until=T0 + _MIN, job_name=None, max_rows=2
         )
         assert (newest_two.examined, newest_two.truncated) == (2, True)
-        assert {g.newest.execution_id for g in newest_two.groups} == {"n1", "b3"}
+        assert {g.newest_execution_id for g in newest_two.groups} == {"n1", "b3"}
 
     async def test_archived_rows_and_records_are_found(self, store: AsyncJobStore) -> None:
         archive = cast(AsyncArchiveStore, store)
