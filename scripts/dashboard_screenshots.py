@@ -7,8 +7,9 @@
 Fills a fresh database (dropped at the end) with demo data: an hour of history rows for the
 throughput chart, then real executions by real workers (successes, retries, a job that fails
 for good with its traceback, jobs waiting for later, a paused name), serves the dashboard
-with uvicorn and writes docs/images/dashboard-overview.png, dashboard-jobs.png and
-dashboard-job.png. Needs the dev extra and Debian's chromium and chromium-driver
+with uvicorn and writes docs/images/dashboard-overview.png, dashboard-jobs.png,
+dashboard-job.png, dashboard-executions.png and dashboard-errors.png. Needs the dev extra and
+Debian's chromium and chromium-driver
 (``$DOGS_TEST_CHROMIUM`` and ``$DOGS_TEST_CHROMEDRIVER`` override their paths).
 """
 
@@ -59,8 +60,15 @@ async def resize_image(params: dict[str, int], ctx: JobContext) -> str:
 
 
 @jobs.event(max_tries=1)
-async def import_orders(params: dict[str, str], ctx: JobContext) -> str:
-    raise ValueError(f"cannot parse {params['path']}: line 42: expected 7 columns, got 5")
+def import_orders(params: dict[str, str], ctx: JobContext) -> str:
+    rows = params["path"]
+    raise ValueError(f"cannot parse {rows}: line 42: expected 7 columns, got 5")
+
+
+@jobs.event(global_concurrency=1)
+async def render_pdf(params: dict[str, int], ctx: JobContext) -> str:
+    await anyio.sleep(3)
+    return f"rendered invoice {params['invoice']}"
 
 
 def history(rng: random.Random, now: Any) -> list[HistoryRecord]:
@@ -72,6 +80,7 @@ def history(rng: random.Random, now: Any) -> list[HistoryRecord]:
                 started = now - timedelta(minutes=60 - minute, seconds=rng.uniform(0, 59))
                 took = timedelta(milliseconds=rng.lognormvariate(4, 0.8))
                 failed = rng.random() < 0.04
+                upstream = rng.choice((504, 502, 503))
                 rows.append(
                     HistoryRecord(
                         execution_id=new_execution_id(),
@@ -86,7 +95,12 @@ def history(rng: random.Random, now: Any) -> list[HistoryRecord]:
                         expires_at=now + timedelta(days=7),
                         result=None if failed else "ok",
                         error_type="builtins.TimeoutError" if failed else None,
-                        error_message="upstream timed out" if failed else None,
+                        error_message=f"upstream answered {upstream} after 30 s"
+                        if failed
+                        else None,
+                        outcome=("retried" if rng.random() < 0.7 else "failed")
+                        if failed
+                        else "succeeded",
                     )
                 )
     return rows
@@ -100,11 +114,14 @@ async def fill(container: DogsContainer, client: DogsClient) -> dict[str, str]:
     ran += [await client.schedule(send_email, {"to": "bounce@example.com"})]
     ran += [await client.schedule(resize_image, {"width": w}) for w in (320, 640, 1280)]
     failed = await client.schedule(import_orders, {"path": "s3://orders/2026-12-01.csv"})
+    pdfs = [await client.schedule(render_pdf, {"invoice": n}) for n in range(3)]
     async with Workers(store, jobs, workers_count=8, poll_interval="100ms") as workers:
         for outcome in [*ran, failed]:
             assert isinstance(outcome, Scheduled)
             await client.wait_for(outcome.id, timeout=30)
-        await workers.stop()
+        await anyio.sleep(0.5)  # one invoice renders, the others are held by the limit
+        await workers.stop(grace=0)
+    assert all(isinstance(pdf, Scheduled) for pdf in pdfs)
     for n in range(5):
         await client.schedule(send_email, {"to": f"later{n}@example.com"}, run_in=f"{n + 1}h")
     for n in range(3):
@@ -185,6 +202,8 @@ def take(uri: str) -> None:
                 shoot(chrome, url + "/", "overview", "#overview-table")
                 shoot(chrome, url + "/jobs?name=send_email", "jobs", "#jobs-table")
                 shoot(chrome, f"{url}/jobs/{seeded['failed']}", "job", "details.traceback")
+                shoot(chrome, url + "/executions?status=error", "executions", "#executions-table")
+                shoot(chrome, url + "/errors", "errors", "#errors-table")
             finally:
                 chrome.quit()
     finally:

@@ -78,7 +78,9 @@ class MongoSteering:
             if wanted is JobState.FAILED and job_name is None and unique_identifier is None:
                 # The failed index is by name then id: one scan per name, merged in id order
                 # by the server (SORT_MERGE), instead of every failed record sorted in memory.
-                names = await self._records.distinct("jobName", q.failed_filter())
+                # The names through the partial index alone (a covered DISTINCT_SCAN).
+                status = {"status": q.failed_filter()["status"]}
+                names = await self._records.distinct("jobName", status)
                 query.filter["jobName"] = {"$in": [str(name) for name in names]}
             try:
                 documents = await self._find_page(query, query.hint)
