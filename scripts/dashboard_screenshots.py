@@ -94,7 +94,7 @@ def history(rng: random.Random, now: Any) -> list[HistoryRecord]:
                         status=HistoryStatus.ERROR if failed else HistoryStatus.SUCCESS,
                         expires_at=now + timedelta(days=7),
                         result=None if failed else "ok",
-                        error_type="builtins.TimeoutError" if failed else None,
+                        error_type="TimeoutError" if failed else None,  # a built-in, bare
                         error_message=f"upstream answered {upstream} after 30 s"
                         if failed
                         else None,

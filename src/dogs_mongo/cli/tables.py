@@ -357,7 +357,8 @@ def _print_traceback(console: Console, rows: Sequence[HistoryRecord], *, full: b
     folded = fold_traceback(newest.error_traceback)
     title = f"Traceback of the newest error (execution {newest.execution_id}, try {newest.tries})"
     if folded.folded_frames and not full:
-        title += f"; {folded.folded_frames} frames of Dogs and libraries folded (--full: all)"
+        frames = "frame" if folded.folded_frames == 1 else "frames"
+        title += f"; {folded.folded_frames} {frames} of Dogs and libraries folded (--full: all)"
     console.print(title + ":", highlight=False)
     console.print(Text(folded.text if full else folded.short()), soft_wrap=True)
 
