@@ -1,7 +1,7 @@
 """The query plan of ``find_jobs`` for every state: which index serves it, and how much it reads.
 
 Seeds a records collection with a mix of every state (``--records``, 5,000 by default: about
-45 % scheduled, 45 % due, 5 % retrying, 2 % running, 1 % stale, 2 % failed, over two job
+45 % scheduled, 45 % due, 5 % retrying, 2 % running, 1 % stale, 2 % failed, 1 % held, over two job
 names), shaped as the store writes them (locks with ``lockOwner``, releases with
 ``lockReleasedAt``, terminal records), sets up the store's indexes, then runs ``explain``
 (``executionStats``) of the very query ``MongoJobStore.find_jobs`` sends for each state, with
@@ -33,7 +33,15 @@ from benchmarks.support.cli import add_uri, new_parser
 from benchmarks.support.plans import plan_indexes, plan_tree
 from benchmarks.support.report import command_line, new_console, plain_context, problems_status
 from benchmarks.support.server import mongo_server, scratch_database
-from dogs_core.domain.records import JobRecord, JobState, JobStatus, JobType, Owner
+from dogs_core.domain.records import (
+    Hold,
+    HoldReason,
+    JobRecord,
+    JobState,
+    JobStatus,
+    JobType,
+    Owner,
+)
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_mongo import MongoJobStore
 from dogs_mongo import queries as q
@@ -94,6 +102,9 @@ def _record(kind: str, now: datetime, rng: random.Random) -> JobRecord:
     if kind == "released":  # given back at shutdown: retrying, not stale
         released = now - timedelta(seconds=10)
         return replace(locked, locked_until=released, lock_released_at=released)
+    if kind == "held":  # given back by a fleet limit until later
+        hold = Hold(HoldReason.CONCURRENCY, since=base.next_run_at, until=later)
+        return replace(base, next_run_at=later, held=hold)
     if kind == "failed":
         return replace(
             base,
@@ -114,6 +125,7 @@ _MIX: Final = (
     ("running", 2),
     ("stale", 1),
     ("failed", 2),
+    ("held", 1),
 )
 
 

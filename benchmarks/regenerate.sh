@@ -72,6 +72,7 @@ step backlog benchmarks.backlog --fresh
 step telemetry_overhead benchmarks.telemetry_overhead --repeat 3 --calls --out "$OUT"
 step global_limit benchmarks.global_limit --repeat 2 --out "$OUT"
 step explain_stats benchmarks.explain_stats
+step dashboard_pages benchmarks.dashboard_pages --out "$OUT"
 step time_to_error benchmarks.time_to_error --out "$OUT"
 step bulk_retry benchmarks.bulk_retry
 step charts benchmarks.charts "$OUT" docs/assets/benchmarks

@@ -43,12 +43,17 @@ async def charge_card(params: dict[str, int], ctx: JobContext) -> str:
     return f"charged card {params['n']}"
 
 
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
 def _line(stats: JobStats) -> str:
-    rate = "-" if stats.success_rate is None else f"{stats.success_rate:.0%}"
-    failures = {kind.rsplit(".", 1)[-1]: n for kind, n in stats.failures_by_type.items()}
+    errors = {kind.rsplit(".", 1)[-1]: n for kind, n in stats.errors_by_type.items()}
     return (
-        f"{stats.job_name}: {stats.runs} runs, {stats.succeeded} succeeded, "
-        f"{stats.failed} failed {failures}, success {rate}"
+        f"{stats.job_name}: {stats.attempts} attempts, {stats.succeeded} succeeded, "
+        f"{stats.errors} errors {errors}, {stats.failed} failed jobs, "
+        f"attempt success {_rate(stats.attempt_success_rate)}, "
+        f"job success {_rate(stats.job_success_rate)}"
     )
 
 
@@ -70,9 +75,9 @@ async def run(store: AsyncJobStore) -> None:
     print(f"resize_image p50 below 300 ms: {images.duration_p50_ms < 300}")
     print(f"resize_image slowest at least 300 ms: {images.duration_max_ms >= 300}")
     counted = sum(count for _, count in images.throughput)
-    print(f"resize_image runs counted minute by minute: {counted}")
+    print(f"resize_image attempts counted minute by minute: {counted}")
     (cards,) = await client.stats(charge_card, window="5m")
-    print(f"charge_card over 5 minutes: {cards.runs} runs")
+    print(f"charge_card over 5 minutes: {cards.attempts} attempts")
 
 
 async def run_on_mongodb(uri: str) -> None:

@@ -7,12 +7,12 @@
 Fills a fresh database (dropped at the end) with demo data: an hour of history rows for the
 throughput chart, then real executions by real workers (successes, retries, a job that fails
 for good with its traceback, jobs waiting for later, a paused name), serves the dashboard
-with uvicorn and writes docs/images/dashboard-overview.png, dashboard-jobs.png and
-dashboard-job.png; then, with two ``Workers`` instances running beside the server (one busy with
-long jobs), the operator's console: dashboard-workers.png, dashboard-bulk.png (a bulk retry of
-an outage's failures, done) and dashboard-audit.png. Needs the dev extra and Debian's chromium
-and chromium-driver (``$DOGS_TEST_CHROMIUM`` and ``$DOGS_TEST_CHROMEDRIVER`` override their
-paths).
+with uvicorn and writes docs/images/dashboard-overview.png, dashboard-jobs.png,
+dashboard-job.png, dashboard-executions.png and dashboard-errors.png; then, with two ``Workers``
+instances running beside the server (one busy with long jobs), the operator's console:
+dashboard-workers.png, dashboard-bulk.png (a bulk retry of an outage's failures, done) and
+dashboard-audit.png. Needs the dev extra and Debian's chromium and chromium-driver
+(``$DOGS_TEST_CHROMIUM`` and ``$DOGS_TEST_CHROMEDRIVER`` override their paths).
 """
 
 from __future__ import annotations
@@ -62,8 +62,15 @@ async def resize_image(params: dict[str, int], ctx: JobContext) -> str:
 
 
 @jobs.event(max_tries=1)
-async def import_orders(params: dict[str, str], ctx: JobContext) -> str:
-    raise ValueError(f"cannot parse {params['path']}: line 42: expected 7 columns, got 5")
+def import_orders(params: dict[str, str], ctx: JobContext) -> str:
+    rows = params["path"]
+    raise ValueError(f"cannot parse {rows}: line 42: expected 7 columns, got 5")
+
+
+@jobs.event(global_concurrency=1)
+async def render_pdf(params: dict[str, int], ctx: JobContext) -> str:
+    await anyio.sleep(3)
+    return f"rendered invoice {params['invoice']}"
 
 
 @jobs.event(max_tries=1, lock_time="20m")
@@ -92,6 +99,7 @@ def history(rng: random.Random, now: Any) -> list[HistoryRecord]:
                 started = now - timedelta(minutes=60 - minute, seconds=rng.uniform(0, 59))
                 took = timedelta(milliseconds=rng.lognormvariate(4, 0.8))
                 failed = rng.random() < 0.04
+                upstream = rng.choice((504, 502, 503))
                 rows.append(
                     HistoryRecord(
                         execution_id=new_execution_id(),
@@ -105,8 +113,13 @@ def history(rng: random.Random, now: Any) -> list[HistoryRecord]:
                         status=HistoryStatus.ERROR if failed else HistoryStatus.SUCCESS,
                         expires_at=now + timedelta(days=7),
                         result=None if failed else "ok",
-                        error_type="builtins.TimeoutError" if failed else None,
-                        error_message="upstream timed out" if failed else None,
+                        error_type="TimeoutError" if failed else None,  # a built-in, bare
+                        error_message=f"upstream answered {upstream} after 30 s"
+                        if failed
+                        else None,
+                        outcome=("retried" if rng.random() < 0.7 else "failed")
+                        if failed
+                        else "succeeded",
                     )
                 )
     return rows
@@ -120,11 +133,14 @@ async def fill(container: DogsContainer, client: DogsClient) -> dict[str, str]:
     ran += [await client.schedule(send_email, {"to": "bounce@example.com"})]
     ran += [await client.schedule(resize_image, {"width": w}) for w in (320, 640, 1280)]
     failed = await client.schedule(import_orders, {"path": "s3://orders/2026-12-01.csv"})
+    pdfs = [await client.schedule(render_pdf, {"invoice": n}) for n in range(3)]
     async with Workers(store, jobs, workers_count=8, poll_interval="100ms") as workers:
         for outcome in [*ran, failed]:
             assert isinstance(outcome, Scheduled)
             await client.wait_for(outcome.id, timeout=30)
-        await workers.stop()
+        await anyio.sleep(0.5)  # one invoice renders, the others are held by the limit
+        await workers.stop(grace=0)
+    assert all(isinstance(pdf, Scheduled) for pdf in pdfs)
     for n in range(5):
         await client.schedule(send_email, {"to": f"later{n}@example.com"}, run_in=f"{n + 1}h")
     for n in range(3):
@@ -251,6 +267,8 @@ def take(uri: str) -> None:
                 shoot(chrome, url + "/workers", "workers", "#workers-table")
                 shoot(chrome, f"{url}/bulk/{seeded['bulk']}", "bulk", "#bulk-progress")
                 shoot(chrome, url + "/audit", "audit", "#audit-table")
+                shoot(chrome, url + "/executions?status=error", "executions", "#executions-table")
+                shoot(chrome, url + "/errors", "errors", "#errors-table")
             finally:
                 chrome.quit()
     finally:

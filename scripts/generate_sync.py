@@ -101,6 +101,7 @@ REPLACEMENTS = {
     "AsyncCommandCursor": "CommandCursor",
     "AsyncJobStore": "JobStore",
     "AsyncArchiveStore": "ArchiveStore",
+    "AsyncInspectionStore": "InspectionStore",
     "AsyncIterator": "Iterator",
     "AsyncIterable": "Iterable",
     "asynchronous": "synchronous",

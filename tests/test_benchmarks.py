@@ -16,6 +16,7 @@ from benchmarks import (
     backlog,
     claims,
     crash_fleet,
+    dashboard_pages,
     explain_stats,
     floor,
     following,
@@ -159,6 +160,21 @@ def test_explain_stats_quick(mongodb_uri: str, capsys: pytest.CaptureFixture[str
     assert captured.out.count("IXSCAN[jobName_1_startedAt_1]") == 12
     assert "PROJECTION_COVERED > IXSCAN" in captured.out
     assert "COLLSCAN" not in captured.out
+
+
+def test_dashboard_pages_quick(
+    mongodb_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = dashboard_pages.main(["--quick", "--uri", mongodb_uri, "--out", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert status == 0, captured.out + captured.err
+    assert "FAILED" not in captured.out
+    assert "Dashboard pages, 5,000 records and 5,000 history rows" in captured.out
+    for page in ("overview (snapshot)", "search: a finished id", "errors, last 24 h"):
+        assert page in captured.out
+    report = (tmp_path / "dashboard_pages.md").read_text()
+    assert "| Page | Requests | p50 ms | p95 ms | Max ms | Outcome |" in report
+    assert "each page's p95 <= 300 ms" in report
 
 
 def test_explain_stats_rejects_a_bad_size() -> None:

@@ -124,10 +124,16 @@ def test_pause_and_resume_a_name(dogs: Callable[..., Any], store: MongoJobStore)
 
 
 @pytest.mark.mongo
-def test_a_name_without_records_is_paused_with_a_note(dogs: Callable[..., Any]) -> None:
-    result = dogs("pause", "napp")
+def test_a_name_without_records_is_refused_unless_forced(dogs: Callable[..., Any]) -> None:
+    """Issue 29: ``dogs pause send_newslettr`` (a typo) paused a name no worker knows, exit 0."""
+    schedule(dogs, "nap", "--run-in", "1h")
+    refused = dogs("pause", "napp", code=2)
+    assert "Error: NAME napp: no job of that name has records or history" in refused.stderr
+    assert "did you mean 'nap'?" in refused.stderr
+    assert "napp" not in status_rows(dogs)
+    result = dogs("pause", "napp", "--force")
     assert result.stdout.startswith("Paused napp: ")
-    assert "Note: no job records named 'napp' (a typo?); it is paused anyway." in result.stderr
+    assert "Note: no job records named 'napp' right now." in result.stderr
     rows = status_rows(dogs)
     assert rows["napp"]["paused"] is True, "a paused name gets a row of its own"
     assert rows["napp"]["due"] == 0
@@ -238,7 +244,7 @@ def test_a_worker_leaves_a_paused_name_alone_until_it_is_resumed(
     store: MongoJobStore,
     request: pytest.FixtureRequest,
 ) -> None:
-    dogs("pause", "greet")
+    dogs("pause", "greet", "--force")  # before its first record
     greeting = schedule(dogs, "greet", "--params", '{"name": "Ada"}')
     # The worker reads the pauses before its first claim.
     request.getfixturevalue("worker")

@@ -93,13 +93,16 @@ def test_the_table(runner: CliRunner, db_env: dict[str, str | None], store: Mong
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "Dogs stats, the 1h before" in out
-    for header in ("Runs", "Success", "Failed", "Stale", "p50", "p95", "Max", "Jobs/min"):
+    for header in (
+        "Attempts", "Succeeded", "Errors", "Stale", "Cancelled", "Snoozed", "Attempt success",
+        "Failed jobs", "Job success", "p50", "p95", "Max", "Attempts/min",
+    ):  # fmt: skip
         assert header in out
     send = next(line for line in out.splitlines() if "send_email" in line and "%" in line)
-    assert send.split("│")[2].strip() == "10"  # runs
+    assert send.split("│")[2].strip() == "10"  # attempts
     assert "80.0%" in send  # 8 of 8 + 1 + 1
     assert "900 ms" in send  # the max
-    assert "Failures by error type" in out
+    assert "Errors by type" in out
     assert "smtplib.SMTPException" in out
     report = next(line for line in out.splitlines() if "report" in line and "%" in line)
     assert "2.5 s" in report
@@ -114,8 +117,8 @@ def test_json_of_one_name_over_a_window(
     assert result.exit_code == 0, result.output
     (report,) = json.loads(result.stdout)
     assert report["job_name"] == "report"
-    assert report["runs"] == 2
-    assert report["success_rate"] == 1.0
+    assert report["runs"] == report["attempts"] == 2
+    assert report["attempt_success_rate"] == report["job_success_rate"] == 1.0
     assert report["duration_max_ms"] == 2500.0
     assert len(report["throughput"]) in (180, 181)
     assert sum(count for _, count in report["throughput"]) == 2
@@ -126,6 +129,6 @@ def test_json_of_one_name_over_a_window(
 def test_no_runs(runner: CliRunner, db_env: dict[str, str | None], store: MongoJobStore) -> None:
     result = invoke(runner, "stats", "--window", "15m", env=db_env)
     assert result.exit_code == 0, result.output
-    assert "No runs in the 15m before" in result.stdout
+    assert "No attempts in the 15m before" in result.stdout
     as_json = invoke(runner, "stats", "--json", env=db_env)
     assert json.loads(as_json.stdout) == []

@@ -16,6 +16,7 @@ import pytest
 from examples import (
     custom_adapter,
     dashboard_mount,
+    finding,
     fleet_limits,
     following,
     leases,
@@ -385,13 +386,38 @@ def test_observability_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixtur
 
 
 STATS_LINES = (
-    "charge_card: 8 runs, 6 succeeded, 2 failed {'CardDeclinedError': 2}, success 75%",
-    "resize_image: 16 runs, 16 succeeded, 0 failed {}, success 100%",
+    "charge_card: 8 attempts, 6 succeeded, 2 errors {'CardDeclinedError': 2}, 2 failed jobs, "
+    "attempt success 75%, job success 75%",
+    "resize_image: 16 attempts, 16 succeeded, 0 errors {}, 0 failed jobs, "
+    "attempt success 100%, job success 100%",
     "resize_image p50 below 300 ms: True",
     "resize_image slowest at least 300 ms: True",
-    "resize_image runs counted minute by minute: 16",
-    "charge_card over 5 minutes: 8 runs",
+    "resize_image attempts counted minute by minute: 16",
+    "charge_card over 5 minutes: 8 attempts",
 )
+
+
+FINDING_LINES = (
+    "receipt-25: found by its unique key, finished, last run success",
+    "errors: 2 x MailboxFullError 'mailbox <n> full' in send_receipt",
+    "run on this host: 6 executions, 2 errors",
+    "import_orders waiting with plan=pro: 2",
+)
+
+
+def test_finding(capsys: pytest.CaptureFixture[str]) -> None:
+    finding.main([])
+    out = output_of(capsys)
+    for line in FINDING_LINES:
+        assert line in out
+
+
+@pytest.mark.mongo
+def test_finding_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    finding.main(["--uri", mongodb_uri])
+    out = output_of(capsys)
+    for line in FINDING_LINES:
+        assert line in out
 
 
 SKEWED_CLOCKS_LINES = (

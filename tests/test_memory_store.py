@@ -21,6 +21,8 @@ from dogs_core.domain.records import (
     Duplicate,
     HistoryRecord,
     HistoryStatus,
+    Hold,
+    HoldReason,
     JobRecord,
     JobState,
     JobStatus,
@@ -595,6 +597,7 @@ def test_hand_built_copies_keep_every_field() -> None:
         # Issue 27's additive fields, copied by the claim too (_memory_state.MemoryState._take).
         "tags", "start_before", "unique_window", "debounce_until", "parked_at", "parked_run_at",
         "schedule",
+        "held",
     }  # fmt: skip
     row = HistoryRecord(
         execution_id="e",
@@ -617,9 +620,13 @@ def test_hand_built_copies_keep_every_field() -> None:
         owner=Owner(host="h", pid=1, instance_id="i"),
         progress=Progress(0.5, "half", {"rows": [1]}, datetime(2030, 1, 1, 0, 0, 1, 999, UTC), "e"),
         workflow_id="w",
+        outcome="failed",
+        ran=False,
     )
     assert {f.name for f in dataclasses.fields(HistoryRecord)} == {
-        f.name for f in dataclasses.fields(row) if getattr(row, f.name) not in (None, False)
+        f.name
+        for f in dataclasses.fields(row)
+        if getattr(row, f.name) is not None and getattr(row, f.name) != f.default
     }, "give every field a value that is not its default"
     stored = memory._history_row(row)
     expected = dataclasses.replace(
@@ -667,6 +674,7 @@ def test_a_claim_keeps_every_other_field() -> None:
         parked_at=T0 - DAY,
         parked_run_at=T0 - S,
         schedule=ScheduleSpec(job="report", every=3600 * S),
+        held=Hold(HoldReason.RATE, since=T0 - DAY, until=T0 - S),
     )
     assert {f.name for f in dataclasses.fields(record)} == {
         f.name for f in dataclasses.fields(record) if getattr(record, f.name) is not None
@@ -678,6 +686,7 @@ def test_a_claim_keeps_every_other_field() -> None:
     assert claimed is not None
     assert claimed.previous_attempt is not None
     assert claimed.previous_attempt.owner == record.lock_owner
+    assert claimed.held_since == T0 - DAY  # its hold was in force (until is its next run)
     assert store.get_record(record.id) == dataclasses.replace(
         record,
         last_run_at=T0,

@@ -15,6 +15,7 @@ from dogs_testing.contract import (
     ArchiveContract,
     ArchiveUnderTest,
     FollowingContract,
+    InspectionContract,
     JobStoreContract,
     SchedulesContract,
     ThreadedArchive,
@@ -84,6 +85,14 @@ class TestInMemoryArchiveSyncFaceInThreads(ArchiveContract):
 
 class TestInMemoryFollowingAsyncFace(FollowingContract):
     """The optional following role over the async face."""
+
+    @pytest.fixture
+    def store(self) -> InMemoryJobStore:
+        return InMemoryJobStore()
+
+
+class TestInMemoryInspection(InspectionContract):
+    """The optional inspection role over the async face."""
 
     @pytest.fixture
     def store(self) -> InMemoryJobStore:

@@ -25,6 +25,7 @@ __all__ = [
     "LockLostError",
     "MissingRoleError",
     "MissingStoreRoleError",
+    "QueryTooBroadError",
     "RenewalProtocolError",
     "ScheduleInCodeError",
     "ScheduleNotFoundError",
@@ -343,19 +344,42 @@ class WorkflowsNotSupportedError(StoreError):
     written. MongoDB and in-memory stores have it."""
 
 
-class MissingRoleError(DogsError):
+class MissingRoleError(DogsError, LookupError):
     """The store lacks an optional role a feature needs (a custom store written before the
-    role existed): ``role`` names it, ``feature`` says what needed it."""
+    role existed keeps working for everything else): ``role`` names it, ``feature`` says what
+    needed it, ``roles`` are the ones the store lists."""
 
     def __init__(self, role: str, feature: str, store: object) -> None:
         self.role = role
         self.feature = feature
+        listed = getattr(store, "roles", None)
+        self.roles = tuple(sorted(str(getattr(r, "value", r)) for r in listed or ()))
+        have = f"its roles: {', '.join(self.roles)}" if self.roles else "it lists no roles"
         super().__init__(
             f"{feature} needs the store's {role!r} role, which {type(store).__name__} does not "
-            "have (a store lists its roles in `roles`: docs/architecture.md, the store port)"
+            f"have ({have}; a store lists its roles in `roles`: docs/architecture.md)"
         )
 
 
 def _short_repr(value: Any, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# -- finding (the inspection role) ----------------------------------------------------------------
+
+
+class QueryTooBroadError(DogsError):
+    """A search with filters no index serves (``filters``, e.g. ``("owner", "params")``)
+    read rows for ``seconds`` without filling its page. Narrow it: a job name, a status, an
+    error type or a shorter time range let an index find the rows."""
+
+    def __init__(self, filters: tuple[str, ...], seconds: float) -> None:
+        self.filters = filters
+        self.seconds = seconds
+        names = ", ".join(filters)
+        super().__init__(
+            f"the search by {names} (not served by an index) read rows for {seconds:g} s "
+            "without filling a page: add a job name, a status, an error type or a shorter "
+            "time range"
+        )

@@ -20,7 +20,15 @@ from starlette.staticfiles import StaticFiles
 
 from dogs_core.errors import InvalidOptionError
 from dogs_core.runtime._async.client import DogsClient
-from dogs_dashboard import actions, console, console_actions, pages, schedules, workflow_pages
+from dogs_dashboard import (
+    actions,
+    console,
+    console_actions,
+    finding,
+    pages,
+    schedules,
+    workflow_pages,
+)
 from dogs_dashboard.auth import AuthCallable
 from dogs_dashboard.context import Dashboard
 
@@ -87,6 +95,10 @@ def create_app(
         Route("/workflows", bound(workflow_pages.workflow_list), name="workflows"),
         Route("/workflows/{workflow_id}", bound(workflow_pages.workflow_page), name="workflow"),
         Route("/schedules", bound(schedules.schedule_list), name="schedules"),
+        # Finding (issue 29): executions across jobs, errors grouped, the archive.
+        Route("/executions", bound(finding.executions), name="executions"),
+        Route("/errors", bound(finding.errors), name="errors"),
+        Route("/archive", bound(finding.archive), name="archive"),
         Route("/actions/{action}", bound(actions.perform), methods=["POST"], name="action"),
         # the operator's console: workers, bulk actions, the audit trail, signing in
         Route("/workers", bound(console.workers_page), name="workers"),

@@ -18,15 +18,19 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from dogs_core.domain.records import NameStatus
+from dogs_core.domain.stats import JobStats
 from dogs_core.runtime._async.client import DogsClient
 from dogs_core.uris import redact_uri
 from dogs_dashboard.auth import ANONYMOUS, AuthCallable, DashboardUser, resolve
 from dogs_dashboard.charts import throughput_svg
 from dogs_dashboard.csrf import COOKIE_NAME, FIELD_NAME, CsrfGuard
-from dogs_dashboard.data import StatsCache
+from dogs_dashboard.data import counts_snapshot, stats_snapshot
 from dogs_dashboard.flash import COOKIE_NAME as FLASH_COOKIE
 from dogs_dashboard.flash import read_flash, set_flash
+from dogs_dashboard.reading import TEMPLATE_FILTERS, TEMPLATE_GLOBALS
 from dogs_dashboard.signing import Signer
+from dogs_dashboard.snapshots import Snapshot
 
 __all__ = ["Dashboard", "redact", "root_of"]
 
@@ -87,7 +91,9 @@ def _environment() -> Environment:
     )
     env.filters.update(when=_when, pretty=_pretty, millis=_millis, percent=_percent)
     env.filters.update(window=_window)
+    env.filters.update(TEMPLATE_FILTERS)
     env.globals.update(chart=throughput_svg, field_name=FIELD_NAME)
+    env.globals.update(TEMPLATE_GLOBALS)
     return env
 
 
@@ -101,8 +107,10 @@ class Dashboard:
     title: str
     source: str | None
     refresh_seconds: float
-    stats: StatsCache
+    stats: Snapshot[list[JobStats]]
     env: Environment
+    counts: Snapshot[list[NameStatus]]
+    stats_window: timedelta
     auth: AuthCallable | None = None
     """Who the request is from (``None``: no authentication, everyone is ``anonymous``)."""
     flashes: Signer | None = None
@@ -128,8 +136,10 @@ class Dashboard:
             title=title,
             source=redact(source),
             refresh_seconds=refresh_seconds,
-            stats=StatsCache(client, stats_window, stats_cache_seconds),
+            stats=stats_snapshot(client, stats_window, stats_cache_seconds),
             env=_environment(),
+            counts=counts_snapshot(client),
+            stats_window=stats_window,
             auth=auth,
             flashes=Signer(secret, "dogs-dashboard-flash"),
         )

@@ -1,42 +1,62 @@
-"""What the pages show, read through the client only (``status``, ``paused``, ``stats``,
-``find_jobs``, ``get_job``, ``get_executions``), and the stats cache.
+"""What the pages show, read through the client only (``fleet_status``, ``paused``, ``stats``,
+``find_jobs``, ``search_jobs``, ``lookup``, ``latest_errors``, ``get_job``, ``get_executions``
+and the archive's reads).
 
-The stats come from an aggregation over the history (``DogsClient.stats``); a live page asks
-for them every few seconds from every open browser, so they are cached for
-``cache_seconds`` and computed by one caller at a time.
+The overview's counts (every record of the store) and stats (an aggregation of the history)
+are :class:`~dogs_dashboard.snapshots.Snapshot` reads: exact while they are cheap, a timed
+snapshot read again in the background once they are not (a million records take seconds to
+count).
 """
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-import anyio
-
 from dogs_core.domain.controls import EVERY_JOB
+from dogs_core.domain.finding import FoundJob, JobLookup
 from dogs_core.domain.log_lines import LogLine
 from dogs_core.domain.records import HistoryRecord, JobRecord, JobState, NameStatus
 from dogs_core.domain.stats import JobStats
 from dogs_core.domain.steering import JobPage
 from dogs_core.errors import JobNotFoundError, MissingStoreRoleError
+from dogs_core.ports import Role, store_roles
 from dogs_core.runtime._async.client import DogsClient
+from dogs_dashboard.snapshots import Snapshot
 
 __all__ = [
     "ExecutionLines",
+    "JobView",
+    "ListFilters",
     "NameRow",
     "Overview",
     "SearchResult",
-    "StatsCache",
+    "counts_snapshot",
     "read_job",
     "read_lines",
     "read_overview",
     "search_jobs",
+    "stats_snapshot",
 ]
 
-logger = logging.getLogger("dogs.dashboard")
+
+def counts_snapshot(client: DogsClient) -> Snapshot[list[NameStatus]]:
+    """Every name's counts (``fleet_status``: a job claimed but not admitted by its fleet
+    limit is held, not running), fresh whenever they are cheap to read."""
+    return Snapshot(client.fleet_status, fresh_age=0.0, name="counts")
+
+
+def stats_snapshot(
+    client: DogsClient, window: timedelta, cache_seconds: float
+) -> Snapshot[list[JobStats]]:
+    """``client.stats(window=...)``, kept ``cache_seconds`` at least."""
+
+    async def read() -> list[JobStats]:
+        return list(await client.stats(window=window))
+
+    return Snapshot(read, fresh_age=cache_seconds, name="stats")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,46 +76,24 @@ class Overview:
     stats_error: str | None
     window: timedelta
     total_throughput: tuple[tuple[datetime, int], ...]
+    counts_error: str | None = None
+    counts_age: float | None = None
+    """Seconds since the counts were read, when they are a snapshot (``None``: just now)."""
+    stats_age: float | None = None
 
 
-@dataclass
-class StatsCache:
-    """``client.stats(window=...)``, kept for ``cache_seconds``; concurrent readers of an
-    expired entry wait for one computation instead of each starting its own."""
-
-    client: DogsClient
-    window: timedelta
-    cache_seconds: float
-    clock: Callable[[], float] = time.monotonic
-    _value: list[JobStats] | None = None
-    _error: str | None = None
-    _at: float = float("-inf")
-    _lock: anyio.Lock = field(default_factory=anyio.Lock)
-
-    async def get(self) -> tuple[list[JobStats], str | None]:
-        """The stats of every name (empty with an error text when the store cannot say)."""
-        async with self._lock:
-            if self.clock() - self._at >= self.cache_seconds:
-                self._value, self._error = await self._compute()
-                self._at = self.clock()
-            return list(self._value or []), self._error
-
-    async def _compute(self) -> tuple[list[JobStats], str | None]:
-        try:
-            return list(await self.client.stats(window=self.window)), None
-        except NotImplementedError:
-            return [], "the store cannot aggregate stats"
-        except Exception as error:  # a panel, not the page: show why and keep serving
-            logger.warning("dashboard: reading stats failed: %r", error)
-            return [], f"{type(error).__name__}: {error}"
-
-
-async def read_overview(client: DogsClient, stats_cache: StatsCache) -> Overview:
+async def read_overview(
+    client: DogsClient,
+    counts: Snapshot[list[NameStatus]],
+    stats_cache: Snapshot[list[JobStats]],
+    window: timedelta,
+) -> Overview:
     """Every job name with records, a pause or history in the stats window."""
-    statuses = {row.job_name: row for row in await client.status()}
+    counted = await counts.get()
+    statuses = {row.job_name: row for row in counted.value or []}
     paused = await client.paused()
-    stats, error = await stats_cache.get()
-    by_name = {row.job_name: row for row in stats}
+    stats = await stats_cache.get()
+    by_name = {row.job_name: row for row in stats.value or []}
     names = sorted(set(statuses) | (set(paused) - {EVERY_JOB}) | set(by_name))
     rows = tuple(
         NameRow(
@@ -109,9 +107,12 @@ async def read_overview(client: DogsClient, stats_cache: StatsCache) -> Overview
     return Overview(
         rows=rows,
         all_paused=EVERY_JOB in paused,
-        stats_error=error,
-        window=stats_cache.window,
-        total_throughput=_summed(stats),
+        stats_error=stats.error,
+        window=window,
+        total_throughput=_summed(stats.value or []),
+        counts_error=counted.error,
+        counts_age=counted.age,
+        stats_age=stats.age,
     )
 
 
@@ -126,11 +127,30 @@ def _summed(stats: Sequence[JobStats]) -> tuple[tuple[datetime, int], ...]:
 
 @dataclass(frozen=True, slots=True)
 class SearchResult:
-    """A page of the job list: the records, the cursor of the next page, and how a search
-    matched (``"id"``, ``"unique key"`` or ``None`` when there was no search)."""
+    """A page of the job list: the records, the cursor of the next page, how a search matched
+    (``"id"``, ``"unique key"`` or ``None`` when there was no search, or nothing matched), the
+    jobs it found that have no live record (finished, archived), and each record's last error."""
 
     page: JobPage
     matched_by: str | None = None
+    elsewhere: tuple[FoundJob, ...] = ()
+    errors: dict[str, HistoryRecord] = field(default_factory=dict)
+    searched: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ListFilters:
+    """The job list's filters beyond name and state: params path, owner, creation time."""
+
+    params: str | None = None
+    owner: str | None = None
+    created_since: datetime | None = None
+    created_until: datetime | None = None
+
+    @property
+    def any(self) -> bool:
+        return any(v is not None for v in (self.params, self.owner, self.created_since,
+                                           self.created_until))  # fmt: skip
 
 
 async def search_jobs(
@@ -141,32 +161,92 @@ async def search_jobs(
     query: str | None,
     limit: int,
     after: str | None,
+    filters: ListFilters | None = None,
     tag: str | None = None,
 ) -> SearchResult:
-    """The job list: one page of ``find_jobs``, or the records a search names. A search is
-    an id first, then a unique key (as stored, then scoped by ``name`` the way a job with
-    ``unique_scope="job"`` stores it)."""
-    if not query:
+    """The job list: one page of ``find_jobs`` (``search_jobs`` with filters), or what a
+    search by id or unique key finds, live, finished or archived (``lookup``)."""
+    inspecting = Role.INSPECTION in store_roles(client.store)
+    if query:
+        return await _looked_up(client, query, name, inspecting)
+    if filters is not None and filters.any:
+        page = await client.search_jobs(
+            name,
+            state=state,
+            params=filters.params,
+            owner=filters.owner,
+            created_since=filters.created_since,
+            created_until=filters.created_until,
+            limit=limit,
+            after=after,
+        )
+    else:
         page = await client.find_jobs(name, state=state, limit=limit, after=after, tags=tag)
-        return SearchResult(page)
-    record = await client.get_job(query)
-    if record is not None:
-        return SearchResult(JobPage((record,), None), "id")
-    keys = [query] + ([f"{name}:{query}"] if name else [])
-    for key in keys:
-        page = await client.find_jobs(name, state=state, unique_key=key, limit=limit)
-        if page.jobs:
-            return SearchResult(page, "unique key")
-    return SearchResult(JobPage((), None), None)
+    return SearchResult(page, errors=await _errors(client, page.jobs, inspecting))
 
 
-async def read_job(
-    client: DogsClient, job_id: str, *, limit: int = 50
-) -> tuple[JobRecord | None, list[HistoryRecord]]:
-    """A job's record (``None`` once it is gone) and its newest executions."""
+async def _looked_up(
+    client: DogsClient, query: str, name: str | None, inspecting: bool
+) -> SearchResult:
+    if not inspecting:  # a store without the role: live records only, as before
+        record = await client.get_job(query) if _looks_like_id(query) else None
+        if record is not None:
+            return SearchResult(JobPage((record,), None), "id", searched=True)
+        page = await client.find_jobs(name, unique_key=query, limit=50)
+        return SearchResult(page, "unique key" if page.jobs else None, searched=True)
+    lookup: JobLookup = await client.lookup(query, job=name)
+    live = tuple(job.record for job in lookup.jobs if job.where == "live" and job.record)
+    elsewhere = tuple(job for job in lookup.jobs if job.where != "live")
+    return SearchResult(
+        JobPage(live, None),
+        lookup.matched_by,
+        elsewhere,
+        await _errors(client, live, inspecting),
+        searched=True,
+    )
+
+
+def _looks_like_id(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
+async def _errors(
+    client: DogsClient, records: Sequence[JobRecord], inspecting: bool
+) -> dict[str, HistoryRecord]:
+    ran = [record.id for record in records if (record.tries or 0) > 0 or record.lock_id]
+    if not inspecting or not ran:
+        return {}
+    return await client.latest_errors(ran)
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """A job's page: its record (``None`` once it is gone), its newest executions, and when
+    ``dogs archive`` moved it (``archived_at``: the record and rows are the archive's)."""
+
+    record: JobRecord | None
+    executions: list[HistoryRecord]
+    archived_at: datetime | None = None
+
+
+async def read_job(client: DogsClient, job_id: str, *, limit: int = 50) -> JobView:
+    """A job's record and newest executions; from the archive when nothing is live."""
     record = await client.get_job(job_id)
     executions = await client.get_executions(job_id=job_id, limit=limit)
-    return record, executions
+    if record is not None or executions or Role.INSPECTION not in store_roles(client.store):
+        return JobView(record, executions)
+    archived, _ = await client.archived_jobs(job_ids=[job_id], limit=1)
+    page = await client.archived_executions(job_id=job_id, limit=limit)
+    stamps = [archived[0].archived_at] if archived else list(page.archived_at)
+    return JobView(
+        archived[0].item if archived else None,
+        list(page.rows),
+        next((moment for moment in stamps if moment is not None), None),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,9 +42,9 @@ from dogs_core.domain.events import (
     ClaimSwept,
     Event,
     ExecutionEnded,
-    JobClaimed,
     JobExpired,
     JobScheduled,
+    JobStarted,
     LockLost,
     StoreErrored,
     WorkflowFinished,
@@ -63,8 +63,10 @@ __all__ = ["GAUGE_STATES", "PrometheusMetrics", "serve_metrics", "worker_metrics
 
 logger = logging.getLogger("dogs.integrations.prometheus")
 
-GAUGE_STATES: Final = ("due", "scheduled", "running", "stale", "failed")
-"""The ``state`` label values of ``dogs_jobs``, each a field of :class:`NameStatus`."""
+GAUGE_STATES: Final = ("due", "scheduled", "running", "held", "stale", "failed")
+"""The ``state`` label values of ``dogs_jobs``, each a field of :class:`NameStatus` (``held``:
+given back by a fleet-wide limit, ``failed``: at the attempt limit; the words of ``dogs status``
+and of the dashboard)."""
 
 ALL_NAMES: Final = "*"
 """The job name of a fleet-wide pause of every name (``dogs pause '*'``)."""
@@ -77,7 +79,7 @@ _NAMESPACE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 _EVENT_KINDS: Final = (
     ExecutionEnded,
-    JobClaimed,
+    JobStarted,
     ClaimSwept,
     JobScheduled,
     LockLost,
@@ -98,7 +100,14 @@ class _Common(TypedDict):
 
 def _state_counts(status: NameStatus) -> tuple[int, ...]:
     """The values of :data:`GAUGE_STATES`, in that order."""
-    return (status.due, status.scheduled_later, status.running, status.stale, status.terminal)
+    return (
+        status.due,
+        status.scheduled_later,
+        status.running,
+        status.held,
+        status.stale,
+        status.terminal,
+    )
 
 
 class PrometheusMetrics:
@@ -169,7 +178,8 @@ class PrometheusMetrics:
         )
         self.pickup_lag = Histogram(
             "pickup_lag_seconds",
-            "Seconds a job had been due when it was claimed.",
+            "Seconds a job had been due (held by a fleet limit included) when it started; "
+            "one observation per execution.",
             ["job_name"],
             buckets=LAG_BUCKETS,
             **common,
@@ -183,7 +193,7 @@ class PrometheusMetrics:
         )
         self.oldest_due_age = Gauge(
             "oldest_due_age_seconds",
-            "Age of the oldest due or stale record of the job name (0 when none).",
+            "Seconds the oldest due, held or stale record of the job name has waited (0: none).",
             ["job_name"],
             **common,
         )
@@ -237,7 +247,8 @@ class PrometheusMetrics:
             name = event.job.job_name
             self.executions.labels(name, event.outcome).inc()
             self.execution_duration.labels(name).observe(max(event.duration, 0.0))
-        elif isinstance(event, JobClaimed):
+        elif isinstance(event, JobStarted):
+            # Once per execution that starts (a held job is claimed again and again).
             if event.pickup_lag is not None:
                 self.pickup_lag.labels(event.job.job_name).observe(max(event.pickup_lag, 0.0))
         elif isinstance(event, ClaimSwept):

@@ -18,7 +18,7 @@ from dogs_core.domain.outcome import (
     Release,
     Reschedule,
 )
-from dogs_core.domain.records import JobRecord, JobStatus, JobType, to_millis
+from dogs_core.domain.records import Hold, JobRecord, JobStatus, JobType, to_millis
 from dogs_core.domain.settle import Settlement, check_settlements, rows_of
 from dogs_testing._memory_state import _NO_LOCK, MemoryState, _history_row, _ms
 
@@ -50,11 +50,13 @@ class MemorySettle(MemoryState):
             priority = command.priority if isinstance(command, Reschedule) else None
             reset = isinstance(command, Reschedule) and command.reset_tries
             tries = command.tries if command.tries is not None else 0 if reset else old.tries
+            hold = command.hold if isinstance(command, Defer) else None
             new = dataclasses.replace(
                 old,
                 next_run_at=to_millis(command.next_run_at),
                 priority=old.priority if priority is None else priority,
                 tries=tries,
+                held=old.held if hold is None else _stored_hold(hold),
                 **_NO_LOCK,
             )
         elif isinstance(command, MarkTerminal):
@@ -77,3 +79,8 @@ class MemorySettle(MemoryState):
         if new is not None and not isinstance(command, MarkTerminal | DemoteStale):
             self._feeds.offer_record(new)  # released or moved: it may be claimable
         return True
+
+
+def _stored_hold(hold: Hold) -> Hold:
+    """``hold`` with its times at the store's precision (milliseconds)."""
+    return Hold(hold.reason, to_millis(hold.since), to_millis(hold.until))

@@ -149,6 +149,8 @@ def _history_row(record: HistoryRecord) -> HistoryRecord:
         owner=record.owner,
         progress=None if record.progress is None else _copy_progress(record.progress),
         workflow_id=record.workflow_id,
+        outcome=record.outcome,
+        ran=record.ran,
     )
 
 
@@ -414,6 +416,7 @@ class MemoryState:
             parked_at=old.parked_at,
             parked_run_at=old.parked_run_at,
             schedule=old.schedule,
+            held=old.held,
         )
         # A claim changes no field any index depends on (partition, name, priority, next run,
         # type, status, identifier, expiry): replacing the record is all `_put` would do. (It
@@ -443,6 +446,7 @@ class MemoryState:
             start_before=new.start_before,
             unique_window=new.unique_window,
             schedule=new.schedule,
+            held_since=None if old.holding is None else old.holding.since,
         )
 
     def _insert_history(self, row: HistoryRecord) -> None:

@@ -39,7 +39,7 @@ class MemoryStats(MemoryState):
 
     def _name_status(self, name: str, now: datetime) -> NameStatus:
         counts: dict[str, int] = dict.fromkeys(
-            ("due", "scheduled_later", "running", "stale", "terminal"), 0
+            ("due", "scheduled_later", "running", "stale", "terminal", "held"), 0
         )
         oldest: datetime | None = None
         for record_id in self._by_name[name]:
@@ -47,15 +47,18 @@ class MemoryStats(MemoryState):
             state = record.state(now)
             if state is JobState.FAILED:
                 counts["terminal"] += 1
-            elif state in (JobState.RUNNING, JobState.STALE):
+            elif state in (JobState.RUNNING, JobState.STALE, JobState.HELD):
                 counts[state.value] += 1
             elif state in _DUE_LIKE and record.next_run_at <= now:
                 counts["due"] += 1
             else:
                 counts["scheduled_later"] += 1
-            waiting = state is JobState.STALE or (state in _DUE_LIKE and record.next_run_at <= now)
-            if waiting and (oldest is None or record.next_run_at < oldest):
-                oldest = record.next_run_at
+            waiting = state in (JobState.STALE, JobState.HELD) or (
+                state in _DUE_LIKE and record.next_run_at <= now
+            )
+            since = record.waiting_since()
+            if waiting and (oldest is None or since < oldest):
+                oldest = since
         return NameStatus(
             job_name=name,
             due=counts["due"],
@@ -64,6 +67,7 @@ class MemoryStats(MemoryState):
             stale=counts["stale"],
             terminal=counts["terminal"],
             oldest_due_at=oldest,
+            held=counts["held"],
         )
 
     def job_stats(

@@ -66,7 +66,7 @@ of the port has its module, as the MongoDB store's do (``_memory_scheduling``,
 feeds over ``_memory_feeds``' hub, ``_memory_steering``, ``_memory_stats``, ``_memory_controls``,
 ``_memory_leases``, ``_memory_maintenance``, ``_memory_archive``, ``_memory_following``,
 ``_memory_workflows``, ``_memory_uniqueness``, ``_memory_schedules``, ``_memory_registry``,
-``_memory_audit``, ``_memory_bulk``); this module composes them
+``_memory_audit``, ``_memory_bulk``, ``_memory_inspection``); this module composes them
 into the two faces of the port.
 """
 
@@ -90,6 +90,7 @@ from dogs_testing._memory_claims import MemoryClaims
 from dogs_testing._memory_controls import MemoryControls
 from dogs_testing._memory_following import MemoryFollowing
 from dogs_testing._memory_history import MemoryHistory
+from dogs_testing._memory_inspection import MemoryInspection
 from dogs_testing._memory_leases import MemoryLeases
 from dogs_testing._memory_maintenance import MemoryMaintenance
 from dogs_testing._memory_registry import MemoryRegistry
@@ -107,6 +108,7 @@ __all__ = ["InMemoryJobStore", "SyncInMemoryJobStore"]
 
 
 class SyncInMemoryJobStore(
+    MemoryInspection,  # first: it builds on the archive and the controls below
     MemoryScheduling,
     MemoryClaims,
     MemorySettle,

@@ -258,7 +258,8 @@ def test_a_finished_job_keeps_its_page(env: Env) -> None:
 @pytest.mark.parametrize(
     ("path", "status", "text"),
     [
-        ("/jobs/no-such-job", 404, "no job"),
+        ("/jobs/no-such-job", 400, "not a job id"),
+        ("/jobs/01900000-0000-7000-8000-000000000000", 404, "no job"),
         ("/jobs?state=everywhere", 400, "state"),
         ("/jobs?limit=0", 400, "limit"),
         ("/jobs?limit=5000", 400, "limit"),

@@ -119,6 +119,7 @@ def test_an_event_row_copies_the_claimed_job() -> None:
         result={"sent": True},
         error_message=None,
         unique_identifier="welcome-ada",
+        outcome="succeeded",
     )
     assert row.duration_ms == 3_000
 

@@ -3,6 +3,7 @@ buckets and the counting of history rows into :class:`JobStats`."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from datetime import UTC, datetime, timedelta, timezone
@@ -164,22 +165,28 @@ def test_rows_are_counted_per_name_in_the_window() -> None:
         job_name="a",
         runs=8,
         succeeded=2,
-        failed=3,
+        errors=3,
         stale=1,
         cancelled=1,
-        failures_by_type={"builtins.KeyError": 2, "unknown": 1},
+        snoozed=1,
+        retried=0,
+        failed=0,
+        errors_by_type={"builtins.KeyError": 2, "unknown": 1},
         duration_p50_ms=50.0,  # of 20 30 40 50 100 200 300 400: rank ceil(0.5 * 8) = 4
         duration_p95_ms=400.0,  # rank ceil(0.95 * 8) = 8
         duration_max_ms=400.0,
         throughput=((T0, 2), (T0 + _MIN, 3), (T0 + 2 * _MIN, 3)),
         since=since,
         until=until,
+        first_started_at=T0,
+        last_started_at=T0 + 2 * _MIN,
     )
     assert a.success_rate == pytest.approx(2 / 6)
-    assert a.per_minute == pytest.approx(8 / 3)
+    assert a.per_minute == pytest.approx(8 / 2)  # over the two minutes it was active
     assert b.runs == 1
-    assert b.failures_by_type == {}
+    assert b.errors_by_type == {}
     assert b.success_rate == 1.0
+    assert b.per_minute is None  # one attempt has no rate
     assert b.throughput == ((T0, 0), (T0 + _MIN, 1), (T0 + 2 * _MIN, 0))
 
 
@@ -187,7 +194,7 @@ def test_snoozed_and_cancelled_rows_have_no_success_rate() -> None:
     rows = [_row(1, status=HistoryStatus.SNOOZED), _row(2, status=HistoryStatus.CANCELLED)]
     (stats,) = stats_from_history(rows, since=T0, until=T0 + _MIN)
     assert stats.runs == 2
-    assert stats.succeeded == stats.failed == stats.stale == 0
+    assert stats.succeeded == stats.errors == stats.stale == 0
     assert stats.success_rate is None
 
 
@@ -198,7 +205,7 @@ def test_job_stats_fills_every_minute_and_drops_minutes_outside() -> None:
         until=T0 + 2 * _MIN,
         runs=3,
         statuses={"success": 3},
-        failures_by_type={},
+        errors_by_type={},
         durations=(1.0, 2.0, 3.0),
         per_minute={T0 + timedelta(seconds=59): 1, T0 + _MIN: 2, T0 + 5 * _MIN: 9},
     )
@@ -228,11 +235,49 @@ def test_counts_add_up(spec: list[tuple[str, int, int, HistoryStatus]]) -> None:
     for s in stats:
         assert sum(count for _, count in s.throughput) == s.runs
         assert len(s.throughput) == 5
-        assert s.succeeded + s.failed + s.stale + s.cancelled + s.expired <= s.runs
-        assert sum(s.failures_by_type.values()) == s.failed
+        assert s.succeeded + s.errors + s.stale + s.cancelled + s.expired <= s.runs
+        assert sum(s.errors_by_type.values()) == s.errors
         if s.runs == s.expired:  # expired rows never ran: they have no duration
             assert s.duration_p50_ms is None
             continue
+        assert s.succeeded + s.errors + s.stale + s.cancelled + s.snoozed == s.runs
+        assert sum(s.errors_by_type.values()) == s.errors
+        assert s.retried + s.failed <= s.errors
         assert s.duration_p50_ms is not None
         assert s.duration_p95_ms is not None
         assert s.duration_p50_ms <= s.duration_p95_ms <= (s.duration_max_ms or 0)
+
+
+# -- per attempt and per job (issue 29: "a job that failed twice then succeeded: 33.3 %") -----
+
+
+def test_a_job_that_failed_twice_then_succeeded_is_one_job_success_in_one() -> None:
+    """Per attempt it is one success in three; per job, one success in one (its two errors
+    were retried). Before the rows said whether a retry followed, only 33.3 % could be told."""
+    rows = [
+        dataclasses.replace(
+            _row(1, status=HistoryStatus.ERROR, error_type="app.Flaky"), outcome="retried"
+        ),
+        dataclasses.replace(
+            _row(2, at=T0 + timedelta(seconds=1), status=HistoryStatus.ERROR), outcome="retried"
+        ),
+        dataclasses.replace(_row(3, at=T0 + timedelta(seconds=2)), outcome="succeeded"),
+        dataclasses.replace(
+            _row(4, at=T0 + timedelta(seconds=3), status=HistoryStatus.ERROR), outcome="failed"
+        ),
+    ]
+    (stats,) = stats_from_history(rows[:3], since=T0, until=T0 + _MIN)
+    assert stats.attempt_success_rate == pytest.approx(1 / 3)
+    assert stats.job_success_rate == 1.0
+    assert (stats.errors, stats.retried, stats.failed) == (2, 2, 0)
+    (with_a_failed_job,) = stats_from_history(rows, since=T0, until=T0 + _MIN)
+    assert with_a_failed_job.job_success_rate == pytest.approx(1 / 2)
+    assert with_a_failed_job.failed == 1
+
+
+def test_attempts_per_minute_are_over_the_active_span() -> None:
+    """300 attempts started within 4 s are 4,500 a minute, not 300 over a 1 h window (5.00)."""
+    rows = [_row(i, at=T0 + timedelta(milliseconds=4000 * i // 299)) for i in range(300)]
+    (stats,) = stats_from_history(rows, since=T0, until=T0 + timedelta(hours=1))
+    assert stats.active_span == timedelta(seconds=4)
+    assert stats.per_minute == pytest.approx(4500)

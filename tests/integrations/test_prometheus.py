@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from dogs_core.domain.definitions import Discard
-from dogs_core.domain.events import ClaimSwept, JobClaimed, LockLost, StoreErrored
+from dogs_core.domain.events import ClaimSwept, JobClaimed, JobStarted, LockLost, StoreErrored
 from dogs_core.domain.records import ClaimedJob, JobType, NameStatus
 from dogs_core.errors import InvalidOptionError, TransientStoreError
 from dogs_core.jobs import Jobs
@@ -156,8 +156,9 @@ def test_lock_losses_store_errors_claims_and_lags_by_hand(metrics: PrometheusMet
     hub.emit(StoreErrored("claim_many", TransientStoreError("blip"), transient=True))
     hub.emit(StoreErrored("schedule", RuntimeError("bad"), transient=False))
     hub.emit(ClaimSwept(("nap",), 0, "byJobName", requested=4, claimed=0, duration=0.003))
-    hub.emit(JobClaimed(claimed(), pickup_lag=None))
-    hub.emit(JobClaimed(claimed(), pickup_lag=-0.5))  # clocks disagree: counted as 0
+    hub.emit(JobClaimed(claimed(), pickup_lag=3.0))  # a claim is not a start: not observed
+    hub.emit(JobStarted(claimed(), pickup_lag=None))
+    hub.emit(JobStarted(claimed(), pickup_lag=-0.5))  # clocks disagree: counted as 0
     unsubscribe()
     hub.emit(LockLost(claimed(), reason="watchdog"))  # not counted: unsubscribed
     samples = registry_samples(metrics)
@@ -200,6 +201,7 @@ async def test_the_gauges_after_a_refresh_and_names_that_disappear(
     assert value(samples, "dogs_jobs", job_name="mail", state="scheduled") == 1
     assert value(samples, "dogs_jobs", job_name="mail", state="running") == 0
     assert value(samples, "dogs_jobs", job_name="mail", state="stale") == 0
+    assert value(samples, "dogs_jobs", job_name="mail", state="held") == 0
     assert value(samples, "dogs_jobs", job_name="mail", state="failed") == 0
     assert value(samples, "dogs_jobs", job_name="report", state="scheduled") == 1
     assert value(samples, "dogs_oldest_due_age_seconds", job_name="mail") == pytest.approx(30)

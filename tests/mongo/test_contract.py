@@ -18,6 +18,7 @@ from dogs_testing.contract import (
     ArchiveContract,
     ArchiveUnderTest,
     FollowingContract,
+    InspectionContract,
     JobStoreContract,
     SchedulesContract,
     ThreadedArchive,
@@ -197,8 +198,40 @@ class TestAsyncMongoShapingContract(UniquenessContract, SchedulesContract):
         await store.close()
 
 
+class TestAsyncMongoInspectionContract(InspectionContract):
+    """The optional inspection role over the async adapter."""
+
+    pytestmark: ClassVar[Any] = [pytest.mark.anyio, pytest.mark.mongo]
+
+    @pytest.fixture
+    async def store(
+        self, async_mongo_client: AsyncMongoClient[dict[str, Any]], pooled_database: PooledDatabase
+    ) -> AsyncIterator[AsyncMongoJobStore]:
+        store = AsyncMongoJobStore(async_mongo_client, pooled_database.name)
+        await store.setup()
+        pooled_database.set_up()
+        yield store
+        await store.close()
+
+
 class TestSyncMongoShapingContract(UniquenessContract, SchedulesContract):
     """The same over the generated sync adapter, each call in a worker thread."""
+
+    pytestmark: ClassVar[Any] = [pytest.mark.anyio, pytest.mark.mongo]
+
+    @pytest.fixture
+    def store(
+        self, sync_mongo_client: MongoClient[dict[str, Any]], pooled_database: PooledDatabase
+    ) -> Iterator[ThreadedJobStore]:
+        store = MongoJobStore(sync_mongo_client, pooled_database.name)
+        store.setup()
+        pooled_database.set_up()
+        yield ThreadedJobStore(store)
+        store.close()
+
+
+class TestSyncMongoInspectionContract(InspectionContract):
+    """The inspection role over the generated sync adapter, in worker threads."""
 
     pytestmark: ClassVar[Any] = [pytest.mark.anyio, pytest.mark.mongo]
 

@@ -100,9 +100,35 @@ ADDITIVE_RECORD_INDEXES: list[dict[str, Any]] = [
     },
 ]
 
-# The one index we add to Dogs' (docs/differences.md): the history of one job id, newest first.
+# The indexes we add to Dogs' (docs/differences.md): the history of one job id, newest first;
+# then the inspection role's three, partial (a success row without a unique key enters none).
 ADDITIVE_HISTORY_INDEXES: list[dict[str, Any]] = [
     {"v": 2, "key": {"jobId": 1, "startedAt": -1}, "name": "jobId_1_startedAt_-1"},
+    {
+        "v": 2,
+        "key": {
+            "status": 1,
+            "startedAt": -1,
+            "errorType": 1,
+            "errorMessage": 1,
+            "jobName": 1,
+            "executionId": 1,
+        },
+        "name": "jobs_dogs_history_unsuccessful",
+        "partialFilterExpression": {"status": {"$in": ["error", "stale", "cancelled", "snoozed"]}},
+    },
+    {
+        "v": 2,
+        "key": {"errorType": 1, "startedAt": -1},
+        "name": "jobs_dogs_history_errors_by_type",
+        "partialFilterExpression": {"status": "error"},
+    },
+    {
+        "v": 2,
+        "key": {"uniqueIdentifier": 1, "startedAt": -1},
+        "name": "jobs_dogs_history_unique_identifier",
+        "partialFilterExpression": {"uniqueIdentifier": {"$exists": True}},
+    },
 ]
 
 
@@ -142,13 +168,14 @@ def test_record_indexes_are_dogs_indexes_in_creation_order_then_one_additive_ind
         )  # key order matters
 
 
-def test_history_indexes_are_dogs_indexes_then_one_additive_index() -> None:
+def test_history_indexes_are_dogs_indexes_then_the_additive_ones() -> None:
     assert [spec.as_list_indexes_entry() for spec in q.HISTORY_INDEXES] == [
         *DOGS_HISTORY_INDEXES,
         *ADDITIVE_HISTORY_INDEXES,
     ]
-    assert q.HISTORY_INDEXES[-1].name == q.HISTORY_JOB_ID_INDEX_NAME
-    assert list(q.HISTORY_INDEXES[-1].keys) == [("jobId", 1), ("startedAt", -1)]  # key order
+    by_job = q.HISTORY_INDEXES[len(DOGS_HISTORY_INDEXES)]
+    assert by_job.name == q.HISTORY_JOB_ID_INDEX_NAME
+    assert list(by_job.keys) == [("jobId", 1), ("startedAt", -1)]  # key order
 
 
 def test_index_models_carry_names_and_options() -> None:

@@ -483,6 +483,7 @@ _EXPECTED_INDEX = {
     JobState.RUNNING: q.LOCK_ID_INDEX_NAME,
     JobState.STALE: q.LOCK_ID_INDEX_NAME,
     JobState.FAILED: q.FAILED_INDEX_NAME,
+    JobState.HELD: "_id_",
 }
 
 

@@ -70,8 +70,8 @@ async def test_one_job_by_definition_or_name_over_a_window() -> None:
     client = DogsClient(await _store(), jobs, clock=ManualClock(NOW))
     (by_definition,) = await client.stats(send, window="5m")
     assert by_definition.runs == 1
-    assert by_definition.failed == 1
-    assert by_definition.failures_by_type == {"unknown": 1}
+    assert by_definition.errors == 1
+    assert by_definition.errors_by_type == {"unknown": 1}
     (by_name,) = await client.stats("other", window=timedelta(hours=2))
     assert by_name.runs == 2
     assert await client.stats("nothing") == []

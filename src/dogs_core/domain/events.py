@@ -168,10 +168,14 @@ class JobClaimed(Event):
 
 @dataclass(frozen=True, slots=True)
 class JobStarted(Event):
-    """The handler of ``job`` is about to run (fleet limits admitted it, its lock is held)."""
+    """The handler of ``job`` is about to run (fleet limits admitted it, its lock is held).
+    ``pickup_lag`` is how long the job had waited to run, in seconds: from when it was due
+    (or, for a job a fleet limit held back, from when it was first due) to this start; once per
+    execution, where a claim's :class:`JobClaimed` lag repeats for every claim of a held job."""
 
     kind: ClassVar[str] = "job.start"
     job: ClaimedJob
+    pickup_lag: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

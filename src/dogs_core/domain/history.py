@@ -12,6 +12,7 @@ from dogs_core.domain.records import ClaimedJob, HistoryRecord, HistoryStatus
 from dogs_core.errors import DogsError
 
 __all__ = [
+    "OUTCOME_OF_STATUS",
     "TRACEBACK_LIMIT",
     "error_message",
     "error_traceback",
@@ -25,6 +26,18 @@ __all__ = [
 #: frames and the message), so a deep stack cannot make a row large.
 TRACEBACK_LIMIT = 8 * 1024
 
+#: The outcome a row of each status records (:attr:`HistoryRecord.outcome`), the words of the
+#: telemetry events and of ``dogs_executions_total``; an error row is ``failed`` unless a retry
+#: follows it (``retried``).
+OUTCOME_OF_STATUS: dict[HistoryStatus, str] = {
+    HistoryStatus.SUCCESS: "succeeded",
+    HistoryStatus.ERROR: "failed",
+    HistoryStatus.STALE: "stale",
+    HistoryStatus.CANCELLED: "cancelled",
+    HistoryStatus.SNOOZED: "snoozed",
+    HistoryStatus.EXPIRED: "expired",
+}
+
 
 def history_record(
     job: ClaimedJob,
@@ -36,12 +49,15 @@ def history_record(
     result: Any = None,
     error: BaseException | None = None,
     progress: Progress | None = None,
+    retried: bool = False,
 ) -> HistoryRecord | None:
     """The row for one execution of ``job``, or ``None`` when the job keeps no history
-    (``save_executions_for`` is zero), with the execution's last reported ``progress``. A
-    result that cannot be stored as BSON, or that holds an int a Node worker cannot read
-    (beyond +/-(2**53 - 1), unless a ``bson.Int64``), is kept as its ``repr``, so the history
-    write cannot fail on it; an execution that never started is dated at its end."""
+    (``save_executions_for`` is zero), with the execution's last reported ``progress``;
+    ``retried`` when an error row is followed by a retry (its outcome is then ``retried``,
+    else ``failed``). A result that cannot be stored as BSON, or that holds an int a Node
+    worker cannot read (beyond +/-(2**53 - 1), unless a ``bson.Int64``), is kept as its
+    ``repr``, so the history write cannot fail on it; an execution that never started is
+    dated at its end."""
     if definition.save_executions_for <= timedelta(0):
         return None
     started = started_at or ended_at
@@ -70,6 +86,9 @@ def history_record(
         owner=job.owner,
         progress=progress,
         workflow_id=workflow_id_of(job),
+        outcome="retried"
+        if retried and status is HistoryStatus.ERROR
+        else OUTCOME_OF_STATUS[status],
     )
 
 
@@ -109,6 +128,7 @@ def killed_attempt_record(
         unique_identifier=job.unique_identifier,
         owner=attempt.owner,
         workflow_id=workflow_id_of(job),
+        outcome=OUTCOME_OF_STATUS[HistoryStatus.STALE],
     )
 
 

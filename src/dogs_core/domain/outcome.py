@@ -53,7 +53,7 @@ from dogs_core.domain.definitions import (
     retry_run_at,
 )
 from dogs_core.domain.misfire import MissedSlots, misfire_before_run, next_run_after_run
-from dogs_core.domain.records import ClaimedJob, HistoryStatus, JobType
+from dogs_core.domain.records import ClaimedJob, HistoryStatus, Hold, JobType
 from dogs_core.domain.uniqueness import PARKED_AT
 from dogs_core.domain.values import value
 
@@ -159,12 +159,14 @@ class Release:
 class Defer:
     """Push the record back to ``next_run_at`` without touching priority (fenced); ``tries``
     when given (a job refused by a fleet limit gives its try back). ``missed`` when the misfire
-    policy skips the slots it names."""
+    policy skips the slots it names. ``hold`` when a fleet limit refused the job: written on
+    the record (additive ``heldBack``), so views show it ``held`` rather than scheduled."""
 
     next_run_at: datetime
     history: None = None
     tries: int | None = None
     missed: MissedSlots | None = None
+    hold: Hold | None = None
 
 
 @value

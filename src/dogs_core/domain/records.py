@@ -28,6 +28,8 @@ __all__ = [
     "Duplicate",
     "HistoryRecord",
     "HistoryStatus",
+    "Hold",
+    "HoldReason",
     "ItemError",
     "JobRecord",
     "JobState",
@@ -84,8 +86,9 @@ class JobState(enum.StrEnum):
     Checked in this order: ``failed`` (an event record at its attempt limit,
     ``maxTriesReached``), ``running`` (its lock is live), ``stale`` (its lock expired and was
     not released: the worker that held it died or hung, and the job waits for recovery),
-    ``retrying`` (an earlier attempt failed or was interrupted: ``tries >= 1``), ``due``
-    (``next_run_at <= now``) and ``scheduled`` (due later).
+    ``held`` (a fleet-wide concurrency or rate limit refused it and it waits for a slot or a
+    token: :class:`Hold`), ``retrying`` (an earlier attempt failed or was interrupted:
+    ``tries >= 1``), ``due`` (``next_run_at <= now``) and ``scheduled`` (due later).
 
     Which records a claim may take is :mod:`dogs_core.domain.claimable`: those due in
     ``due``, ``retrying`` or ``stale`` (``CLAIMABLE_STATES``).
@@ -97,6 +100,31 @@ class JobState(enum.StrEnum):
     RETRYING = "retrying"
     STALE = "stale"
     FAILED = "failed"
+    HELD = "held"
+
+
+class HoldReason(enum.StrEnum):
+    """Which fleet-wide limit refused a job (``dogs_core.domain.controls``)."""
+
+    CONCURRENCY = "concurrency"
+    """Every slot of its ``global_concurrency`` (or of its concurrency key) was taken."""
+    RATE = "rate"
+    """Its ``rate_limit`` window had no token left."""
+    UNREACHABLE = "unreachable"
+    """The limit's store could not be read (the job waits as if refused)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """A job given back by a fleet limit (additive ``heldBack`` on the record): why, since
+    when it has been waiting to run (the ``next_run_at`` it had when first refused, kept across
+    refusals), and the ``next_run_at`` the refusal set. The hold is in force while the record's
+    ``next_run_at`` is still ``until``: any other writer that moves the record (a claim that
+    runs it, an operator's retry, a Node Dogs worker) ends it without having to remove it."""
+
+    reason: HoldReason
+    since: datetime
+    until: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +242,9 @@ class JobRecord:
     """Additive ``parkedRunAt``: the run time a parked record gets once published."""
     schedule: ScheduleSpec | None = None
     """Additive ``schedule``: set on the recurrent record of a runtime schedule."""
+    held: Hold | None = None
+    """The fleet limit that last gave it back (additive ``heldBack``); in force only while
+    :attr:`holding` says so."""
 
     def state(self, now: datetime) -> JobState:
         """The :class:`JobState` of this record at ``now``."""
@@ -223,9 +254,24 @@ class JobRecord:
             return JobState.RUNNING
         if self.locked_until is not None and not self.lock_released:
             return JobState.STALE
+        if self.next_run_at > now and self.holding is not None:
+            return JobState.HELD
         if (self.tries or 0) >= 1:
             return JobState.RETRYING
         return JobState.DUE if self.next_run_at <= now else JobState.SCHEDULED
+
+    @property
+    def holding(self) -> Hold | None:
+        """The :class:`Hold` in force: the one recorded, while ``next_run_at`` is its
+        ``until`` (whatever moved the record since ended it)."""
+        held = self.held
+        return held if held is not None and held.until == self.next_run_at else None
+
+    def waiting_since(self) -> datetime:
+        """Since when this record has been waiting to run: the start of the hold in force, else
+        its ``next_run_at`` (the "oldest due" of a status view is the least of these)."""
+        holding = self.holding
+        return self.next_run_at if holding is None else min(holding.since, self.next_run_at)
 
     @property
     def lock_released(self) -> bool:
@@ -288,6 +334,9 @@ class ClaimedJob:
     """Once it ends, its unique key stays taken this long (``uniqueWindowMs``)."""
     schedule: ScheduleSpec | None = None
     """The runtime schedule the record is (``schedule``), as read at the claim."""
+    held_since: datetime | None = None
+    """Since when the job has been held back by a fleet limit, when the record's hold was in
+    force at the claim (:attr:`JobRecord.holding`): a refusal again keeps that start."""
 
     @property
     def lock_id(self) -> str:
@@ -341,6 +390,14 @@ class HistoryRecord:
     workflow_id: str | None = None
     """The workflow of the step this execution ran (additive ``workflowId``), so that the
     workflows' release reads the rows of steps only."""
+    outcome: str | None = None
+    """What the execution came to, in the words of the telemetry events and the metrics
+    (additive ``outcome``): ``succeeded``, ``retried`` (an error with a retry to come),
+    ``failed`` (an error that ended the job: its attempt limit, or discarded), ``snoozed``,
+    ``cancelled``, ``stale``. ``None`` on rows written by Node Dogs or before it existed."""
+    ran: bool = True
+    """``False`` for the ``cancelled`` row of a job cancelled before any execution started it
+    (additive ``ran: false``): its times are the cancel's, it has no duration."""
 
     @property
     def duration_ms(self) -> int:
@@ -456,6 +513,14 @@ class NameStatus:
     running: int = 0
     stale: int = 0
     terminal: int = 0
+    """Failed records: at their attempt limit (the ``failed`` state)."""
     oldest_due_at: datetime | None = None
-    """The oldest ``next_run_at`` of work waiting to run: due records and stale ones (which
-    wait for recovery)."""
+    """Since when the oldest work waiting to run has waited: due records and stale ones (which
+    wait for recovery) by their ``next_run_at``, held ones by the start of their hold."""
+    held: int = 0
+    """Records held back by a fleet-wide concurrency or rate limit (the ``held`` state)."""
+
+    @property
+    def failed(self) -> int:
+        """The failed records (``terminal``), by the name every view uses."""
+        return self.terminal

@@ -27,7 +27,9 @@ from dogs_core.domain.records import HistoryRecord, HistoryStatus, to_millis
 from dogs_core.errors import InvalidOptionError
 
 __all__ = [
+    "FAILED",
     "MAX_STATS_WINDOW",
+    "RETRIED",
     "UNKNOWN_ERROR_TYPE",
     "JobStats",
     "check_stats_names",
@@ -45,34 +47,55 @@ MAX_STATS_WINDOW: Final = timedelta(days=7)
 (and keeps one duration per row in memory to sort), so the window bounds its cost. Seven days is
 also the default history retention."""
 
+#: The outcome of an error row followed by a retry, and of one that ended its job
+#: (:attr:`~dogs_core.domain.records.HistoryRecord.outcome`).
+RETRIED: Final = "retried"
+FAILED: Final = "failed"
+
 UNKNOWN_ERROR_TYPE: Final = "unknown"
 """The failure type of an error row without an ``error_type`` (a Node Dogs row, an old one)."""
 
 _MINUTE: Final = timedelta(minutes=1)
+_SECOND: Final = timedelta(seconds=1)
 
 
 @dataclass(frozen=True, slots=True)
 class JobStats:
-    """What the executions of one job name did in the window ``[since, until)``.
+    """What the executions of one job name did in the window ``[since, until)``, per attempt
+    and per job.
 
-    Every count is of history rows whose ``started_at`` is in the window. ``runs`` counts every
-    row, whatever its status; the status counts split it, except that snoozed rows (the handler
-    asked to run again later) are counted in ``runs`` only: a snooze is neither a success nor
-    a failure. ``success_rate`` is over the finished verdicts (success, error, stale).
+    Every count is of history rows whose ``started_at`` is in the window: one row per attempt.
+    ``runs`` (the attempts) counts every row, whatever its status; ``succeeded``, ``errors``,
+    ``stale``, ``cancelled`` and ``snoozed`` split it by status. An error row also says whether
+    a retry followed (``retried``) or the job ended there (``failed``: its attempt limit, or
+    discarded by ``on_error``); rows written by Node Dogs workers do not say, so
+    ``errors >= retried + failed``.
+
+    Per attempt: :attr:`attempt_success_rate`, over the attempts with a verdict (succeeded,
+    errors, stale). Per job: :attr:`job_success_rate`, over the jobs that ended in the window
+    (succeeded or failed): a job that failed twice then succeeded is one attempt success in
+    three, and one job success in one.
     """
 
     job_name: str
     runs: int
-    """History rows whose ``started_at`` is in ``[since, until)``."""
+    """Attempts: history rows whose ``started_at`` is in ``[since, until)``."""
     succeeded: int
-    """Rows of status ``success``."""
-    failed: int
-    """Rows of status ``error``."""
+    """Rows of status ``success``: attempts that succeeded, each the end of its job (or of
+    that run of a recurrent job)."""
+    errors: int
+    """Rows of status ``error``: attempts whose handler raised."""
     stale: int
     """Rows of status ``stale`` (the execution lost its lock, or its worker died)."""
     cancelled: int
     """Rows of status ``cancelled`` (by an operator, or at shutdown)."""
-    failures_by_type: Mapping[str, int]
+    snoozed: int
+    """Rows of status ``snoozed`` (the handler asked to run again later)."""
+    retried: int
+    """Error rows followed by a retry (outcome ``retried``)."""
+    failed: int
+    """Error rows that ended their job (outcome ``failed``): jobs that failed."""
+    errors_by_type: Mapping[str, int]
     """Error rows by ``error_type`` (:data:`UNKNOWN_ERROR_TYPE` when a row has none)."""
     duration_p50_ms: float | None
     """Nearest-rank median duration of the rows (``None`` when there are none)."""
@@ -87,22 +110,53 @@ class JobStats:
     """The window's start (inclusive), truncated to the millisecond."""
     until: datetime
     """The window's end (exclusive)."""
+    first_started_at: datetime | None = None
+    """The earliest ``started_at`` of the rows (``None`` when there are none)."""
+    last_started_at: datetime | None = None
+    """The latest ``started_at`` of the rows."""
 
     expired: int = 0
     """Rows of status ``expired`` (not started by their ``start_before`` deadline: never run,
     and left out of the durations)."""
 
     @property
-    def success_rate(self) -> float | None:
-        """``succeeded / (succeeded + failed + stale)``; ``None`` when that is 0."""
-        verdicts = self.succeeded + self.failed + self.stale
+    def attempts(self) -> int:
+        """The attempts (:attr:`runs`)."""
+        return self.runs
+
+    @property
+    def attempt_success_rate(self) -> float | None:
+        """Per attempt: ``succeeded / (succeeded + errors + stale)``; ``None`` when that is 0."""
+        verdicts = self.succeeded + self.errors + self.stale
         return None if verdicts == 0 else self.succeeded / verdicts
 
     @property
-    def per_minute(self) -> float:
-        """Mean rows started per minute over the window's length."""
-        minutes = (self.until - self.since) / _MINUTE
-        return self.runs / minutes if minutes > 0 else 0.0
+    def job_success_rate(self) -> float | None:
+        """Per job: ``succeeded / (succeeded + failed)``, the jobs that ended in the window;
+        ``None`` when none did."""
+        ended = self.succeeded + self.failed
+        return None if ended == 0 else self.succeeded / ended
+
+    @property
+    def success_rate(self) -> float | None:
+        """The per-attempt rate (:attr:`attempt_success_rate`), by its older name."""
+        return self.attempt_success_rate
+
+    @property
+    def active_span(self) -> timedelta | None:
+        """From the first start to the last one in the window (at least a second); ``None``
+        with fewer than two attempts."""
+        first, last = self.first_started_at, self.last_started_at
+        if self.runs < 2 or first is None or last is None:
+            return None
+        return max(last - first, _SECOND)
+
+    @property
+    def per_minute(self) -> float | None:
+        """Attempts started per minute over the :attr:`active_span` (300 attempts in 4 s are
+        4,500 per minute, however long the window); ``None`` with fewer than two attempts."""
+        span = self.active_span
+        return None if span is None else self.runs / (span / _MINUTE)
 
 
 def check_stats_window(since: object, until: object) -> tuple[datetime, datetime]:
@@ -181,13 +235,16 @@ def stats_of_name(
     until: datetime,
     runs: int,
     statuses: Mapping[str, int],
-    failures_by_type: Mapping[str, int],
+    errors_by_type: Mapping[str, int],
     durations: tuple[float | None, float | None, float | None],
     per_minute: Mapping[datetime, int],
+    error_outcomes: Mapping[str, int] | None = None,
+    started: tuple[datetime | None, datetime | None] = (None, None),
 ) -> JobStats:
     """One name's :class:`JobStats` from its counts: ``statuses`` by status value,
     ``durations`` as ``(p50, p95, max)``, ``per_minute`` by minute start (absent minutes are
-    zeros; a minute outside the window is dropped)."""
+    zeros; a minute outside the window is dropped), ``error_outcomes`` the error rows by
+    outcome (``retried``, ``failed``), ``started`` the first and last start."""
     p50, p95, longest = durations
     buckets = minute_buckets(since, until)
     counts = [0] * len(buckets)
@@ -199,17 +256,22 @@ def stats_of_name(
         job_name=job_name,
         runs=runs,
         succeeded=statuses.get(HistoryStatus.SUCCESS.value, 0),
-        failed=statuses.get(HistoryStatus.ERROR.value, 0),
+        errors=statuses.get(HistoryStatus.ERROR.value, 0),
         stale=statuses.get(HistoryStatus.STALE.value, 0),
         cancelled=statuses.get(HistoryStatus.CANCELLED.value, 0),
         expired=statuses.get(HistoryStatus.EXPIRED.value, 0),
-        failures_by_type=dict(sorted(failures_by_type.items())),
+        snoozed=statuses.get(HistoryStatus.SNOOZED.value, 0),
+        retried=(error_outcomes or {}).get(RETRIED, 0),
+        failed=(error_outcomes or {}).get(FAILED, 0),
+        errors_by_type=dict(sorted(errors_by_type.items())),
         duration_p50_ms=p50,
         duration_p95_ms=p95,
         duration_max_ms=longest,
         throughput=tuple(zip(buckets, counts, strict=True)),
         since=since,
         until=until,
+        first_started_at=started[0],
+        last_started_at=started[1],
     )
 
 
@@ -228,23 +290,25 @@ def stats_from_history(
 def _name_stats(
     name: str, rows: Sequence[HistoryRecord], since: datetime, until: datetime
 ) -> JobStats:
+    # An expired row never ran: its zero duration is not a duration of the job.
     ordered = sorted(
         float(max(0, row.duration_ms)) for row in rows if row.status is not HistoryStatus.EXPIRED
     )
-    failures = Counter(
-        row.error_type or UNKNOWN_ERROR_TYPE for row in rows if row.status is HistoryStatus.ERROR
-    )
+    errors = [row for row in rows if row.status is HistoryStatus.ERROR]
+    starts = [row.started_at for row in rows]
     return stats_of_name(
         name,
         since=since,
         until=until,
         runs=len(rows),
         statuses=Counter(HistoryStatus(row.status).value for row in rows),
-        failures_by_type=failures,
+        errors_by_type=Counter(row.error_type or UNKNOWN_ERROR_TYPE for row in errors),
         durations=(
             nearest_rank(ordered, 50),
             nearest_rank(ordered, 95),
             ordered[-1] if ordered else None,
         ),
         per_minute=Counter(minute_start(row.started_at) for row in rows),
+        error_outcomes=Counter(row.outcome for row in errors if row.outcome in (RETRIED, FAILED)),
+        started=(min(starts), max(starts)),
     )

@@ -190,7 +190,7 @@ def cancel_rows(
         rows.append(_row(record, record.lock_id, HistoryStatus.CANCELLED, started, now, expires_at))
     else:
         row = _row(record, new_execution_id, HistoryStatus.CANCELLED, now, now, expires_at, tries)
-        rows.append(replace(row, was_stale=False, owner=None))
+        rows.append(replace(row, was_stale=False, owner=None, ran=False))
     return rows
 
 
@@ -220,6 +220,7 @@ def _row(
         unique_identifier=record.unique_identifier,
         was_stale=bool(record.claim_was_stale),
         owner=record.lock_owner,
+        outcome=status.value if status is HistoryStatus.STALE else "cancelled",
     )
 
 

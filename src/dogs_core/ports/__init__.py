@@ -8,7 +8,8 @@ The job store is cut into roles, one module each, declared once (async):
 :mod:`~dogs_core.ports.maintenance`, and the optional :mod:`~dogs_core.ports.archive`,
 :mod:`~dogs_core.ports.following`, :mod:`~dogs_core.ports.workflows`,
 :mod:`~dogs_core.ports.uniqueness`, :mod:`~dogs_core.ports.schedules`,
-:mod:`~dogs_core.ports.registry`, :mod:`~dogs_core.ports.audit` and :mod:`~dogs_core.ports.bulk`.
+:mod:`~dogs_core.ports.registry`, :mod:`~dogs_core.ports.audit`, :mod:`~dogs_core.ports.bulk` and
+:mod:`~dogs_core.ports.inspection`.
 :class:`AsyncJobStore` is the union of the required ones; what the conventions of every role
 are (fencing, errors, times) is in :mod:`dogs_core.ports.common`.
 
@@ -29,6 +30,7 @@ from dogs_core.ports._sync.controls import ControlStore
 from dogs_core.ports._sync.feeds import FeedStore
 from dogs_core.ports._sync.following import FollowingStore
 from dogs_core.ports._sync.history import HistoryStore
+from dogs_core.ports._sync.inspection import InspectionStore
 from dogs_core.ports._sync.leases import LeaseStore
 from dogs_core.ports._sync.maintenance import MaintenanceStore
 from dogs_core.ports._sync.registry import RegistryStore
@@ -56,6 +58,7 @@ from dogs_core.ports.controls import AsyncControlStore
 from dogs_core.ports.feeds import AsyncFeedStore
 from dogs_core.ports.following import AsyncFollowingStore
 from dogs_core.ports.history import AsyncHistoryStore
+from dogs_core.ports.inspection import AsyncInspectionStore
 from dogs_core.ports.leases import AsyncLeaseStore
 from dogs_core.ports.maintenance import AsyncMaintenanceStore
 from dogs_core.ports.registry import AsyncRegistryStore
@@ -80,6 +83,7 @@ __all__ = [
     "AsyncFeedStore",
     "AsyncFollowingStore",
     "AsyncHistoryStore",
+    "AsyncInspectionStore",
     "AsyncJobStore",
     "AsyncLeaseStore",
     "AsyncMaintenanceStore",
@@ -99,6 +103,7 @@ __all__ = [
     "FeedStore",
     "FollowingStore",
     "HistoryStore",
+    "InspectionStore",
     "JobStore",
     "LeaseStore",
     "MaintenanceStore",

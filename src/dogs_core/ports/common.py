@@ -75,6 +75,9 @@ class Role(enum.StrEnum):
     (:mod:`dogs_core.ports.uniqueness`)."""
     SCHEDULES = "schedules"
     """Optional: recurring schedules managed at run time (:mod:`dogs_core.ports.schedules`)."""
+    INSPECTION = "inspection"
+    """Optional: the operators' searches across jobs, errors and the archive
+    (:mod:`dogs_core.ports.inspection`)."""
 
     # -- the operator's console (issue 29) --
     REGISTRY = "registry"
@@ -97,6 +100,7 @@ OPTIONAL_ROLES: Final = frozenset(
         Role.REGISTRY,
         Role.AUDIT,
         Role.BULK,
+        Role.INSPECTION,
     }
 )
 

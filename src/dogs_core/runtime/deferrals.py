@@ -111,4 +111,5 @@ def _expired(
         services.telemetry.emit(JobExpired(job, deadline))
     message = f"not started by its deadline {deadline.isoformat()}"
     row = history_record(job, definition, HistoryStatus.EXPIRED, started_at=None, ended_at=now)
-    return None if row is None else dataclasses.replace(row, error_message=message)
+    # it never ran: its row says so (additive ``ran: false``), as a cancel before the start does
+    return None if row is None else dataclasses.replace(row, error_message=message, ran=False)

@@ -29,10 +29,11 @@ from dogs_core.domain.outcome import (
     Command,
     MarkTerminal,
     Release,
+    Reschedule,
     decide,
     decide_before_run,
 )
-from dogs_core.domain.records import ClaimedJob, HistoryRecord, HistoryStatus
+from dogs_core.domain.records import ClaimedJob, HistoryRecord, HistoryStatus, JobType
 from dogs_core.domain.renewal import StaleReason
 from dogs_core.domain.settle import Settlement
 from dogs_core.errors import ExecutionCancelledError, TransientStoreError
@@ -58,11 +59,11 @@ from dogs_core.runtime.milestones import Milestones
 from dogs_core.runtime.outage import log_gave_up
 from dogs_core.runtime.progress import report_progress
 from dogs_core.runtime.recording import (
+    lock_loss,
     reached_max_tries,
     release_at_shutdown,
     run_on_stale,
     settle_stale,
-    stopped_by_operator,
     submit_history,
 )
 from dogs_core.runtime.services import ExecutionServices
@@ -121,6 +122,7 @@ class Execution:
         self._settling: Command | None = None  # the command with the settler
         self._started_at: datetime | None = None
         self._t0: float | None = None  # loop time the handler started (event durations)
+        self._t1: float | None = None  # and ended: the row's two moments, so the log agrees
 
     @property
     def stale(self) -> bool:
@@ -219,7 +221,8 @@ class Execution:
             # settled by the next claimer, see runtime/takeover.py).
             value = result.value if isinstance(result, Returned) else None
             error = result.error if isinstance(result, Raised) else None
-            row = self._row(command.history, ended_at, result=value, error=error)
+            retried = isinstance(command, Reschedule) and job.type is JobType.EVENT
+            row = self._row(command.history, ended_at, result=value, error=error, retried=retried)
         if ends_with_window(job, command):  # its key's window, before the record goes
             await open_window(services, job, decided_at)
         self._settle_soon(command, result, row)
@@ -274,16 +277,20 @@ class Execution:
         self._started_at = now
         if services.telemetry.active:
             self._t0 = anyio.current_time()
-            services.telemetry.emit(JobStarted(job))
+            due = job.held_since or job.next_run_at
+            lag = None if due is None else max((now - due).total_seconds(), 0.0)
+            services.telemetry.emit(JobStarted(job, pickup_lag=lag))
         self.phase = Phase.RUNNING
         result = await self._invoke(lock_time, stepwise=stepwise)
+        if self._t0 is not None:
+            self._t1 = anyio.current_time()
         self.ran_for = services.host.loop_time() - self.began
         self._handler_scope = None
         kept = self._lock.finish()
         if self.phase is Phase.STALE:
             late = "success" if isinstance(result, Returned) else "result"
             what = (late, job.execution_id, job.job_name)
-            logger.info("ignoring the late %s of stale execution %s of %s", *what)
+            logger.info("ignoring the late %s of execution %s of %s: it lost the job", *what)
             return None
         self.phase = Phase.DECIDING
         # A handler that never suspended took no time that a caller could see.
@@ -407,19 +414,23 @@ class Execution:
         services, job, definition = self.services, self.job, self.definition
         try:
             ended_at = services.clock.now()
-            what = (job.execution_id, job.job_name, job.job_id, reason)
-            logger.warning("execution %s of %s (%s) went stale (%s)", *what, extra=job_extra(job))
             if definition.on_stale is not None:
                 services.host.spawn_background(
                     functools.partial(run_on_stale, definition, job, self._calls, self.context)
                 )
-            if await stopped_by_operator(services, job):
-                # Cancelled by an operator, who wrote this execution's history row: stop the
+            loss = await lock_loss(services, job)
+            if loss.by_operator:
+                # An operator ended the job (and wrote this execution's row, if any): stop the
                 # handler even with cancel_on_stale=False, and write nothing more.
-                logger.warning("%s (%s) was cancelled by an operator", job.job_name, job.job_id)
+                stops = (job.job_name, job.job_id, loss.value, job.execution_id)
+                logger.warning("%s (%s): %s; execution %s stops", *stops, extra=job_extra(job))
                 self._tell(JobCancelled, "operator")
                 self._stop_handler()
                 return
+            lost = (job.execution_id, job.job_name, job.job_id, reason.value, loss.value)
+            logger.warning(
+                "execution %s of %s (%s) lost its lock (%s): %s", *lost, extra=job_extra(job)
+            )
             self._tell(JobStale, reason.value)
             # A row written before a lost settlement stays its row.
             written = self._settling is not None and self._settling.history is not None
@@ -435,7 +446,9 @@ class Execution:
         """Emit the event that ends this started execution, built only when someone listens."""
         telemetry = self.services.telemetry
         if telemetry.active and self._t0 is not None:
-            ended = event(self.job, anyio.current_time() - self._t0, *args)
+            # The handler's run, as the row measures it (not the settlement's write after it).
+            end = anyio.current_time() if self._t1 is None else self._t1
+            ended = event(self.job, end - self._t0, *args)
             self._t0 = None  # one ending event per started execution
             if ended is not None:
                 telemetry.emit(ended)

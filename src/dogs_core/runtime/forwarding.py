@@ -29,6 +29,13 @@ from dogs_core.domain.archiving import ArchiveKind
 from dogs_core.domain.audit import AuditEntry, AuditQuery
 from dogs_core.domain.bulk import BulkChunk, BulkSelection
 from dogs_core.domain.controls import Lease
+from dogs_core.domain.finding import (
+    Archived,
+    ErrorScan,
+    ExecutionCursor,
+    ExecutionQuery,
+    RecordQuery,
+)
 from dogs_core.domain.log_lines import LogLine
 from dogs_core.domain.progress import Progress
 from dogs_core.domain.records import (
@@ -306,6 +313,54 @@ class ForwardingJobStore(ABC):
                 "read_history", job_name, job_id=job_id, status=status, limit=limit, skip=skip
             ),
         )
+
+    async def find_executions(
+        self, query: ExecutionQuery, *, limit: int, before: ExecutionCursor | None = None
+    ) -> list[HistoryRecord]:
+        return cast(
+            "list[HistoryRecord]",
+            await self._forward("find_executions", query, limit=limit, before=before),
+        )
+
+    async def find_matching_records(
+        self, query: RecordQuery, *, now: datetime, limit: int, after: str | None = None
+    ) -> list[JobRecord]:
+        return cast(
+            "list[JobRecord]",
+            await self._forward("find_matching_records", query, now=now, limit=limit, after=after),
+        )
+
+    async def latest_errors(self, job_ids: Sequence[str]) -> dict[str, HistoryRecord]:
+        return cast("dict[str, HistoryRecord]", await self._forward("latest_errors", job_ids))
+
+    async def error_groups(
+        self, *, since: datetime, until: datetime, job_name: str | None, max_rows: int
+    ) -> ErrorScan:
+        return cast(
+            "ErrorScan",
+            await self._forward(
+                "error_groups", since=since, until=until, job_name=job_name, max_rows=max_rows
+            ),
+        )
+
+    async def find_archived_executions(
+        self, query: ExecutionQuery, *, limit: int, before: ExecutionCursor | None = None
+    ) -> list[Archived[HistoryRecord]]:
+        return cast(
+            "list[Archived[HistoryRecord]]",
+            await self._forward("find_archived_executions", query, limit=limit, before=before),
+        )
+
+    async def find_archived_records(
+        self, query: RecordQuery, *, limit: int, after: str | None = None
+    ) -> list[Archived[JobRecord]]:
+        return cast(
+            "list[Archived[JobRecord]]",
+            await self._forward("find_archived_records", query, limit=limit, after=after),
+        )
+
+    async def held_slot_holders(self, *, now: datetime) -> dict[str, frozenset[str]]:
+        return cast("dict[str, frozenset[str]]", await self._forward("held_slot_holders", now=now))
 
     async def acquire_lease(
         self, name: str, *, owner: str, until: datetime, now: datetime

@@ -20,7 +20,7 @@ import anyio
 from dogs_core.domain.controls import Admission, RateLimit, admission
 from dogs_core.domain.definitions import EventJobDefinition, JobDefinition, load_params
 from dogs_core.domain.outcome import Defer
-from dogs_core.domain.records import ClaimedJob
+from dogs_core.domain.records import ClaimedJob, Hold, HoldReason
 from dogs_core.domain.settle import Settlement
 from dogs_core.runtime._async.retry import retry_transient
 from dogs_core.runtime.lock import ProgressRider, RenewWrite, job_lock_write
@@ -68,17 +68,17 @@ class FleetGate:
         soon = now + _retry_after(self._services)
         try:
             if needs.slot_key is not None and not await self._take_slot(needs, now + lock_time):
-                return await self._give_back(soon)
+                return await self._give_back(soon, HoldReason.CONCURRENCY)
             if needs.rate_key is not None and not await self._take_token(needs):
                 await self.leave()
                 assert needs.window_end is not None
-                return await self._give_back(needs.window_end)
+                return await self._give_back(needs.window_end, HoldReason.RATE)
         except Exception as error:
             # The store kept failing (after the retries): the job waits as if refused, rather
             # than sit locked until its lock expires and come back as a stale attempt.
             logger.warning("fleet limit of %s (%s) unreachable, retrying: %r", *_ids(job), error)
             await self.leave()
-            return await self._give_back(soon)
+            return await self._give_back(soon, HoldReason.UNREACHABLE)
         return True
 
     def _needs(self, now: datetime) -> Admission:
@@ -178,12 +178,20 @@ class FleetGate:
             what=f"take a rate token of {job.job_name}",
         )
 
-    async def _give_back(self, retry_at: datetime) -> bool:
+    async def _give_back(self, retry_at: datetime, reason: HoldReason) -> bool:
         job, services = self._job, self._services
         logger.debug(
-            "%s (%s) waits for its fleet limit until %s", job.job_name, job.job_id, retry_at
+            "%s (%s) waits for its fleet limit (%s) until %s",
+            job.job_name,
+            job.job_id,
+            reason.value,
+            retry_at,
         )
-        command = Defer(retry_at, tries=max(job.tries - 1, 0))
+        # Held since it was first refused: the due time it was claimed at, or the start of the
+        # hold it was already under.
+        since = job.held_since or job.next_run_at or services.clock.now()
+        hold = Hold(reason, since=since, until=retry_at)
+        command = Defer(retry_at, tries=max(job.tries - 1, 0), hold=hold)
         settlement = Settlement(job.job_id, job.lock_id, command)
         await services.settler.settle(settlement, what=f"give back a limited {job.job_name}")
         wait = (retry_at - services.clock.now()).total_seconds()

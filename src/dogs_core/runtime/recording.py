@@ -15,6 +15,7 @@ from datetime import datetime
 import anyio
 
 from dogs_core.domain.definitions import JobDefinition, load_params
+from dogs_core.domain.lock_loss import LockLoss, lock_loss_of
 from dogs_core.domain.outcome import Release, Stale, decide
 from dogs_core.domain.records import ClaimedJob, HistoryRecord
 from dogs_core.domain.settle import Settlement
@@ -27,11 +28,11 @@ from dogs_core.runtime.services import HISTORY_WRITE_TIMEOUT, ExecutionServices
 from dogs_core.runtime.settle import label_of
 
 __all__ = [
+    "lock_loss",
     "reached_max_tries",
     "release_at_shutdown",
     "run_on_stale",
     "settle_stale",
-    "stopped_by_operator",
     "submit_history",
 ]
 
@@ -52,20 +53,46 @@ async def submit_history(services: ExecutionServices, record: HistoryRecord) -> 
         log_gave_up(logger, f"could not write history for {record.execution_id}", error)
 
 
-async def stopped_by_operator(services: ExecutionServices, job: ClaimedJob) -> bool:
-    """Whether ``job``'s lock was lost to an operator's cancel (or delete): its record is gone
-    although this execution had not ended it (no worker deletes a record it does not hold).
-    Any other loss (another worker's claim after expiry, ``unlock_all``, a cancelled recurrent
-    run) is plain staleness. ``False`` when the record cannot be read."""
+#: How many times, and how far apart, a record found gone without a row of this execution is
+#: read again: an operator's cancel deletes the record, then writes the execution's row.
+_GONE_REREADS = 3
+_GONE_REREAD_SECONDS = 0.2
+
+
+async def lock_loss(services: ExecutionServices, job: ClaimedJob) -> LockLoss:
+    """Why ``job``'s execution lost its lock (:mod:`dogs_core.domain.lock_loss`), read back
+    from its record and its own history row; ``UNKNOWN`` when they cannot be read."""
     try:
         with anyio.CancelScope(shield=True), anyio.fail_after(HISTORY_WRITE_TIMEOUT):
+            # A lock is often lost because the store was unreachable: read until it answers.
             record = await retry_transient(
-                lambda: services.store.get_record(job.job_id), what="read stale job"
+                lambda: services.store.get_record(job.job_id),
+                what="read stale job",
+                attempts=None,
             )
+            own = await _own_row(services, job)
+            for _ in range(_GONE_REREADS):
+                if record is not None or own is not None:
+                    break
+                await anyio.sleep(_GONE_REREAD_SECONDS)
+                own = await _own_row(services, job)
     except Exception:
         logger.exception("could not read stale job %s", job.job_id)
-        return False
-    return record is None
+        return LockLoss.UNKNOWN
+    return lock_loss_of(job.execution_id, record, own)
+
+
+async def _own_row(services: ExecutionServices, job: ClaimedJob) -> HistoryRecord | None:
+    rows = await retry_transient(
+        lambda: services.store.read_history(job_id=job.job_id, limit=_OWN_ROW_LOOKBACK),
+        what="read stale job's history",
+        attempts=None,
+    )
+    return next((row for row in rows if row.execution_id == job.execution_id), None)
+
+
+#: How many of a job's newest rows are searched for this execution's own.
+_OWN_ROW_LOOKBACK = 20
 
 
 async def reached_max_tries(services: ExecutionServices, calls: UserCalls, job: ClaimedJob) -> None:

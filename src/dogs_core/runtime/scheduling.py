@@ -54,6 +54,7 @@ from dogs_core.runtime.shaping import check_unique, shape
 __all__ = [
     "HISTORY_GRACE",
     "HISTORY_LOOKBACK",
+    "UNKNOWN_JOB_GRACE",
     "AmbiguousBulkInsert",
     "ClientBase",
     "PreparedBatch",
@@ -77,6 +78,9 @@ HISTORY_LOOKBACK = 1000
 #: Seconds a job may be without a record and without a history row before ``wait_for`` says
 #: it keeps no history: its row is written right after its record is deleted.
 HISTORY_GRACE = 30.0
+#: Seconds ``wait_for`` reads again a job it has never seen (no record, no row) before it says
+#: the job does not exist: only an operator's cancel writes a row after deleting the record.
+UNKNOWN_JOB_GRACE = 3.0
 
 
 @dataclass(frozen=True, slots=True)

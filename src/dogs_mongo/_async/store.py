@@ -2,7 +2,8 @@
 one base class per role of the port (``scheduling.py``, ``claims.py``, ``settle.py``,
 ``history.py``, ``feeds.py``, ``steering.py``, ``stats.py``, ``controls.py``, ``leases.py``,
 ``maintenance.py``, ``archive.py``, ``following.py``, ``workflows.py``, ``uniqueness.py``,
-``schedules.py``, ``registry.py``, ``audit.py``, ``bulk.py``), which share them.
+``schedules.py``, ``registry.py``, ``audit.py``, ``bulk.py``, ``inspection.py``), which share
+them.
 
 The async adapter (``_async/store.py``) is the source of truth; the sync adapter
 (``_sync/store.py``) is generated from it by ``scripts/generate_sync.py`` (unasync): edit the
@@ -42,6 +43,7 @@ from dogs_mongo._async.controls import MongoControls
 from dogs_mongo._async.feeds import MongoFeeds
 from dogs_mongo._async.following import MongoFollowing
 from dogs_mongo._async.history import MongoHistory
+from dogs_mongo._async.inspection import MongoInspection
 from dogs_mongo._async.leases import MongoLeases
 from dogs_mongo._async.maintenance import MongoMaintenance
 from dogs_mongo._async.registry import MongoRegistry
@@ -96,6 +98,7 @@ class AsyncMongoJobStore(
     MongoRegistry,
     MongoAudit,
     MongoBulk,
+    MongoInspection,
 ):
     """:class:`~dogs_core.ports.AsyncJobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 

@@ -58,6 +58,7 @@ class MongoStats:
                 stale=int(row["stale"]),
                 terminal=int(row["terminal"]),
                 oldest_due_at=row.get("oldestDueAt"),
+                held=int(row.get("held", 0)),
             )
             for row in rows
         ]

@@ -4,7 +4,8 @@
 one base class per role of the port (``scheduling.py``, ``claims.py``, ``settle.py``,
 ``history.py``, ``feeds.py``, ``steering.py``, ``stats.py``, ``controls.py``, ``leases.py``,
 ``maintenance.py``, ``archive.py``, ``following.py``, ``workflows.py``, ``uniqueness.py``,
-``schedules.py``, ``registry.py``, ``audit.py``, ``bulk.py``), which share them.
+``schedules.py``, ``registry.py``, ``audit.py``, ``bulk.py``, ``inspection.py``), which share
+them.
 
 The async adapter (``_async/store.py``) is the source of truth; the sync adapter
 (``_sync/store.py``) is generated from it by ``scripts/generate_sync.py`` (unasync): edit the
@@ -44,6 +45,7 @@ from dogs_mongo._sync.controls import MongoControls
 from dogs_mongo._sync.feeds import MongoFeeds
 from dogs_mongo._sync.following import MongoFollowing
 from dogs_mongo._sync.history import MongoHistory
+from dogs_mongo._sync.inspection import MongoInspection
 from dogs_mongo._sync.leases import MongoLeases
 from dogs_mongo._sync.maintenance import MongoMaintenance
 from dogs_mongo._sync.registry import MongoRegistry
@@ -98,6 +100,7 @@ class MongoJobStore(
     MongoRegistry,
     MongoAudit,
     MongoBulk,
+    MongoInspection,
 ):
     """:class:`~dogs_core.ports.JobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 

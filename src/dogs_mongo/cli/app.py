@@ -8,8 +8,10 @@
     dogs status [--json]                                   # dogs_mongo.cli.status
     dogs jobs list|show|cancel|retry|reschedule|delete ... # dogs_mongo.cli.jobs
     dogs jobs logs ID [--follow] [--json]                  # dogs_mongo.cli.logs
-    dogs history --name send_welcome [--status error] [--json]
-    dogs workflows list|show|cancel|retry ...             # dogs_mongo.cli.workflows
+    dogs history [--name send_welcome] [--status error] [--param user.id=42] [--json]
+                                                           # dogs_mongo.cli.finding
+    dogs errors [--window 1h], dogs find ID_OR_UNIQUE_KEY
+    dogs workflows list|show|cancel|retry ...              # dogs_mongo.cli.workflows
     dogs pause NAME | --all, dogs resume NAME | --all      # dogs_mongo.cli.controls
     dogs stats [--name NAME] [--window 1h] [--json]        # dogs_mongo.cli.stats
     dogs archive --older-than 30d [--dry-run] [--json]     # dogs_mongo.cli.archive
@@ -42,9 +44,11 @@ import typer
 from dogs_mongo.cli.archive import archive
 from dogs_mongo.cli.audit import audit
 from dogs_mongo.cli.bulk import bulk_app
+from dogs_mongo.cli.common import OneLineErrors
 from dogs_mongo.cli.controls import pause, resume
 from dogs_mongo.cli.dashboard import dashboard
-from dogs_mongo.cli.jobs import history, jobs_app
+from dogs_mongo.cli.finding import errors, find, history
+from dogs_mongo.cli.jobs import jobs_app
 from dogs_mongo.cli.logs import logs
 from dogs_mongo.cli.mongod import mongod
 from dogs_mongo.cli.schedule import schedule
@@ -63,6 +67,7 @@ DISTRIBUTION = "dogs-py"
 
 app = typer.Typer(
     name="dogs",
+    cls=OneLineErrors,
     help="Dogs for Python: run workers, schedule jobs and inspect a Dogs job database.",
     no_args_is_help=True,
     add_completion=False,
@@ -107,6 +112,8 @@ app.command("status")(status)
 jobs_app.command("logs")(logs)
 app.add_typer(jobs_app, name="jobs")
 app.command("history")(history)
+app.command("errors")(errors)
+app.command("find")(find)
 app.add_typer(workflows_app, name="workflows")
 app.command("pause")(pause)
 app.command("resume")(resume)

@@ -17,20 +17,24 @@ import inspect
 import logging
 import shlex
 import sys
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar, overload
 
 import anyio
 import anyio.to_thread
 import typer
 from pymongo.errors import ConfigurationError, OperationFailure, PyMongoError
+from typer._click import exceptions as usage  # Typer's own click: what its parser raises
+from typer.core import TyperGroup
 
 from dogs_core.domain import validation
+from dogs_core.domain.finding import OwnerMatch, ParamsMatch
 from dogs_core.errors import DogsError, JobNotRegisteredError, UnknownJobError, ValidationError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime._async.client import DogsClient
@@ -55,20 +59,25 @@ __all__ = [
     "LogLevel",
     "LogLevelOption",
     "NPartitionsOption",
+    "OneLineErrors",
     "RecordsOption",
     "RegistryArgument",
     "TimeoutOption",
     "UriOption",
+    "check_search_flags",
     "connect",
     "connected_client",
     "container_defaults",
     "duration",
     "fail",
     "flags_named",
+    "job_id_flag",
     "leaf",
     "load_registry",
     "make_container",
+    "moment_flag",
     "parse_run_at",
+    "priority_flag",
     "run",
     "setup_logging",
     "user_errors",
@@ -196,6 +205,45 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     raise typer.Exit(code)
 
 
+class OneLineErrors(TyperGroup):
+    """The root group of ``dogs``: a value the command line refuses (a bad ``--priority
+    1e20``, an unknown option, a missing argument) ends with one ``Error:`` line naming it and
+    exit code 2, as every check of our own does, instead of Typer's boxed usage error. A group
+    called without a command still prints its help."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except usage.NoArgsIsHelpError as shown:
+            shown.show()
+            sys.exit(shown.exit_code)
+        except usage.ClickException as refused:
+            typer.secho(f"Error: {_one_line(refused)}", err=True, fg=typer.colors.RED)
+            sys.exit(refused.exit_code)
+        except typer.Abort:
+            typer.echo("Aborted.", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def _one_line(refused: usage.ClickException) -> str:
+    """What the command line refused, on one line, with where to read the usage."""
+    text = " ".join(refused.format_message().split())
+    path = getattr(getattr(refused, "ctx", None), "command_path", None)
+    if isinstance(path, str) and path:
+        text += f" (see {path} --help)"
+    return text
+
+
 def short_mongo_error(error: BaseException) -> str:
     text = str(error).splitlines()[0] if str(error) else type(error).__name__
     # ServerSelectionTimeoutError carries the whole topology description after the reason.
@@ -248,6 +296,50 @@ def worker_flag_names(flags: Mapping[str, str], n_partitions: int) -> dict[str, 
     typed) and ``--n-partitions``, which every command that builds a container takes."""
     typed: dict[str, object] = {**flags, "n_partitions": n_partitions}
     return {name: (str(worker_option(name).flag), text) for name, text in typed.items()}
+
+
+@overload
+def job_id_flag(flag: str, text: str) -> str: ...
+@overload
+def job_id_flag(flag: str, text: None) -> None: ...
+@overload
+def job_id_flag(flag: str, text: str | None) -> str | None: ...
+def job_id_flag(flag: str, text: str | None) -> str | None:
+    """A job id typed as ``flag`` (``ID``, ``--after``, ``--job-id``): Dogs job ids are UUIDs,
+    so anything else fails naming it, before any read (a typo would find nothing)."""
+    if text is None:
+        return None
+    try:
+        uuid.UUID(text.strip())
+    except ValueError:
+        fail(
+            f"{flag} {shlex.quote(text)}: not a job id (job ids are UUIDs, such as "
+            "0190c2c4-5d1e-7b3a-9f00-1c2d3e4f5a6b)"
+        )
+    return text.strip()
+
+
+def check_search_flags(*, param: str | None = None, owner: str | None = None) -> None:
+    """``--param PATH=VALUE`` and ``--owner`` checked before any connection (the client parses
+    them again)."""
+    with flags_named({"params": ("--param", param), "owner": ("--owner", owner)}):
+        if param is not None:
+            ParamsMatch.parse(param)
+        if owner is not None:
+            OwnerMatch.parse(owner)
+
+
+def priority_flag(text: str | None, flag: str = "--priority") -> int | None:
+    """``--priority`` typed as ``text``: an integer a Node Dogs worker can read (higher runs
+    first); a bad one fails naming the flag and the text."""
+    if text is None:
+        return None
+    try:
+        value = int(text.strip())
+    except ValueError:
+        fail(f"{flag} {shlex.quote(text)}: must be an integer (higher runs first)")
+    with flags_named({"priority": (flag, text)}):
+        return validation.priority("priority", value)
 
 
 def run(func: Callable[[], Awaitable[T]]) -> T:
@@ -500,6 +592,24 @@ def when(run_in: str | None, run_at: str | None) -> dict[str, Any]:
     if run_in is not None:
         return {"run_in": duration("--run-in", run_in)}
     return {} if run_at is None else {"run_at": parse_run_at(run_at)}
+
+
+def moment_flag(flag: str, text: str | None, now: datetime) -> datetime | None:
+    """``text`` of ``flag``: an ISO 8601 time with a timezone, or a duration ago (``2h``)."""
+    if text is None:
+        return None
+    typed = text.strip()
+    try:
+        return now - validation.duration(flag, typed)
+    except ValidationError:
+        pass
+    try:
+        moment = datetime.fromisoformat(typed.replace("Z", "+00:00"))
+    except ValueError:
+        fail(f"{flag} {shlex.quote(text)}: expected a duration ago (2h) or an ISO 8601 time")
+    if moment.tzinfo is None:
+        fail(f"{flag} {shlex.quote(text)}: add a timezone, e.g. {typed}Z")
+    return moment.astimezone(UTC)
 
 
 def parse_run_at(value: str) -> datetime:

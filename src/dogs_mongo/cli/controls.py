@@ -4,19 +4,21 @@ fleet controls (:func:`fleet_view`).
 
 ::
 
-    dogs pause NAME | --all
+    dogs pause NAME [--force] | --all
     dogs resume NAME | --all
 
 Each is one call of :class:`~dogs_core.runtime._async.client.DogsClient` (``pause``, ``resume``,
 then ``paused`` to say what stays paused). Workers see a change at once through their pause feed
 (MongoDB change streams), else within one poll interval; running executions finish. Pausing a
 paused name, or resuming one that is not paused, says so and exits 0 (the name is in the state
-asked for). Bad input is one ``Error:`` line and exit code 2. Node Dogs workers ignore pauses
-(docs/fleet-controls.md).
+asked for). Pausing a name that no record and no history row bears fails (exit 2, with the
+known names close to it) unless ``--force``. Bad input is one ``Error:`` line and exit code 2.
+Node Dogs workers ignore pauses (docs/fleet-controls.md).
 """
 
 from __future__ import annotations
 
+import difflib
 import shlex
 from dataclasses import dataclass
 from datetime import datetime
@@ -77,14 +79,37 @@ class _Outcome:
     has_records: bool
 
 
-def _set_paused(target: str | None, paused: bool, connection: Connection) -> _Outcome:
-    """Pause or resume ``target`` (``None``: every job); then read what is paused and, for a
-    name just paused, whether it has records at all."""
+async def _known(client: DogsClient, name: str) -> tuple[bool, list[str]]:
+    """Whether any record or history row bears ``name``, and the known names close to it."""
+    if (await client.find_jobs(name, limit=1)).jobs:
+        return True, []
+    if await client.get_executions(name, limit=1):
+        return True, []
+    names = {row.job_name for row in await client.status()} | set(await client.paused())
+    names.discard(EVERY_JOB)
+    return False, difflib.get_close_matches(name, sorted(names), n=3, cutoff=0.6)
+
+
+def _set_paused(
+    target: str | None, paused: bool, connection: Connection, *, force: bool = False
+) -> _Outcome:
+    """Pause or resume ``target`` (``None``: every job); then read what is paused. A name no
+    record and no history row bears is refused (a typo would pause nothing that runs) unless
+    ``force``."""
     container = connection.logged_container()
 
     async def go() -> _Outcome:
         async with connected_client(container) as client:
             with user_errors():
+                if paused and target is not None and not force:
+                    known, close = await _known(client, target)
+                    if not known:
+                        hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+                        fail(
+                            f"NAME {shlex.quote(target)}: no job of that name has records or "
+                            f"history here{hint}; nothing paused. Pass --force to pause a name "
+                            "before its first job."
+                        )
                 if paused:
                     changed = await client.pause(target)
                 else:
@@ -101,14 +126,18 @@ def _set_paused(target: str | None, paused: bool, connection: Connection) -> _Ou
 def pause(
     name: NameArgument = None,
     every: AllOption = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Pause a name no record or history row bears (yet)."),
+    ] = False,
     *,
     connection: Connection,
 ) -> None:
     """Stop every Python worker from claiming a job name (or every name, --all): at once with
-    change streams, else within one poll interval; running executions finish. Undo with dogs
-    resume."""
+    change streams, else within one poll interval; running executions finish. A name without
+    records or history is refused (a typo?) unless --force. Undo with dogs resume."""
     target = _target(name, every, "pause")
-    outcome = _set_paused(target, True, connection)
+    outcome = _set_paused(target, True, connection, force=force)
     if not outcome.changed:
         typer.echo(
             "Every job was already paused." if target is None else f"{target} was already paused."
@@ -120,9 +149,7 @@ def pause(
         "without change streams); running executions finish."
     )
     if not outcome.has_records:
-        typer.echo(
-            f"Note: no job records named {target!r} (a typo?); it is paused anyway.", err=True
-        )
+        typer.echo(f"Note: no job records named {target!r} right now.", err=True)
 
 
 @with_connection(controls=True)

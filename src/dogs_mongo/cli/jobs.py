@@ -1,4 +1,5 @@
-"""``dogs jobs`` and ``dogs history``: see and steer single jobs from the shell.
+"""``dogs jobs``: see and steer single jobs from the shell (``dogs history`` is in
+:mod:`dogs_mongo.cli.finding`).
 
 ::
 
@@ -9,7 +10,6 @@
     dogs jobs reschedule ID (--run-in 10m | --run-at 2026-01-01T09:00Z) [--priority 5]
     dogs jobs delete ID
     dogs jobs delete --state failed [--name N] [--yes]      # without --yes: a dry run
-    dogs history (--job-id ID | --name N) [--status error] [--limit 20] [--json]
 
 Each command is one call of :class:`~dogs_core.runtime._async.client.DogsClient` (``find_jobs``,
 ``get_job`` and ``get_executions``, ``cancel``, ``retry_now``, ``reschedule``, ``delete``,
@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
 
-from dogs_core.domain import validation
 from dogs_core.domain.audit import JobFate
 from dogs_core.domain.records import HistoryRecord, HistoryStatus, JobRecord, JobState, JobType
 from dogs_core.domain.steering import (
@@ -43,15 +43,20 @@ from dogs_core.domain.steering import (
     check_state,
 )
 from dogs_core.jobs import Jobs
+from dogs_core.ports import Role, store_roles
 from dogs_core.runtime._async.client import DogsClient
 from dogs_mongo.cli.common import (
     EXIT_NOT_DONE,
     AppDirOption,
     Connection,
+    check_search_flags,
     connected_client,
     fail,
     flags_named,
+    job_id_flag,
     load_registry,
+    moment_flag,
+    priority_flag,
     run,
     user_errors,
     when,
@@ -60,14 +65,13 @@ from dogs_mongo.cli.common import (
 from dogs_mongo.cli.tables import (
     cancel_message,
     delete_message,
-    print_history,
     print_job,
     print_page,
     reschedule_message,
 )
 from dogs_mongo.container import DogsContainer
 
-__all__ = ["history", "jobs_app"]
+__all__ = ["jobs_app"]
 
 T = TypeVar("T")
 
@@ -153,17 +157,6 @@ def _history_status(text: str | None) -> HistoryStatus | None:
         fail(f"--status {shlex.quote(text)}: expected one of {choices}")
 
 
-def _priority(text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        fail(f"--priority {shlex.quote(text)}: must be an integer (higher runs first)")
-    with flags_named({"priority": ("--priority", text)}):
-        return validation.priority("priority", value)
-
-
 def _text(flag: str, text: str | None) -> str | None:
     if text is not None and not text.strip():
         fail(f"{flag} {shlex.quote(text)}: must not be empty")
@@ -185,12 +178,28 @@ def list_jobs(
         str | None,
         typer.Option(
             "--state",
-            help="scheduled, due, running, retrying, stale or failed.",
+            help="scheduled, due, running, retrying, stale, failed or held.",
             show_default=False,
         ),
     ] = None,
     unique_key: Annotated[
         str | None, typer.Option("--unique-key", help="Only the job holding this unique key.")
+    ] = None,
+    param: Annotated[
+        str | None,
+        typer.Option("--param", help="Params path equal to a value: user.id=42, plan=pro."),
+    ] = None,
+    owner: Annotated[
+        str | None,
+        typer.Option("--owner", help="Run now by this host, host:pid or instance id."),
+    ] = None,
+    created_since: Annotated[
+        str | None,
+        typer.Option("--created-since", help="Created at or after: 2h (ago) or ISO 8601."),
+    ] = None,
+    created_until: Annotated[
+        str | None,
+        typer.Option("--created-until", help="Created before: 10m (ago) or ISO 8601."),
     ] = None,
     limit: Annotated[
         str, typer.Option("--limit", help=f"Jobs per page (1 to {MAX_PAGE_SIZE}).")
@@ -208,30 +217,67 @@ def list_jobs(
     *,
     connection: Connection,
 ) -> None:
-    """List job records in creation order, a page at a time, by name, state, unique key or
-    tags."""
+    """List job records in creation order, a page at a time, by name, state, unique key, tags,
+    params, owner or creation time; each with its last error."""
     wanted = _state(state)
     size = _count("--limit", limit, maximum=MAX_PAGE_SIZE)
-    _text("--name", name)
-    _text("--unique-key", unique_key)
-    _text("--after", after)
+    for flag, value in (
+        ("--name", name),
+        ("--unique-key", unique_key),
+        ("--param", param),
+        ("--owner", owner),
+        ("--after", after),
+    ):
+        _text(flag, value)
+    after = job_id_flag("--after", after)
+    check_search_flags(param=param, owner=owner)
+    now = datetime.now(UTC)
+    since = moment_flag("--created-since", created_since, now)
+    until = moment_flag("--created-until", created_until, now)
+    searched = any(given is not None for given in (param, owner, since, until))
+    if searched and tag:
+        fail("--tag: cannot be combined with --param, --owner or --created-since/--created-until")
     jobs = _registry(registry, app_dir)
     container = connection.logged_container()
 
-    async def go(client: DogsClient) -> tuple[JobPage, datetime]:
-        page = await client.find_jobs(
-            name, state=wanted, unique_key=unique_key, limit=size, after=after, tags=tag or None
-        )
-        return page, client.clock.now()
+    async def go(client: DogsClient) -> tuple[JobPage, datetime, dict[str, HistoryRecord] | None]:
+        if searched:
+            page = await client.search_jobs(
+                name, state=wanted, unique_key=unique_key, params=param, owner=owner,
+                created_since=since, created_until=until, limit=size, after=after,
+            )  # fmt: skip
+        else:
+            page = await client.find_jobs(
+                name,
+                state=wanted,
+                unique_key=unique_key,
+                limit=size,
+                after=after,
+                tags=tag or None,
+            )
+        return page, client.clock.now(), await _last_errors(client, page)
 
-    page, now = _call(container, go, jobs)
+    page, read_at, errors = _call(container, go, jobs)
     following = None
     if page.next_after is not None:
-        flags = {"--name": name, "--state": state, "--unique-key": unique_key, "--limit": limit}
+        flags = {
+            "--name": name, "--state": state, "--unique-key": unique_key, "--param": param,
+            "--owner": owner, "--created-since": created_since,
+            "--created-until": created_until, "--limit": limit,
+        }  # fmt: skip
         given = [f"{flag} {shlex.quote(value)}" for flag, value in flags.items() if value]
         given += [f"--tag {shlex.quote(value)}" for value in tag or ()]
         following = " ".join(["dogs jobs list", *given, "--after", page.next_after])
-    print_page(page, now, as_json=as_json, next_command=following)
+    print_page(page, read_at, as_json=as_json, next_command=following, errors=errors)
+
+
+async def _last_errors(client: DogsClient, page: JobPage) -> dict[str, HistoryRecord] | None:
+    """The newest error of each record of ``page`` that has run (``None`` when the store
+    cannot say: it lacks the inspection role)."""
+    ran = [record.id for record in page if (record.tries or 0) > 0 or record.lock_id]
+    if Role.INSPECTION not in store_roles(client.store):
+        return None
+    return await client.latest_errors(ran) if ran else {}
 
 
 # -- dogs jobs show ----------------------------------------------------------------------------
@@ -244,31 +290,59 @@ def show(
     executions: Annotated[
         str, typer.Option("--executions", help="How many of its last executions to show.")
     ] = "5",
+    full: Annotated[
+        bool, typer.Option("--full", help="The params and the traceback whole, not folded.")
+    ] = False,
     as_json: JsonOption = False,
     *,
     connection: Connection,
 ) -> None:
-    """Show one job: its record, state and owner, and its last executions."""
+    """Show one job: its record, state and owner, its last executions and the traceback of its
+    newest error (the scheduler's frames folded); an archived job from the archive."""
     _text("ID", job_id)
+    job_id = job_id_flag("ID", job_id)
     count = _count("--executions", executions)
     container = connection.logged_container()
 
-    async def go(
-        client: DogsClient,
-    ) -> tuple[JobRecord | None, list[HistoryRecord], datetime, JobFate | None]:
+    async def go(client: DogsClient) -> _Shown:
         record = await client.get_job(job_id)
         rows = await client.get_executions(job_id=job_id, limit=count)
+        archived_at = None
+        if record is None and not rows and Role.INSPECTION in store_roles(client.store):
+            archived, _ = await client.archived_jobs(job_ids=[job_id], limit=1)
+            page = await client.archived_executions(job_id=job_id, limit=count)
+            record = archived[0].item if archived else None
+            rows = list(page.rows)
+            stamps = [archived[0].archived_at] if archived else list(page.archived_at)
+            archived_at = next((moment for moment in stamps if moment is not None), None)
         fate = None if record is not None else await client.job_fate(job_id)
-        return record, rows, client.clock.now(), fate
+        return _Shown(record, rows, client.clock.now(), archived_at, fate)
 
-    record, rows, now, fate = _call(container, go)
-    if record is None and not rows:
-        if fate is not None:
-            _done(f"Gone: job {job_id} was {fate} (no record and no history left)", ok=False)
-        _done(f"Not found: no job {job_id} (no record and no history)", ok=False)
-    print_job(job_id, record, rows, now, as_json=as_json)
-    if fate is not None and not as_json:
-        typer.echo(f"The record is gone: {fate} (dogs audit --job-id {job_id}).")
+    shown = _call(container, go)
+    if shown.record is None and not shown.rows:
+        if shown.fate is not None:
+            _done(f"Gone: job {job_id} was {shown.fate} (no record and no history left)", ok=False)
+        _done(f"Not found: no job {job_id} (no record, no history, nothing archived)", ok=False)
+    print_job(
+        job_id,
+        shown.record,
+        shown.rows,
+        shown.now,
+        as_json=as_json,
+        full=full,
+        archived_at=shown.archived_at,
+    )
+    if shown.fate is not None and shown.archived_at is None and not as_json:
+        typer.echo(f"The record is gone: {shown.fate} (dogs audit --job-id {job_id}).")
+
+
+@dataclass(frozen=True, slots=True)
+class _Shown:
+    record: JobRecord | None
+    rows: list[HistoryRecord]
+    now: datetime
+    archived_at: datetime | None
+    fate: JobFate | None
 
 
 # -- dogs jobs cancel --------------------------------------------------------------------------
@@ -299,6 +373,7 @@ def cancel(
     if name is not None and registry is None:
         fail("--name needs --registry MODULE:REGISTRY: the job's definition says its key scope")
     _text("ID", job_id)
+    job_id = job_id_flag("ID", job_id)
     _text("--unique-key", unique_key)
     jobs = _registry(registry, app_dir)
     container = connection.logged_container()
@@ -331,6 +406,7 @@ def retry(
     """Make a job due now. A failed job (at its attempt limit) gets a fresh budget of tries;
     a scheduled or retrying one keeps its tries. A running job is left alone."""
     _text("ID", job_id)
+    job_id = job_id_flag("ID", job_id)
     container = connection.logged_container()
 
     async def go(client: DogsClient) -> tuple[RescheduleOutcome, datetime]:
@@ -358,8 +434,9 @@ def reschedule(
     """Move a job that is not running to another time (--run-in or --run-at) and/or give it
     another --priority. A failed job is revived as `dogs jobs retry` does."""
     _text("ID", job_id)
+    job_id = job_id_flag("ID", job_id)
     moment = when(run_in, run_at)
-    new_priority = _priority(priority)
+    new_priority = priority_flag(priority)
     if not moment and new_priority is None:
         fail("pass --run-in, --run-at or --priority")
     container = connection.logged_container()
@@ -400,6 +477,7 @@ def delete(
     if job_id is None and state is None:
         fail("pass a job ID, or --state (and --name) for a bulk delete")
     _text("ID", job_id)
+    job_id = job_id_flag("ID", job_id)
     _text("--name", name)
     bulk_state = _state(state, bulk=True)
     container = connection.logged_container()
@@ -432,42 +510,3 @@ def _delete_one(container: DogsContainer, job_id: str) -> None:
     if isinstance(outcome, Deleted) and outcome.record.type is JobType.RECURRENT:
         message += "; a recurrent record comes back when a worker with its definition starts"
     _done(message, ok=isinstance(outcome, Deleted))
-
-
-# -- dogs history ------------------------------------------------------------------------------
-
-
-@with_connection()
-def history(
-    job_id: Annotated[
-        str | None, typer.Option("--job-id", help="The executions of this job.")
-    ] = None,
-    name: Annotated[
-        str | None, typer.Option("--name", help="The executions of the jobs of this name.")
-    ] = None,
-    status: Annotated[
-        str | None,
-        typer.Option(
-            "--status", help="Only this status: success, error, stale, cancelled or snoozed."
-        ),
-    ] = None,
-    limit: Annotated[str, typer.Option("--limit", help="How many executions.")] = "20",
-    as_json: JsonOption = False,
-    *,
-    connection: Connection,
-) -> None:
-    """Finished executions, newest first, of one job (--job-id) or job name (--name)."""
-    if job_id is None and name is None:
-        fail("pass --job-id or --name (or both)")
-    _text("--job-id", job_id)
-    _text("--name", name)
-    wanted = _history_status(status)
-    count = _count("--limit", limit)
-    container = connection.logged_container()
-
-    async def go(client: DogsClient) -> tuple[list[HistoryRecord], datetime]:
-        rows = await client.get_executions(name, job_id=job_id, status=wanted, limit=count)
-        return rows, client.clock.now()
-
-    rows, now = _call(container, go)
-    print_history(rows, now, as_json=as_json)

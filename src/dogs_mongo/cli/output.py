@@ -8,6 +8,7 @@ here; nothing in this module talks to MongoDB or parses options.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -27,16 +28,32 @@ from dogs_core.domain.records import (
 )
 
 __all__ = [
+    "PIPED_WIDTH",
     "FleetView",
     "format_age",
     "print_schedule_outcome",
     "print_status",
     "status_json",
     "status_table",
+    "wide_console",
 ]
 
-#: The count columns of ``dogs status``, in order, after the job name.
-_COUNT_COLUMNS = ("Due", "Later", "Running", "Stale", "Terminal")
+#: A piped table is as wide as its content (up to this), not cut to 80 columns.
+PIPED_WIDTH = 250
+
+
+def wide_console() -> Console:
+    """The terminal's width, or ``$COLUMNS``; piped without it, as wide as the table (Rich
+    assumes 80 columns when stdout is not a terminal, and would cut the table there)."""
+    console = Console()
+    if console.is_terminal or os.environ.get("COLUMNS"):
+        return console
+    return Console(width=PIPED_WIDTH)
+
+
+#: The count columns of ``dogs status``, in order, after the job name: the words of the
+#: dashboard and of the ``dogs_jobs`` gauge's ``state`` label.
+_COUNT_COLUMNS = ("Due", "Later", "Running", "Held", "Stale", "Failed")
 
 
 def print_schedule_outcome(outcome: ScheduleOutcome) -> None:
@@ -101,7 +118,7 @@ def print_status(
         rows = [status_json(item, now, fleet) for item in statuses]
         typer.echo(json.dumps(rows, indent=2))
         return
-    console = Console()
+    console = wide_console()
     if EVERY_JOB in fleet.paused:
         console.print("Every job is paused (dogs resume --all lifts it).", highlight=False)
     if not statuses:
@@ -117,8 +134,10 @@ def status_table(
     records_collection: str,
     fleet: FleetView | None = None,
 ) -> Table:
-    """One row per job name: its counts and the age of its oldest due job (``-`` for none);
-    ``Paused`` when a name is paused, ``Slots held`` when a name holds slots."""
+    """One row per job name: its counts (``Held``: given back by a fleet limit, or claimed and
+    not admitted yet; ``Failed``: at the attempt limit) and the age of the oldest job waiting
+    to run (``-`` for none); ``Paused`` when a name is paused, ``Slots held`` when a name holds
+    slots."""
     fleet = fleet or FleetView()
     held = fleet.held_slots if fleet.held_slots and any(fleet.held_slots.values()) else None
     table = Table(title=f"Dogs jobs ({records_collection})")
@@ -137,6 +156,7 @@ def status_table(
             str(item.due),
             str(item.scheduled_later),
             str(item.running),
+            str(item.held),
             str(item.stale),
             str(item.terminal),
             "-" if age is None else format_age(age),
@@ -152,7 +172,8 @@ def status_table(
 def status_json(item: NameStatus, now: datetime, fleet: FleetView | None = None) -> dict[str, Any]:
     """One job name's counts as JSON: times in ISO 8601 UTC, the oldest due job's age in
     seconds (never negative), whether it is paused (on its own or with every job) and the
-    slots it holds (``null`` when the store does not say)."""
+    slots it holds (``null`` when the store does not say). ``terminal`` is ``failed`` by its
+    older name."""
     fleet = fleet or FleetView()
     oldest = item.oldest_due_at
     held = None if fleet.held_slots is None else fleet.held_slots.get(item.job_name, 0)
@@ -161,7 +182,9 @@ def status_json(item: NameStatus, now: datetime, fleet: FleetView | None = None)
         "due": item.due,
         "scheduled_later": item.scheduled_later,
         "running": item.running,
+        "held": item.held,
         "stale": item.stale,
+        "failed": item.terminal,
         "terminal": item.terminal,
         "oldest_due_at": None if oldest is None else oldest.astimezone(UTC).isoformat(),
         "oldest_due_age_seconds": (

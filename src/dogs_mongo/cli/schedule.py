@@ -18,7 +18,6 @@ from typing import Annotated
 
 import typer
 
-from dogs_core.domain import validation
 from dogs_core.domain.definitions import EventJobDefinition, validate_params
 from dogs_core.domain.records import ScheduleOutcome
 from dogs_core.domain.tags import validate_tags
@@ -31,8 +30,8 @@ from dogs_mongo.cli.common import (
     connected_client,
     duration,
     fail,
-    flags_named,
     load_registry,
+    priority_flag,
     run,
     setup_logging,
     user_errors,
@@ -56,7 +55,7 @@ RunAtOption = Annotated[
     typer.Option("--run-at", help="ISO 8601 time with a timezone, e.g. 2026-01-01T09:00Z."),
 ]
 PriorityOption = Annotated[
-    int | None, typer.Option("--priority", help="Priority (default: the job's).")
+    str | None, typer.Option("--priority", help="Priority, an integer (default: the job's).")
 ]
 UniqueKeyOption = Annotated[
     str | None, typer.Option("--unique-key", help="Schedule only if no record holds this key.")
@@ -89,9 +88,7 @@ def schedule(
     jobs = load_registry(registry, app_dir)
     definition = _event_job(jobs, job)
     parsed_params = _parse_params(definition, params)
-    if priority is not None:  # checked before connecting, as the params are
-        with flags_named({"priority": ("--priority", priority)}):
-            validation.priority("priority", priority)
+    chosen_priority = priority_flag(priority)  # checked before connecting, as the params
     moment = when(run_in, run_at)
     if start_before is not None:
         moment["start_before"] = duration("--start-before", start_before)
@@ -105,7 +102,11 @@ def schedule(
         async with connected_client(container, jobs) as client:
             with user_errors():
                 return await client.schedule(
-                    definition, parsed_params, priority=priority, unique_key=unique_key, **moment
+                    definition,
+                    parsed_params,
+                    priority=chosen_priority,
+                    unique_key=unique_key,
+                    **moment,
                 )
 
     print_schedule_outcome(run(go))

@@ -6,11 +6,12 @@
 
 One call of :meth:`~dogs_core.runtime._async.client.DogsClient.stats` (two aggregations of the
 history served by its ``{jobName: 1, startedAt: 1}`` index; see docs/stats.md). The table has a
-row per job name with a run in the window: runs, success rate (of the successes, errors and stale
-runs), failed and stale runs, the nearest-rank p50 and p95 and the max duration, and the mean
-runs per minute; then the failures by error type when there are any. ``--json`` prints the same
-as one JSON list, with the runs of every minute. The window is at most 7 days. Bad input is one
-``Error:`` line and exit code 2.
+row per job name with an attempt in the window: the attempts and how they ended (succeeded,
+errors, stale, cancelled, snoozed), the success rate per attempt, the jobs that failed (errors
+that ended their job) and the success rate per job, the nearest-rank p50 and p95 and the max
+duration, and the attempts per minute over the span they were started in; then the errors by
+type when there are any. ``--json`` prints the same as one JSON list, with the attempts of every
+minute. The window is at most 7 days. Bad input is one ``Error:`` line and exit code 2.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from dogs_core.domain.stats import MAX_STATS_WINDOW, JobStats
@@ -35,9 +35,10 @@ from dogs_mongo.cli.common import (
     user_errors,
     with_connection,
 )
+from dogs_mongo.cli.output import wide_console
 from dogs_mongo.cli.tables import print_json, stamp
 
-__all__ = ["print_stats", "stats", "stats_json", "stats_table"]
+__all__ = ["STATS_COLUMNS", "print_stats", "stats", "stats_json", "stats_table"]
 
 NameOption = Annotated[
     str | None, typer.Option("--name", help="Only this job name.", show_default=False)
@@ -66,8 +67,9 @@ def stats(
     *,
     connection: Connection,
 ) -> None:
-    """Runs, success rate, failures, durations (p50, p95, max) and runs per minute of each job
-    name over the last --window (1h by default), from the execution history."""
+    """Attempts and how they ended, the success rate per attempt and per job, durations (p50,
+    p95, max) and attempts per minute of each job name over the last --window (1h by default),
+    from the execution history."""
     if name is not None and not name.strip():
         fail(f"--name {shlex.quote(name)}: must not be empty")
     length = _window(window)
@@ -92,69 +94,105 @@ async def _read(
 def print_stats(
     rows: Sequence[JobStats], *, window: timedelta, until: datetime, as_json: bool
 ) -> None:
-    """A JSON list (``--json``), else the table (and the failures by type), or a line saying
-    there was no run in the window."""
+    """A JSON list (``--json``), else the table (and the errors by type), or a line saying
+    there was no attempt in the window."""
     if as_json:
         print_json([stats_json(row) for row in rows])
         return
-    console = Console()
+    console = wide_console()
     if not rows:
-        console.print(f"No runs in the {_span(window)} before {stamp(until)}.", highlight=False)
+        console.print(f"No attempts in the {_span(window)} before {stamp(until)}.", highlight=False)
         return
     console.print(stats_table(rows, window=window, until=until))
-    failures = [(row.job_name, kind, n) for row in rows for kind, n in row.failures_by_type.items()]
-    if failures:
-        table = Table(title="Failures by error type")
+    errors = [(row.job_name, kind, n) for row in rows for kind, n in row.errors_by_type.items()]
+    if errors:
+        table = Table(title="Errors by type")
         table.add_column("Job")
         table.add_column("Error type")
-        table.add_column("Failed", justify="right")
-        for job, kind, count in failures:
+        table.add_column("Errors", justify="right")
+        for job, kind, count in errors:
             table.add_row(job, kind, str(count))
         console.print(table)
 
 
+#: The columns of ``dogs stats`` after the job name: the attempts split by how they ended, the
+#: two success rates, the durations and the rate (the dashboard uses the same words).
+STATS_COLUMNS = (
+    "Attempts",
+    "Succeeded",
+    "Errors",
+    "Stale",
+    "Cancelled",
+    "Snoozed",
+    "Expired",
+    "Attempt success",
+    "Failed jobs",
+    "Job success",
+    "p50",
+    "p95",
+    "Max",
+    "Attempts/min",
+)
+
+
 def stats_table(rows: Sequence[JobStats], *, window: timedelta, until: datetime) -> Table:
-    """One row per job name."""
+    """One row per job name (:data:`STATS_COLUMNS`)."""
     table = Table(title=f"Dogs stats, the {_span(window)} before {stamp(until)}")
     table.add_column("Job")
-    columns = ("Runs", "Success", "Failed", "Stale", "Expired", "p50", "p95", "Max", "Jobs/min")
-    for column in columns:
+    for column in STATS_COLUMNS:
         table.add_column(column, justify="right")
     for row in rows:
-        rate = row.success_rate
         table.add_row(
             row.job_name,
             str(row.runs),
-            "-" if rate is None else f"{rate * 100:.1f}%",
-            str(row.failed),
+            str(row.succeeded),
+            str(row.errors),
             str(row.stale),
+            str(row.cancelled),
+            str(row.snoozed),
             str(row.expired),
+            _rate(row.attempt_success_rate),
+            str(row.failed),
+            _rate(row.job_success_rate),
             _ms(row.duration_p50_ms),
             _ms(row.duration_p95_ms),
             _ms(row.duration_max_ms),
-            f"{row.per_minute:.2f}",
+            "-" if row.per_minute is None else f"{row.per_minute:,.2f}",
         )
     return table
 
 
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
 def stats_json(row: JobStats) -> dict[str, Any]:
-    """One job name's stats as JSON: times in ISO 8601 UTC, the minutes as ``[time, runs]``."""
+    """One job name's stats as JSON: times in ISO 8601 UTC, the minutes as ``[time, runs]``.
+    ``failed`` counts the jobs that failed (error rows that ended their job), ``errors`` every
+    error row; ``runs`` is ``attempts`` by its older name."""
     return {
         "job_name": row.job_name,
         "since": _iso(row.since),
         "until": _iso(row.until),
+        "attempts": row.runs,
         "runs": row.runs,
         "succeeded": row.succeeded,
+        "errors": row.errors,
+        "retried": row.retried,
         "failed": row.failed,
         "stale": row.stale,
         "cancelled": row.cancelled,
+        "snoozed": row.snoozed,
         "expired": row.expired,
-        "success_rate": row.success_rate,
-        "failures_by_type": dict(row.failures_by_type),
+        "attempt_success_rate": row.attempt_success_rate,
+        "job_success_rate": row.job_success_rate,
+        "errors_by_type": dict(row.errors_by_type),
         "duration_p50_ms": row.duration_p50_ms,
         "duration_p95_ms": row.duration_p95_ms,
         "duration_max_ms": row.duration_max_ms,
-        "per_minute": row.per_minute,
+        "first_started_at": None if row.first_started_at is None else _iso(row.first_started_at),
+        "last_started_at": None if row.last_started_at is None else _iso(row.last_started_at),
+        "attempts_per_minute": row.per_minute,
         "throughput": [[_iso(minute), count] for minute, count in row.throughput],
     }
 

@@ -4,8 +4,9 @@
 
     dogs status [--json]
 
-Per job name: due, later, running, stale and terminal counts and the oldest job waiting to run
-(:meth:`~dogs_core.runtime._async.client.DogsClient.status`); then what the fleet controls hold
+Per job name: due, later, running, held, stale and failed counts and the oldest job waiting to
+run (:meth:`~dogs_core.runtime._async.client.DogsClient.fleet_status`: a job claimed but not
+admitted by its fleet limit counts as held); then what the fleet controls hold
 (:func:`~dogs_mongo.cli.controls.fleet_view`). :func:`~dogs_mongo.cli.output.print_status`
 prints them.
 """
@@ -31,15 +32,15 @@ def status(
     *,
     connection: Connection,
 ) -> None:
-    """Per job name: due, later, running, stale and terminal counts, and the oldest job waiting
-    to run (due, or stale: waiting for recovery); the paused names and the concurrency slots
-    held."""
+    """Per job name: due, later, running, held (by a fleet limit), stale and failed counts, and
+    the oldest job waiting to run (due, held, or stale: waiting for recovery); the paused names
+    and the concurrency slots held."""
     container = connection.logged_container()
 
     async def go() -> tuple[list[NameStatus], datetime, FleetView]:
         async with connected_client(container) as client:
             now = client.clock.now()
-            return await client.status(), now, await fleet_view(client, now)
+            return await client.fleet_status(), now, await fleet_view(client, now)
 
     statuses, now, fleet = run(go)
     records = connection.records_collection

@@ -8,7 +8,6 @@ read and steer the database and hand the results here.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import Enum
@@ -17,7 +16,9 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from dogs_core.domain.display import execution_timing, params_preview, record_moments
 from dogs_core.domain.progress import Progress
 from dogs_core.domain.records import HistoryRecord, JobRecord, Owner
 from dogs_core.domain.steering import (
@@ -29,7 +30,8 @@ from dogs_core.domain.steering import (
     Rescheduled,
     Running,
 )
-from dogs_mongo.cli.output import format_age
+from dogs_core.domain.tracebacks import fold_traceback
+from dogs_mongo.cli.output import format_age, wide_console
 
 __all__ = [
     "cancel_message",
@@ -50,8 +52,8 @@ __all__ = [
 
 #: Characters of an error message shown in a table cell (``--json`` has all of it).
 _ERROR_WIDTH = 80
-#: A piped table is as wide as its content (up to this), not cut to 80 columns.
-_PIPED_WIDTH = 250
+#: Characters of a job's params ``dogs jobs show`` prints (``--full``: all of them).
+_PARAMS_CELL = 2_000
 
 
 # -- JSON ----------------------------------------------------------------------------------------
@@ -106,6 +108,18 @@ def job_json(record: JobRecord, now: datetime) -> dict[str, Any]:
         "max_tries_reached_at": _iso(record.max_tries_reached_at),
         "expires_at": _iso(record.expires_at),
         "progress": progress_json(record.progress),
+        "held": _hold_json(record),
+    }
+
+
+def _hold_json(record: JobRecord) -> dict[str, Any] | None:
+    holding = record.holding
+    if holding is None:
+        return None
+    return {
+        "reason": holding.reason.value,
+        "since": _iso(holding.since),
+        "until": _iso(holding.until),
     }
 
 
@@ -157,6 +171,19 @@ def history_json(row: HistoryRecord) -> dict[str, Any]:
         "params": _plain(row.params),
         "expires_at": _iso(row.expires_at),
         "progress": progress_json(row.progress),
+        "outcome": row.outcome,
+        "ran": row.ran,
+    }
+
+
+def _last_error_json(row: HistoryRecord | None) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    return {
+        "execution_id": row.execution_id,
+        "started_at": _iso(row.started_at),
+        "error_type": row.error_type,
+        "error_message": row.error_message,
     }
 
 
@@ -169,11 +196,8 @@ def print_json(document: object) -> None:
 
 
 def _console() -> Console:
-    """The terminal's width, or ``$COLUMNS``; piped without it, as wide as the table."""
-    console = Console()
-    if console.is_terminal or os.environ.get("COLUMNS"):
-        return console
-    return Console(width=_PIPED_WIDTH)
+    """The terminal's width, or as wide as the table when piped (:func:`wide_console`)."""
+    return wide_console()
 
 
 def stamp(moment: datetime) -> str:
@@ -205,26 +229,41 @@ def _error(row: HistoryRecord) -> str:
     return text if len(text) <= _ERROR_WIDTH else text[: _ERROR_WIDTH - 3] + "..."
 
 
-def jobs_table(records: Sequence[JobRecord], now: datetime, *, title: str | None = None) -> Table:
-    """One row per record: id, job, state, next run, tries, priority, owner."""
+def jobs_table(
+    records: Sequence[JobRecord],
+    now: datetime,
+    *,
+    title: str | None = None,
+    errors: Mapping[str, HistoryRecord] | None = None,
+) -> Table:
+    """One row per record: id, job, state, when (the time that matters in its state: next
+    run, due since, running since, failed at, held until), tries, priority, owner, and with
+    ``errors`` (the newest error row of each record) its last error's type and message."""
     table = Table(title=title)
     table.add_column("ID", overflow="fold", min_width=8)
     table.add_column("Job", overflow="fold")
     table.add_column("State", no_wrap=True)
-    table.add_column("Next run", overflow="fold", min_width=19)
+    table.add_column("When", overflow="fold", min_width=19)
     table.add_column("Tries", justify="right", no_wrap=True)
     table.add_column("Priority", justify="right", no_wrap=True)
     table.add_column("Owner", overflow="fold", min_width=8)
+    if errors is not None:
+        table.add_column("Last error", overflow="fold", min_width=12)
     for record in records:
-        table.add_row(
+        first = record_moments(record, now)[0]
+        cells = [
             record.id,
             record.job_name,
             record.state(now).value,
-            _moment(record.next_run_at, now),
+            f"{first.label.lower()} {_moment(first.at, now)}",
             str(record.tries or 0),
             str(record.priority),
             "-" if record.lock_owner is None else str(record.lock_owner),
-        )
+        ]
+        if errors is not None:
+            error = errors.get(record.id)
+            cells.append("-" if error is None else _error(error) or "-")
+        table.add_row(*cells)
     return table
 
 
@@ -251,12 +290,13 @@ def history_table(
     table.add_column("Error", overflow="fold", min_width=12)
     for row in rows:
         job = [] if one_job else [row.job_name, row.job_id]
+        timing = execution_timing(row)
         table.add_row(
-            stamp(row.started_at),
+            "-" if timing.started_at is None else stamp(timing.started_at),
             *job,
-            row.status.value,
+            row.status.value if timing.ran else f"{row.status.value} (never ran)",
             str(row.tries),
-            _duration(row.duration_ms),
+            "-" if timing.duration_ms is None else _duration(timing.duration_ms),
             "yes" if row.was_stale else "no",
             "-" if row.owner is None else str(row.owner),
             _error(row) or "-",
@@ -264,16 +304,28 @@ def history_table(
     return table
 
 
-def print_page(page: JobPage, now: datetime, *, as_json: bool, next_command: str | None) -> None:
-    """A page of ``dogs jobs list``, then how to get the next one (``next_command``)."""
+def print_page(
+    page: JobPage,
+    now: datetime,
+    *,
+    as_json: bool,
+    next_command: str | None,
+    errors: Mapping[str, HistoryRecord] | None = None,
+) -> None:
+    """A page of ``dogs jobs list`` (with each record's last error when ``errors`` is given),
+    then how to get the next one (``next_command``)."""
     if as_json:
-        print_json({"jobs": [job_json(r, now) for r in page.jobs], "next_after": page.next_after})
+        jobs = [
+            {**job_json(r, now), "last_error": _last_error_json((errors or {}).get(r.id))}
+            for r in page.jobs
+        ]
+        print_json({"jobs": jobs, "next_after": page.next_after})
         return
     console = _console()
     if not page.jobs:
         console.print("No job records match.", highlight=False)
     else:
-        console.print(jobs_table(page.jobs, now))
+        console.print(jobs_table(page.jobs, now, errors=errors))
     if next_command is not None:
         console.print(f"Next page: {next_command}", highlight=False, soft_wrap=True)
 
@@ -285,59 +337,97 @@ def print_job(
     now: datetime,
     *,
     as_json: bool,
+    full: bool = False,
+    archived_at: datetime | None = None,
 ) -> None:
-    """``dogs jobs show``: the record (or that it is gone) and its last executions."""
+    """``dogs jobs show``: the record (or that it is gone, or archived at ``archived_at``), its
+    last executions, and the traceback of its newest error with the scheduler's and the
+    libraries' frames folded; ``full`` shows the params and the traceback whole."""
     if as_json:
         print_json(
             {
                 "id": job_id,
                 "job": None if record is None else job_json(record, now),
                 "executions": [history_json(row) for row in rows],
+                "archived_at": _iso(archived_at),
             }
         )
         return
     console = _console()
-    if record is None:
+    if archived_at is not None:
+        console.print(
+            f"Job {job_id} is in the archive: `dogs archive` moved it there "
+            f"{_moment(archived_at, now)}.",
+            highlight=False,
+        )
+    if record is None and archived_at is None:
         ended = f"; its last execution ended {rows[0].status.value}" if rows else ""
         console.print(f"Job {job_id}: no record (it is over{ended}).", highlight=False)
         if rows and rows[0].progress is not None:
             final = progress_text(rows[0].progress, now)
             console.print(f"Its last progress: {final}", highlight=False)
-    else:
-        console.print(_record_table(record, now))
+    if record is not None:
+        console.print(_record_table(record, now, full=full, archived=archived_at is not None))
+        preview = params_preview(_plain(record.params), limit=_PARAMS_CELL)
+        if preview.truncated and not full:
+            console.print(
+                f"Params cut at {len(preview.text):,} of {preview.size:,} characters "
+                f"({preview.size_label}): `dogs jobs show {job_id} --full` prints them all.",
+                highlight=False,
+            )
     if rows:
         console.print(history_table(rows, now, title="Last executions", one_job=True))
+        _print_traceback(console, rows, full=full)
     elif record is not None:
         console.print("No finished execution yet.", highlight=False)
 
 
-def _record_table(record: JobRecord, now: datetime) -> Table:
-    table = Table(title=f"Job {record.id}", show_header=False)
+def _print_traceback(console: Console, rows: Sequence[HistoryRecord], *, full: bool) -> None:
+    """The newest error's traceback: folded (the user's frames, the others one line each)."""
+    newest = next((row for row in rows if row.error_traceback), None)
+    if newest is None or newest.error_traceback is None:
+        return
+    folded = fold_traceback(newest.error_traceback)
+    title = f"Traceback of the newest error (execution {newest.execution_id}, try {newest.tries})"
+    if folded.folded_frames and not full:
+        frames = "frame" if folded.folded_frames == 1 else "frames"
+        title += f"; {folded.folded_frames} {frames} of Dogs and libraries folded (--full: all)"
+    console.print(title + ":", highlight=False)
+    console.print(Text(folded.text if full else folded.short()), soft_wrap=True)
+
+
+def _record_table(
+    record: JobRecord, now: datetime, *, full: bool = False, archived: bool = False
+) -> Table:
+    title = f"Job {record.id}" + (" (archived)" if archived else "")
+    table = Table(title=title, show_header=False)
     table.add_column("Field", style="bold")
     table.add_column("Value", overflow="fold")
+    state = "failed (archived)" if archived else record.state(now).value
     fields: list[tuple[str, str]] = [
         ("Job", f"{record.job_name} ({record.type.value})"),
-        ("State", record.state(now).value),
-        ("Next run", _moment(record.next_run_at, now)),
+        ("State", state),
+    ]
+    for moment in record_moments(record, now):
+        note = f"; {moment.note}" if moment.note else ""
+        fields.append((moment.label, _moment(moment.at, now) + note))
+    preview = params_preview(_plain(record.params), limit=10**12 if full else _PARAMS_CELL)
+    fields += [
         ("Priority", str(record.priority)),
         ("Tries", str(record.tries or 0)),
         ("Unique key", record.unique_identifier or "-"),
-        ("Params", json.dumps(_plain(record.params))),
+        ("Params", preview.text + ("\n..." if preview.truncated else "")),
         ("Owner", "-" if record.lock_owner is None else str(record.lock_owner)),
-        ("Locked until", _moment(record.locked_until, now)),
         ("Lock id", record.lock_id or "-"),
-        ("Last run", _moment(record.last_run_at, now)),
     ]
     if record.progress is not None:
         fields.insert(2, ("Progress", progress_text(record.progress, now)))
     if record.lock_released_at is not None:
         fields.append(("Lock released", _moment(record.lock_released_at, now)))
-    if record.max_tries_reached_at is not None:
-        fields.append(("Failed at", _moment(record.max_tries_reached_at, now)))
     if record.expires_at is not None:
         fields.append(("Expires", _moment(record.expires_at, now)))
     for name, value in fields:
-        table.add_row(name, value)
+        table.add_row(name, Text(value))
     return table
 
 

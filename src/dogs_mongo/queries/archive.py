@@ -63,11 +63,22 @@ ARCHIVE_HISTORY_INDEXES: Final[tuple[IndexSpec, ...]] = (
     IndexSpec("archive_job_name_started_at", (("jobName", 1), ("startedAt", 1))),
     IndexSpec("archive_job_id", (("jobId", 1),)),
     IndexSpec("archive_pending", ((PENDING_FIELD, 1),), {"sparse": True}),
+    # The inspection role's searches by unique key (dogs_mongo.queries.inspection).
+    IndexSpec(
+        "archive_history_unique_identifier",
+        (("uniqueIdentifier", 1), ("startedAt", -1)),
+        {"partialFilterExpression": {"uniqueIdentifier": {"$exists": True}}},
+    ),
 )
 ARCHIVE_RECORD_INDEXES: Final[tuple[IndexSpec, ...]] = (
     IndexSpec("archive_max_tries_reached_at", (("maxTriesReachedAt", 1),)),
     IndexSpec("archive_job_name", (("jobName", 1),)),
     IndexSpec("archive_pending", ((PENDING_FIELD, 1),), {"sparse": True}),
+    IndexSpec(
+        "archive_record_unique_identifier",
+        (("uniqueIdentifier", 1),),
+        {"partialFilterExpression": {"uniqueIdentifier": {"$exists": True}}},
+    ),
 )
 
 

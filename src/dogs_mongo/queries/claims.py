@@ -21,6 +21,8 @@ from dogs_core.domain.claimable import (
 from dogs_core.domain.records import ClaimedJob, ClaimRequest, PreviousAttempt, to_millis
 from dogs_mongo.queries.common import (
     CLAIM_SORT,
+    HELD_FIELD,
+    _hold,
     _int,
     _job_type,
     _optional_datetime,
@@ -335,6 +337,7 @@ def claim_from_read_back(request: ClaimRequest, doc: Mapping[str, Any]) -> Claim
         trace_context=_trace_context(doc),
         workflow=_workflow(doc),
         **claimed_extras(doc),
+        held_since=held_since(doc),
     )
 
 
@@ -373,7 +376,15 @@ def claim_from_before_image(request: ClaimRequest, before: Mapping[str, Any]) ->
         trace_context=_trace_context(before),
         workflow=_workflow(before),
         **claimed_extras(before),
+        held_since=held_since(before),
     )
+
+
+def held_since(doc: Mapping[str, Any]) -> datetime | None:
+    """The start of the record's hold when it was in force (``heldBack.until`` is the
+    ``nextRunAt`` it was claimed at), else ``None``."""
+    hold = _hold(doc.get(HELD_FIELD))
+    return hold.since if hold is not None and hold.until == doc.get("nextRunAt") else None
 
 
 def was_stale_before(before: Mapping[str, Any]) -> bool:

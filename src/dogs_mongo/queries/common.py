@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final
 
-from dogs_core.domain.records import JobType, Owner
+from dogs_core.domain.records import Hold, HoldReason, JobType, Owner, to_millis
 
 DEFAULT_RECORDS_COLLECTION: Final = "orionjs.jobs_dogs_records"
 DEFAULT_HISTORY_COLLECTION: Final = "orionjs.jobs_dogs_history"
@@ -139,3 +139,34 @@ def _owner(value: Any, *, lock_id: object = None) -> Owner | None:
     if isinstance(pid, bool) or not isinstance(pid, int | float) or not math.isfinite(pid):
         return None
     return Owner(host=host, pid=int(pid), instance_id=instance_id)
+
+
+# --------------------------------------------------------------------------------------------
+# Holds (the ``held`` state; additive ``heldBack``, docs/differences.md)
+# --------------------------------------------------------------------------------------------
+
+#: The hold a fleet limit's refusal writes on a record: ``{reason, since, until}``.
+HELD_FIELD: Final = "heldBack"
+
+
+def hold_document(hold: Hold) -> dict[str, Any]:
+    """``{reason, since, until}`` (BSON dates)."""
+    return {
+        "reason": HoldReason(hold.reason).value,
+        "since": to_millis(hold.since),
+        "until": to_millis(hold.until),
+    }
+
+
+def _hold(value: Any) -> Hold | None:
+    """The :class:`Hold` of a stored ``heldBack``; ``None`` for a missing or foreign shape."""
+    if not isinstance(value, Mapping):
+        return None
+    since, until = _optional_datetime(value.get("since")), _optional_datetime(value.get("until"))
+    try:
+        reason = HoldReason(str(value.get("reason")))
+    except ValueError:
+        return None
+    if since is None or until is None:
+        return None
+    return Hold(reason=reason, since=since, until=until)

@@ -7,6 +7,8 @@ from typing import Any
 
 from dogs_core.domain.records import JobRecord, JobStatus
 from dogs_mongo.queries.common import (
+    HELD_FIELD,
+    _hold,
     _int,
     _job_type,
     _optional_datetime,
@@ -55,4 +57,5 @@ def record_from_document(doc: Mapping[str, Any]) -> JobRecord:
         progress=progress_of_record(doc),
         workflow=_workflow(doc),
         **record_extras(doc),
+        held=_hold(doc.get(HELD_FIELD)),
     )

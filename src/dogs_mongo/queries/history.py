@@ -33,8 +33,9 @@ def history_update(record: HistoryRecord, record_id: str) -> dict[str, Any]:
     for an execution wins whole, and a later one writes nothing. (Dogs puts only ``status`` and
     ``_id`` there and the rest in ``$set``; see docs/differences.md.) Dogs' fields in Dogs'
     order, then our additive ``wasStale``, ``errorType``, ``errorTraceback`` and ``owner``,
-    ``progress`` when the execution reported some and, for a workflow step's execution,
-    ``workflowId``."""
+    ``progress`` when the execution reported some, for a workflow step's execution
+    ``workflowId``, ``outcome`` (when known) and ``ran`` (only ``false``, for a job cancelled
+    before it ran)."""
     document: dict[str, Any] = {
         "_id": record_id,
         "status": HistoryStatus(record.status).value,
@@ -63,6 +64,10 @@ def history_update(record: HistoryRecord, record_id: str) -> dict[str, Any]:
         document["progress"] = progress_document(record.progress)
     if record.workflow_id is not None:
         document["workflowId"] = record.workflow_id
+    if record.outcome is not None:
+        document["outcome"] = str(record.outcome)
+    if not record.ran:
+        document["ran"] = False
     return {"$setOnInsert": document}
 
 
@@ -111,4 +116,6 @@ def history_from_document(doc: Mapping[str, Any]) -> HistoryRecord:
         owner=_owner(doc.get("owner")),
         progress=progress_from_document(doc.get("progress")),
         workflow_id=_optional_str(doc.get("workflowId")),
+        outcome=_optional_str(doc.get("outcome")),
+        ran=doc.get("ran") is not False,
     )

@@ -128,6 +128,38 @@ RECORD_INDEXES: Final[tuple[IndexSpec, ...]] = (
 #: The one index Dogs does not create: ``{jobId: 1, startedAt: -1}`` on the history.
 HISTORY_JOB_ID_INDEX_NAME: Final = "jobId_1_startedAt_-1"
 
+# The inspection role's history indexes (additive, docs/differences.md): partial, so that a
+# ``success`` row without a unique key, the happy path, enters none of them.
+#: Its error fields after the status and time make the error report a covered scan (no row read).
+UNSUCCESSFUL_INDEX: Final = IndexSpec(
+    "jobs_dogs_history_unsuccessful",
+    (
+        ("status", 1),
+        ("startedAt", -1),
+        ("errorType", 1),
+        ("errorMessage", 1),
+        ("jobName", 1),
+        ("executionId", 1),
+    ),
+    {"partialFilterExpression": {"status": {"$in": ["error", "stale", "cancelled", "snoozed"]}}},
+)
+ERRORS_BY_TYPE_INDEX: Final = IndexSpec(
+    "jobs_dogs_history_errors_by_type",
+    (("errorType", 1), ("startedAt", -1)),
+    {"partialFilterExpression": {"status": "error"}},
+)
+HISTORY_UNIQUE_KEY_INDEX: Final = IndexSpec(
+    "jobs_dogs_history_unique_identifier",
+    (("uniqueIdentifier", 1), ("startedAt", -1)),
+    {"partialFilterExpression": {"uniqueIdentifier": {"$exists": True}}},
+)
+#: The additive history indexes of the inspection role (``dogs_mongo.queries.inspection``).
+HISTORY_INSPECTION_INDEXES: Final = (
+    UNSUCCESSFUL_INDEX,
+    ERRORS_BY_TYPE_INDEX,
+    HISTORY_UNIQUE_KEY_INDEX,
+)
+
 HISTORY_INDEXES: Final[tuple[IndexSpec, ...]] = (
     IndexSpec("executionId_1", (("executionId", 1),)),
     IndexSpec("jobName_1_startedAt_1", (("jobName", 1), ("startedAt", 1))),
@@ -135,6 +167,7 @@ HISTORY_INDEXES: Final[tuple[IndexSpec, ...]] = (
     # Additive (not one of Dogs' indexes; docs/differences.md): the history of one job id,
     # newest first (``get_executions(job_id=...)``, the history feed's consumers).
     IndexSpec(HISTORY_JOB_ID_INDEX_NAME, (("jobId", 1), ("startedAt", -1))),
+    *HISTORY_INSPECTION_INDEXES,
 )
 
 #: The controls collection (additive, docs/differences.md): its documents' ``purgeAt`` (slots

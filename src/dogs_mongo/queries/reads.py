@@ -10,7 +10,7 @@ from typing import Any
 
 from dogs_core.domain.records import HistoryStatus, JobState, JobStatus, JobType, to_millis
 from dogs_mongo.queries.claims import eligible_filter, hint_spec, stale_lock_expression
-from dogs_mongo.queries.common import CLAIM_SORT, PROBE_MAX_TIME_MS
+from dogs_mongo.queries.common import CLAIM_SORT, HELD_FIELD, PROBE_MAX_TIME_MS
 from dogs_mongo.queries.indexes import RECORD_INDEXES, TAGS_INDEX_NAME
 from dogs_mongo.queries.states import not_locked_after, state_filter, state_hint
 
@@ -195,8 +195,9 @@ def executions_window_filters(
 def status_counts_pipeline(now: datetime) -> list[dict[str, Any]]:
     """One aggregation giving, per job name, the records of each state
     (:meth:`JobRecord.state`): terminal (failed), running, stale, due (due, and retrying with a
-    past ``nextRunAt``), later (scheduled, and the other retrying ones), and the oldest
-    ``nextRunAt`` of the due and stale records (work waiting to run, or for recovery).
+    past ``nextRunAt``), held (a fleet limit's hold in force), later (scheduled, and the other
+    retrying ones), and since when the oldest waiting record has waited
+    (:meth:`JobRecord.waiting_since` of the due, stale and held records).
 
     Each record counts once: terminal first, then running, then stale, then due or later. A
     lock released at shutdown is neither running nor stale: the record waits as due or later.
@@ -211,6 +212,7 @@ def status_counts_pipeline(now: datetime) -> list[dict[str, Any]]:
     has_lock = {"$eq": [{"$type": "$lockedUntil"}, "date"]}
     running = {"$and": [has_lock, {"$gt": ["$lockedUntil", now]}]}
     due = {"$lte": ["$nextRunAt", now]}
+    holding = {"$eq": [f"${HELD_FIELD}.until", "$nextRunAt"]}
     state = {
         "$switch": {
             "branches": [
@@ -218,17 +220,26 @@ def status_counts_pipeline(now: datetime) -> list[dict[str, Any]]:
                 {"case": running, "then": "running"},
                 {"case": stale_lock_expression(), "then": "stale"},
                 {"case": due, "then": "due"},
+                {"case": holding, "then": "held"},
             ],
             "default": "later",
         }
+    }
+    # Waiting since: the start of the hold in force, else the next run.
+    since = {
+        "$cond": [
+            {"$and": [holding, {"$lt": [f"${HELD_FIELD}.since", "$nextRunAt"]}]},
+            f"${HELD_FIELD}.since",
+            "$nextRunAt",
+        ]
     }
 
     def count(name: str) -> dict[str, Any]:
         return {"$sum": {"$cond": [{"$eq": ["$state", name]}, 1, 0]}}
 
-    waiting = {"$in": ["$state", ["due", "stale"]]}
+    waiting = {"$in": ["$state", ["due", "stale", "held"]]}
     return [
-        {"$project": {"jobName": 1, "nextRunAt": 1, "state": state}},
+        {"$project": {"jobName": 1, "since": since, "state": state}},
         {
             "$group": {
                 "_id": "$jobName",
@@ -237,7 +248,8 @@ def status_counts_pipeline(now: datetime) -> list[dict[str, Any]]:
                 "running": count("running"),
                 "stale": count("stale"),
                 "terminal": count("terminal"),
-                "oldestDueAt": {"$min": {"$cond": [waiting, "$nextRunAt", None]}},
+                "held": count("held"),
+                "oldestDueAt": {"$min": {"$cond": [waiting, "$since", None]}},
             }
         },
         {"$sort": {"_id": 1}},

@@ -2,17 +2,17 @@
 form of :meth:`JobRecord.state <dogs_core.domain.records.JobRecord.state>`, and the index that
 serves it.
 
-:meth:`JobRecord.state` checks in order: ``failed``, ``running``, ``stale``, ``retrying``,
-``due``, ``scheduled``. Each filter below repeats the negation of every earlier state, so the
-six filters split the collection: a record matches exactly one. The one exception is a lock
-without a ``lockId`` (written only by Node Dogs before 4.6, which had no fencing): ``running``
-and ``stale`` ask ``{lockId: {$exists: true}}`` so that Dogs' sparse ``lockId`` index serves
-them, and such a record matches no state until its lock is cleared.
+:meth:`JobRecord.state` checks in order: ``failed``, ``running``, ``stale``, ``held``,
+``retrying``, ``due``, ``scheduled``. Each filter below repeats the negation of every earlier
+state, so the seven filters split the collection: a record matches exactly one. The one
+exception is a lock without a ``lockId`` (written only by Node Dogs before 4.6, which had no
+fencing): ``running`` and ``stale`` ask ``{lockId: {$exists: true}}`` so that Dogs' sparse
+``lockId`` index serves them, and such a record matches no state until its lock is cleared.
 
 Indexes: ``failed`` has its own partial index (``jobs_dogs_records_failed``); ``running`` and
 ``stale`` walk the sparse ``lockId`` index (only locked records are in it: a few per worker);
-``scheduled``, ``due`` and ``retrying`` page over ``_id`` (``find_jobs`` sorts by ``_id``), the
-state being checked on each record fetched.
+``held``, ``scheduled``, ``due`` and ``retrying`` page over ``_id`` (``find_jobs`` sorts by
+``_id``), the state being checked on each record fetched.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from dogs_core.domain.records import JobState, JobStatus, JobType, to_millis
 from dogs_mongo.queries.claims import released_expression
-from dogs_mongo.queries.common import LOCK_ID_INDEX_NAME
+from dogs_mongo.queries.common import HELD_FIELD, LOCK_ID_INDEX_NAME
 from dogs_mongo.queries.indexes import FAILED_INDEX_NAME, RECORD_INDEXES
 
 __all__ = [
@@ -96,8 +96,24 @@ def _stale(now: datetime) -> list[Filter]:
     ]
 
 
+def _holding(now: datetime) -> Filter:
+    """A hold in force that is not over: ``heldBack.until`` is the ``nextRunAt``, still ahead."""
+    return {
+        "nextRunAt": {"$gt": to_millis(now)},
+        "$expr": {"$eq": [f"${HELD_FIELD}.until", "$nextRunAt"]},
+    }
+
+
+def _not_holding(now: datetime) -> Filter:
+    return {"$nor": [_holding(now)]}
+
+
+def _held(now: datetime) -> list[Filter]:
+    return [not_failed_filter(), _not_locked(now), _holding(now)]
+
+
 def _retrying(now: datetime) -> list[Filter]:
-    return [not_failed_filter(), _not_locked(now), _retried()]
+    return [not_failed_filter(), _not_locked(now), _not_holding(now), _retried()]
 
 
 def _due(now: datetime) -> list[Filter]:
@@ -113,6 +129,7 @@ def _scheduled(now: datetime) -> list[Filter]:
     return [
         not_failed_filter(),
         _not_locked(now),
+        _not_holding(now),
         {"$nor": [_retried()]},
         {"$nor": [{"nextRunAt": {"$lte": to_millis(now)}}]},
     ]
@@ -123,6 +140,7 @@ STATE_FILTERS: Final[Mapping[JobState, Callable[[datetime], list[Filter]]]] = {
     JobState.FAILED: _failed,
     JobState.RUNNING: _running,
     JobState.STALE: _stale,
+    JobState.HELD: _held,
     JobState.RETRYING: _retrying,
     JobState.DUE: _due,
     JobState.SCHEDULED: _scheduled,

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from dogs_core.domain.records import HistoryStatus
-from dogs_core.domain.stats import UNKNOWN_ERROR_TYPE, JobStats, stats_of_name
+from dogs_core.domain.stats import FAILED, RETRIED, UNKNOWN_ERROR_TYPE, JobStats, stats_of_name
 
 __all__ = [
     "STATS_HINT",
@@ -46,11 +46,14 @@ STATS_HINT: Final[Mapping[str, int]] = {"jobName": 1, "startedAt": 1}
 
 _STATUS_FIELDS: Final = (
     ("succeeded", HistoryStatus.SUCCESS),
-    ("failed", HistoryStatus.ERROR),
+    ("errors", HistoryStatus.ERROR),
     ("stale", HistoryStatus.STALE),
     ("cancelled", HistoryStatus.CANCELLED),
+    ("snoozed", HistoryStatus.SNOOZED),
     ("expired", HistoryStatus.EXPIRED),
 )
+#: The error rows' outcomes counted (additive ``outcome``; Node Dogs rows have none).
+_OUTCOME_FIELDS: Final = (("retried", RETRIED), ("failedJobs", FAILED))
 
 
 def stats_match(*, since: datetime, until: datetime, job_names: Sequence[str] | None) -> Document:
@@ -66,6 +69,11 @@ def stats_match(*, since: datetime, until: datetime, job_names: Sequence[str] | 
 
 def _count_of(status: HistoryStatus) -> Document:
     return {"$sum": {"$cond": [{"$eq": ["$status", status.value]}, 1, 0]}}
+
+
+def _count_of_error_outcome(outcome: str) -> Document:
+    error = {"$eq": ["$status", HistoryStatus.ERROR.value]}
+    return {"$sum": {"$cond": [{"$and": [error, {"$eq": ["$outcome", outcome]}]}, 1, 0]}}
 
 
 #: A row's failure type: its ``errorType`` when that is a non-empty string, else "unknown".
@@ -100,6 +108,10 @@ def stats_summary_pipeline(
     group: Document = {"_id": "$jobName", "runs": {"$sum": 1}}
     for field, status in _STATUS_FIELDS:
         group[field] = _count_of(status)
+    for field, outcome in _OUTCOME_FIELDS:
+        group[field] = _count_of_error_outcome(outcome)
+    group["first"] = {"$min": "$startedAt"}
+    group["last"] = {"$max": "$startedAt"}
     # An expired row never ran: its zero duration is not a duration of the job.
     timed = {
         "$and": [{"$isNumber": "$duration"}, {"$ne": ["$status", HistoryStatus.EXPIRED.value]}]
@@ -110,7 +122,8 @@ def stats_summary_pipeline(
             "$cond": [{"$eq": ["$status", HistoryStatus.ERROR.value]}, _ERROR_TYPE, "$$REMOVE"]
         }
     }
-    kept = {field: 1 for field in ("runs", *(f for f, _ in _STATUS_FIELDS))}
+    counted = ("runs", *(f for f, _ in _STATUS_FIELDS), *(f for f, _ in _OUTCOME_FIELDS))
+    kept = {field: 1 for field in (*counted, "first", "last")}
     failures = {
         "$map": {
             "input": {"$setUnion": ["$errorTypes"]},
@@ -181,11 +194,15 @@ def stats_from_documents(
             until=until,
             runs=int(summary["runs"]),
             statuses={status.value: int(summary.get(field, 0)) for field, status in _STATUS_FIELDS},
-            failures_by_type={
+            errors_by_type={
                 str(item["type"]): int(item["count"]) for item in summary.get("failures") or ()
             },
             durations=(_ms(summary.get("p50")), _ms(summary.get("p95")), _ms(summary.get("max"))),
             per_minute=per_name.get(str(summary["_id"]), {}),
+            error_outcomes={
+                outcome: int(summary.get(field, 0)) for field, outcome in _OUTCOME_FIELDS
+            },
+            started=(_moment(summary.get("first")), _moment(summary.get("last"))),
         )
         for summary in summaries
     ]
@@ -194,6 +211,10 @@ def stats_from_documents(
 
 def _ms(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _moment(value: object) -> datetime | None:
+    return _utc(value) if isinstance(value, datetime) else None
 
 
 def _utc(moment: datetime) -> datetime:

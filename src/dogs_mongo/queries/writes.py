@@ -13,9 +13,11 @@ from dogs_core.domain.steering import JobChange
 from dogs_mongo.queries.claims import _lock_free, _not_terminal
 from dogs_mongo.queries.common import (
     _LOCK_FIELDS_UNSET,
+    HELD_FIELD,
     MAX_BATCH_SIZE,
     _owner_document,
     _require_int,
+    hold_document,
 )
 from dogs_mongo.queries.shaping import shaping_fields
 from dogs_mongo.queries.states import not_failed_filter, not_locked_after
@@ -82,6 +84,8 @@ def settle_update(settlement: Settlement) -> tuple[dict[str, Any], dict[str, Any
         update = reschedule_update(
             next_run_at=command.next_run_at, priority=None, reset_tries=False, tries=command.tries
         )
+        if command.hold is not None:
+            update["$set"][HELD_FIELD] = hold_document(command.hold)
     elif isinstance(command, MarkTerminal):
         update = mark_max_tries_update(now=command.now, expires_at=command.expires_at)
         return mark_max_tries_filter(job_id, lock_id), update
@@ -246,6 +250,7 @@ def document_from_record(record: JobRecord) -> dict[str, Any]:
         ("lockReleasedAt", _optional_millis(record.lock_released_at)),
         ("traceContext", dict(record.trace_context) if record.trace_context else None),
         ("workflow", dict(record.workflow) if record.workflow else None),
+        (HELD_FIELD, None if record.held is None else hold_document(record.held)),
     ]
     for name, value in optional:
         if value is not None or name == "params":

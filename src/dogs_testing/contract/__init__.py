@@ -31,7 +31,8 @@ part, :class:`ArchiveContract` (:mod:`dogs_testing.contract.archive`), for a sto
 :class:`WorkflowContract` (:mod:`dogs_testing.contract.workflows`); and so have the optional
 uniqueness and schedules roles, :class:`UniquenessContract` and :class:`SchedulesContract`
 (:mod:`dogs_testing.contract.shaping`, whose :class:`ShapedFieldsContract` part, the additive
-record fields, is in the whole suite).
+record fields, is in the whole suite); so has the optional inspection role,
+:class:`InspectionContract` (:mod:`dogs_testing.contract.inspection`).
 
 Example::
 
@@ -58,6 +59,7 @@ from dogs_testing.contract.controls import ControlsContract
 from dogs_testing.contract.feeds import FeedContract
 from dogs_testing.contract.following import FollowingContract
 from dogs_testing.contract.history import HistoryContract
+from dogs_testing.contract.inspection import InspectionContract
 from dogs_testing.contract.leases import LeaseContract
 from dogs_testing.contract.maintenance import MaintenanceContract
 from dogs_testing.contract.scheduling import SchedulingContract
@@ -80,6 +82,7 @@ __all__ = [
     "FeedContract",
     "FollowingContract",
     "HistoryContract",
+    "InspectionContract",
     "JobStoreContract",
     "LeaseContract",
     "MaintenanceContract",

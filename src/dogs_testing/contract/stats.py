@@ -9,7 +9,15 @@ from datetime import timedelta
 
 import pytest
 
-from dogs_core.domain.records import HistoryRecord, HistoryStatus, NameStatus
+from dogs_core.domain.outcome import Defer
+from dogs_core.domain.records import (
+    HistoryRecord,
+    HistoryStatus,
+    Hold,
+    HoldReason,
+    JobState,
+    NameStatus,
+)
 from dogs_core.domain.stats import MAX_STATS_WINDOW, JobStats
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ports import AsyncJobStore
@@ -17,6 +25,8 @@ from dogs_testing.contract.base import _H, _MIN, _MS, _S, T0, ContractBase, _his
 from dogs_testing.settling import released, rescheduled, settle_one, terminal
 
 __all__ = ["StatsContract"]
+
+ERROR = HistoryStatus.ERROR
 
 
 def _row(
@@ -27,10 +37,13 @@ def _row(
     ms: int = 10,
     status: HistoryStatus = HistoryStatus.SUCCESS,
     error_type: str | None = None,
+    outcome: str | None = None,
 ) -> HistoryRecord:
     """A row of ``name`` started ``at`` after :data:`T0` that lasted ``ms`` milliseconds."""
     row = _history(execution_id, name=name, started_at=T0 + at, status=status)
-    return dataclasses.replace(row, ended_at=row.started_at + ms * _MS, error_type=error_type)
+    return dataclasses.replace(
+        row, ended_at=row.started_at + ms * _MS, error_type=error_type, outcome=outcome
+    )
 
 
 class StatsContract(ContractBase):
@@ -41,9 +54,9 @@ class StatsContract(ContractBase):
             [
                 _row("s1", ms=100),
                 _row("s2", at=30 * _S, ms=300),
-                _row("e1", at=_MIN, ms=200, status=HistoryStatus.ERROR, error_type="app.Boom"),
-                _row("e2", at=_MIN, ms=50, status=HistoryStatus.ERROR),
-                _row("e3", at=_MIN, ms=400, status=HistoryStatus.ERROR, error_type="app.Boom"),
+                _row("e1", at=_MIN, ms=200, status=ERROR, error_type="app.Boom", outcome="retried"),
+                _row("e2", at=_MIN, ms=50, status=ERROR),  # a Node Dogs row: no outcome
+                _row("e3", at=_MIN, ms=400, status=ERROR, error_type="app.Boom", outcome="failed"),
                 _row("st", at=2 * _MIN, ms=20, status=HistoryStatus.STALE),
                 _row("c", at=2 * _MIN, ms=30, status=HistoryStatus.CANCELLED),
                 _row("z", at=2 * _MIN, ms=40, status=HistoryStatus.SNOOZED),
@@ -59,18 +72,25 @@ class StatsContract(ContractBase):
             job_name="a",
             runs=8,
             succeeded=2,
-            failed=3,
+            errors=3,
             stale=1,
             cancelled=1,
-            failures_by_type={"app.Boom": 2, "unknown": 1},
+            snoozed=1,
+            retried=1,
+            failed=1,
+            errors_by_type={"app.Boom": 2, "unknown": 1},
             duration_p50_ms=50.0,
             duration_p95_ms=400.0,
             duration_max_ms=400.0,
             throughput=((T0, 2), (T0 + _MIN, 3), (T0 + 2 * _MIN, 3)),
             since=T0,
             until=T0 + 3 * _MIN,
+            first_started_at=T0,
+            last_started_at=T0 + 2 * _MIN,
         )
-        assert stats[0].success_rate == pytest.approx(2 / 6)
+        assert stats[0].attempt_success_rate == pytest.approx(2 / 6)
+        assert stats[0].job_success_rate == pytest.approx(2 / 3)
+        assert stats[0].per_minute == pytest.approx(8 / 2)  # over the 2 active minutes
         assert stats[1].throughput == ((T0, 0), (T0 + _MIN, 1), (T0 + 2 * _MIN, 0))
 
     async def test_stats_of_some_names(self, store: AsyncJobStore) -> None:
@@ -112,9 +132,11 @@ class StatsContract(ContractBase):
         await store.write_history_many([_row("z", status=HistoryStatus.SNOOZED)])
         (stats,) = await store.job_stats(since=T0, until=T0 + _MIN)
         assert stats.runs == 1
-        assert stats.succeeded + stats.failed + stats.stale + stats.cancelled == 0
+        assert stats.succeeded + stats.errors + stats.stale + stats.cancelled == 0
+        assert stats.snoozed == 1
         assert stats.success_rate is None
-        assert stats.failures_by_type == {}
+        assert stats.errors_by_type == {}
+        assert stats.per_minute is None  # one attempt: no rate
         assert stats.duration_max_ms == 10.0
 
     async def test_stats_window_is_checked(self, store: AsyncJobStore) -> None:
@@ -177,6 +199,26 @@ class StatsContract(ContractBase):
                 + status.stale
                 + status.terminal
             )
+
+    async def test_status_counts_held_records(self, store: AsyncJobStore) -> None:
+        """A record a fleet limit gave back is ``held`` while its hold is in force, and counts
+        as waiting since the hold began (not from its new next run); once its next run has
+        passed it is due again, still waiting since then."""
+        await store.insert_jobs([_job(partition=0, at=T0 - 30 * _S)])
+        claimed = await self.claim(store, partition=0, now=T0 - 20 * _S)
+        hold = Hold(HoldReason.CONCURRENCY, since=T0 - 30 * _S, until=T0 + _S)
+        give_back = Defer(T0 + _S, tries=0, hold=hold)
+        assert await settle_one(store, claimed.job_id, claimed.lock_id, give_back)
+        (held,) = await store.status_counts(now=T0)
+        assert (held.held, held.due, held.scheduled_later) == (1, 0, 0)
+        assert held.oldest_due_at == T0 - 30 * _S
+        (record,) = await store.find_records(job_name="a", state=JobState.HELD, now=T0)
+        assert record.holding == hold
+        assert await store.find_records(job_name="a", state=JobState.SCHEDULED, now=T0) == []
+        (later,) = await store.status_counts(now=T0 + 2 * _S)
+        assert (later.held, later.due, later.oldest_due_at) == (0, 1, T0 - 30 * _S)
+        again = await self.claim(store, partition=0, now=T0 + 2 * _S)
+        assert again.held_since == T0 - 30 * _S  # a refusal again keeps the hold's start
 
     async def test_status_counts_of_nothing(self, store: AsyncJobStore) -> None:
         assert await store.status_counts(now=T0) == []

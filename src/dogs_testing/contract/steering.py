@@ -18,8 +18,11 @@ import anyio
 import anyio.lowlevel
 import pytest
 
+from dogs_core.domain.outcome import Defer
 from dogs_core.domain.records import (
     Duplicate,
+    Hold,
+    HoldReason,
     JobRecord,
     JobState,
     JobStatus,
@@ -68,12 +71,13 @@ class SteeringContract(ContractBase):
         self, store: AsyncJobStore, name: str = "a", *, base: int = 0
     ) -> dict[str, str]:
         """Records of ``name`` made through the port, one per case (in partitions ``base`` to
-        ``base + 7``), keyed by what they are at :data:`T0`: ``scheduled``, ``due``,
+        ``base + 8``), keyed by what they are at :data:`T0`: ``scheduled``, ``due``,
         ``running``, ``retrying`` (due), ``retrying_later``, ``released`` (retrying: its lock
-        was given back), ``stale`` and ``failed``."""
+        was given back), ``stale``, ``failed`` and ``held`` (given back by a fleet limit until
+        ``T0 + 1 min``)."""
         keys = (
             *("scheduled", "due", "running", "retrying"),
-            *("retrying_later", "released", "stale", "failed"),
+            *("retrying_later", "released", "stale", "failed", "held"),
         )
         ids: dict[str, str] = {}
         for offset, key in enumerate(keys):
@@ -101,6 +105,9 @@ class SteeringContract(ContractBase):
         assert await settle_one(
             store, ids["failed"], lock, terminal(T0 - _MIN, expires_at=T0 + 7 * _DAY)
         )
+        lock = await claim("held", now=T0 - _MIN)
+        hold = Hold(HoldReason.RATE, since=T0 - _H, until=T0 + _MIN)
+        assert await settle_one(store, ids["held"], lock, Defer(T0 + _MIN, tries=0, hold=hold))
         return ids
 
     # ---------------------------------------------------------------- find_jobs
@@ -114,6 +121,7 @@ class SteeringContract(ContractBase):
             JobState.RETRYING: ["retrying", "retrying_later", "released"],
             JobState.STALE: ["stale"],
             JobState.FAILED: ["failed"],
+            JobState.HELD: ["held"],
         }
         for state, keys in expected.items():
             found = await store.find_records(state=state, now=T0)
@@ -127,7 +135,7 @@ class SteeringContract(ContractBase):
         await self.one_of_each_state(store, "a")
         await self.one_of_each_state(store, "b", base=10)
         records = await store.find_records(limit=1_000)
-        assert len(records) == 16
+        assert len(records) == 18
         for now in _MOMENTS:
             seen = 0
             for state in JobState:
@@ -299,7 +307,7 @@ class SteeringContract(ContractBase):
         )
         # At its deadline the lock is no longer live.
         assert await store.delete_record(ids["running"], unless_running_at=T0 + 30 * _S) == running
-        for key in ("scheduled", "due", "retrying", "released", "stale", "failed"):
+        for key in ("scheduled", "due", "retrying", "released", "stale", "failed", "held"):
             before = await self.record(store, ids[key])
             assert await store.delete_record(ids[key], unless_running_at=T0) == before, key
         assert [r.id for r in await store.find_records()] == [ids["retrying_later"]]

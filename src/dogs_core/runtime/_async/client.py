@@ -49,6 +49,7 @@ from dogs_core.runtime._async.audit import AuditClient
 from dogs_core.runtime._async.bulk import BulkClient
 from dogs_core.runtime._async.clock_sync import ensure_clock
 from dogs_core.runtime._async.following import FollowingClient
+from dogs_core.runtime._async.inspection import InspectionClient
 from dogs_core.runtime._async.pausing import PauseClient
 from dogs_core.runtime._async.registry import RegistryClient
 from dogs_core.runtime._async.retry import retry_transient
@@ -62,6 +63,7 @@ from dogs_core.runtime.outage import DEFAULT_OPERATION_TIMEOUT, validate_operati
 from dogs_core.runtime.scheduling import (
     HISTORY_GRACE,
     HISTORY_LOOKBACK,
+    UNKNOWN_JOB_GRACE,
     AmbiguousBulkInsert,
     ScheduleItem,
     bulk_result,
@@ -98,6 +100,7 @@ class DogsClient(
     BulkClient,
     AuditClient,
     RegistryClient,
+    InspectionClient,
 ):
     """Schedules event jobs and reads what the workers recorded.
 
@@ -303,13 +306,16 @@ class DogsClient(
         apart, as no feed batch reports a completion. Raises
         :class:`~dogs_core.errors.WaitTimeoutError` after ``timeout``, and
         :class:`~dogs_core.errors.JobNotFoundError` when the job has neither a record nor
-        history (it never existed, or it keeps no history).
+        history: within :data:`~dogs_core.runtime.scheduling.UNKNOWN_JOB_GRACE` (3 s) for an
+        id never seen (it never existed), within ``HISTORY_GRACE`` (30 s) for a job whose record
+        was read and is gone without a row (it keeps no history).
         """
         validate_job_id(job_id)
         seconds, pause = validate_wait(timeout, poll_interval)
         since = self.clock.now()
         started = anyio.current_time()
         gone_since: float | None = None
+        seen = False  # a record or a row of the job was read at least once
         soon = _COMPLETION_RECHECK
         feed = self.store.watch_history(job_ids=[job_id])
         async with contextlib.aclosing(feed):
@@ -322,10 +328,18 @@ class DogsClient(
                 now = anyio.current_time()
                 if record is None and newest is None:
                     # Gone without a row: a row on its way lands within the grace period after
-                    # the record is deleted; past it, the job keeps no history (or never was).
+                    # the record is deleted; past it, the job keeps no history. Never seen at
+                    # all, it most likely never existed: a short grace covers only a row
+                    # written just after its record's delete (an operator's cancel).
                     gone_since = now if gone_since is None else gone_since
-                    if now - gone_since >= HISTORY_GRACE:
+                    grace = HISTORY_GRACE if seen else UNKNOWN_JOB_GRACE
+                    if now - gone_since >= grace:
                         raise JobNotFoundError(job_id)
+                    if not seen:
+                        await anyio.sleep(min(pause, UNKNOWN_JOB_GRACE / 4))
+                        continue
+                else:
+                    seen = True
                 if seconds is not None and now - started >= seconds:
                     raise WaitTimeoutError(job_id, seconds)
                 holder = None if record is None else record.lock_id
