@@ -397,7 +397,8 @@ class HistoryRecord:
     ``cancelled``, ``stale``. ``None`` on rows written by Node Dogs or before it existed."""
     ran: bool = True
     """``False`` for the ``cancelled`` row of a job cancelled before any execution started it
-    (additive ``ran: false``): its times are the cancel's, it has no duration."""
+    (additive ``ran: false``), and for the ``expired`` row of one not started by its deadline: its
+    times are the cancel's (or the discard's), it has no duration."""
 
     @property
     def duration_ms(self) -> int:
