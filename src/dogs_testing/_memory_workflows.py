@@ -31,7 +31,7 @@ from dogs_core.domain.workflow_records import (
     WorkflowSummary,
     WorkflowView,
 )
-from dogs_core.domain.workflow_release import workflow_end
+from dogs_core.domain.workflow_release import fails_workflow, workflow_end
 from dogs_core.domain.workflow_start import release_job
 from dogs_core.errors import StoreError
 from dogs_testing._memory_scheduling import _refuse_session
@@ -302,9 +302,12 @@ class MemoryWorkflows(MemoryState):
             if workflow is None or workflow.state is not WorkflowState.RUNNING:
                 return None
             counts = dict.fromkeys(StepState, 0)
+            failing = False
             for step_id in tables.order[workflow_id]:
-                counts[tables.steps[step_id].state] += 1
-            end = workflow_end(counts)
+                step = tables.steps[step_id]
+                counts[step.state] += 1
+                failing = failing or fails_workflow(step.state, step.policy)
+            end = workflow_end(counts, failing=failing)
             if end is None:
                 return None
             tables.workflows[workflow_id] = dataclasses.replace(

@@ -85,6 +85,9 @@ def test_a_workflow_ends_once_nothing_is_left_to_run() -> None:
     assert workflow_end({StepState.SUCCEEDED: 3, StepState.SKIPPED: 1}) is WorkflowState.COMPLETED
     assert workflow_end({StepState.SUCCEEDED: 3, StepState.RELEASED: 1}) is None
     assert workflow_end({StepState.BLOCKED: 1}) is None
+    # a step failed under "fail" whose own fail_workflow a crash cut: still failed
+    assert workflow_end({StepState.FAILED: 1}, failing=True) is WorkflowState.FAILED
+    assert workflow_end({StepState.FAILED: 1, StepState.RELEASED: 1}, failing=True) is None
     assert has_ended(StepState.SKIPPED)
     assert not has_ended(StepState.RELEASED)
 

@@ -160,11 +160,15 @@ def fails_workflow(state: StepState, policy: FailurePolicy) -> bool:
     return policy is FailurePolicy.FAIL and state in (StepState.FAILED, StepState.CANCELLED)
 
 
-def workflow_end(counts: Mapping[StepState, int]) -> WorkflowState | None:
-    """The state a running workflow reaches once no step is blocked or released: ``succeeded``
+def workflow_end(counts: Mapping[StepState, int], *, failing: bool = False) -> WorkflowState | None:
+    """The state a running workflow reaches once no step is blocked or released: ``failed``
+    when a step ended as :func:`fails_workflow` says (``failing``: its own ``fail_workflow``
+    may not be written yet, cut by a crash, while the end of another step is), ``succeeded``
     when every step succeeded, else ``completed``; ``None`` while some are."""
     if counts.get(StepState.BLOCKED, 0) or counts.get(StepState.RELEASED, 0):
         return None
+    if failing:
+        return WorkflowState.FAILED
     others = sum(count for state, count in counts.items() if state is not StepState.SUCCEEDED)
     return WorkflowState.SUCCEEDED if others == 0 else WorkflowState.COMPLETED
 

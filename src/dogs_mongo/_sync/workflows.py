@@ -530,7 +530,8 @@ class MongoWorkflows:
             if live is not None:
                 return None
             counts = (self._counts([workflow_id])).get(workflow_id, _zero())
-            end = workflow_end(counts)
+            failing = steps.find_one(qw.failing_step_filter(workflow_id), {"_id": 1})
+            end = workflow_end(counts, failing=failing is not None)
             if end is None:
                 return None
             result = self.workflows_collection.update_one(

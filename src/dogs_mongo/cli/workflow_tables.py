@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.table import Table
 
+from dogs_core.domain.records import HistoryStatus
 from dogs_core.domain.workflow_layout import levels, text_dag
 from dogs_core.domain.workflow_records import (
     StepRecord,
@@ -110,6 +111,10 @@ def _outcome_text(step: StepRecord) -> str:
         return outcome.error_message[:80]
     if outcome.result_omitted:
         return "(result too large to keep)"
+    status = outcome.status
+    if outcome.result is None and status is not None and status is not HistoryStatus.SUCCESS:
+        # a cancelled or stale run has no result: its status says more than "null"
+        return f"({status.value})"
     text = json.dumps(outcome.result, default=str)
     return text if len(text) <= 60 else text[:57] + "..."
 

@@ -185,6 +185,16 @@ def step_from_document(doc: Mapping[str, Any]) -> StepRecord:
     )
 
 
+def failing_step_filter(workflow_id: str) -> dict[str, Any]:
+    """The steps of a workflow that fail it (:func:`~dogs_core.domain.workflow_release.
+    fails_workflow`): failed or cancelled under ``fail`` (a missing policy is ``fail``)."""
+    return {
+        "workflowId": workflow_id,
+        "state": {"$in": [StepState.FAILED.value, StepState.CANCELLED.value]},
+        "policy": {"$in": [FailurePolicy.FAIL.value, None]},
+    }
+
+
 def step_changes_pipeline() -> list[dict[str, Any]]:
     """The ``watch`` pipeline on the history of the rows that may end a step: inserts (first
     writes) of a row carrying ``workflowId`` (a step's execution by a Python worker), or

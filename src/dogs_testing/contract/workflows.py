@@ -359,6 +359,22 @@ class WorkflowContract(ContractBase):
         assert listed[0].counts[StepState.FAILED] == 1
         assert listed[0].counts[StepState.SKIPPED] == 1
 
+    async def test_a_step_failed_under_fail_ends_its_workflow_failed_even_unmarked(
+        self, store: AsyncJobStore
+    ) -> None:
+        # A crash between a step's failed end and its fail_workflow, then the end of a step
+        # nothing depends on: the workflow must end failed, not completed.
+        wf = Workflow("two leaves")
+        wf.add(_wf_step, name="strict")
+        wf.add(_wf_step, name="other")
+        compiled = await self.started(store, wf)
+        workflows = self.workflows(store)
+        await self.end(store, compiled, "strict", StepState.FAILED)
+        await self.end(store, compiled, "other", StepState.SUCCEEDED)
+        state = await workflows.finish_workflow(compiled.workflow.id, now=T0)
+        assert state is WorkflowState.FAILED
+        assert not await workflows.fail_workflow(compiled.workflow.id, now=T0)
+
     async def test_workflows_are_listed_newest_first(self, store: AsyncJobStore) -> None:
         ids = []
         for n in range(3):
