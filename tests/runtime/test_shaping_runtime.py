@@ -1,8 +1,9 @@
 """Issue 27 in the runtime, on the in-memory store under virtual time: runtime schedules run by
 workers that know their event job (added, changed, paused, resumed and deleted while they run;
 a changed cron or timezone recomputing the next run), a replace behind a running holder staying
-behind it, start deadlines discarding a late job with an ``expired`` row, a key's window written before its
-record goes, and the bad inputs of ``schedule`` and ``client.schedules`` writing nothing."""
+behind it, start deadlines discarding a late job with an ``expired`` row, a key's window written
+before its record goes, and the bad inputs of ``schedule`` and ``client.schedules`` writing
+nothing."""
 
 from __future__ import annotations
 
