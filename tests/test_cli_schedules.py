@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from pymongo import MongoClient
 from typer.testing import CliRunner
 
+from dogs_mongo import MongoJobStore
 from tests.test_cli import REGISTRY, assert_clean_error, invoke
 
 pytestmark = pytest.mark.mongo
@@ -94,3 +96,17 @@ def test_tags_and_a_deadline_from_the_shell(runner: CliRunner, env: dict[str, An
     bad = invoke(runner, "schedule", REGISTRY, "greet", "--params", '{"name": "x"}', "--tag",
                  "$x", env=env)  # fmt: skip
     assert_clean_error(bad, "--tag[0]")
+
+
+def test_a_code_jobs_rule_shows_with_the_registry(
+    runner: CliRunner, env: dict[str, Any], sync_mongo_client: MongoClient[dict[str, Any]]
+) -> None:
+    store = MongoJobStore(sync_mongo_client, env["DOGS_MONGODB_DATABASE"])
+    store.setup()
+    store.ensure_recurrent("hourly", priority=1000, partition=0, now=datetime.now(UTC))
+    bare = json.loads(invoke(runner, "schedules", "list", "--json", env=env).stdout)
+    assert [(s["id"], s["source"], s["rule"]) for s in bare] == [("hourly", "code", None)]
+    with_code = invoke(runner, "schedules", "list", "--json", "--registry", REGISTRY, env=env)
+    assert [s["rule"] for s in json.loads(with_code.stdout)] == ["every 1:00:00"]
+    shown = invoke(runner, "schedules", "show", "hourly", "--registry", REGISTRY, env=env)
+    assert "rule         every 1:00:00\n" in shown.stdout

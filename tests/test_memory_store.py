@@ -596,7 +596,7 @@ def test_hand_built_copies_keep_every_field() -> None:
         "lock_released_at", "trace_context", "progress", "workflow",
         # Issue 27's additive fields, copied by the claim too (_memory_state.MemoryState._take).
         "tags", "start_before", "unique_window", "debounce_until", "parked_at", "parked_run_at",
-        "schedule",
+        "schedule", "behind_until",
         "held",
     }  # fmt: skip
     row = HistoryRecord(
@@ -671,6 +671,7 @@ def test_a_claim_keeps_every_other_field() -> None:
         start_before=T0 + DAY,
         unique_window=60 * S,
         debounce_until=T0 + DAY,
+        behind_until=T0 + DAY,
         parked_at=T0 - DAY,
         parked_run_at=T0 - S,
         schedule=ScheduleSpec(job="report", every=3600 * S),

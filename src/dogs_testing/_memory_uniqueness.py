@@ -73,6 +73,8 @@ class MemoryUniqueness(MemoryState):
             if record is None:
                 return None
             run_at = to_millis(update.next_run_at)
+            if record.behind_until is not None and record.behind_until > run_at:
+                run_at = record.behind_until  # still behind the running record of its key
             if update.debounce is not None:
                 run_at = to_millis(
                     debounced_next_run(

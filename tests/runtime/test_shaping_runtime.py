@@ -1,7 +1,9 @@
 """Issue 27 in the runtime, on the in-memory store under virtual time: runtime schedules run by
-workers that know their event job (added, changed, paused, resumed and deleted while they run),
-start deadlines discarding a late job with an ``expired`` row, a key's window written before its
-record goes, and the bad inputs of ``schedule`` and ``client.schedules`` writing nothing."""
+workers that know their event job (added, changed, paused, resumed and deleted while they run;
+a changed cron or timezone recomputing the next run), a replace behind a running holder staying
+behind it, start deadlines discarding a late job with an ``expired`` row, a key's window written
+before its record goes, and the bad inputs of ``schedule`` and ``client.schedules`` writing
+nothing."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from dogs_core import (
     InvalidTagsError,
     Jobs,
     JobStats,
+    Replaced,
     Scheduled,
     ScheduleInCodeError,
     ScheduleNotFoundError,
@@ -284,3 +287,51 @@ async def test_bad_upserts_write_nothing(
     if field:
         assert getattr(raised.value, "field", None) == field
     assert h.store.records() == []
+
+
+async def test_a_changed_cron_or_timezone_recomputes_the_next_run() -> None:
+    h = Harness(_jobs([]))  # the clock starts at 2026-01-01 00:00 UTC (winter time)
+    schedules = h.client.schedules
+
+    async def upsert(cron: str, timezone: str) -> tuple[str, Any]:
+        done = await schedules.upsert("nightly", "nightly_report", cron=cron, timezone=timezone)
+        return done.change, done.schedule.next_run_at
+
+    assert await upsert("0 3 * * *", "Europe/Paris") == ("created", h.at(2 * 3600))
+    assert await upsert("0 3 * * *", "America/New_York") == ("updated", h.at(8 * 3600))
+    assert await upsert("30 4 * * *", "America/New_York") == ("updated", h.at(9.5 * 3600))
+    assert await upsert("30 4 * * *", "America/New_York") == ("unchanged", h.at(9.5 * 3600))
+
+
+async def test_a_replace_while_the_holder_runs_waits_behind_it() -> None:
+    spans: dict[int, tuple[float, float]] = {}
+    jobs = Jobs()
+
+    @jobs.event(lock_time="1m")
+    async def reindex(params: dict[str, Any], ctx: JobContext) -> None:
+        started = now()
+        await anyio.sleep(30)
+        spans[params["v"]] = (started, now())
+
+    h = Harness(jobs)
+    newest = Unique("reindex", on_conflict="replace")
+    first = await h.client.schedule(reindex, {"v": 1}, unique=newest)
+    assert isinstance(first, Scheduled)
+    async with h.workers(poll_interval=1) as workers:
+        await anyio.sleep(10)  # v1 runs, its lock until about 61 s
+        holder = h.store.record(first.id)
+        assert holder is not None
+        assert holder.locked_until is not None
+        second = await h.client.schedule(reindex, {"v": 2}, unique=newest)
+        assert isinstance(second, Scheduled)  # the running one is left alone
+        assert second.id != first.id
+        waiting = h.store.record(second.id)
+        assert waiting is not None
+        assert waiting.next_run_at >= holder.locked_until
+        third = await h.client.schedule(reindex, {"v": 3}, unique=newest)
+        assert third == Replaced(second.id, "reindex")  # the waiting one takes the params
+        await anyio.sleep(120)
+        await workers.stop()
+    assert sorted(spans) == [1, 3]  # v2's params were replaced by v3's before it ran
+    assert spans[3][0] >= spans[1][1]  # no overlap: the new one ran after the old one
+    assert {r.status for r in h.store.history("reindex")} == {HistoryStatus.SUCCESS}

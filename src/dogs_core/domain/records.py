@@ -186,6 +186,9 @@ class NewJob:
     """Additive ``uniqueWindowMs``: the key stays taken this long after the record ended."""
     debounce_until: datetime | None = None
     """Additive ``debounceUntil``: the latest run time a debounce may push the record to."""
+    behind_until: datetime | None = None
+    """Additive ``behindUntil``: the lock deadline of the running record of its key that this
+    one was scheduled behind (``on_conflict="replace"``); a replace never runs it earlier."""
     parked_run_at: datetime | None = None
     """With ``next_run_at`` at :data:`~dogs_core.domain.uniqueness.PARKED_AT`: the run time the
     record gets once its call has checked its key's window (additive ``parkedRunAt``)."""
@@ -236,6 +239,8 @@ class JobRecord:
     """Additive ``uniqueWindowMs``: how long the unique key stays taken after the record ends."""
     debounce_until: datetime | None = None
     """Additive ``debounceUntil``: the cap of a debounced record's run time."""
+    behind_until: datetime | None = None
+    """Additive ``behindUntil``: a replace never moves the run time before it."""
     parked_at: datetime | None = None
     """Additive ``parkedAt``: written by a call still checking its key's window."""
     parked_run_at: datetime | None = None

@@ -2,8 +2,8 @@
 
 ::
 
-    dogs schedules list [--limit 100] [--after ID] [--json]
-    dogs schedules show ID [--json]
+    dogs schedules list [--limit 100] [--after ID] [--json] [--registry MODULE:REGISTRY]
+    dogs schedules show ID [--json] [--registry MODULE:REGISTRY]
     dogs schedules set ID JOB (--cron EXPR --timezone TZ | --every 5m) [--params JSON]
                        [--misfire run_once|skip|run_all] [--priority N] [--paused]
                        [--registry MODULE:REGISTRY]
@@ -14,8 +14,10 @@
 Each is one call of ``client.schedules`` (:mod:`dogs_core.runtime._async.schedules`). ``set`` is
 an upsert (the same command twice changes nothing); with ``--registry`` the params are checked
 against the job's model. A worker runs a schedule when it knows its job (no deploy needed);
-code-defined recurrent jobs are listed too, marked ``code``. Exit codes: 0 done, 1 not done (no
-such schedule, or one defined in code), 2 bad input or an unreachable server.
+code-defined recurrent jobs are listed too, marked ``code``: their rule lives in code, not in
+the record, so ``list`` and ``show`` print it only when given ``--registry``. Exit codes: 0
+done, 1 not done (no such schedule, or one defined in code), 2 bad input or an unreachable
+server.
 """
 
 from __future__ import annotations
@@ -62,6 +64,14 @@ IdArgument = Annotated[
     str, typer.Argument(metavar="ID", help="The schedule's id.", show_default=False)
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+RegistryOption = Annotated[
+    str | None,
+    typer.Option(
+        "--registry",
+        metavar="MODULE:REGISTRY",
+        help="The code's registry: prints the rule of its recurrent jobs.",
+    ),
+]
 
 
 def _call(
@@ -130,12 +140,17 @@ def list_schedules(
     limit: Annotated[int, typer.Option("--limit", help="At most this many (1 to 1000).")] = 100,
     after: Annotated[str | None, typer.Option("--after", help="Ids after this one.")] = None,
     as_json: JsonOption = False,
+    registry: RegistryOption = None,
+    app_dir: AppDirOption = Path("."),
     *,
     connection: Connection,
 ) -> None:
     """List the schedules by id: runtime ones and code-defined recurrent jobs."""
     listed: list[RuntimeSchedule] = _call(
-        connection, lambda client: client.schedules.list(after=after, limit=limit)
+        connection,
+        lambda client: client.schedules.list(after=after, limit=limit),
+        registry,
+        app_dir,
     )
     if as_json:
         print_json([_json(s) for s in listed])
@@ -147,7 +162,14 @@ def list_schedules(
 
 @schedules_app.command("show")
 @with_connection()
-def show(schedule_id: IdArgument, as_json: JsonOption = False, *, connection: Connection) -> None:
+def show(
+    schedule_id: IdArgument,
+    as_json: JsonOption = False,
+    registry: RegistryOption = None,
+    app_dir: AppDirOption = Path("."),
+    *,
+    connection: Connection,
+) -> None:
     """Show one schedule: its job, rule, params, state and runs."""
 
     async def body(client: DogsClient) -> RuntimeSchedule:
@@ -156,7 +178,7 @@ def show(schedule_id: IdArgument, as_json: JsonOption = False, *, connection: Co
             raise ScheduleNotFoundError(schedule_id)
         return found
 
-    schedule = _call(connection, body)
+    schedule = _call(connection, body, registry, app_dir)
     if as_json:
         print_json(_json(schedule))
         return

@@ -1,6 +1,7 @@
 """The additive record fields of issue 27's options, written and read: ``tags``,
-``startBefore``, ``uniqueWindowMs``, ``debounceUntil``, ``parkedAt``/``parkedRunAt`` and a
-runtime schedule's ``schedule`` (docs/differences.md says what a Node worker does with each).
+``startBefore``, ``uniqueWindowMs``, ``debounceUntil``, ``behindUntil``,
+``parkedAt``/``parkedRunAt`` and a runtime schedule's ``schedule`` (docs/differences.md says
+what a Node worker does with each).
 
 A field is written only when the option is used, so a record scheduled without them has the
 exact shape Dogs 4.6.8 writes. Reading tolerates any shape another writer left: a value of the
@@ -49,6 +50,8 @@ def shaping_fields(job: NewJob | JobRecord) -> dict[str, Any]:
         doc["uniqueWindowMs"] = millis(job.unique_window)
     if job.debounce_until is not None:
         doc["debounceUntil"] = to_millis(job.debounce_until)
+    if job.behind_until is not None:
+        doc["behindUntil"] = to_millis(job.behind_until)
     if job.parked_at is not None:
         doc["parkedAt"] = to_millis(job.parked_at)
         if job.parked_run_at is not None:
@@ -142,6 +145,7 @@ def record_extras(doc: Mapping[str, Any]) -> dict[str, Any]:
     extras = claimed_extras(doc)
     for field, name in (
         ("debounceUntil", "debounce_until"),
+        ("behindUntil", "behind_until"),
         ("parkedAt", "parked_at"),
         ("parkedRunAt", "parked_run_at"),
     ):

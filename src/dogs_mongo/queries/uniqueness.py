@@ -88,7 +88,8 @@ def holding_filter(
 
 def pending_update(update: PendingUpdate, now: datetime) -> list[Document]:
     """What a replace or a debounce writes, as one pipeline (values as ``$literal``: a params
-    string starting with ``$`` is a string, not a field path). A debounce's run time is
+    string starting with ``$`` is a string, not a field path). A replace's run time is never
+    before ``behindUntil``; a debounce's is
     :func:`~dogs_core.domain.uniqueness.debounced_next_run` of the stored ``nextRunAt`` and
     ``debounceUntil``."""
     params = dict(update.params) if isinstance(update.params, Mapping) else None
@@ -97,7 +98,8 @@ def pending_update(update: PendingUpdate, now: datetime) -> list[Document]:
         "priority": int(update.priority),
     }
     if update.debounce is None:
-        fields["nextRunAt"] = to_millis(update.next_run_at)
+        wanted = to_millis(update.next_run_at)  # never before a running record it waits behind
+        fields["nextRunAt"] = {"$max": [wanted, {"$ifNull": ["$behindUntil", wanted]}]}
     else:
         pushed = to_millis(now + update.debounce)
         capped = {"$min": [pushed, {"$ifNull": ["$debounceUntil", pushed]}]}

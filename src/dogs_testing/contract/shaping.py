@@ -171,6 +171,22 @@ class UniquenessContract(ContractBase):
         assert await keys.update_pending(job.id, "k", update, now=T0 + 3 * _MIN) is None
         assert await keys.update_pending(None, "k", update, now=T0 + 3 * _MIN) is None
 
+    async def test_a_replace_keeps_a_record_behind_its_running_sibling(
+        self, store: AsyncJobStore
+    ) -> None:
+        keys = self.keys(store)
+        job = dataclasses.replace(_job(uid="b", at=T0 + _MIN), behind_until=T0 + _MIN)
+        await store.insert_job(job)
+        stored = await store.get_record(job.id)
+        assert stored is not None
+        assert stored.behind_until == T0 + _MIN
+        sooner = await keys.update_pending(None, "b", PendingUpdate({"n": 1}, T0, 100), now=T0)
+        assert sooner is not None  # asked to run now: still not before the running one's lock
+        assert (sooner.next_run_at, sooner.params) == (T0 + _MIN, {"n": 1})
+        later = await keys.update_pending(None, "b", PendingUpdate({}, T0 + _H, 100), now=T0)
+        assert later is not None
+        assert later.next_run_at == T0 + _H
+
     async def test_a_debounce_moves_the_run_later_up_to_its_cap(self, store: AsyncJobStore) -> None:
         keys = self.keys(store)
         job = dataclasses.replace(_job(uid="d", at=T0 + 30 * _S), debounce_until=T0 + 90 * _S)

@@ -131,8 +131,10 @@ class UniqueScheduling(ClientBase):
                     return done
             elif isinstance(decision, TakeKey):
                 await self._take_key(keys, key, decision, now)
-                if decision.behind is not None and decision.behind > run_at:
-                    run_at = decision.behind  # waits behind the running holder
+                if decision.behind is not None:
+                    # Waits behind the running holder, and a later replace keeps it there.
+                    job = dataclasses.replace(job, behind_until=decision.behind)
+                    run_at = max(run_at, decision.behind)
             elif decision.abandoned:
                 await self._finish_parked(keys, holder, key)
             else:
