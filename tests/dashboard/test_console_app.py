@@ -335,6 +335,36 @@ def test_select_all_then_a_bulk_retry_with_its_progress_page(env: Env) -> None:
     assert "that bulk action is done" in env.http.get(again.headers["location"]).text
 
 
+def test_bulk_cancel_reschedule_and_delete_from_the_dashboard(env: Env) -> None:
+    later = [env.schedule(run_in="1h") for _ in range(2)]
+    failed = [env.failed() for _ in range(2)]
+
+    def bulk(action: str, state: str, **fields: str) -> str:
+        data = {"csrf_token": env.token("/bulk"), "confirmed": "yes", "action": action,
+                "name": "send_email", "state": state, **fields}  # fmt: skip
+        started = env.http.post("/ops/bulk", data=data, follow_redirects=False)
+        assert started.status_code == 303
+        page = env.http.get(started.headers["location"]).text
+        assert 'data-outcome="done"' in page
+        return page
+
+    page = bulk("reschedule", "scheduled", run_in="2h", priority="7")
+    assert 'id="bulk-changed">2<' in page
+    for job_id in later:
+        record = env.store.sync.get_record(job_id)
+        assert record is not None
+        assert record.priority == 7
+        assert record.next_run_at > datetime.now(UTC) + timedelta(minutes=90)
+    assert 'id="bulk-changed">2<' in bulk("delete", "failed")
+    assert all(env.store.sync.get_record(job_id) is None for job_id in failed)
+    assert 'id="bulk-changed">2<' in bulk("cancel", "scheduled")
+    assert all(env.store.sync.get_record(job_id) is None for job_id in later)
+    audit = env.http.get("/audit").text
+    for action in ("bulk_reschedule", "bulk_delete", "bulk_cancel"):
+        assert action in audit
+    assert "deleted in bulk" in env.http.get(f"/jobs/{failed[0]}").text
+
+
 def test_a_bulk_form_with_a_bad_filter_says_why(env: Env) -> None:
     page = env.http.get("/bulk?action=delete&state=exploded").text
     assert 'id="bulk-problem"' in page
