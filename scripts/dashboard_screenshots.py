@@ -7,9 +7,10 @@
 Fills a fresh database (dropped at the end) with demo data: an hour of history rows for the
 throughput chart, then real executions by real workers (successes, retries, a job that fails
 for good with its traceback, jobs waiting for later, a paused name), serves the dashboard
-with uvicorn and writes docs/images/dashboard-overview.png, dashboard-jobs.png,
-dashboard-job.png, dashboard-executions.png and dashboard-errors.png. Needs the dev extra and
-Debian's chromium and chromium-driver
+with uvicorn while a worker renders one invoice and holds two back by a global limit, and
+writes docs/images/dashboard-overview.png, dashboard-jobs.png, dashboard-job.png,
+dashboard-executions.png and dashboard-errors.png. Needs the dev extra and Debian's chromium
+and chromium-driver
 (``$DOGS_TEST_CHROMIUM`` and ``$DOGS_TEST_CHROMEDRIVER`` override their paths).
 """
 
@@ -67,7 +68,7 @@ def import_orders(params: dict[str, str], ctx: JobContext) -> str:
 
 @jobs.event(global_concurrency=1)
 async def render_pdf(params: dict[str, int], ctx: JobContext) -> str:
-    await anyio.sleep(3)
+    await anyio.sleep(120)  # still rendering while the pages are shot: the others are held
     return f"rendered invoice {params['invoice']}"
 
 
@@ -132,6 +133,13 @@ async def fill(container: DogsContainer, client: DogsClient) -> dict[str, str]:
     return {"failed": failed.id}
 
 
+async def work(container: DogsContainer) -> None:
+    """A worker while the pages are shot: one invoice renders, the two others are held by
+    render_pdf's global limit of 1 (the overview's Held column)."""
+    async with Workers(container.store(), jobs, workers_count=4, poll_interval="1s"):
+        await anyio.sleep_forever()
+
+
 @contextmanager
 def served(uri: str, database: str) -> Iterator[tuple[str, dict[str, str]]]:
     with socket.socket() as probe:
@@ -149,7 +157,13 @@ def served(uri: str, database: str) -> Iterator[tuple[str, dict[str, str]]]:
             config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
             state["server"] = server = uvicorn.Server(config)
             async with anyio.create_task_group() as group:
-                group.start_soon(server.serve)
+
+                async def serve_then_stop() -> None:
+                    await server.serve()
+                    group.cancel_scope.cancel()  # and the worker below
+
+                group.start_soon(serve_then_stop)
+                group.start_soon(work, container)
                 while not server.started:  # noqa: ASYNC110
                     await anyio.sleep(0.05)
                 ready.set()
