@@ -7,11 +7,12 @@
 Fills a fresh database (dropped at the end) with demo data: an hour of history rows for the
 throughput chart, then real executions by real workers (successes, retries, a job that fails
 for good with its traceback, jobs waiting for later, a paused name), serves the dashboard
-with uvicorn and writes docs/images/dashboard-overview.png, dashboard-jobs.png,
-dashboard-job.png, dashboard-executions.png and dashboard-errors.png; then, with two ``Workers``
-instances running beside the server (one busy with long jobs), the operator's console:
-dashboard-workers.png, dashboard-bulk.png (a bulk retry of an outage's failures, done) and
-dashboard-audit.png. Needs the dev extra and Debian's chromium and chromium-driver
+with uvicorn while workers run (one render_pdf invoice renders, two wait behind its global
+limit) and writes docs/images/dashboard-overview.png, dashboard-jobs.png, dashboard-job.png,
+dashboard-executions.png and dashboard-errors.png; then, with two ``Workers`` instances running
+beside the server (one busy with long jobs), the operator's console: dashboard-workers.png,
+dashboard-bulk.png (a bulk retry of an outage's failures, done) and dashboard-audit.png. Needs
+the dev extra and Debian's chromium and chromium-driver
 (``$DOGS_TEST_CHROMIUM`` and ``$DOGS_TEST_CHROMEDRIVER`` override their paths).
 """
 
@@ -69,7 +70,7 @@ def import_orders(params: dict[str, str], ctx: JobContext) -> str:
 
 @jobs.event(global_concurrency=1)
 async def render_pdf(params: dict[str, int], ctx: JobContext) -> str:
-    await anyio.sleep(3)
+    await anyio.sleep(120)  # still rendering while the pages are shot: the others are held
     return f"rendered invoice {params['invoice']}"
 
 
