@@ -27,7 +27,7 @@ from dogs_core.domain.bulk import (
     created_id_bound,
     error_type_matches,
 )
-from dogs_core.domain.records import JobRecord, JobState, JobStatus, JobType
+from dogs_core.domain.records import Hold, HoldReason, JobRecord, JobState, JobStatus, JobType
 from dogs_core.errors import InvalidOptionError
 
 NOW = datetime(2030, 5, 1, 12, 0, tzinfo=UTC)
@@ -48,6 +48,8 @@ def record(
         values["tries"] = 1
     elif state is JobState.FAILED:
         values.update(status=JobStatus.MAX_TRIES_REACHED, tries=3, max_tries_reached_at=NOW)
+    elif state is JobState.HELD:
+        values.update(next_run_at=NOW + S, held=Hold(HoldReason.CONCURRENCY, NOW - S, NOW + S))
     values.update(fields)
     values.setdefault("id", str(uuid6.uuid7()))
     built = JobRecord(job_name="a", type=kind, priority=100, **values)  # type: ignore[arg-type]

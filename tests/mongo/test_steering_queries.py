@@ -88,6 +88,7 @@ _NOT_LOCKED = {
 
 def test_state_filters_repeat_the_negation_of_every_earlier_state() -> None:
     later = NOW + timedelta(microseconds=900)  # truncated to the millisecond
+    held = {"nextRunAt": {"$gt": NOW}, "$expr": {"$eq": ["$heldBack.until", "$nextRunAt"]}}
     assert q.state_filter(JobState.FAILED, later) == [_FAILED]
     assert q.state_filter(JobState.RUNNING, later) == [
         _NOT_FAILED,
@@ -103,6 +104,7 @@ def test_state_filters_repeat_the_negation_of_every_earlier_state() -> None:
     assert q.state_filter(JobState.RETRYING, later) == [
         _NOT_FAILED,
         _NOT_LOCKED,
+        {"$nor": [held]},
         {"tries": {"$gte": 1}},
     ]
     assert q.state_filter(JobState.DUE, later) == [
@@ -114,9 +116,11 @@ def test_state_filters_repeat_the_negation_of_every_earlier_state() -> None:
     assert q.state_filter(JobState.SCHEDULED, later) == [
         _NOT_FAILED,
         _NOT_LOCKED,
+        {"$nor": [held]},
         {"$nor": [{"tries": {"$gte": 1}}]},
         {"$nor": [{"nextRunAt": {"$lte": NOW}}]},
     ]
+    assert q.state_filter(JobState.HELD, later) == [_NOT_FAILED, _NOT_LOCKED, held]
     assert set(q.STATE_FILTERS) == set(JobState)
 
 
@@ -176,14 +180,18 @@ def test_status_counts_pipeline_shape() -> None:
     pipeline = q.status_counts_pipeline(NOW + timedelta(microseconds=1))
     assert [next(iter(stage)) for stage in pipeline] == ["$project", "$group", "$sort"]
     group = pipeline[1]["$group"]
-    assert set(group) == {"_id", "due", "later", "running", "stale", "terminal", "oldestDueAt"}
+    assert set(group) == {
+        "_id", "due", "later", "running", "stale", "terminal", "held", "oldestDueAt"
+    }  # fmt: skip
     branches = pipeline[0]["$project"]["state"]["$switch"]["branches"]
-    assert [branch["then"] for branch in branches] == ["terminal", "running", "stale", "due"]
+    states = [branch["then"] for branch in branches]
+    assert states == ["terminal", "running", "stale", "due", "held"]
     assert branches[2]["case"] == _STALE  # a released lock is not stale
     assert branches[1]["case"]["$and"][1] == {"$gt": ["$lockedUntil", NOW]}
-    # The oldest waiting work: due records and stale ones (waiting for recovery).
+    # The oldest waiting work: due records, stale ones (waiting for recovery) and held ones
+    # (given back by a fleet limit: waiting since they were first due).
     assert group["oldestDueAt"] == {
-        "$min": {"$cond": [{"$in": ["$state", ["due", "stale"]]}, "$nextRunAt", None]}
+        "$min": {"$cond": [{"$in": ["$state", ["due", "stale", "held"]]}, "$since", None]}
     }
 
 
