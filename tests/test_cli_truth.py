@@ -315,6 +315,9 @@ def test_history_errors_and_find(
             dataclasses.replace(
                 _row(archived_id, "import_orders", old, HistoryStatus.ERROR),
                 unique_identifier="batch-3",
+                # kept for 60 days: a row already expired could go with mongod's TTL pass
+                # (every 60 s) before dogs archive moves it
+                expires_at=old + timedelta(days=60),
             )
         ]
     )
