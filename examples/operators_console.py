@@ -58,7 +58,10 @@ async def outage(store: AsyncJobStore) -> None:
         for outcome in ids:
             assert isinstance(outcome, Scheduled)
             await client.wait_for(outcome.id, timeout=30)
-        [info] = await client.workers()
+        with anyio.fail_after(10):  # its first beat is written beside its first claims
+            while not (listed := await client.workers()):  # noqa: ASYNC110 - a store read
+                await anyio.sleep(0.05)
+        [info] = listed
         print(f"worker {info.host}:{info.pid} is {shown_state(info, client.clock.now())}, "
               f"{info.workers_count} slots, jobs {', '.join(info.job_names)}")  # fmt: skip
 
