@@ -136,6 +136,9 @@ class JobsHarness:
     came, a lock expired, a retry is due), so jobs start on time and the cost of a long advance
     is the number of runs, not the length of time; ``poll_interval`` (default 1 h here, 3 s in
     production) is only a fallback: lower it to reproduce production polling.
+    ``registry_enabled`` defaults to ``False`` here: the workers' registry beats every 10 s,
+    which a harness advancing days of virtual time would pay for at every beat; pass ``True``
+    to test what an operator sees of the fleet.
 
     ``store`` defaults to a new :class:`InMemoryJobStore` on the harness clock (so retention
     TTLs expire in virtual time); ``clock`` to a :class:`~dogs_core.runtime.clock.LoopClock`
@@ -166,6 +169,7 @@ class JobsHarness:
         self.clock: Clock = clock or LoopClock(_aware("start", start or DEFAULT_START))
         self.store = store if store is not None else InMemoryJobStore(clock=self.clock)
         worker_options.setdefault("poll_interval", _DEFAULT_POLL_INTERVAL)
+        worker_options.setdefault("registry_enabled", False)
         self.settings = WorkerSettings(**worker_options)
         self._seed = seed
         self.client = DogsClient(

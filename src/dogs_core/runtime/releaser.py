@@ -18,7 +18,10 @@ that ran them survived. Two paths, one rule:
 * **the sweep**, every ``sweep_interval`` and at start: the steps whose end's consequences a
   crashed releaser left half written (``pending_steps``), then a page of released steps read
   with their records and newest rows (what the feed missed: a gap in the feed, a Node
-  worker's job marked failed without a row, a record deleted by hand).
+  worker's job marked failed without a row, a record deleted by hand). While sweeps find no
+  workflow under way (no pending and no released step), the wait between them doubles up to
+  :data:`MAX_IDLE_SWEEP_INTERVAL`, and any step row (fed or offered) brings it back: an idle
+  fleet, or a test that runs days of virtual time, does not wake every few seconds for nothing.
 
 What an end leads to is written by :func:`~dogs_core.runtime._async.advance.end_steps`, every
 write fenced, so several releasers (one per instance) may see the same row: one writes each
@@ -46,14 +49,23 @@ from dogs_core.runtime.clock import SystemClock
 from dogs_core.runtime.outage import log_store_failure
 from dogs_core.runtime.signal import Signal
 from dogs_core.runtime.telemetry import TELEMETRY, Telemetry
+from dogs_core.runtime.watching import without_heartbeats
 from dogs_core.runtime.workflow_events import tell_advanced
 
-__all__ = ["DEFAULT_SWEEP_INTERVAL", "RECHECK_DELAYS", "SWEEP_PAGE", "WorkflowReleaser"]
+__all__ = [
+    "DEFAULT_SWEEP_INTERVAL",
+    "MAX_IDLE_SWEEP_INTERVAL",
+    "RECHECK_DELAYS",
+    "SWEEP_PAGE",
+    "WorkflowReleaser",
+]
 
 logger = logging.getLogger("dogs.workflows")
 
 #: Seconds between sweeps (the ``workflow_sweep_interval`` worker option's default).
 DEFAULT_SWEEP_INTERVAL: Final = 5.0
+#: The longest wait between two sweeps that found no workflow under way.
+MAX_IDLE_SWEEP_INTERVAL: Final = 300.0
 #: Released steps a sweep reads per round (it goes on from there at the next round).
 SWEEP_PAGE: Final = 500
 #: Seconds after which a row whose execution still held its record is decided again.
@@ -87,6 +99,8 @@ class WorkflowReleaser:
         self._group: anyio.abc.TaskGroup | None = None
         self._offered: list[HistoryRecord] = []
         self._offers = Signal()
+        self._rows_seen = Signal()
+        self._idle = False
         self.watching = False
         """Whether the history feed is open."""
 
@@ -134,10 +148,12 @@ class WorkflowReleaser:
             try:
                 feed = self._store.watch_step_rows()
                 async with contextlib.aclosing(feed):
-                    async for rows in feed:
-                        self.watching = True
-                        if rows:
-                            await self._rows_safely(rows)
+                    # No deadline is checked between batches (the sweep has its own timer).
+                    with without_heartbeats():
+                        async for rows in feed:
+                            self.watching = True
+                            if rows:
+                                await self._rows_safely(rows)
             except ChangeFeedUnavailableError as error:
                 logger.warning("workflow release without a change feed (sweeps only): %s", error)
                 self.watching = False
@@ -148,6 +164,7 @@ class WorkflowReleaser:
             await anyio.sleep(_REOPEN_DELAY)
 
     async def _rows_safely(self, rows: Sequence[HistoryRecord]) -> None:
+        self._rows_seen.notify()  # a workflow is under way: the sweep keeps its pace
         try:
             await self.rows(rows)
         except Exception as error:  # the sweep finds whatever this left
@@ -230,12 +247,20 @@ class WorkflowReleaser:
     # -- the sweep --------------------------------------------------------------------------
 
     async def _sweep_loop(self) -> None:
+        wait = self.sweep_interval
         while True:
             try:
                 await self.sweep()
             except Exception as error:
+                self._idle = False
                 log_store_failure(logger, "workflow sweep failed; trying again later", error)
-            await anyio.sleep(self.sweep_interval)
+            if not self._idle:
+                wait = self.sweep_interval
+                await anyio.sleep(wait)
+            elif await self._rows_seen.wait(wait):
+                wait = self.sweep_interval  # rows of steps: sweep now, then at the usual pace
+            else:
+                wait = min(wait * 2, max(MAX_IDLE_SWEEP_INTERVAL, self.sweep_interval))
 
     async def sweep(self) -> Advanced:
         """One round: finish what crashed releasers left, then decide a page of released
@@ -252,6 +277,7 @@ class WorkflowReleaser:
             what="read released steps",
         )
         self._cursor = page[-1].id if len(page) == self.sweep_page else None
+        self._idle = not pending and not page
         if page:
             endings, _ = await self._decide(page)
             done.add(await self._end(endings))
