@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 import anyio
@@ -62,11 +62,13 @@ def start_maintenance(
     probe: bool,
     telemetry: Telemetry | None = None,
     settler: Settler | None = None,
+    wake: Callable[[], None] | None = None,
 ) -> None:
     """Start the background loops in ``group``: the hint probe (when enabled and the store's
     probes mean something), the partition reconciler (when enabled), the retention backfill,
     the clock's measurements (for a :class:`ServerClock` with an interval), the workflows'
-    release (when enabled and the store has workflows)."""
+    release (when enabled and the store has workflows; ``wake`` tells the claimers of this
+    instance that it released steps)."""
     if isinstance(clock, ServerClock) and clock.tracker.interval is not None:
         group.start_soon(clock_sync_loop, store, clock, name="dogs clock sync")
     if settings.probe_enabled and probe:
@@ -92,6 +94,7 @@ def start_maintenance(
             telemetry=telemetry,
             sweep_interval=settings.workflow_sweep_interval.total_seconds(),
             watch=settings.watch_changes,
+            on_released=wake,
         )
         if settler is not None:
             settler.step_ended = releaser.offer

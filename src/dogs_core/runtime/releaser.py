@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import anyio
@@ -88,8 +88,12 @@ class WorkflowReleaser:
         sweep_interval: float = DEFAULT_SWEEP_INTERVAL,
         watch: bool = True,
         sweep_page: int = SWEEP_PAGE,
+        on_released: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
+        self.on_released = on_released
+        """Told after a call released steps (their records are written): the instance's own
+        claimers look at once instead of waiting for the records' feed to report them."""
         self.clock: Clock = SystemClock() if clock is None else clock
         self.telemetry = TELEMETRY if telemetry is None else telemetry
         self.sweep_interval = sweep_interval
@@ -241,8 +245,13 @@ class WorkflowReleaser:
 
     async def _end(self, endings: Sequence[StepEnding]) -> Advanced:
         advanced = await end_steps(self._store, endings, now=self.clock.now)
-        tell_advanced(self.telemetry, advanced)
+        self._tell(advanced)
         return advanced
+
+    def _tell(self, advanced: Advanced) -> None:
+        tell_advanced(self.telemetry, advanced)
+        if advanced.released and self.on_released is not None:
+            self.on_released()
 
     # -- the sweep --------------------------------------------------------------------------
 
@@ -270,7 +279,7 @@ class WorkflowReleaser:
             lambda: store.pending_steps(limit=self.sweep_page), what="read pending steps"
         )
         done = await advance(store, [Ended.of_step(step) for step in pending], now=self.clock.now)
-        tell_advanced(self.telemetry, done)
+        self._tell(done)
         cursor = self._cursor
         page = await retry_transient(
             lambda: store.released_steps(after=cursor, limit=self.sweep_page),

@@ -359,6 +359,7 @@ class Workers:
             probe=self._capabilities.supports_probe,
             telemetry=self.telemetry,
             settler=self._services.settler,
+            wake=self.wake,
         )
         definitions = list(self._definitions.values())
         await ensure_recurrent_records(
