@@ -384,3 +384,37 @@ async def test_a_store_without_the_optional_roles() -> None:
         assert workers.beacon is None
         await workers.stop()
     assert dataclasses.is_dataclass(bulk_selection())
+
+
+async def test_workflow_and_schedule_changes_are_recorded_with_their_actor() -> None:
+    from dogs_core import Workflow
+
+    jobs, _ = _jobs()
+    h = Harness(jobs)
+    workflow = Workflow("nightly")
+    workflow.add("flaky")
+    started = await h.client.start_workflow(workflow)
+    with acting_as("dave", source="dashboard"):
+        await h.client.cancel_workflow(started.id)
+        await h.client.cancel_workflow(started.id)  # over already: recorded, nothing done
+        await h.client.schedules.upsert("report-acme", "flaky", every="1h")
+        await h.client.schedules.upsert("report-acme", "flaky", every="1h")  # unchanged
+        await h.client.schedules.pause("report-acme")
+        await h.client.schedules.resume("report-acme")
+        await h.client.schedules.delete("report-acme")
+    everything = list(reversed(await h.client.audit_log()))
+    # the released step's job, cancelled by the workflow's cancel, has its own entry
+    assert [e.action for e in everything].count("cancel") == 1
+    entries = [e for e in everything if e.action != "cancel"]
+    assert [(e.action, e.target, e.count) for e in entries] == [
+        ("workflow_cancel", started.id, 1),
+        ("workflow_cancel", started.id, 0),
+        ("schedule_upsert", "report-acme", 1),
+        ("schedule_upsert", "report-acme", 0),
+        ("schedule_pause", "report-acme", 1),
+        ("schedule_resume", "report-acme", 1),
+        ("schedule_delete", "report-acme", 1),
+    ]
+    assert {e.actor.name for e in entries} == {"dave"}
+    assert entries[2].details["change"] == "created"
+    assert entries[4].details["paused"] is True

@@ -24,6 +24,7 @@ from typing import Any, Final
 from dogs_core.domain import validation
 from dogs_core.domain.archiving import ArchiveReport
 from dogs_core.domain.registry import WorkerInfo
+from dogs_core.domain.schedule_entries import RuntimeSchedule, ScheduleUpserted
 from dogs_core.domain.steering import (
     AlreadyFinished,
     Cancelled,
@@ -32,6 +33,7 @@ from dogs_core.domain.steering import (
     Rescheduled,
     Running,
 )
+from dogs_core.domain.workflow_records import WorkflowCancelled, WorkflowRetried
 from dogs_core.errors import InvalidOptionError
 
 __all__ = [
@@ -89,6 +91,12 @@ class AuditAction(enum.StrEnum):
     ARCHIVE = "archive"
     WORKER_QUIET = "worker_quiet"
     WORKER_STOP = "worker_stop"
+    WORKFLOW_CANCEL = "workflow_cancel"
+    WORKFLOW_RETRY = "workflow_retry"
+    SCHEDULE_UPSERT = "schedule_upsert"
+    SCHEDULE_PAUSE = "schedule_pause"
+    SCHEDULE_RESUME = "schedule_resume"
+    SCHEDULE_DELETE = "schedule_delete"
 
 
 class AuditOutcome(enum.StrEnum):
@@ -298,6 +306,17 @@ def recorded_result(result: object, job_id: str | None = None) -> Recorded:
         case WorkerInfo(instance_id=instance, host=host, pid=pid):
             details = {"worker": f"{host}:{pid}"}
             return Recorded(1, AuditOutcome.DONE, (), details, target=instance)
+        case WorkflowCancelled(cancelled=cancelled, state=state, stopped=stopped):
+            details = {"state": str(state), "stopped": stopped}
+            return Recorded(int(cancelled), _done_if(cancelled), (), details)
+        case WorkflowRetried(step_ids=steps, released=released):
+            return Recorded(len(steps), _done_if(bool(steps)), (), {"released": released})
+        case ScheduleUpserted(change=change, schedule=schedule):
+            changed = change != "unchanged"
+            details = {"change": change, "job": schedule.job, "rule": schedule.rule}
+            return Recorded(int(changed), _done_if(changed), (), details)
+        case RuntimeSchedule(paused=paused, job=job):
+            return Recorded(1, AuditOutcome.DONE, (), {"job": job, "paused": paused})
         case ArchiveReport():
             moved = {kind.value: count for kind, count in result.moved.items()}
             outcome = AuditOutcome.DONE if result.total else AuditOutcome.NOT_DONE
@@ -311,6 +330,10 @@ def recorded_result(result: object, job_id: str | None = None) -> Recorded:
     return Recorded(1, AuditOutcome.DONE, ids)
 
 
+def _done_if(changed: bool) -> AuditOutcome:
+    return AuditOutcome.DONE if changed else AuditOutcome.NOT_DONE
+
+
 def audit_target(action: AuditAction, arguments: Mapping[str, Any]) -> str:
     """What an action was applied to, in words, from the arguments of its client call."""
     name = _name(arguments.get("job"))
@@ -320,7 +343,7 @@ def audit_target(action: AuditAction, arguments: Mapping[str, Any]) -> str:
         return f"{arguments.get('state')} jobs" + (f" of {name}" if name else "")
     if action is AuditAction.ARCHIVE:
         return f"rows older than {arguments.get('older_than')}"
-    for key in ("job_id", "instance_id"):
+    for key in ("job_id", "instance_id", "workflow_id", "schedule_id"):
         if arguments.get(key) is not None:
             return str(arguments[key])
     unique_key = arguments.get("unique_key")

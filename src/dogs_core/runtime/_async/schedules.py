@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any, Final, Protocol, cast
 
 from dogs_core.domain import validation
+from dogs_core.domain.audit import AuditAction
 from dogs_core.domain.definitions import (
     DEFAULT_RECURRENT_PRIORITY,
     EventJobDefinition,
@@ -46,6 +47,7 @@ from dogs_core.errors import (
 from dogs_core.ids import new_record_id
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, AsyncScheduleStore, Clock, Role, store_roles
+from dogs_core.runtime._async.audit import audited
 from dogs_core.runtime._async.retry import retry_transient
 
 
@@ -85,6 +87,19 @@ class Schedules:
     def __init__(self, client: ScheduleOwner) -> None:
         self._client = client
 
+    # What the audit trail records a change with (:func:`audited`): the client's.
+    @property
+    def store(self) -> AsyncJobStore:
+        return self._client.store
+
+    @property
+    def clock(self) -> Clock:
+        return self._client.clock
+
+    @property
+    def operation_timeout(self) -> float | None:
+        return self._client.operation_timeout
+
     # -- reading ------------------------------------------------------------------------------
 
     async def list(self, *, after: str | None = None, limit: int = 100) -> list[RuntimeSchedule]:
@@ -113,6 +128,7 @@ class Schedules:
 
     # -- changing -----------------------------------------------------------------------------
 
+    @audited(AuditAction.SCHEDULE_UPSERT)
     async def upsert(
         self,
         schedule_id: str,
@@ -174,15 +190,18 @@ class Schedules:
                 return ScheduleUpserted(entry_of(written, now), "updated")
         raise InvalidOptionError("schedule_id", sid, "kept changing under this upsert; try again")
 
+    @audited(AuditAction.SCHEDULE_PAUSE)
     async def pause(self, schedule_id: str) -> RuntimeSchedule:
         """Pause it: no run starts until :meth:`resume` (a run under way finishes). Its record
         is moved to the year 9999, so no worker, Python or Node, claims it. Idempotent."""
         return await self._set_paused(validate_schedule_id(schedule_id), True)
 
+    @audited(AuditAction.SCHEDULE_RESUME)
     async def resume(self, schedule_id: str) -> RuntimeSchedule:
         """Resume it: the next run is its rule's next time after now. Idempotent."""
         return await self._set_paused(validate_schedule_id(schedule_id), False)
 
+    @audited(AuditAction.SCHEDULE_DELETE)
     async def delete(self, schedule_id: str) -> bool:
         """Delete it; ``False`` when there was none. A run under way is stopped as an
         operator's delete stops one (it loses its lock at its next write)."""

@@ -18,6 +18,7 @@ from typing import cast
 
 import anyio
 
+from dogs_core.domain.audit import AuditAction
 from dogs_core.domain.events import (
     WorkflowFinished,
     WorkflowStartEnded,
@@ -55,6 +56,7 @@ from dogs_core.errors import (
 from dogs_core.ids import new_record_id
 from dogs_core.ports import AsyncJobStore, AsyncWorkflowStore, Role, store_roles
 from dogs_core.runtime._async.advance import Advanced, end_steps, release_blocked
+from dogs_core.runtime._async.audit import audited
 from dogs_core.runtime._async.retry import retry_transient
 from dogs_core.runtime._async.steering import SteeringClient
 from dogs_core.runtime.scheduling import (
@@ -243,6 +245,7 @@ class WorkflowClient(SteeringClient):
 
     # -- steering -----------------------------------------------------------------------------
 
+    @audited(AuditAction.WORKFLOW_CANCEL)
     async def cancel_workflow(self, workflow_id: str) -> WorkflowCancelled:
         """Cancel a running workflow: nothing is released any more, its blocked steps become
         ``cancelled``, its pending jobs are removed (with ``cancelled`` history rows) and its
@@ -312,6 +315,7 @@ class WorkflowClient(SteeringClient):
                 endings.append(ending)
         return endings
 
+    @audited(AuditAction.WORKFLOW_RETRY)
     async def retry_workflow(self, workflow_id: str) -> WorkflowRetried:
         """Run again the failed, skipped and cancelled steps of a workflow that has ended
         (succeeded steps are not run again; their results stay): it is ``running`` again and

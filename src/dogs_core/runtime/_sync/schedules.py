@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any, Final, Protocol, cast
 
 from dogs_core.domain import validation
+from dogs_core.domain.audit import AuditAction
 from dogs_core.domain.definitions import (
     DEFAULT_RECURRENT_PRIORITY,
     EventJobDefinition,
@@ -48,6 +49,7 @@ from dogs_core.errors import (
 from dogs_core.ids import new_record_id
 from dogs_core.jobs import Jobs
 from dogs_core.ports import Clock, JobStore, Role, ScheduleStore, store_roles
+from dogs_core.runtime._sync.audit import audited
 from dogs_core.runtime._sync.retry import retry_transient
 
 
@@ -87,6 +89,19 @@ class Schedules:
     def __init__(self, client: ScheduleOwner) -> None:
         self._client = client
 
+    # What the audit trail records a change with (:func:`audited`): the client's.
+    @property
+    def store(self) -> JobStore:
+        return self._client.store
+
+    @property
+    def clock(self) -> Clock:
+        return self._client.clock
+
+    @property
+    def operation_timeout(self) -> float | None:
+        return self._client.operation_timeout
+
     # -- reading ------------------------------------------------------------------------------
 
     def list(self, *, after: str | None = None, limit: int = 100) -> list[RuntimeSchedule]:
@@ -115,6 +130,7 @@ class Schedules:
 
     # -- changing -----------------------------------------------------------------------------
 
+    @audited(AuditAction.SCHEDULE_UPSERT)
     def upsert(
         self,
         schedule_id: str,
@@ -176,15 +192,18 @@ class Schedules:
                 return ScheduleUpserted(entry_of(written, now), "updated")
         raise InvalidOptionError("schedule_id", sid, "kept changing under this upsert; try again")
 
+    @audited(AuditAction.SCHEDULE_PAUSE)
     def pause(self, schedule_id: str) -> RuntimeSchedule:
         """Pause it: no run starts until :meth:`resume` (a run under way finishes). Its record
         is moved to the year 9999, so no worker, Python or Node, claims it. Idempotent."""
         return self._set_paused(validate_schedule_id(schedule_id), True)
 
+    @audited(AuditAction.SCHEDULE_RESUME)
     def resume(self, schedule_id: str) -> RuntimeSchedule:
         """Resume it: the next run is its rule's next time after now. Idempotent."""
         return self._set_paused(validate_schedule_id(schedule_id), False)
 
+    @audited(AuditAction.SCHEDULE_DELETE)
     def delete(self, schedule_id: str) -> bool:
         """Delete it; ``False`` when there was none. A run under way is stopped as an
         operator's delete stops one (it loses its lock at its next write)."""

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import cast
 
+from dogs_core.domain.audit import AuditAction
 from dogs_core.domain.events import (
     WorkflowFinished,
     WorkflowStartEnded,
@@ -55,6 +56,7 @@ from dogs_core.errors import (
 from dogs_core.ids import new_record_id
 from dogs_core.ports import JobStore, Role, WorkflowStore, store_roles
 from dogs_core.runtime._sync.advance import Advanced, end_steps, release_blocked
+from dogs_core.runtime._sync.audit import audited
 from dogs_core.runtime._sync.retry import retry_transient
 from dogs_core.runtime._sync.steering import SteeringClient
 from dogs_core.runtime.scheduling import (
@@ -243,6 +245,7 @@ class WorkflowClient(SteeringClient):
 
     # -- steering -----------------------------------------------------------------------------
 
+    @audited(AuditAction.WORKFLOW_CANCEL)
     def cancel_workflow(self, workflow_id: str) -> WorkflowCancelled:
         """Cancel a running workflow: nothing is released any more, its blocked steps become
         ``cancelled``, its pending jobs are removed (with ``cancelled`` history rows) and its
@@ -312,6 +315,7 @@ class WorkflowClient(SteeringClient):
                 endings.append(ending)
         return endings
 
+    @audited(AuditAction.WORKFLOW_RETRY)
     def retry_workflow(self, workflow_id: str) -> WorkflowRetried:
         """Run again the failed, skipped and cancelled steps of a workflow that has ended
         (succeeded steps are not run again; their results stay): it is ``running`` again and
