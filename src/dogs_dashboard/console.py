@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 #: The query fields of a bulk selection (the jobs list's "select all matching" sets them).
-FILTER_FIELDS = ("name", "state", "error_type", "since", "until", "time_field")
+FILTER_FIELDS = ("name", "state", "tag", "error_type", "since", "until", "time_field")
 _AUDIT_PAGE = 50
 
 
@@ -160,6 +160,7 @@ def selection_of(values: Mapping[str, str], now: datetime) -> BulkSelection:
         job_name=values.get("name") or None,
         state=values.get("state") or None,
         error_type=(values.get("error_type") or "").strip() or None,
+        tags=(values.get("tag") or "").strip() or None,
         time_field=values.get("time_field") or TimeField.CREATED.value,
         since=_moment("since", values.get("since"), now),
         until=_moment("until", values.get("until"), now),

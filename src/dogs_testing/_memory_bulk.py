@@ -5,6 +5,7 @@ snapshot, each one atomic under the state's lock. See :mod:`dogs_testing.memory`
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from collections.abc import Sequence
 from datetime import datetime
@@ -130,11 +131,7 @@ def _running(record: JobRecord, at: datetime | None) -> bool:
 
 def _matches_but_error(selection: BulkSelection, record: JobRecord, at: datetime) -> bool:
     """Every filter of ``selection`` but the error type holds (what a chunk examines)."""
-    without = BulkSelection(
-        selection.job_name, selection.state, None, selection.time_field, selection.since,
-        selection.until,
-    )  # fmt: skip
-    return without.matches(record, at, None)
+    return dataclasses.replace(selection, error_type=None).matches(record, at, None)
 
 
 def _check(selection: object, after: object) -> None:

@@ -21,7 +21,7 @@ the record's times (:class:`TimeField`).
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -29,6 +29,7 @@ from typing import Any, Final
 from dogs_core.domain import validation
 from dogs_core.domain.records import JobRecord, JobState, JobType, to_millis
 from dogs_core.domain.steering import JobChange, retry_now_change
+from dogs_core.domain.tags import validate_tag_filter
 from dogs_core.errors import InvalidOptionError
 
 __all__ = [
@@ -110,7 +111,8 @@ class BulkSelection:
     ``error_type`` matches the error type of the record's newest history row
     (:func:`error_type_matches`: ``ConnectionError``, ``myapp.errors.QuotaExceeded`` or
     ``QuotaExceeded``). Rows written by Node Dogs workers have no error type. ``since``
-    (inclusive) and ``until`` (exclusive) bound the record's ``time_field``.
+    (inclusive) and ``until`` (exclusive) bound the record's ``time_field``. ``tags``: the
+    record carries every one of them (``schedule(tags=...)``).
     """
 
     job_name: str | None = None
@@ -119,6 +121,7 @@ class BulkSelection:
     time_field: TimeField = TimeField.CREATED
     since: datetime | None = None
     until: datetime | None = None
+    tags: tuple[str, ...] = ()
 
     @property
     def has_time_range(self) -> bool:
@@ -132,6 +135,8 @@ class BulkSelection:
         if self.state is not None and record.state(now) is not self.state:
             return False
         if self.error_type is not None and not error_type_matches(last_error_type, self.error_type):
+            return False
+        if self.tags and not set(self.tags) <= set(record.tags):
             return False
         return self._in_range(record)
 
@@ -154,6 +159,8 @@ class BulkSelection:
         parts = [f"{self.state.value} " if self.state is not None else "", "jobs"]
         if self.job_name is not None:
             parts.append(f" of {self.job_name}")
+        if self.tags:
+            parts.append(f" tagged {', '.join(self.tags)}")
         if self.error_type is not None:
             parts.append(f" whose last error is {self.error_type}")
         if self.has_time_range:
@@ -181,6 +188,7 @@ class BulkSelection:
             "timeField": self.time_field.value,
             "since": self.since,
             "until": self.until,
+            **({"tags": list(self.tags)} if self.tags else {}),
         }
 
     @classmethod
@@ -193,6 +201,7 @@ class BulkSelection:
             time_field=document.get("timeField") or TimeField.CREATED.value,
             since=document.get("since"),
             until=document.get("until"),
+            tags=document.get("tags"),
         )
 
 
@@ -204,8 +213,10 @@ def bulk_selection(
     time_field: TimeField | str = TimeField.CREATED,
     since: datetime | None = None,
     until: datetime | None = None,
+    tags: str | Iterable[str] | None = None,
 ) -> BulkSelection:
-    """A checked :class:`BulkSelection`; raises ``InvalidOptionError`` naming the field."""
+    """A checked :class:`BulkSelection`; raises ``InvalidOptionError`` naming the field
+    (``tags``: one tag or several, the records carrying all of them)."""
     name = validation.optional_text("job_name", job_name)
     wanted = _state(state)
     kind = validation.optional_text("error_type", error_type)
@@ -220,7 +231,7 @@ def bulk_selection(
     high = _moment("until", until)
     if low is not None and high is not None and low >= high:
         raise InvalidOptionError("until", until, f"must be later than since ({_iso(low)})")
-    return BulkSelection(name, wanted, kind, chosen, low, high)
+    return BulkSelection(name, wanted, kind, chosen, low, high, validate_tag_filter(tags) or ())
 
 
 def _state(value: object) -> JobState | None:

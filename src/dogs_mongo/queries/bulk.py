@@ -20,7 +20,11 @@ from typing import Any
 
 from dogs_core.domain.bulk import BulkSelection, TimeField, created_id_bound
 from dogs_core.domain.records import JobRecord, to_millis
+from dogs_mongo.queries.indexes import RECORD_INDEXES, TAGS_INDEX_NAME
 from dogs_mongo.queries.states import not_locked_after, state_filter, state_hint
+
+#: The tags index's keys (a bulk selection with tags walks it).
+TAGS_INDEX_KEYS = next(spec for spec in RECORD_INDEXES if spec.name == TAGS_INDEX_NAME).key_document
 
 __all__ = [
     "BulkQuery",
@@ -72,10 +76,14 @@ def bulk_query(selection: BulkSelection, *, now: datetime, after: str | None) ->
     filter_: dict[str, Any] = {}
     if selection.job_name is not None:
         filter_["jobName"] = selection.job_name
+    if selection.tags:
+        filter_["tags"] = {"$all": list(selection.tags)}
     if id_range:
         filter_["_id"] = id_range
     if conditions:
         filter_["$and"] = conditions
+    if selection.tags:  # the narrowest filter given, as find_jobs(tags=...) reads it
+        return BulkQuery(filter_, dict(TAGS_INDEX_KEYS))
     return BulkQuery(filter_, state_hint(selection.state))
 
 

@@ -75,6 +75,23 @@ class BulkContract(ContractBase):
         everything = await _bulk(store).count_for_bulk(BulkSelection(), now=T0)
         assert everything == 7
 
+    async def test_tags_select_the_records_carrying_all_of_them(self, store: AsyncJobStore) -> None:
+        async def tagged(*tags: str) -> str:
+            job = dataclasses.replace(_job("a", at=T0 + _H), tags=tags)
+            return str(cast(Any, await store.insert_job(job)).id)
+
+        acme = await tagged("tenant:acme", "report")
+        await tagged("tenant:other")
+        await self._scheduled(store, "a")
+        one = bulk_selection(tags="tenant:acme")
+        chunk = await _bulk(store).select_for_bulk(one, now=T0, after=None, limit=10)
+        assert [record.id for record in chunk.records] == [acme]
+        both = bulk_selection(tags=["tenant:acme", "report"], state="scheduled")
+        assert await _bulk(store).count_for_bulk(both, now=T0) == 1
+        none = bulk_selection(tags=["tenant:acme", "tenant:other"])
+        assert await _bulk(store).count_for_bulk(none, now=T0) == 0
+        assert BulkSelection.from_document(both.to_document()) == both
+
     async def test_error_type_of_the_newest_execution(self, store: AsyncJobStore) -> None:
         refused = await self._failed(store, "a", "ConnectionRefusedError")  # a built-in
         value = await self._failed(store, "a", "ValueError")
