@@ -14,9 +14,10 @@ the backlog. It checks, and exits 1 when one fails:
 - **no growth after warm-up**: the first third of the run is warm-up; per worker, the RSS peak
   of the last third may not exceed the middle third's by more than 5% of it or 4 MiB (the
   larger), and the medians of descriptors and tasks (which go up and down with the executions
-  in flight) by more than 3 and by ``workers_count`` (at least 4: each execution in flight holds
-  a task, so a backlog that rises in the last third raises the median by up to that much while
-  a leak keeps climbing). The slope over
+  in flight) by more than ``workers_count`` (at least 4: each execution in flight holds a task
+  and may hold a pooled connection, which the pool opens the first time that many run at once,
+  so a backlog that rises in the last third raises the median by up to that much while a leak
+  keeps climbing). The slope over
   the second half (per minute, least squares) is reported beside each;
 - no ERROR log line in the workers other than the flaky jobs' first tries;
 - **0 lost**: every scheduled job has its success marker (``runs``, one per job key) and exactly
@@ -162,8 +163,9 @@ def margins(metric: str, workers_count: int) -> tuple[str, float, float]:
     in flight at the instant of a sample, so their medians are (a leak moves the median)."""
     if metric == "rss_mib":
         return "peak", 4.0, 0.05
-    if metric == "fds":
-        return "median", 3.0, 0.0
+    # Descriptors as tasks: each execution in flight may hold a pooled connection, and a pool
+    # opens one more the first time that many run at once (it never closes them), which a
+    # backlog peaking late does in the last third; a leak keeps climbing past that bound.
     return "median", max(4.0, float(workers_count)), 0.0
 
 
