@@ -85,11 +85,32 @@ class ServedWithWorkers(ServedDashboard):
             await container.aclose()
 
 
-def _failed(store: MongoJobStore) -> str:
+def test_a_tagged_list_then_a_bulk_delete(
+    browser: WebDriver, served: ServedWithWorkers, store: MongoJobStore
+) -> None:
+    # another job's records: the module's other tests count the failed send_email ones
+    tagged = [_failed(store, "import_orders", tags=("tenant:acme",)) for _ in range(3)]
+    kept = _failed(store, "import_orders", tags=("tenant:other",))
+    browser.get(served.url + "/jobs?tag=tenant:acme")
+    click(browser, '#select-all a[data-bulk="delete"]')
+    assert text(browser, "#bulk-total") == "3"
+    old = browser.find_element(By.CSS_SELECTOR, "main")
+    click(browser, "#bulk-go")
+    dialog = browser.switch_to.alert
+    assert "tagged tenant:acme" in dialog.text
+    dialog.accept()
+    wait_for(browser, lambda: old.id != browser.find_element(By.CSS_SELECTOR, "main").id)
+    wait_for(browser, lambda: text(browser, "#bulk-changed") == "3")
+    assert [store.get_record(job_id) for job_id in tagged] == [None, None, None]
+    assert store.get_record(kept) is not None
+    store.records_collection.delete_one({"_id": kept})
+
+
+def _failed(store: MongoJobStore, name: str = "send_email", tags: tuple[str, ...] = ()) -> str:
     now = datetime.now(UTC)
     record = JobRecord(
         id=new_record_id(),
-        job_name="send_email",
+        job_name=name,
         type=JobType.EVENT,
         priority=100,
         next_run_at=now + timedelta(hours=1),
@@ -97,6 +118,7 @@ def _failed(store: MongoJobStore) -> str:
         status=JobStatus.MAX_TRIES_REACHED,
         max_tries_reached_at=now,
         expires_at=now + timedelta(days=7),
+        tags=tags,
     )
     store.records_collection.insert_one(document_from_record(record))
     return record.id
@@ -148,7 +170,7 @@ def _instance(served: ServedWithWorkers) -> str:
     return served.workers[0].owner.instance_id
 
 
-def test_the_workers_page_and_a_remote_quiet(
+def test_the_workers_pages_a_remote_quiet_then_a_remote_stop(
     browser: WebDriver, served: ServedWithWorkers, store: MongoJobStore
 ) -> None:
     browser.get(served.url + "/")
@@ -169,13 +191,22 @@ def test_the_workers_page_and_a_remote_quiet(
     # the worker takes it with its next beat (within 10 s); the live page follows
     patient(browser, lambda: text(browser, f'{row} td[data-field="state"]') == "quiet")
 
-
-def test_a_workers_page(browser: WebDriver, served: ServedWithWorkers) -> None:
+    # its own page (one test: the states follow each other, and xdist may split a module)
     browser.get(served.url + "/workers")
     click(browser, f'a[href="/workers/{_instance(served)}"]')
     assert "quiet" in text(browser, "#worker-state")
     assert "0 in use of 4" in text(browser, "#worker-slots")
     assert browser.find_elements(By.CSS_SELECTOR, "#worker-executions")
+
+    # then a remote stop: the worker drains and its document says stopped
+    browser.get(f"{served.url}/workers/{instance}")
+    old = browser.find_element(By.CSS_SELECTOR, "main")
+    click(browser, 'button[data-op="stop"]')
+    browser.switch_to.alert.accept()
+    wait_for(browser, lambda: old.id != browser.find_element(By.CSS_SELECTOR, "main").id)
+    browser.get(f"{served.url}/workers")
+    row = f'tr[data-instance="{instance}"]'
+    patient(browser, lambda: text(browser, f'{row} td[data-field="state"]') == "stopped")
 
 
 def test_select_all_matching_then_a_bulk_retry(
@@ -241,18 +272,6 @@ def test_the_favicon(browser: WebDriver, served: ServedWithWorkers) -> None:
     browser.get(served.url + "/")
     icon = browser.find_element(By.CSS_SELECTOR, 'link[rel="icon"]')
     assert str(icon.get_attribute("href")).endswith("/static/favicon.svg")
-
-
-def test_a_remote_stop(browser: WebDriver, served: ServedWithWorkers) -> None:
-    instance = _instance(served)
-    browser.get(f"{served.url}/workers/{instance}")
-    old = browser.find_element(By.CSS_SELECTOR, "main")
-    click(browser, 'button[data-op="stop"]')
-    browser.switch_to.alert.accept()
-    wait_for(browser, lambda: old.id != browser.find_element(By.CSS_SELECTOR, "main").id)
-    browser.get(f"{served.url}/workers")
-    row = f'tr[data-instance="{instance}"]'
-    patient(browser, lambda: text(browser, f'{row} td[data-field="state"]') == "stopped")
 
 
 @pytest.fixture(scope="module")
