@@ -20,11 +20,8 @@ from typing import Any
 
 from dogs_core.domain.bulk import BulkSelection, TimeField, created_id_bound
 from dogs_core.domain.records import JobRecord, to_millis
-from dogs_mongo.queries.indexes import RECORD_INDEXES, TAGS_INDEX_NAME
+from dogs_mongo.queries.indexes import TAGS_INDEX_KEYS
 from dogs_mongo.queries.states import not_locked_after, state_filter, state_hint
-
-#: The tags index's keys (a bulk selection with tags walks it).
-TAGS_INDEX_KEYS = next(spec for spec in RECORD_INDEXES if spec.name == TAGS_INDEX_NAME).key_document
 
 __all__ = [
     "BulkQuery",

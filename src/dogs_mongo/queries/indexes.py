@@ -125,6 +125,11 @@ RECORD_INDEXES: Final[tuple[IndexSpec, ...]] = (
     ),
 )
 
+#: The tags index's keys: the hint of every read that selects by tags (``find_jobs``, bulk).
+TAGS_INDEX_KEYS: Final = next(
+    spec for spec in RECORD_INDEXES if spec.name == TAGS_INDEX_NAME
+).key_document
+
 #: The one index Dogs does not create: ``{jobId: 1, startedAt: -1}`` on the history.
 HISTORY_JOB_ID_INDEX_NAME: Final = "jobId_1_startedAt_-1"
 

@@ -11,10 +11,8 @@ from typing import Any
 from dogs_core.domain.records import HistoryStatus, JobState, JobStatus, JobType, to_millis
 from dogs_mongo.queries.claims import eligible_filter, hint_spec, stale_lock_expression
 from dogs_mongo.queries.common import CLAIM_SORT, HELD_FIELD, PROBE_MAX_TIME_MS
-from dogs_mongo.queries.indexes import RECORD_INDEXES, TAGS_INDEX_NAME
+from dogs_mongo.queries.indexes import TAGS_INDEX_KEYS
 from dogs_mongo.queries.states import not_locked_after, state_filter, state_hint
-
-_TAGS_INDEX = next(spec for spec in RECORD_INDEXES if spec.name == TAGS_INDEX_NAME)
 
 # --------------------------------------------------------------------------------------------
 # Probe (docs/concepts.md#the-adaptive-index-hint)
@@ -111,7 +109,7 @@ def find_jobs_query(
     )
     hint = {"uniqueIdentifier": 1} if unique_identifier is not None else state_hint(state)
     if tags and unique_identifier is None:
-        hint = dict(_TAGS_INDEX.key_document)  # tags are the narrowest filter given
+        hint = dict(TAGS_INDEX_KEYS)  # tags are the narrowest filter given
     return FindJobsQuery(filter=filter_, sort=[("_id", 1)], hint=hint, limit=limit)
 
 
