@@ -18,6 +18,7 @@ from dogs_core.domain.records import HistoryRecord, JobRecord, JobStatus, NewJob
 from dogs_core.domain.workflow_records import (
     ENDED_WORKFLOW_STATES,
     Dependent,
+    FinishedWorkflow,
     Gate,
     NewWorkflow,
     ReleasedStep,
@@ -295,26 +296,31 @@ class MemoryWorkflows(MemoryState):
             self._feeds.offer_workflow(workflow_id)
             return True
 
-    def finish_workflow(self, workflow_id: str, *, now: datetime) -> WorkflowState | None:
+    def finish_workflows(
+        self, workflow_ids: Sequence[str], *, now: datetime
+    ) -> list[FinishedWorkflow]:
         with self._state():
             tables = self._wf()
-            workflow = tables.workflows.get(workflow_id)
-            if workflow is None or workflow.state is not WorkflowState.RUNNING:
-                return None
-            counts = dict.fromkeys(StepState, 0)
-            failing = False
-            for step_id in tables.order[workflow_id]:
-                step = tables.steps[step_id]
-                counts[step.state] += 1
-                failing = failing or fails_workflow(step.state, step.policy)
-            end = workflow_end(counts, failing=failing)
-            if end is None:
-                return None
-            tables.workflows[workflow_id] = dataclasses.replace(
-                workflow, state=end, ended_at=to_millis(now)
-            )
-            self._feeds.offer_workflow(workflow_id)
-            return end
+            finished = []
+            for workflow_id in dict.fromkeys(workflow_ids):
+                workflow = tables.workflows.get(workflow_id)
+                if workflow is None or workflow.state is not WorkflowState.RUNNING:
+                    continue
+                counts = dict.fromkeys(StepState, 0)
+                failing = False
+                for step_id in tables.order[workflow_id]:
+                    step = tables.steps[step_id]
+                    counts[step.state] += 1
+                    failing = failing or fails_workflow(step.state, step.policy)
+                end = workflow_end(counts, failing=failing)
+                if end is None:
+                    continue
+                tables.workflows[workflow_id] = dataclasses.replace(
+                    workflow, state=end, ended_at=to_millis(now)
+                )
+                self._feeds.offer_workflow(workflow_id)
+                finished.append(FinishedWorkflow(workflow_id, end))
+            return finished
 
     def settle_steps(self, step_ids: Sequence[str]) -> None:
         with self._state():

@@ -59,6 +59,7 @@ from dogs_core.domain.uniqueness import HoldState, PendingUpdate, UniqueHold
 from dogs_core.domain.wakeups import RecordChange
 from dogs_core.domain.workflow_records import (
     Dependent,
+    FinishedWorkflow,
     NewWorkflow,
     ReleasedStep,
     StepEnding,
@@ -687,9 +688,11 @@ class ForwardingJobStore(ABC):
     async def fail_workflow(self, workflow_id: str, *, now: datetime) -> bool:
         return cast("bool", await self._forward("fail_workflow", workflow_id, now=now))
 
-    async def finish_workflow(self, workflow_id: str, *, now: datetime) -> WorkflowState | None:
+    async def finish_workflows(
+        self, workflow_ids: Sequence[str], *, now: datetime
+    ) -> list[FinishedWorkflow]:
         return cast(
-            "WorkflowState | None", await self._forward("finish_workflow", workflow_id, now=now)
+            "list[FinishedWorkflow]", await self._forward("finish_workflows", workflow_ids, now=now)
         )
 
     async def settle_steps(self, step_ids: Sequence[str]) -> None:

@@ -30,6 +30,7 @@ from pymongo.errors import OperationFailure
 from dogs_core.domain.records import HistoryRecord, JobRecord, JobStatus, NewJob, to_millis
 from dogs_core.domain.workflow_records import (
     Dependent,
+    FinishedWorkflow,
     Gate,
     NewWorkflow,
     ReleasedStep,
@@ -304,7 +305,8 @@ class MongoWorkflows:
     ) -> dict[str, Document]:
         """Send the compare-and-sets ``requests`` (filter, update) on the steps ``ids``, each
         stamping ``token``; the documents of the steps they wrote, by id (one request: one
-        ``findOneAndUpdate``; more: a ``bulkWrite``, then the stamped ones read). Outside a
+        ``findOneAndUpdate``; more: a ``bulkWrite``, then the stamped ones read, unless every
+        request wrote and only the ids are asked for, outside a transaction). Outside a
         transaction with ``w: 1``: a decision is written again after a failover rolled it back
         (the sweep), and nothing follows from it before a majority write that carries it."""
         steps = self._steps_fast if session is None else self.workflow_steps_collection
@@ -327,6 +329,9 @@ class MongoWorkflows:
             result = await steps.bulk_write(bulk, ordered=False, session=session)
             if result.modified_count == 0:
                 return {}
+            if session is None and result.modified_count == len(ids):
+                # Each request writes one step at most: all of them wrote (the usual case).
+                return {step_id: {"_id": step_id} for step_id in ids}
             stamped = {"_id": {"$in": ids}, "writtenBy": token}
             cursor = steps.find(stamped, projection, session=session)
             return {str(doc["_id"]): doc async for doc in cursor}
@@ -527,24 +532,53 @@ class MongoWorkflows:
             )
         return result.modified_count == 1
 
-    async def finish_workflow(self, workflow_id: str, *, now: datetime) -> WorkflowState | None:
-        steps = self.workflow_steps_collection
-        with translate_errors("finish_workflow", write=True):
-            live = await steps.find_one(
-                {"workflowId": workflow_id, "state": {"$in": _LIVE}}, {"_id": 1}
+    async def finish_workflows(
+        self, workflow_ids: Sequence[str], *, now: datetime
+    ) -> list[FinishedWorkflow]:
+        ids = list(dict.fromkeys(workflow_ids))
+        if not ids:
+            return []
+        with translate_errors("finish_workflows", write=True):
+            # The counts tell which are still live: a step only leaves blocked and released
+            # (until a retry, which needs the workflow ended first), so an end read here holds.
+            counts = await self._counts(ids)
+            done = [i for i in ids if workflow_end(counts.get(i, _zero())) is not None]
+            if not done:
+                return []
+            failing = set(
+                await self.workflow_steps_collection.distinct(
+                    "workflowId", qw.failing_step_filter(done)
+                )
             )
-            if live is not None:
-                return None
-            counts = (await self._counts([workflow_id])).get(workflow_id, _zero())
-            failing = await steps.find_one(qw.failing_step_filter(workflow_id), {"_id": 1})
-            end = workflow_end(counts, failing=failing is not None)
-            if end is None:
-                return None
-            result = await self.workflows_collection.update_one(
-                {"_id": workflow_id, "state": WorkflowState.RUNNING.value},
-                {"$set": {"state": end.value, "endedAt": to_millis(now)}},
-            )
-        return end if result.modified_count == 1 else None
+            ends: dict[str, WorkflowState] = {}
+            for workflow_id in done:
+                end = workflow_end(counts.get(workflow_id, _zero()), failing=workflow_id in failing)
+                if end is not None:
+                    ends[workflow_id] = end
+            token = new_execution_id()
+            at = to_millis(now)
+            requests = [
+                UpdateOne(
+                    {"_id": workflow_id, "state": WorkflowState.RUNNING.value},
+                    {"$set": {"state": end.value, "endedAt": at, "writtenBy": token}},
+                )
+                for workflow_id, end in ends.items()
+            ]
+            result = await self.workflows_collection.bulk_write(requests, ordered=False)
+            if result.modified_count == len(requests):
+                written = set(ends)
+            elif result.modified_count == 0:
+                written = set()
+            else:
+                cursor = self.workflows_collection.find(
+                    {"_id": {"$in": done}, "writtenBy": token}, {"_id": 1}
+                )
+                written = {str(doc["_id"]) async for doc in cursor}
+        return [
+            FinishedWorkflow(workflow_id, end)
+            for workflow_id, end in ends.items()
+            if workflow_id in written
+        ]
 
     async def settle_steps(self, step_ids: Sequence[str]) -> None:
         ids = list(dict.fromkeys(step_ids))

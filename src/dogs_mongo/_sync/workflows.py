@@ -32,6 +32,7 @@ from pymongo.synchronous.collection import Collection
 from dogs_core.domain.records import HistoryRecord, JobRecord, JobStatus, NewJob, to_millis
 from dogs_core.domain.workflow_records import (
     Dependent,
+    FinishedWorkflow,
     Gate,
     NewWorkflow,
     ReleasedStep,
@@ -523,22 +524,51 @@ class MongoWorkflows:
             )
         return result.modified_count == 1
 
-    def finish_workflow(self, workflow_id: str, *, now: datetime) -> WorkflowState | None:
-        steps = self.workflow_steps_collection
-        with translate_errors("finish_workflow", write=True):
-            live = steps.find_one({"workflowId": workflow_id, "state": {"$in": _LIVE}}, {"_id": 1})
-            if live is not None:
-                return None
-            counts = (self._counts([workflow_id])).get(workflow_id, _zero())
-            failing = steps.find_one(qw.failing_step_filter(workflow_id), {"_id": 1})
-            end = workflow_end(counts, failing=failing is not None)
-            if end is None:
-                return None
-            result = self.workflows_collection.update_one(
-                {"_id": workflow_id, "state": WorkflowState.RUNNING.value},
-                {"$set": {"state": end.value, "endedAt": to_millis(now)}},
+    def finish_workflows(
+        self, workflow_ids: Sequence[str], *, now: datetime
+    ) -> list[FinishedWorkflow]:
+        ids = list(dict.fromkeys(workflow_ids))
+        if not ids:
+            return []
+        with translate_errors("finish_workflows", write=True):
+            # The counts tell which are still live: a step only leaves blocked and released
+            # (until a retry, which needs the workflow ended first), so an end read here holds.
+            counts = self._counts(ids)
+            done = [i for i in ids if workflow_end(counts.get(i, _zero())) is not None]
+            if not done:
+                return []
+            failing = set(
+                self.workflow_steps_collection.distinct("workflowId", qw.failing_step_filter(done))
             )
-        return end if result.modified_count == 1 else None
+            ends: dict[str, WorkflowState] = {}
+            for workflow_id in done:
+                end = workflow_end(counts.get(workflow_id, _zero()), failing=workflow_id in failing)
+                if end is not None:
+                    ends[workflow_id] = end
+            token = new_execution_id()
+            at = to_millis(now)
+            requests = [
+                UpdateOne(
+                    {"_id": workflow_id, "state": WorkflowState.RUNNING.value},
+                    {"$set": {"state": end.value, "endedAt": at, "writtenBy": token}},
+                )
+                for workflow_id, end in ends.items()
+            ]
+            result = self.workflows_collection.bulk_write(requests, ordered=False)
+            if result.modified_count == len(requests):
+                written = set(ends)
+            elif result.modified_count == 0:
+                written = set()
+            else:
+                cursor = self.workflows_collection.find(
+                    {"_id": {"$in": done}, "writtenBy": token}, {"_id": 1}
+                )
+                written = {str(doc["_id"]) for doc in cursor}
+        return [
+            FinishedWorkflow(workflow_id, end)
+            for workflow_id, end in ends.items()
+            if workflow_id in written
+        ]
 
     def settle_steps(self, step_ids: Sequence[str]) -> None:
         ids = list(dict.fromkeys(step_ids))

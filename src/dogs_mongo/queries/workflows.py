@@ -185,11 +185,11 @@ def step_from_document(doc: Mapping[str, Any]) -> StepRecord:
     )
 
 
-def failing_step_filter(workflow_id: str) -> dict[str, Any]:
-    """The steps of a workflow that fail it (:func:`~dogs_core.domain.workflow_release.
+def failing_step_filter(workflow_ids: Sequence[str]) -> dict[str, Any]:
+    """The steps of these workflows that fail them (:func:`~dogs_core.domain.workflow_release.
     fails_workflow`): failed or cancelled under ``fail`` (a missing policy is ``fail``)."""
     return {
-        "workflowId": workflow_id,
+        "workflowId": {"$in": list(workflow_ids)},
         "state": {"$in": [StepState.FAILED.value, StepState.CANCELLED.value]},
         "policy": {"$in": [FailurePolicy.FAIL.value, None]},
     }

@@ -18,6 +18,7 @@ import anyio
 from dogs_core.domain.records import HistoryRecord, HistoryStatus, JobType
 from dogs_core.domain.workflow_records import (
     Dependent,
+    FinishedWorkflow,
     Gate,
     NewWorkflow,
     StepEnding,
@@ -334,7 +335,7 @@ class WorkflowContract(ContractBase):
             StepState.SKIPPED,
             StepState.SKIPPED,
         ]
-        assert await workflows.finish_workflow(compiled.workflow.id, now=T0) is None
+        assert await workflows.finish_workflows([compiled.workflow.id], now=T0) == []
 
     async def test_a_workflow_finishes_once_when_nothing_is_left_to_run(
         self, store: AsyncJobStore
@@ -344,16 +345,18 @@ class WorkflowContract(ContractBase):
         wf.add(_wf_step, name="second", after=[first])
         compiled = await self.started(store, wf)
         workflows = self.workflows(store)
-        assert await workflows.finish_workflow(compiled.workflow.id, now=T0) is None
+        assert await workflows.finish_workflows([compiled.workflow.id], now=T0) == []
         await self.end(store, compiled, "first", StepState.FAILED)
         second = await self.step(store, compiled.workflow.id, "second")
         (view,) = await workflows.dependents([compiled.steps[0].id])
         assert view.skipping
         await workflows.skip_steps([StepSkip(second.id, second.workflow_id, 0)], now=T0)
         results = await _at_once(
-            [lambda: workflows.finish_workflow(compiled.workflow.id, now=T0)] * 6
+            [lambda: workflows.finish_workflows([compiled.workflow.id], now=T0)] * 6
         )
-        assert [state for state in results if state is not None] == [WorkflowState.COMPLETED]
+        assert [end for ends in results for end in ends] == [
+            FinishedWorkflow(compiled.workflow.id, WorkflowState.COMPLETED)
+        ]
         listed = await workflows.find_workflows(state=WorkflowState.COMPLETED)
         assert [summary.workflow.id for summary in listed] == [compiled.workflow.id]
         assert listed[0].counts[StepState.FAILED] == 1
@@ -371,9 +374,36 @@ class WorkflowContract(ContractBase):
         workflows = self.workflows(store)
         await self.end(store, compiled, "strict", StepState.FAILED)
         await self.end(store, compiled, "other", StepState.SUCCEEDED)
-        state = await workflows.finish_workflow(compiled.workflow.id, now=T0)
-        assert state is WorkflowState.FAILED
+        (finished,) = await workflows.finish_workflows([compiled.workflow.id], now=T0)
+        assert finished.state is WorkflowState.FAILED
         assert not await workflows.fail_workflow(compiled.workflow.id, now=T0)
+
+    async def test_workflows_finish_together_each_as_its_steps_say(
+        self, store: AsyncJobStore
+    ) -> None:
+        # One call for the ends of a busy fleet: each workflow decided on its own steps.
+        workflows = self.workflows(store)
+        started = {}
+        for name in ("done", "failing", "live", "cancelled"):
+            wf = Workflow(name)
+            wf.add(_wf_step, name="a")
+            wf.add(_wf_step, name="b")
+            started[name] = await self.started(store, wf)
+        for name in ("done", "failing", "live"):
+            await self.end(store, started[name], "a", StepState.SUCCEEDED)
+        await self.end(store, started["done"], "b", StepState.SUCCEEDED)
+        await self.end(store, started["failing"], "b", StepState.FAILED)
+        assert await workflows.cancel_workflow(started["cancelled"].workflow.id, now=T0)
+        ids = [compiled.workflow.id for compiled in started.values()]
+        finished = await workflows.finish_workflows([*ids, ids[0], "no such workflow"], now=T0)
+        assert sorted(finished, key=lambda end: ids.index(end.workflow_id)) == [
+            FinishedWorkflow(ids[0], WorkflowState.SUCCEEDED),
+            FinishedWorkflow(ids[1], WorkflowState.FAILED),
+        ]
+        assert await workflows.finish_workflows(ids, now=T0) == []
+        live = await workflows.get_workflow(ids[2])
+        assert live is not None
+        assert live.state is WorkflowState.RUNNING
 
     async def test_workflows_are_listed_newest_first(self, store: AsyncJobStore) -> None:
         ids = []

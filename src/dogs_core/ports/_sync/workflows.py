@@ -38,6 +38,7 @@ from typing import Protocol, runtime_checkable
 from dogs_core.domain.records import HistoryRecord, JobRecord
 from dogs_core.domain.workflow_records import (
     Dependent,
+    FinishedWorkflow,
     NewWorkflow,
     ReleasedStep,
     StepEnding,
@@ -128,9 +129,13 @@ class WorkflowStore(Protocol):
         this call failed it."""
         ...
 
-    def finish_workflow(self, workflow_id: str, *, now: datetime) -> WorkflowState | None:
-        """End a running workflow none of whose steps is blocked or released
-        (:func:`~dogs_core.domain.workflow_release.workflow_end`); the state this call set."""
+    def finish_workflows(
+        self, workflow_ids: Sequence[str], *, now: datetime
+    ) -> list[FinishedWorkflow]:
+        """End each running workflow of ``workflow_ids`` none of whose steps is blocked or
+        released (:func:`~dogs_core.domain.workflow_release.workflow_end`); the workflows this
+        call ended, with the state it set (a few reads and one write for the lot: the ends of
+        a busy fleet's steps come in batches)."""
         ...
 
     def settle_steps(self, step_ids: Sequence[str]) -> None:

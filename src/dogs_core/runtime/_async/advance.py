@@ -184,13 +184,11 @@ async def _finish(
     store: AsyncWorkflowStore, workflow_ids: Iterable[str], now: Callable[[], datetime]
 ) -> list[FinishedWorkflow]:
     """End each of these running workflows none of whose steps is left to run."""
-    finished = []
-    for workflow_id in dict.fromkeys(workflow_ids):
-        finish = _at_now(functools.partial(store.finish_workflow, workflow_id), now)
-        state = await retry_transient(finish, what="finish a workflow")
-        if state is not None:
-            finished.append(FinishedWorkflow(workflow_id, state))
-    return finished
+    ids = list(dict.fromkeys(workflow_ids))
+    if not ids:
+        return []
+    finish = _at_now(functools.partial(store.finish_workflows, ids), now)
+    return await retry_transient(finish, what="finish workflows")
 
 
 def _at_now(
