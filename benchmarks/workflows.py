@@ -133,7 +133,7 @@ async def _run_workflows(
 ) -> list[Any]:
     began = time.perf_counter()
     async with _workers(store) as workers:
-        views = [await client.wait_for_workflow(i, timeout=3600, poll_interval=1) for i in ids]
+        views = await client.wait_for_workflows(ids, timeout=3600, poll_interval=1)
         result.seconds = time.perf_counter() - began
         await workers.stop()
     return views

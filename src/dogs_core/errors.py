@@ -326,12 +326,15 @@ class WorkflowStateError(DogsError):
 
 
 class WorkflowTimeoutError(DogsError, TimeoutError):
-    """``wait_for_workflow`` gave up: the workflow had not ended within its ``timeout``."""
+    """``wait_for_workflow`` gave up: the workflow had not ended within its ``timeout``
+    (``wait_for_workflows``: this one and ``others`` more had not)."""
 
-    def __init__(self, workflow_id: str, timeout: float) -> None:
+    def __init__(self, workflow_id: str, timeout: float, *, others: int = 0) -> None:
         self.workflow_id = workflow_id
         self.timeout = timeout
-        super().__init__(f"workflow {workflow_id!r} had not ended after {timeout:g}s")
+        self.others = others
+        more = f" (and {others} other{'s' if others != 1 else ''})" if others else ""
+        super().__init__(f"workflow {workflow_id!r}{more} had not ended after {timeout:g}s")
 
 
 class WorkflowUpstreamError(DogsError, LookupError):

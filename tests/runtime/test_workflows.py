@@ -22,6 +22,7 @@ from dogs_core.domain.records import HistoryRecord, HistoryStatus, JobType
 from dogs_core.domain.workflow_records import StepState, WorkflowState
 from dogs_core.domain.workflows import Batch, Workflow
 from dogs_core.errors import (
+    InvalidOptionError,
     WorkflowNotFoundError,
     WorkflowStateError,
     WorkflowTimeoutError,
@@ -30,6 +31,7 @@ from dogs_core.errors import (
 from dogs_core.ids import new_execution_id
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import JobContext
+from dogs_core.runtime.releaser import ROWS_PAGE, WorkflowReleaser
 from dogs_core.runtime.telemetry import Telemetry
 from tests.runtime.conftest import Harness, now
 
@@ -249,6 +251,65 @@ async def test_waiting_reads_errors_and_lists() -> None:
     assert [summary.workflow.id for summary in listed] == [started.id]
     assert listed[0].counts[StepState.RELEASED] == 1
     assert await h.client.list_workflows(state="failed") == []
+
+
+async def test_waiting_for_many_workflows_returns_them_in_the_order_given() -> None:
+    log: list[tuple[str, float]] = []
+    h = Harness(_jobs(log))
+    step = _step(h.jobs)
+    ids = []
+    for n in (3, 1, 2):
+        wf = Workflow(f"sleeps {n}")
+        wf.add(step, {"s": n}, name=f"only {n}")
+        ids.append((await h.client.start_workflow(wf)).id)
+    with pytest.raises(WorkflowTimeoutError, match=r"\(and 2 others\) had not ended after 1s"):
+        await h.client.wait_for_workflows(ids, timeout=1)
+    async with h.workers(watch_changes=True) as workers:
+        views = await h.client.wait_for_workflows([*ids, ids[0]], timeout=60, poll_interval=30)
+        await workers.stop()
+    assert [view.id for view in views] == [*ids, ids[0]]
+    assert {view.state for view in views} == {WorkflowState.SUCCEEDED}
+    assert [name for name, _ in log] == ["only 1", "only 2", "only 3"]
+    assert await h.client.wait_for_workflows([]) == []
+    with pytest.raises(InvalidOptionError, match="workflow_ids="):
+        await h.client.wait_for_workflows(ids[0])
+    with pytest.raises(WorkflowNotFoundError):
+        await h.client.wait_for_workflows([ids[0], "nope"])
+
+
+async def test_a_round_of_more_rows_than_one_lookup_ends_every_step() -> None:
+    """A busy fleet's round may bring more rows than one lookup of their steps reads
+    (``ROWS_PAGE``): every step of them ends, and the callback after them is released."""
+    h = Harness(_jobs([]))
+    step = _step(h.jobs)
+    work = Batch("wide")
+    for n in range(ROWS_PAGE + 5):
+        work.add(step, {"n": n})
+    work.then(step, name="callback")
+    started = await h.client.start_workflow(work)
+    view = await h.client.get_workflow(started.id)
+    rows = [
+        HistoryRecord(
+            execution_id=new_execution_id(),
+            job_id=str(item.record_id),
+            job_name="step",
+            type=JobType.EVENT,
+            priority=100,
+            tries=1,
+            started_at=h.at(1),
+            ended_at=h.at(1),
+            status=HistoryStatus.SUCCESS,
+            expires_at=h.at(86400),
+            workflow_id=started.id,
+        )
+        for item in view.steps
+        if item.record_id is not None
+    ]
+    assert len(rows) == ROWS_PAGE + 5
+    advanced = await WorkflowReleaser(h.store, clock=h.clock).rows(rows)
+    assert len(advanced.ended) == ROWS_PAGE + 5
+    after = await h.client.get_workflow(started.id)
+    assert after.step("callback").state is StepState.RELEASED
 
 
 async def test_a_step_ended_by_a_node_shaped_row_releases_its_dependents() -> None:

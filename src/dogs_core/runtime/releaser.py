@@ -13,8 +13,9 @@ that ran them survived. Two paths, one rule:
   read again a few milliseconds later;
 * **this instance's own settlements** (:meth:`WorkflowReleaser.offer`, told by the settle
   path once a step's final settlement landed): the same work as a feed batch, without waiting
-  for the feed to report the row (the feed reports it too; the second look finds the step
-  ended and writes nothing);
+  for the feed to report the row. The feed reports it too: whichever path has a row first
+  handles it, and the other passes it by (the executions of the last :data:`HANDLED_MEMORY`
+  rows are remembered), so a busy fleet does not look up and compare-and-set each end twice;
 * **the sweep**, every ``sweep_interval`` and at start: the steps whose end's consequences a
   crashed releaser left half written (``pending_steps``), then a page of released steps read
   with their records and newest rows (what the feed missed: a gap in the feed, a Node
@@ -54,8 +55,10 @@ from dogs_core.runtime.workflow_events import tell_advanced
 
 __all__ = [
     "DEFAULT_SWEEP_INTERVAL",
+    "HANDLED_MEMORY",
     "MAX_IDLE_SWEEP_INTERVAL",
     "RECHECK_DELAYS",
+    "ROWS_PAGE",
     "SWEEP_PAGE",
     "WorkflowReleaser",
 ]
@@ -70,6 +73,11 @@ MAX_IDLE_SWEEP_INTERVAL: Final = 300.0
 SWEEP_PAGE: Final = 500
 #: Seconds after which a row whose execution still held its record is decided again.
 RECHECK_DELAYS: Final = (0.005, 0.02, 0.1, 0.5, 2.0)
+#: Executions whose rows this instance handled, remembered so that the feed and the settle
+#: path do not both handle one row (a few seconds of a busy fleet's ends).
+HANDLED_MEMORY: Final = 65_536
+#: Rows looked up together (a round of a busy fleet may bring more: they go in pages).
+ROWS_PAGE: Final = 1000
 #: Seconds before a failed feed is opened again.
 _REOPEN_DELAY: Final = 1.0
 
@@ -102,6 +110,7 @@ class WorkflowReleaser:
         self._cursor: str | None = None
         self._group: anyio.abc.TaskGroup | None = None
         self._offered: list[HistoryRecord] = []
+        self._handled: dict[str, None] = {}  # execution ids, oldest first
         self._offers = Signal()
         self._rows_seen = Signal()
         self._idle = False
@@ -143,7 +152,20 @@ class WorkflowReleaser:
             while not self._offered:
                 await self._offers.wait()
             rows, self._offered = self._offered, []
-            await self._rows_safely(rows)
+            await self._rows_safely(self._unhandled(rows))
+
+    def _unhandled(self, rows: Sequence[HistoryRecord]) -> list[HistoryRecord]:
+        """The rows neither path has handled yet, marked handled now (a row that fails to be
+        handled is left to the sweep, as a failed feed batch is)."""
+        handled = self._handled
+        fresh = []
+        for row in rows:
+            if row.execution_id not in handled:
+                handled[row.execution_id] = None
+                fresh.append(row)
+        for _ in range(len(handled) - HANDLED_MEMORY):
+            del handled[next(iter(handled))]
+        return fresh
 
     # -- the feed ---------------------------------------------------------------------------
 
@@ -156,8 +178,9 @@ class WorkflowReleaser:
                     with without_heartbeats():
                         async for rows in feed:
                             self.watching = True
-                            if rows:
-                                await self._rows_safely(rows)
+                            fresh = self._unhandled(rows)
+                            if fresh:
+                                await self._rows_safely(fresh)
             except ChangeFeedUnavailableError as error:
                 logger.warning("workflow release without a change feed (sweeps only): %s", error)
                 self.watching = False
@@ -176,6 +199,12 @@ class WorkflowReleaser:
 
     async def rows(self, rows: Sequence[HistoryRecord]) -> Advanced:
         """Release what ``rows`` (first writes of history rows) make releasable."""
+        advanced = Advanced()
+        for start in range(0, len(rows), ROWS_PAGE):
+            advanced.add(await self._page(rows[start : start + ROWS_PAGE]))
+        return advanced
+
+    async def _page(self, rows: Sequence[HistoryRecord]) -> Advanced:
         newest: dict[str, HistoryRecord] = {}
         for row in rows:
             held = newest.get(row.job_id)
@@ -183,7 +212,7 @@ class WorkflowReleaser:
                 newest[row.job_id] = row
         store = self._store
         steps = await retry_transient(
-            lambda: store.released_steps(record_ids=list(newest)),
+            lambda: store.released_steps(record_ids=list(newest), limit=len(newest)),
             what="read the released steps of history rows",
         )
         if not steps:

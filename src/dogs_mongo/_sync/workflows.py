@@ -307,7 +307,8 @@ class MongoWorkflows:
     ) -> dict[str, Document]:
         """Send the compare-and-sets ``requests`` (filter, update) on the steps ``ids``, each
         stamping ``token``; the documents of the steps they wrote, by id (one request: one
-        ``findOneAndUpdate``; more: a ``bulkWrite``, then the stamped ones read). Outside a
+        ``findOneAndUpdate``; more: a ``bulkWrite``, then the stamped ones read, unless every
+        request wrote and only the ids are asked for, outside a transaction). Outside a
         transaction with ``w: 1``: a decision is written again after a failover rolled it back
         (the sweep), and nothing follows from it before a majority write that carries it."""
         steps = self._steps_fast if session is None else self.workflow_steps_collection
@@ -330,6 +331,9 @@ class MongoWorkflows:
             result = steps.bulk_write(bulk, ordered=False, session=session)
             if result.modified_count == 0:
                 return {}
+            if session is None and result.modified_count == len(ids):
+                # Each request writes one step at most: all of them wrote (the usual case).
+                return {step_id: {"_id": step_id} for step_id in ids}
             stamped = {"_id": {"$in": ids}, "writtenBy": token}
             cursor = steps.find(stamped, projection, session=session)
             return {str(doc["_id"]): doc for doc in cursor}

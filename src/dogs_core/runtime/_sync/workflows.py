@@ -227,21 +227,59 @@ class WorkflowClient(SteeringClient):
         :class:`~dogs_core.errors.WorkflowTimeoutError` after ``timeout`` and
         :class:`~dogs_core.errors.WorkflowNotFoundError` for an unknown id."""
         validate_job_id(workflow_id, field="workflow_id")
+        (view,) = self.wait_for_workflows(
+            [workflow_id], timeout=timeout, poll_interval=poll_interval
+        )
+        return view
+
+    def wait_for_workflows(
+        self,
+        workflow_ids: Sequence[str],
+        *,
+        timeout: timedelta | int | float | str | None = None,  # noqa: ASYNC109 (sync twin too)
+        poll_interval: timedelta | int | float | str = 1,
+    ) -> list[WorkflowView]:
+        """Wait until every one of these workflows has ended and return them, in the order
+        given: :meth:`wait_for_workflow` for many at once, with one feed for all of them (a
+        workflow is read again only when the feed says it changed, or at each
+        ``poll_interval`` where there is no feed). Raises
+        :class:`~dogs_core.errors.WorkflowTimeoutError` (naming one that had not ended, and how
+        many had not) after ``timeout``, :class:`~dogs_core.errors.WorkflowNotFoundError` for
+        an unknown id."""
+        if isinstance(workflow_ids, str) or not isinstance(workflow_ids, Sequence):
+            raise InvalidOptionError(
+                "workflow_ids",
+                workflow_ids,
+                f"must be a list of workflow ids, not {type(workflow_ids).__name__}",
+            )
+        for workflow_id in workflow_ids:
+            validate_job_id(workflow_id, field="workflow_ids")
         seconds, pause = validate_wait(timeout, poll_interval)
-        store = workflow_store_of(self.store)
+        waiting = list(dict.fromkeys(workflow_ids))
+        if not waiting:
+            return []
+        ended: dict[str, WorkflowView] = {}
         started = time.monotonic()
-        with _feed(store, workflow_id) as feed:
+        with _feed(workflow_store_of(self.store), waiting) as feed:
+            check = waiting
             while True:
-                view = self.get_workflow(workflow_id)
-                if view.state in ENDED_WORKFLOW_STATES:
-                    return view
-                if seconds is not None and time.monotonic() - started >= seconds:
-                    raise WorkflowTimeoutError(workflow_id, seconds)
-                wait = pause
-                if seconds is not None:
-                    wait = min(pause, max(seconds - (time.monotonic() - started), 0.0))
-                if feed is None or not _next(feed):
+                for workflow_id in check:
+                    view = self.get_workflow(workflow_id)
+                    if view.state in ENDED_WORKFLOW_STATES:
+                        ended[workflow_id] = view
+                waiting = [workflow_id for workflow_id in waiting if workflow_id not in ended]
+                if not waiting:
+                    return [ended[workflow_id] for workflow_id in workflow_ids]
+                elapsed = time.monotonic() - started
+                if seconds is not None and elapsed >= seconds:
+                    raise WorkflowTimeoutError(waiting[0], seconds, others=len(waiting) - 1)
+                wait = pause if seconds is None else min(pause, max(seconds - elapsed, 0.0))
+                changed = None if feed is None else _next(feed)
+                if changed is None:
                     time.sleep(wait)
+                    check = waiting
+                else:
+                    check = [workflow_id for workflow_id in waiting if workflow_id in changed]
 
     # -- steering -----------------------------------------------------------------------------
 
@@ -389,10 +427,12 @@ def _cancelled(step: ReleasedStep, now: datetime) -> StepEnding:
 
 
 @contextlib.contextmanager
-def _feed(store: WorkflowStore, workflow_id: str) -> Iterator[Iterator[list[str]] | None]:
-    """The workflows feed of one workflow, open (``None`` where the store has none)."""
+def _feed(
+    store: WorkflowStore, workflow_ids: Sequence[str]
+) -> Iterator[Iterator[list[str]] | None]:
+    """The workflows feed of these workflows, open (``None`` where the store has none)."""
     try:
-        feed = store.watch_workflows([workflow_id])
+        feed = store.watch_workflows(workflow_ids)
     except AttributeError:  # a store adapted without its feeds
         yield None
         return
@@ -405,14 +445,13 @@ def _feed(store: WorkflowStore, workflow_id: str) -> Iterator[Iterator[list[str]
         yield feed
 
 
-def _next(feed: Iterator[list[str]]) -> bool:
-    """Wait for the feed's next batch or heartbeat; ``False`` once it failed or ended (the
-    caller then polls: a feed only ever shortens the wait)."""
+def _next(feed: Iterator[list[str]]) -> set[str] | None:
+    """Wait for the feed's next batch (the ids that changed) or heartbeat (none); ``None``
+    once it failed or ended (the caller then polls: a feed only ever shortens the wait)."""
     try:
-        next(feed)
+        return set(next(feed))
     except StopIteration:
-        return False
+        return None
     except Exception as error:
         logger.warning("workflows feed failed, waiting by polling: %r", error)
-        return False
-    return True
+        return None
