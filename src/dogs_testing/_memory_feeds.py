@@ -183,6 +183,14 @@ class FeedHub:
     ) -> Generator[list[HistoryRecord], None, None]:
         return self._sync_feed("history", lambda: _history_filter(job_ids, job_names))
 
+    def step_rows(self, except_instance: str | None) -> Generator[list[HistoryRecord], None, None]:
+        return self._sync_feed("history", lambda: _others_filter(except_instance))
+
+    def step_rows_async(
+        self, *, except_instance: str | None = None
+    ) -> AsyncGenerator[list[HistoryRecord], None]:
+        return self._async_feed("history", lambda: _others_filter(except_instance))
+
     def pauses(self) -> Generator[list[str], None, None]:
         return self._sync_feed("pauses", lambda: _every)
 
@@ -303,6 +311,11 @@ def _name_filter(job_names: Sequence[str]) -> Callable[[RecordChange], bool]:
 def _id_filter(workflow_ids: Sequence[str]) -> Callable[[str], bool]:
     ids = frozenset(check_feed_names("workflow_ids", workflow_ids))
     return lambda workflow_id: workflow_id in ids
+
+
+def _others_filter(except_instance: str | None) -> Callable[[HistoryRecord], bool]:
+    """The rows not written by the ``Workers`` instance ``except_instance``."""
+    return lambda row: row.owner is None or row.owner.instance_id != except_instance
 
 
 def _history_filter(

@@ -384,10 +384,12 @@ class MemoryWorkflows(MemoryState):
             self._feeds.offer_workflow(workflow_id)
             return reset
 
-    def watch_step_rows(self) -> Generator[list[HistoryRecord], None, None]:
-        """Every history row as first written (the in-memory store does not tell who wrote a
-        row: the release looks each one up)."""
-        return self._feeds.history()
+    def watch_step_rows(
+        self, *, except_instance: str | None = None
+    ) -> Generator[list[HistoryRecord], None, None]:
+        """Every history row as first written but those whose owner is ``except_instance``
+        (the in-memory store does not tell a Node row: the release looks each one up)."""
+        return self._feeds.step_rows(except_instance)
 
     def watch_workflows(self, workflow_ids: Sequence[str]) -> Generator[list[str], None, None]:
         return self._feeds.workflows(workflow_ids)

@@ -236,6 +236,6 @@ _ASYNC_FEEDS: Final = {
     "watch_pauses": "pauses_async",
     "watch_log_lines": "log_lines_async",
     "watch_progress": "jobs_async",
-    "watch_step_rows": "history_async",
+    "watch_step_rows": "step_rows_async",
     "watch_workflows": "workflows_async",
 }

@@ -707,8 +707,10 @@ class ForwardingJobStore(ABC):
     async def retry_workflow(self, workflow_id: str, *, now: datetime) -> list[str] | None:
         return cast("list[str] | None", await self._forward("retry_workflow", workflow_id, now=now))
 
-    def watch_step_rows(self) -> AsyncGenerator[list[HistoryRecord], None]:
-        return self._forward_feed("watch_step_rows")
+    def watch_step_rows(
+        self, *, except_instance: str | None = None
+    ) -> AsyncGenerator[list[HistoryRecord], None]:
+        return self._forward_feed("watch_step_rows", except_instance=except_instance)
 
     def watch_workflows(self, workflow_ids: Sequence[str]) -> AsyncGenerator[list[str], None]:
         return self._forward_feed("watch_workflows", workflow_ids)

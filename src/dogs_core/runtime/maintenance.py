@@ -63,12 +63,14 @@ def start_maintenance(
     telemetry: Telemetry | None = None,
     settler: Settler | None = None,
     wake: Callable[[], None] | None = None,
+    instance_id: str | None = None,
 ) -> None:
     """Start the background loops in ``group``: the hint probe (when enabled and the store's
     probes mean something), the partition reconciler (when enabled), the retention backfill,
     the clock's measurements (for a :class:`ServerClock` with an interval), the workflows'
     release (when enabled and the store has workflows; ``wake`` tells the claimers of this
-    instance that it released steps)."""
+    instance that it released steps; ``settler``, of the instance ``instance_id``, hands its
+    steps' ends to the release)."""
     if isinstance(clock, ServerClock) and clock.tracker.interval is not None:
         group.start_soon(clock_sync_loop, store, clock, name="dogs clock sync")
     if settings.probe_enabled and probe:
@@ -95,6 +97,7 @@ def start_maintenance(
             sweep_interval=settings.workflow_sweep_interval.total_seconds(),
             watch=settings.watch_changes,
             on_released=wake,
+            instance_id=None if settler is None else instance_id,
         )
         if settler is not None:
             settler.step_ended = releaser.offer

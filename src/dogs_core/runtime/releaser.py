@@ -5,7 +5,8 @@ a step is released when its dependencies end whoever ran them, and whether or no
 that ran them survived. Two paths, one rule:
 
 * **the history feed** (``watch_step_rows``: a MongoDB change stream on the history, matching
-  the rows of steps' executions and every row a Node worker writes): each batch of rows is
+  the rows of steps' executions and every row a Node worker writes, but not this instance's
+  own rows when its settle path hands them over, below): each batch of rows is
   looked up among the released steps (one read), a success row ends its step at once; any
   other row is decided with the step's record (:func:`~dogs_core.domain.workflow_release.
   evidence_ending`: a failed attempt whose job will retry ends nothing). A row whose
@@ -13,9 +14,10 @@ that ran them survived. Two paths, one rule:
   read again a few milliseconds later;
 * **this instance's own settlements** (:meth:`WorkflowReleaser.offer`, told by the settle
   path once a step's final settlement landed): the same work as a feed batch, without waiting
-  for the feed to report the row. The feed reports it too: whichever path has a row first
-  handles it, and the other passes it by (the executions of the last :data:`HANDLED_MEMORY`
-  rows are remembered), so a busy fleet does not look up and compare-and-set each end twice;
+  for the feed to report the row, which then leaves it out (``instance_id``): a busy fleet
+  neither reads each of its own rows from a change stream nor looks each end up twice. A row
+  of this instance that no settlement handed over (a row written another way) is found by
+  the other instances' feeds and by the sweep;
 * **the sweep**, every ``sweep_interval`` and at start: the steps whose end's consequences a
   crashed releaser left half written (``pending_steps``), then a page of released steps read
   with their records and newest rows (what the feed missed: a gap in the feed, a Node
@@ -55,7 +57,6 @@ from dogs_core.runtime.workflow_events import tell_advanced
 
 __all__ = [
     "DEFAULT_SWEEP_INTERVAL",
-    "HANDLED_MEMORY",
     "MAX_IDLE_SWEEP_INTERVAL",
     "RECHECK_DELAYS",
     "ROWS_PAGE",
@@ -73,9 +74,6 @@ MAX_IDLE_SWEEP_INTERVAL: Final = 300.0
 SWEEP_PAGE: Final = 500
 #: Seconds after which a row whose execution still held its record is decided again.
 RECHECK_DELAYS: Final = (0.005, 0.02, 0.1, 0.5, 2.0)
-#: Executions whose rows this instance handled, remembered so that the feed and the settle
-#: path do not both handle one row (a few seconds of a busy fleet's ends).
-HANDLED_MEMORY: Final = 65_536
 #: Rows looked up together (a round of a busy fleet may bring more: they go in pages).
 ROWS_PAGE: Final = 1000
 #: Seconds before a failed feed is opened again.
@@ -97,8 +95,12 @@ class WorkflowReleaser:
         watch: bool = True,
         sweep_page: int = SWEEP_PAGE,
         on_released: Callable[[], None] | None = None,
+        instance_id: str | None = None,
     ) -> None:
         self.store = store
+        self.instance_id = instance_id
+        """The ``Workers`` instance whose settle path :meth:`offer` s its steps' rows: the
+        feed leaves that instance's rows out (``None``: the feed brings every row)."""
         self.on_released = on_released
         """Told after a call released steps (their records are written): the instance's own
         claimers look at once instead of waiting for the records' feed to report them."""
@@ -110,7 +112,6 @@ class WorkflowReleaser:
         self._cursor: str | None = None
         self._group: anyio.abc.TaskGroup | None = None
         self._offered: list[HistoryRecord] = []
-        self._handled: dict[str, None] = {}  # execution ids, oldest first
         self._offers = Signal()
         self._rows_seen = Signal()
         self._idle = False
@@ -152,35 +153,21 @@ class WorkflowReleaser:
             while not self._offered:
                 await self._offers.wait()
             rows, self._offered = self._offered, []
-            await self._rows_safely(self._unhandled(rows))
-
-    def _unhandled(self, rows: Sequence[HistoryRecord]) -> list[HistoryRecord]:
-        """The rows neither path has handled yet, marked handled now (a row that fails to be
-        handled is left to the sweep, as a failed feed batch is)."""
-        handled = self._handled
-        fresh = []
-        for row in rows:
-            if row.execution_id not in handled:
-                handled[row.execution_id] = None
-                fresh.append(row)
-        for _ in range(len(handled) - HANDLED_MEMORY):
-            del handled[next(iter(handled))]
-        return fresh
+            await self._rows_safely(rows)
 
     # -- the feed ---------------------------------------------------------------------------
 
     async def _watch_rows(self) -> None:
         while True:
             try:
-                feed = self._store.watch_step_rows()
+                feed = self._store.watch_step_rows(except_instance=self.instance_id)
                 async with contextlib.aclosing(feed):
                     # No deadline is checked between batches (the sweep has its own timer).
                     with without_heartbeats():
                         async for rows in feed:
                             self.watching = True
-                            fresh = self._unhandled(rows)
-                            if fresh:
-                                await self._rows_safely(fresh)
+                            if rows:
+                                await self._rows_safely(rows)
             except ChangeFeedUnavailableError as error:
                 logger.warning("workflow release without a change feed (sweeps only): %s", error)
                 self.watching = False

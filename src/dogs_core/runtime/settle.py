@@ -74,15 +74,23 @@ class Settler:
         """Queue ``settlement`` without waiting: ``callback`` gets the verdict of this first
         attempt, or its error, from the writer's task (retry an error with :meth:`settle`,
         passing it as ``after``)."""
+        told = self._step_end_teller(settlement)
+        if told is not None:
+            callback = _telling(callback, told)
+        self._batches.submit_callback(settlement, callback)
+
+    def _step_end_teller(self, settlement: Settlement) -> Callable[[], None] | None:
+        """What tells :attr:`step_ended` of ``settlement`` once it landed, when it ends a
+        workflow step's execution."""
         row, told = settlement.row, self.step_ended
         if (
-            told is not None
-            and row is not None
-            and row.workflow_id is not None
-            and isinstance(settlement.command, Delete | MarkTerminal)
+            told is None
+            or row is None
+            or row.workflow_id is None
+            or not isinstance(settlement.command, Delete | MarkTerminal)
         ):
-            callback = _telling(callback, told, row)
-        self._batches.submit_callback(settlement, callback)
+            return None
+        return lambda: told(row)
 
     async def settle(
         self, settlement: Settlement, *, what: str, after: BaseException | None = None
@@ -107,18 +115,21 @@ class Settler:
                 lambda: self._store.get_record(settlement.job_id), what=f"verify {what}"
             )
             owned = settled_as_commanded(settlement, record)
+        told = self._step_end_teller(settlement)
+        if owned and told is not None:
+            told()
         return owned
 
 
 def _telling(
-    callback: Callable[[Verdict], None], told: Callable[[HistoryRecord], None], row: HistoryRecord
+    callback: Callable[[Verdict], None], told: Callable[[], None]
 ) -> Callable[[Verdict], None]:
-    """``callback``, then ``told(row)`` once the settlement matched."""
+    """``callback``, then ``told()`` once the settlement matched."""
 
     def settled(verdict: Verdict) -> None:
         callback(verdict)
         if verdict is True:
-            told(row)
+            told()
 
     return settled
 

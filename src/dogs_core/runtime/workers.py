@@ -360,6 +360,7 @@ class Workers:
             telemetry=self.telemetry,
             settler=self._services.settler,
             wake=self.wake,
+            instance_id=self.owner.instance_id,
         )
         definitions = list(self._definitions.values())
         await ensure_recurrent_records(

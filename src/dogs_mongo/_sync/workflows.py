@@ -670,10 +670,17 @@ class MongoWorkflows:
 
     # -- feeds ----------------------------------------------------------------------------------
 
-    def watch_step_rows(self) -> Generator[list[HistoryRecord], None]:
+    def watch_step_rows(
+        self, *, except_instance: str | None = None
+    ) -> Generator[list[HistoryRecord], None]:
         """The rows that may end a step (see :func:`~dogs_mongo.queries.workflows.
         step_changes_pipeline`)."""
-        return _feed("watch_step_rows", self._history, qw.step_changes_pipeline, q.history_change)
+        return _feed(
+            "watch_step_rows",
+            self._history,
+            lambda: qw.step_changes_pipeline(except_instance),
+            q.history_change,
+        )
 
     def watch_workflows(self, workflow_ids: Sequence[str]) -> Generator[list[str], None]:
         ids = list(dict.fromkeys(workflow_ids))

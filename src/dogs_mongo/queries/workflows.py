@@ -195,21 +195,24 @@ def failing_step_filter(workflow_ids: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def step_changes_pipeline() -> list[dict[str, Any]]:
+def step_changes_pipeline(except_instance: str | None = None) -> list[dict[str, Any]]:
     """The ``watch`` pipeline on the history of the rows that may end a step: inserts (first
     writes) of a row carrying ``workflowId`` (a step's execution by a Python worker), or
     without ``wasStale`` (every row of ours has it: the row was written by a Node Dogs worker,
-    which does not know workflows). Params and tracebacks stay out of the events."""
+    which does not know workflows); but not the rows of the ``Workers`` instance
+    ``except_instance`` (``owner.instanceId``: a Node row has no owner). Params and
+    tracebacks stay out of the events."""
+    match: dict[str, Any] = {
+        "operationType": "insert",
+        "$or": [
+            {"fullDocument.workflowId": {"$exists": True}},
+            {"fullDocument.wasStale": {"$exists": False}},
+        ],
+    }
+    if except_instance is not None:
+        match["fullDocument.owner.instanceId"] = {"$ne": except_instance}
     return [
-        {
-            "$match": {
-                "operationType": "insert",
-                "$or": [
-                    {"fullDocument.workflowId": {"$exists": True}},
-                    {"fullDocument.wasStale": {"$exists": False}},
-                ],
-            }
-        },
+        {"$match": match},
         {"$project": {"fullDocument.params": 0, "fullDocument.errorTraceback": 0}},
     ]
 

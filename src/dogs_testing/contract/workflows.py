@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import anyio
 
-from dogs_core.domain.records import HistoryRecord, HistoryStatus, JobType
+from dogs_core.domain.records import HistoryRecord, HistoryStatus, JobType, Owner
 from dogs_core.domain.workflow_records import (
     Dependent,
     FinishedWorkflow,
@@ -495,6 +495,27 @@ class WorkflowContract(ContractBase):
             until=lambda rows: any(row.execution_id == ours.execution_id for row in rows),
         )
         assert any(row.job_id == record_id for row in seen)
+
+    async def test_the_step_rows_feed_leaves_out_the_rows_of_one_instance(
+        self, store: AsyncJobStore
+    ) -> None:
+        # A worker's release has its own rows from its settle path: its feed need not bring them.
+        compiled = await self.started(store, _diamond()[0])
+        workflows = self.workflows(store)
+        record_id = compiled.records[0].id
+
+        def row(owner: Owner | None) -> HistoryRecord:
+            step_row = _row(record_id, HistoryStatus.ERROR)
+            return dataclasses.replace(step_row, workflow_id=compiled.workflow.id, owner=owner)
+
+        mine = row(Owner("here", 1, "this-instance"))
+        others = [row(Owner("there", 2, "another-instance")), row(None)]
+        seen = await self.collect_feed(
+            workflows.watch_step_rows(except_instance="this-instance"),
+            lambda: store.write_history_many([mine, *others]),
+            until=lambda rows: {r.execution_id for r in rows} >= {r.execution_id for r in others},
+        )
+        assert mine.execution_id not in {r.execution_id for r in seen}
 
     async def test_the_workflows_feed_reports_a_workflow_that_changed(
         self, store: AsyncJobStore

@@ -158,11 +158,15 @@ class WorkflowStore(Protocol):
         ``None`` when the workflow was not in one of those states."""
         ...
 
-    def watch_step_rows(self) -> Generator[list[HistoryRecord], None, None]:
+    def watch_step_rows(
+        self, *, except_instance: str | None = None
+    ) -> Generator[list[HistoryRecord], None, None]:
         """A feed of the history rows that may end a step: every first write of a row of a
         workflow step's execution (``workflow_id`` set) and of a row written by another
-        writer (Node Dogs workers do not know workflows). See :mod:`dogs_core.ports._sync.feeds`
-        for the shape every feed has."""
+        writer (Node Dogs workers do not know workflows), but for the rows whose ``owner`` is
+        the ``Workers`` instance ``except_instance`` (that instance hands its own steps' ends
+        to its release from its settle path). See :mod:`dogs_core.ports._sync.feeds` for the shape
+        every feed has."""
         ...
 
     def watch_workflows(self, workflow_ids: Sequence[str]) -> Generator[list[str], None, None]:
