@@ -93,8 +93,8 @@ async def run(store: AsyncJobStore) -> None:
         print(f"{view.workflow.name}: {view.state.value}")
         print(f"  {view.step('report').outcome.result}")  # type: ignore[union-attr]
 
-        for workflow_id in await start_policies(client):
-            view = await client.wait_for_workflow(workflow_id, timeout=60)
+        # Many at once: one change stream for all of them, in the order they were given.
+        for view in await client.wait_for_workflows(await start_policies(client), timeout=60):
             # (parse runs beside index: under "fail" it may still be running here)
             states = ", ".join(
                 f"{s.name}={s.state.value}" for s in view.steps if s.name in ("index", "report")
