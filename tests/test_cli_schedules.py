@@ -93,6 +93,12 @@ def test_tags_and_a_deadline_from_the_shell(runner: CliRunner, env: dict[str, An
     assert [job["id"] for job in page["jobs"]] == [job_id]
     none = json.loads(invoke(runner, "jobs", "list", "--tag", "other", "--json", env=env).stdout)
     assert none["jobs"] == []
+    # a tag with a search (params, owner, creation time): both must hold
+    searched = invoke(runner, "jobs", "list", "--tag", "vip", "--param", "name=bo", "--json",
+                      env=env)  # fmt: skip
+    assert [job["id"] for job in json.loads(searched.stdout)["jobs"]] == [job_id]
+    other = invoke(runner, "jobs", "list", "--tag", "vip", "--param", "name=al", "--json", env=env)
+    assert json.loads(other.stdout)["jobs"] == []
     bad = invoke(runner, "schedule", REGISTRY, "greet", "--params", '{"name": "x"}', "--tag",
                  "$x", env=env)  # fmt: skip
     assert_clean_error(bad, "--tag[0]")

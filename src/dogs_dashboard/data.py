@@ -177,6 +177,7 @@ async def search_jobs(
             owner=filters.owner,
             created_since=filters.created_since,
             created_until=filters.created_until,
+            tags=tag,
             limit=limit,
             after=after,
         )

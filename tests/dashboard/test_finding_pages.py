@@ -150,6 +150,18 @@ def test_search_finds_live_finished_and_archived_jobs(env: Env) -> None:
     assert "failed (archived)" in page
 
 
+def test_the_job_list_keeps_its_tag_with_the_other_filters(env: Env) -> None:
+    """Was: a tag beside a params (owner, creation time) filter was dropped silently."""
+    later = datetime.now(UTC) + timedelta(hours=1)
+    vip = _insert(env, "send_email", later, params={"user": 1}, tags=("vip",))
+    plain = _insert(env, "send_email", later, params={"user": 1})
+    both = env.get("/jobs", tag="vip", param="user=1")
+    assert f'data-job-id="{vip}"' in both
+    assert f'data-job-id="{plain}"' not in both
+    assert f'data-job-id="{plain}"' in env.get("/jobs", param="user=1")
+    assert f'data-job-id="{vip}"' not in env.get("/jobs", tag="other", param="user=1")
+
+
 def test_job_page_times_params_and_folded_traceback(env: Env) -> None:
     now = datetime.now(UTC)
     huge = {"rows": ["x" * 100] * 1000}

@@ -35,6 +35,7 @@ from dogs_core.domain.records import (
     Owner,
 )
 from dogs_core.domain.stats import UNKNOWN_ERROR_TYPE
+from dogs_core.domain.tags import validate_tag_filter
 from dogs_core.errors import InvalidOptionError
 
 __all__ = [
@@ -301,7 +302,7 @@ class ExecutionCursor:
 class RecordQuery:
     """Which records: every given filter must hold. ``state`` needs the ``now`` of the read;
     ``created_since`` / ``created_until`` bound the creation time a record id tells (UUIDv7 ids;
-    ``until`` exclusive); ``job_ids`` names records."""
+    ``until`` exclusive); ``job_ids`` names records; ``tags``: records carrying all of them."""
 
     job_name: str | None = None
     state: JobState | None = None
@@ -311,8 +312,11 @@ class RecordQuery:
     created_until: datetime | None = None
     params: ParamsMatch | None = None
     job_ids: tuple[str, ...] | None = None
+    tags: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
+        if self.tags is not None:
+            object.__setattr__(self, "tags", validate_tag_filter(self.tags))
         for name in ("job_name", "unique_identifier"):
             _optional_text(name, getattr(self, name))
         if self.state is not None and not isinstance(self.state, JobState):
@@ -324,9 +328,8 @@ class RecordQuery:
     @property
     def unindexed(self) -> tuple[str, ...]:
         """The filters no index serves (see :attr:`ExecutionQuery.unindexed`)."""
-        return tuple(
-            name for name, given in (("owner", self.owner), ("params", self.params)) if given
-        )
+        given = (("owner", self.owner), ("params", self.params), ("tags", self.tags))
+        return tuple(name for name, value in given if value)
 
     def matches(self, record: JobRecord, now: datetime) -> bool:
         created = record_created_at(record.id)
@@ -339,6 +342,7 @@ class RecordQuery:
             self.created_until is None or (created is not None and created < self.created_until),
             self.params is None or params_match(record.params, self.params),
             self.job_ids is None or record.id in self.job_ids,
+            self.tags is None or set(self.tags) <= set(record.tags),
         )
         return all(checks)
 

@@ -235,8 +235,6 @@ def list_jobs(
     since = moment_flag("--created-since", created_since, now)
     until = moment_flag("--created-until", created_until, now)
     searched = any(given is not None for given in (param, owner, since, until))
-    if searched and tag:
-        fail("--tag: cannot be combined with --param, --owner or --created-since/--created-until")
     jobs = _registry(registry, app_dir)
     container = connection.logged_container()
 
@@ -244,7 +242,8 @@ def list_jobs(
         if searched:
             page = await client.search_jobs(
                 name, state=wanted, unique_key=unique_key, params=param, owner=owner,
-                created_since=since, created_until=until, limit=size, after=after,
+                created_since=since, created_until=until, tags=tag or None, limit=size,
+                after=after,
             )  # fmt: skip
         else:
             page = await client.find_jobs(

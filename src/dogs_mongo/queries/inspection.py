@@ -200,6 +200,8 @@ def record_plan(
         filter_["jobName"] = query.job_name
     if query.unique_identifier is not None:
         filter_["uniqueIdentifier"] = query.unique_identifier
+    if query.tags:
+        filter_["tags"] = {"$all": list(query.tags)}
     ids: Document = {}
     if query.job_ids is not None:
         ids["$in"] = list(query.job_ids)

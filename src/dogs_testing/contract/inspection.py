@@ -138,7 +138,8 @@ class InspectionContract(ContractBase):
             await search.find_executions(ExecutionQuery(), limit=0)
 
     async def test_records_by_params_owner_creation_and_ids(self, store: AsyncJobStore) -> None:
-        first = _scheduled_id(await store.insert_job(_job(params={"user": 1, "tags": ["x"]})))
+        tagged = dataclasses.replace(_job(params={"user": 1, "tags": ["x"]}), tags=("eu", "vip"))
+        first = _scheduled_id(await store.insert_job(tagged))
         second = _scheduled_id(await store.insert_job(_job("b", params={"user": 2})))
         claimed = await self.claim(store, "b", now=T0, owner=_owner("w2", host="web-2"))
         assert claimed.job_id == second
@@ -157,6 +158,10 @@ class InspectionContract(ContractBase):
         assert await ids(job_ids=(second,)) == [second]
         assert await ids(created_since=T0 + 365 * _DAY) == []
         assert await ids(created_until=T0 + 365 * _DAY) == [first, second]
+        assert await ids(tags=("eu",)) == [first]
+        assert await ids(tags=("vip", "eu"), params=ParamsMatch.parse("user=1")) == [first]
+        assert await ids(tags=("eu", "us")) == []
+        assert await ids(tags=("x",)) == []  # a tag, not a value inside params
         page = await search.find_matching_records(RecordQuery(), now=T0, limit=1, after=first)
         assert [record.id for record in page] == [second]
 

@@ -9,6 +9,7 @@ This module is the source of truth; ``_sync/inspection.py`` is generated from it
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TypeVar, cast
@@ -35,6 +36,7 @@ from dogs_core.domain.finding import (
 )
 from dogs_core.domain.records import HistoryRecord, JobRecord, JobState, NameStatus, Owner
 from dogs_core.domain.steering import MAX_PAGE_SIZE, JobPage, check_state
+from dogs_core.domain.tags import validate_tag_filter
 from dogs_core.errors import InvalidOptionError, MissingRoleError
 from dogs_core.ports import AsyncInspectionStore, AsyncJobStore, Role, store_roles
 from dogs_core.runtime._async.retry import retry_transient
@@ -134,15 +136,18 @@ class InspectionClient(ClientBase):
         created_since: datetime | None = None,
         created_until: datetime | None = None,
         unique_key: str | None = None,
+        tags: str | Sequence[str] | None = None,
         limit: int = 50,
         after: str | None = None,
     ) -> JobPage:
         """Records in creation order by any filter: ``state``, ``owner`` (who runs it now),
-        ``params`` (``"user.id=42"``), creation time, ``unique_key``; a page of ``limit`` (1 to
-        1000), the next one after its ``next_after``."""
+        ``params`` (``"user.id=42"``), creation time, ``unique_key``, ``tags`` (one, or
+        several: records carrying all); a page of ``limit`` (1 to 1000), the next one after
+        its ``next_after``."""
         query = self._record_query(
             job, check_state(state), owner, params, created_since, created_until, unique_key
         )
+        query = dataclasses.replace(query, tags=validate_tag_filter(tags))
         size = _page_size(limit)
         if after is not None:
             validate_job_id(after, field="after")
