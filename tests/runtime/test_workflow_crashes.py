@@ -16,15 +16,23 @@ Checked after every step:
 And at the end, after sweeps without crashes (the safety net): every step has ended, every
 workflow has its end state, and the states are a fixpoint of the whole-workflow plan (nothing
 left to release or skip).
+
+Every id of a history (workflows, steps, records, locks) comes from a counter, not from the
+clock: the order of ids decides the order of sweeps' pages, and a failure found once must
+replay from hypothesis' database and shrink.
 """
 
 from __future__ import annotations
 
+import itertools
+import uuid
 from collections import Counter
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
+import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
@@ -41,13 +49,15 @@ from dogs_core.domain.workflow_records import (
 from dogs_core.domain.workflow_release import StepNode, has_ended, plan
 from dogs_core.domain.workflow_start import compile_workflow
 from dogs_core.domain.workflows import FailurePolicy, Workflow
-from dogs_core.ids import new_execution_id, new_record_id
 from dogs_core.jobs import Jobs
+from dogs_core.runtime._async import advance
 from dogs_core.runtime.forwarding import ForwardingJobStore
 from dogs_core.runtime.releaser import WorkflowReleaser
 from dogs_testing.memory import InMemoryJobStore
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
+_T0_MS = int(T0.timestamp() * 1000)
+_DRAWN_RECORD_IDS = vars(advance)["new_record_id"]
 
 jobs = Jobs()
 
@@ -60,6 +70,22 @@ def _note(text: str) -> None:
     """A line of hypothesis' statistics (``--hypothesis-show-statistics``)."""
     if currently_in_test_context():
         event(text)
+
+
+@pytest.fixture(autouse=True)
+def _real_ids_after_each_test() -> Iterator[None]:
+    yield
+    vars(advance)["new_record_id"] = _DRAWN_RECORD_IDS
+
+
+def _counted_ids() -> Any:
+    """UUIDv7-shaped ids (T0's milliseconds, then a counter): the same in every replay."""
+    counter = itertools.count(1)
+
+    def new_id() -> str:
+        return str(uuid.UUID(int=(_T0_MS << 80) | (0x7 << 76) | (0b10 << 62) | next(counter)))
+
+    return new_id
 
 
 class Crash(Exception):
@@ -125,6 +151,8 @@ class WorkflowCrashes(RuleBasedStateMachine):
         self.records_of: dict[str, set[str]] = {}  # step id -> record ids ever seen
         self.workflow_ids: list[str] = []
         self.crashes = 0
+        self.new_id = _counted_ids()
+        vars(advance)["new_record_id"] = self.new_id  # the release draws one per release
 
     def releaser(self, crash_at: int | None) -> WorkflowReleaser:
         store = Crashing(self.store, crash_at)
@@ -146,7 +174,7 @@ class WorkflowCrashes(RuleBasedStateMachine):
             compiled = compile_workflow(
                 workflow,
                 resolve=lambda job: step,
-                new_id=new_record_id,
+                new_id=self.new_id,
                 partition=lambda: 0,
                 now=T0,
             )
@@ -162,7 +190,7 @@ class WorkflowCrashes(RuleBasedStateMachine):
             hint="byJobName",
             now=self.clock.at,
             locked_until=self.clock.at + timedelta(minutes=1),
-            lock_id=new_execution_id(),
+            lock_id=self.new_id(),
         )
         claimed = self.sync.claim(request)
         if claimed is None:
@@ -242,6 +270,12 @@ class WorkflowCrashes(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         """The safety net alone, without crashes, finishes every workflow."""
+        try:
+            self._finish_with_sweeps()
+        finally:
+            vars(advance)["new_record_id"] = _DRAWN_RECORD_IDS
+
+    def _finish_with_sweeps(self) -> None:
         for _ in range(200):
             self.run_a_job(succeeds=True)
             self.unseen.clear()  # lost: only sweeps from here on
