@@ -1,7 +1,7 @@
 """The workers of one instance: claim lanes, their executions and background loops, all in one
-anyio task group, so nothing outlives :meth:`Workers.stop`. ``claim_concurrency`` lanes perform
-the steps of one :class:`~dogs_core.domain.pacing.ClaimPacer` and start an execution per job
-claimed, on reused runner tasks (:mod:`dogs_core.runtime.runners`); beside them run the probe and
+anyio task group, so nothing outlives :meth:`Workers.stop`. ``claim_concurrency`` lanes
+(:mod:`~dogs_core.runtime.lanes`) claim and start an execution per job claimed, on reused
+runner tasks (:mod:`dogs_core.runtime.runners`); beside them run the probe and
 reconciler (:mod:`dogs_core.runtime.maintenance`), the lock watchdogs' timer, and the batch
 writers of history rows and settlements. Executions get their collaborators as one
 :class:`~dogs_core.runtime.services.ExecutionServices` value and report back through its host
@@ -25,8 +25,7 @@ import anyio
 import anyio.abc
 
 from dogs_core.domain.definitions import JobDefinition
-from dogs_core.domain.hints import Hint, HintSelector, claim_hint
-from dogs_core.domain.pacing import Claim, Sleep
+from dogs_core.domain.hints import Hint, HintSelector
 from dogs_core.domain.records import ClaimedJob, Owner
 from dogs_core.domain.registry import WorkerAction, WorkerCommand, WorkerState
 from dogs_core.domain.schedules import parse_duration
@@ -36,19 +35,19 @@ from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock, StoreCapabilities
 from dogs_core.runtime.ahead import ClaimedAhead, give_back
 from dogs_core.runtime.beacon import Presence, beacon_for
-from dogs_core.runtime.claiming import pacer_for, send_claim
+from dogs_core.runtime.claiming import pacer_for
 from dogs_core.runtime.clock import ServerClock
 from dogs_core.runtime.execution import Execution
 from dogs_core.runtime.fleet import FleetHolds
 from dogs_core.runtime.host import WorkersHost
 from dogs_core.runtime.job_logs import JobLogLines
+from dogs_core.runtime.lanes import ClaimLanes
 from dogs_core.runtime.log_shipping import shipper_for
 from dogs_core.runtime.maintenance import (
     ensure_recurrent_records,
     prepare_store,
     start_maintenance,
 )
-from dogs_core.runtime.outage import log_store_failure
 from dogs_core.runtime.runners import RunnerPool
 from dogs_core.runtime.schedule_book import ScheduleBook, definition_of
 from dogs_core.runtime.services import HISTORY_WRITE_TIMEOUT, Milestone, build_services
@@ -109,10 +108,7 @@ class Workers:
         self._active: dict[str, Execution] = {}
         self._finishing: set[str] = set()  # freed their slot, still writing history
         self._forgotten = Signal()
-        self._capacity = Signal()
-        self._wake = Signal()
-        self._started = False
-        self._running = False
+        self._started = self._running = False
         self._stop_requested = anyio.Event()
         self._stopped = anyio.Event()
         self._grace: float | None = None
@@ -120,8 +116,18 @@ class Workers:
         self._startup_scope: anyio.CancelScope | None = None
         self._runners: RunnerPool | None = None
         self._capabilities: StoreCapabilities | None = None
-        self.claims_succeeded = 0
-        """Jobs claimed so far (each starts one execution)."""
+        self._lanes = ClaimLanes(
+            store,
+            pacer=self._pacer,
+            hints=self._hints,
+            ahead=self._ahead,
+            host=self._host,
+            clock=self.clock,
+            owner=self.owner,
+            telemetry=self.telemetry,
+            lock_time=self.settings.default_lock_time,
+            stopping=self._stop_requested,
+        )
         self.beacon = beacon_for(store, self, presence=self._presence, obey=self._obey)
         """This instance in the store's workers' registry (``None``: not registered)."""
 
@@ -166,6 +172,11 @@ class Workers:
     def running(self) -> bool:
         """True from start until a stop was requested."""
         return self._running
+
+    @property
+    def claims_succeeded(self) -> int:
+        """Jobs claimed so far (each starts one execution)."""
+        return self._lanes.claims_succeeded
 
     @property
     def workers_count(self) -> int:
@@ -213,12 +224,12 @@ class Workers:
         """Cut an idle wait short: a job was scheduled that these workers may run now (in
         ``partitions``, when known: they are claimed in first)."""
         self._pacer.wake(partitions)
-        self._wake.notify()
+        self._lanes.wake.notify()
 
     def _reopened(self) -> None:
         """A paused or held-back name is claimable again: lanes waiting for capacity look too."""
         self.wake()
-        self._capacity.notify()
+        self._lanes.capacity.notify()
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -284,8 +295,8 @@ class Workers:
             if self._startup_scope is not None:
                 # Stopped while still waiting for the database at startup: nothing to drain.
                 self._startup_scope.cancel()
-            self._wake.notify()
-            self._capacity.notify()
+            self._lanes.wake.notify()
+            self._lanes.capacity.notify()
 
     # -- the main task ------------------------------------------------------------------------
 
@@ -375,7 +386,7 @@ class Workers:
             self._runners = RunnerPool(executions, keep_idle=self.settings.workers_count)
             async with anyio.create_task_group() as lanes:
                 for _ in range(self.settings.claim_concurrency):
-                    lanes.start_soon(self._claim_lane)
+                    lanes.start_soon(self._lanes.run_lane)
             await self._drain()
             # Executions that released their slot may still be writing their history row.
             with anyio.move_on_after(HISTORY_WRITE_TIMEOUT):
@@ -388,7 +399,7 @@ class Workers:
         grace = math.inf if self._grace is None else self._grace
         with anyio.move_on_after(grace):
             while self._active or self._ahead:
-                await self._capacity.wait()
+                await self._lanes.capacity.wait()
         await give_back(self._services.settler, self.clock, self._ahead.close())
         if self._active:
             logger.warning(
@@ -398,51 +409,7 @@ class Workers:
             for execution in list(self._active.values()):
                 execution.cancel_for_shutdown()
             while self._active:
-                await self._capacity.wait()
-
-    # -- claiming -------------------------------------------------------------------------------
-
-    async def _claim_lane(self) -> None:
-        pacer = self._pacer
-        while not self._stop_requested.is_set():
-            step = pacer.next(anyio.current_time())
-            if isinstance(step, Claim):
-                await self._claim(step)
-            elif isinstance(step, Sleep):
-                await self._wake.wait(step.until - anyio.current_time())
-            else:
-                await self._capacity.wait()
-
-    async def _claim(self, claim: Claim) -> None:
-        """Perform one claim of the pacer and start an execution per job it found."""
-        hint = str(claim_hint(self._hints.current, claim.names_filtered))
-        requested_at = anyio.current_time()  # the lock runs from here, not from the reply
-        try:
-            jobs = await send_claim(
-                self.store,
-                claim,
-                hint=hint,
-                clock=self.clock,
-                lock_time=self.settings.default_lock_time,
-                owner=self.owner,
-                telemetry=self.telemetry,
-            )
-        except Exception as error:
-            self._pacer.failed(claim, anyio.current_time())
-            self._capacity.notify()
-            return log_store_failure(logger, "claim failed; retrying at the poll interval", error)
-        except BaseException:
-            self._pacer.failed(claim, anyio.current_time())
-            raise
-        replied_at = self._host.loop_time()
-        self._pacer.claimed(claim, [job.job_name for job in jobs], replied_at)
-        self._ahead.claim_took(replied_at - requested_at)
-        self._capacity.notify()
-        if jobs:
-            self._wake.notify()  # lanes put to sleep by misses meanwhile: there is work
-        self.claims_succeeded += len(jobs)
-        for job in jobs:
-            self._ahead.offer(job, requested_at)  # started now, or once a slot frees
+                await self._lanes.capacity.wait()
 
     def _start_execution(self, job: ClaimedJob, requested_at: float) -> None:
         if job.was_stale:
@@ -470,12 +437,12 @@ class Workers:
             self._finishing.add(key)
         self._holds.slot_freed(job.job_name)
         if self._pacer.released(job.job_name):
-            self._wake.notify()  # a capped name is claimable again: look now
+            self._lanes.wake.notify()  # a capped name is claimable again: look now
         ran_for = execution.ran_for
         if ran_for is None:  # freed before its handler ended (stale) or without running it
             ran_for = self._host.loop_time() - execution.began
         self._ahead.freed(ran_for)  # and the next job waiting starts
-        self._capacity.notify()
+        self._lanes.capacity.notify()
 
     def _may_free_early(self) -> bool:
         """An execution whose settlement is on its way frees its slot at once while fewer than
