@@ -77,12 +77,13 @@ def import_workflow(url: str, on_failure: str = "fail") -> Workflow:
 
 async def start_policies(client: DogsClient) -> list[str]:
     """One workflow per failure policy, each with a failing ``index``."""
-    ids = []
-    for policy in ("fail", "skip", "continue"):
-        started = await client.start_workflow(import_workflow(f"https://broken/{policy}", policy))
-        print(f"started {policy!r}: {started.id}")
-        ids.append(started.id)
-    return ids
+    policies = ("fail", "skip", "continue")
+    # Many at once: one transaction for all of them (all or none).
+    flows = [import_workflow(f"https://broken/{policy}", policy) for policy in policies]
+    started = await client.start_workflows(flows)
+    for policy, workflow in zip(policies, started, strict=True):
+        print(f"started {policy!r}: {workflow.id}")
+    return [workflow.id for workflow in started]
 
 
 async def run(store: AsyncJobStore) -> None:

@@ -63,25 +63,34 @@ class MemoryWorkflows(MemoryState):
     def setup_workflows(self) -> None:
         """Nothing to create in memory."""
 
-    def insert_workflow(self, workflow: NewWorkflow, *, session: object | None = None) -> None:
+    def insert_workflows(
+        self, workflows: Sequence[NewWorkflow], *, session: object | None = None
+    ) -> None:
         _refuse_session(session)
         with self._state():
             tables = self._wf()
-            if workflow.workflow.id in tables.workflows:
-                return  # a retry of an insert that landed
-            for record in workflow.records:
-                if record.id in self._records:
-                    raise StoreError(f"insert_workflow: duplicate record id {record.id!r}")
-            tables.workflows[workflow.workflow.id] = _ms_workflow(workflow.workflow)
-            tables.seq[workflow.workflow.id] = len(tables.seq)
-            tables.order[workflow.workflow.id] = [step.id for step in workflow.steps]
-            for step in workflow.steps:
-                tables.steps[step.id] = _ms_step(step)
-                if step.record_id is not None:
-                    tables.by_record[step.record_id] = step.id
-            for record in workflow.records:
-                self._insert(record)
-            self._feeds.offer_workflow(workflow.workflow.id)
+            # a retry of an insert that landed leaves the stored ones as they are
+            new = [w for w in workflows if w.workflow.id not in tables.workflows]
+            seen: set[str] = set()
+            for record_id in (record.id for workflow in new for record in workflow.records):
+                if record_id in self._records or record_id in seen:
+                    raise StoreError(f"insert_workflows: duplicate record id {record_id!r}")
+                seen.add(record_id)
+            for workflow in new:
+                self._insert_workflow(workflow)
+
+    def _insert_workflow(self, workflow: NewWorkflow) -> None:
+        tables = self._wf()
+        tables.workflows[workflow.workflow.id] = _ms_workflow(workflow.workflow)
+        tables.seq[workflow.workflow.id] = len(tables.seq)
+        tables.order[workflow.workflow.id] = [step.id for step in workflow.steps]
+        for step in workflow.steps:
+            tables.steps[step.id] = _ms_step(step)
+            if step.record_id is not None:
+                tables.by_record[step.record_id] = step.id
+        for record in workflow.records:
+            self._insert(record)
+        self._feeds.offer_workflow(workflow.workflow.id)
 
     def get_workflow(self, workflow_id: str) -> WorkflowView | None:
         with self._state():

@@ -178,7 +178,7 @@ class WorkflowCrashes(RuleBasedStateMachine):
                 partition=lambda: 0,
                 now=T0,
             )
-            self.sync.insert_workflow(compiled)
+            self.sync.insert_workflows([compiled])
             self.workflow_ids.append(compiled.workflow.id)
 
     @rule(succeeds=st.booleans())

@@ -20,7 +20,7 @@ from dogs_core.domain.events import (
 )
 from dogs_core.domain.records import HistoryRecord, HistoryStatus, JobType
 from dogs_core.domain.workflow_records import StepState, WorkflowState
-from dogs_core.domain.workflows import Batch, Workflow
+from dogs_core.domain.workflows import MAX_WORKFLOW_STEPS, Batch, Workflow
 from dogs_core.errors import (
     InvalidOptionError,
     WorkflowNotFoundError,
@@ -277,6 +277,41 @@ async def test_waiting_for_many_workflows_returns_them_in_the_order_given() -> N
         await h.client.wait_for_workflows([ids[0], "nope"])
 
 
+async def test_many_workflows_start_in_one_call_or_none_does() -> None:
+    log: list[tuple[str, float]] = []
+    h = Harness(_jobs(log))
+    step = _step(h.jobs)
+    flows = []
+    for n in range(3):
+        wf = Workflow(f"flow {n}")
+        first = wf.add(step, name=f"first {n}")
+        wf.add(step, name=f"then {n}", after=[first])
+        flows.append(wf)
+    started = await h.client.start_workflows(flows)
+    assert [s.name for s in started] == ["flow 0", "flow 1", "flow 2"]
+    async with h.workers() as workers:
+        views = await h.client.wait_for_workflows([s.id for s in started], timeout=60)
+        await workers.stop()
+    assert {view.state for view in views} == {WorkflowState.SUCCEEDED}
+    assert sorted(name for name, _ in log) == sorted(
+        [f"first {n}" for n in range(3)] + [f"then {n}" for n in range(3)]
+    )
+    assert await h.client.start_workflows([]) == []
+    with pytest.raises(InvalidOptionError, match=r"workflows\[1\]="):
+        await h.client.start_workflows([flows[0], "not a workflow"])  # type: ignore[list-item]
+    with pytest.raises(InvalidOptionError, match="workflows="):
+        await h.client.start_workflows(flows[0])  # type: ignore[arg-type]
+    big = []
+    for n in range(2):
+        batch = Batch(f"big {n}")
+        for item in range(MAX_WORKFLOW_STEPS // 2 + 1):
+            batch.add(step, {"n": item})
+        big.append(batch)
+    with pytest.raises(InvalidOptionError, match="steps in all"):
+        await h.client.start_workflows(big)
+    assert len(await h.client.list_workflows(limit=100)) == 3  # the refused calls wrote nothing
+
+
 async def test_a_round_of_more_rows_than_one_lookup_ends_every_step() -> None:
     """A busy fleet's round may bring more rows than one lookup of their steps reads
     (``ROWS_PAGE``): every step of them ends, and the callback after them is released."""
@@ -362,7 +397,12 @@ async def test_a_discarded_failure_ends_its_step_and_a_sweep_alone_releases_with
 ):
     h = Harness(Jobs())
 
-    @h.jobs.event(on_error=lambda error, params, ctx: Discard())
+    async def discard(error: BaseException, params: None, ctx: JobContext) -> Discard:
+        # async, as every callback of this suite: a sync one runs in a thread, during which
+        # virtual time jumps ahead (its lock expires, the job is retried: the test was flaky)
+        return Discard()
+
+    @h.jobs.event(on_error=discard)
     async def flaky(params: None, ctx: JobContext) -> None:
         raise RuntimeError("no")
 

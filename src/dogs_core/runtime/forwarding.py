@@ -625,10 +625,10 @@ class ForwardingJobStore(ABC):
     async def setup_workflows(self) -> None:
         await self._forward("setup_workflows")
 
-    async def insert_workflow(
-        self, workflow: NewWorkflow, *, session: object | None = None
+    async def insert_workflows(
+        self, workflows: Sequence[NewWorkflow], *, session: object | None = None
     ) -> None:
-        await self._forward("insert_workflow", workflow, session=session)
+        await self._forward("insert_workflows", workflows, session=session)
 
     async def get_workflow(self, workflow_id: str) -> WorkflowView | None:
         return cast("WorkflowView | None", await self._forward("get_workflow", workflow_id))

@@ -112,28 +112,34 @@ class MongoWorkflows:
 
     # -- inserting ------------------------------------------------------------------------------
 
-    def insert_workflow(self, workflow: NewWorkflow, *, session: Any = None) -> None:
-        workflow_doc = qw.workflow_document(workflow.workflow)
-        steps = [qw.step_document(step, seq) for seq, step in enumerate(workflow.steps)]
-        records = [_checked_document(job) for job in workflow.records]
+    def insert_workflows(self, workflows: Sequence[NewWorkflow], *, session: Any = None) -> None:
+        documents = [_documents(workflow) for workflow in workflows]
+        if not documents:
+            return
         if _in_transaction(session):
-            self._insert_all(workflow_doc, steps, records, session)
+            self._insert_all(documents, session)
             return
 
         def body(own: Any) -> None:
-            found = self.workflows_collection.find_one(
-                {"_id": workflow_doc["_id"]}, {"_id": 1}, session=own
-            )
-            if found is None:  # else a retry of an insert that landed
-                self._insert_all(workflow_doc, steps, records, own)
+            ids = [workflow["_id"] for workflow, _, _ in documents]
+            cursor = self.workflows_collection.find({"_id": {"$in": ids}}, {"_id": 1}, session=own)
+            stored = {doc["_id"] for doc in cursor}  # a retry of an insert that landed
+            self._insert_all([d for d in documents if d[0]["_id"] not in stored], own)
 
-        self._transaction("insert_workflow", body)
+        self._transaction("insert_workflows", body)
 
     def _insert_all(
-        self, workflow: Document, steps: list[Document], records: list[Document], session: Any
+        self, documents: list[tuple[Document, list[Document], list[Document]]], session: Any
     ) -> None:
-        self.workflows_collection.insert_one(workflow, session=session)
-        self.workflow_steps_collection.insert_many(steps, session=session)
+        if not documents:
+            return
+        self.workflows_collection.insert_many(
+            [workflow for workflow, _, _ in documents], session=session
+        )
+        self.workflow_steps_collection.insert_many(
+            [step for _, steps, _ in documents for step in steps], session=session
+        )
+        records = [record for _, _, records in documents for record in records]
         if records:
             self._records.insert_many(records, session=session)
 
@@ -690,6 +696,13 @@ class MongoWorkflows:
             lambda: qw.workflow_changes_pipeline(ids),
             qw.workflow_change,
         )
+
+
+def _documents(workflow: NewWorkflow) -> tuple[Document, list[Document], list[Document]]:
+    """The documents of a new workflow: its own, its steps' (in order) and its first records'."""
+    steps = [qw.step_document(step, seq) for seq, step in enumerate(workflow.steps)]
+    records = [_checked_document(job) for job in workflow.records]
+    return qw.workflow_document(workflow.workflow), steps, records
 
 
 def _zero() -> dict[StepState, int]:

@@ -92,7 +92,7 @@ class WorkflowContract(ContractBase):
 
     async def started(self, store: AsyncJobStore, workflow: Workflow) -> NewWorkflow:
         compiled = _compiled(workflow)
-        await self.workflows(store).insert_workflow(compiled)
+        await self.workflows(store).insert_workflows([compiled])
         return compiled
 
     async def end(
@@ -150,9 +150,24 @@ class WorkflowContract(ContractBase):
         assert marker["name"] == "fetch"
         assert records[0].params == {"url": "u"}
         # A retried insert (its reply lost) writes nothing more.
-        await self.workflows(store).insert_workflow(compiled)
+        await self.workflows(store).insert_workflows([compiled])
         assert len(await self.records_of(store)) == 1
         assert await self.workflows(store).get_workflow(new_record_id()) is None
+
+    async def test_several_workflows_are_inserted_together(self, store: AsyncJobStore) -> None:
+        workflows = self.workflows(store)
+        first = _compiled(_diamond()[0])
+        second, third = _compiled(_diamond()[0]), _compiled(_diamond()[0])
+        await workflows.insert_workflows([first])
+        # a retry carrying one already stored: the others are inserted, the stored one kept
+        await workflows.insert_workflows([first, second, third])
+        for compiled in (first, second, third):
+            view = await workflows.get_workflow(compiled.workflow.id)
+            assert view is not None
+            assert [step.id for step in view.steps] == [step.id for step in compiled.steps]
+        records = {record.id for record in await self.records_of(store)}
+        assert records == {r.id for c in (first, second, third) for r in c.records}
+        await workflows.insert_workflows([])
 
     async def test_released_steps_are_found_by_record_by_workflow_and_in_pages(
         self, store: AsyncJobStore
@@ -412,8 +427,8 @@ class WorkflowContract(ContractBase):
             wf.add(_wf_step)
             compiled = _compiled(wf)
             moved = dataclasses.replace(compiled.workflow, created_at=T0 + n * timedelta(seconds=1))
-            await self.workflows(store).insert_workflow(
-                dataclasses.replace(compiled, workflow=moved)
+            await self.workflows(store).insert_workflows(
+                [dataclasses.replace(compiled, workflow=moved)]
             )
             ids.append(compiled.workflow.id)
         listed = await self.workflows(store).find_workflows(limit=2)

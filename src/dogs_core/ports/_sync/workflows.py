@@ -19,7 +19,7 @@ Exactly once
     deciding the same thing, one writes and the others write nothing, and each call returns
     what it wrote itself. So each release of a step inserts one record, whoever releases it.
 Atomic start
-    :meth:`insert_workflow` writes the workflow, its steps and the records of its steps
+    :meth:`insert_workflows` writes the workflows, their steps and the records of their steps
     without dependencies all or nothing (MongoDB: in the caller's transaction with
     ``session=``, else in one of its own); inserting the same workflow again (a retry after a
     lost reply) writes nothing.
@@ -61,8 +61,11 @@ class WorkflowStore(Protocol):
         """Create the workflows' collections and indexes. Idempotent."""
         ...
 
-    def insert_workflow(self, workflow: NewWorkflow, *, session: object | None = None) -> None:
-        """Insert ``workflow`` atomically (see the module). ``session`` as for
+    def insert_workflows(
+        self, workflows: Sequence[NewWorkflow], *, session: object | None = None
+    ) -> None:
+        """Insert ``workflows`` atomically, all of them or none (see the module); those
+        already stored (a retry after a lost reply) are left as they are. ``session`` as for
         ``insert_job``: a store that cannot join it raises
         :class:`~dogs_core.errors.SessionNotSupportedError` and writes nothing."""
         ...

@@ -44,7 +44,7 @@ from dogs_core.domain.workflow_records import (
 )
 from dogs_core.domain.workflow_release import evidence_ending
 from dogs_core.domain.workflow_start import compile_workflow, with_trace_context
-from dogs_core.domain.workflows import Workflow
+from dogs_core.domain.workflows import MAX_WORKFLOW_STEPS, Workflow
 from dogs_core.errors import (
     ChangeFeedUnavailableError,
     InvalidOptionError,
@@ -117,60 +117,117 @@ class WorkflowClient(SteeringClient):
         A store without the workflows role raises
         :class:`~dogs_core.errors.WorkflowsNotSupportedError`.
         """
-        validate_session(session)
         if not isinstance(workflow, Workflow):
             raise InvalidOptionError("workflow", workflow, "must be a Workflow (or a Batch)")
+        (started,) = self.start_workflows([workflow], session=session)
+        return started
+
+    def start_workflows(
+        self, workflows: Sequence[Workflow], *, session: object | None = None
+    ) -> list[WorkflowStarted]:
+        """:meth:`start_workflow` for many at once, all of them or none, in one write (MongoDB:
+        one transaction, or the caller's with ``session=``): a thousand workflows cost one
+        transaction, not a thousand. Every workflow is checked before anything is written; at
+        most :data:`~dogs_core.domain.workflows.MAX_WORKFLOW_STEPS` steps in all (else start
+        them in several calls). The started workflows, in the order given."""
+        validate_session(session)
+        if isinstance(workflows, Workflow) or not isinstance(workflows, Sequence):
+            raise InvalidOptionError(
+                "workflows", workflows, "must be a list of Workflow (or Batch) objects"
+            )
+        for index, workflow in enumerate(workflows):
+            if not isinstance(workflow, Workflow):
+                raise InvalidOptionError(
+                    f"workflows[{index}]", workflow, "must be a Workflow (or a Batch)"
+                )
+        if not workflows:
+            return []
         workflow_store_of(self.store)
-        compiled = self._compile(workflow)  # every check, before any I/O
+        compiled = self._compile_all(workflows)  # every check, before any I/O
         store, clock_changed = self._workflows()
         if clock_changed:
-            compiled = self._compile(workflow)  # on the clock just measured
-        starting = None
-        if self.telemetry.active:
-            starting = WorkflowStarting(
-                next_call_id(), compiled.workflow.id, workflow.name, len(compiled.steps)
-            )
-            self.telemetry.emit(starting)
-            if starting.trace_context:
-                compiled = with_trace_context(compiled, starting.trace_context)
+            compiled = self._compile_all(workflows)  # on the clock just measured
+        startings = self._starting(workflows, compiled)
+        compiled = [
+            compiled_one if starting is None or not starting.trace_context
+            else with_trace_context(compiled_one, starting.trace_context)
+            for compiled_one, starting in zip(compiled, startings, strict=True)
+        ]  # fmt: skip
         began = time.monotonic()
         error: BaseException | None = None
         try:
             if in_transaction(session):
-                store.insert_workflow(compiled, session=session)
+                store.insert_workflows(compiled, session=session)
             else:
                 retry_transient(
-                    lambda: store.insert_workflow(compiled, session=session),
-                    what=f"start workflow {workflow.name or compiled.workflow.id}",
+                    lambda: store.insert_workflows(compiled, session=session),
+                    what=_start_label(workflows, compiled),
                     deadline=self.operation_timeout,
                 )
         except BaseException as raised:
             error = raised
             raise
         finally:
+            self._start_ended(workflows, compiled, startings, time.monotonic() - began, error)
+        steps = sum(len(one.steps) for one in compiled)
+        released = sum(len(one.records) for one in compiled)
+        label = _start_label(workflows, compiled).removeprefix("start ")
+        logger.info("started %s: %d steps, %d released", label, steps, released)
+        return [
+            WorkflowStarted(
+                id=one.workflow.id,
+                name=workflow.name,
+                step_ids={step.name: step.id for step in one.steps},
+            )
+            for workflow, one in zip(workflows, compiled, strict=True)
+        ]
+
+    def _compile_all(self, workflows: Sequence[Workflow]) -> list[NewWorkflow]:
+        compiled = [self._compile(workflow) for workflow in workflows]
+        total = sum(len(one.steps) for one in compiled)
+        if len(compiled) > 1 and total > MAX_WORKFLOW_STEPS:
+            raise InvalidOptionError(
+                "workflows",
+                f"{len(compiled)} workflows",
+                f"{total} steps in all, at most {MAX_WORKFLOW_STEPS} in one call: start them "
+                "in several calls",
+            )
+        return compiled
+
+    def _starting(
+        self, workflows: Sequence[Workflow], compiled: Sequence[NewWorkflow]
+    ) -> list[WorkflowStarting | None]:
+        if not self.telemetry.active:
+            return [None] * len(compiled)
+        startings: list[WorkflowStarting | None] = []
+        for workflow, one in zip(workflows, compiled, strict=True):
+            starting = WorkflowStarting(
+                next_call_id(), one.workflow.id, workflow.name, len(one.steps)
+            )
+            self.telemetry.emit(starting)
+            startings.append(starting)
+        return startings
+
+    def _start_ended(
+        self,
+        workflows: Sequence[Workflow],
+        compiled: Sequence[NewWorkflow],
+        startings: Sequence[WorkflowStarting | None],
+        duration: float,
+        error: BaseException | None,
+    ) -> None:
+        for workflow, one, starting in zip(workflows, compiled, startings, strict=True):
             if starting is not None:
                 ended = WorkflowStartEnded(
                     starting.call_id,
-                    compiled.workflow.id,
+                    one.workflow.id,
                     workflow.name,
-                    len(compiled.steps),
-                    released=len(compiled.records),
-                    duration=time.monotonic() - began,
+                    len(one.steps),
+                    released=len(one.records),
+                    duration=duration,
                     error=error,
                 )
                 self.telemetry.emit(ended)
-        logger.info(
-            "started workflow %s (%s): %d steps, %d released",
-            workflow.name or "-",
-            compiled.workflow.id,
-            len(compiled.steps),
-            len(compiled.records),
-        )
-        return WorkflowStarted(
-            id=compiled.workflow.id,
-            name=workflow.name,
-            step_ids={step.name: step.id for step in compiled.steps},
-        )
 
     def _compile(self, workflow: Workflow) -> NewWorkflow:
         return compile_workflow(
@@ -424,6 +481,13 @@ def _cancelled(step: ReleasedStep, now: datetime) -> StepEnding:
         policy=step.policy,
         leaf=step.leaf,
     )
+
+
+def _start_label(workflows: Sequence[Workflow], compiled: Sequence[NewWorkflow]) -> str:
+    """How the retry logs and the log name a start."""
+    if len(compiled) == 1:
+        return f"start workflow {workflows[0].name or compiled[0].workflow.id}"
+    return f"start {len(compiled)} workflows"
 
 
 @contextlib.contextmanager
