@@ -31,6 +31,7 @@ __all__ = [
     "SessionNotSupportedError",
     "StoreError",
     "StoreUnavailableError",
+    "TransactionsNotSupportedError",
     "TransientStoreError",
     "UnknownJobError",
     "ValidationError",
@@ -40,7 +41,6 @@ __all__ = [
     "WorkflowStateError",
     "WorkflowTimeoutError",
     "WorkflowUpstreamError",
-    "WorkflowsNotSupportedError",
 ]
 
 
@@ -311,9 +311,11 @@ class WorkflowUpstreamError(DogsError, LookupError):
     carried to it (too large: read it with ``client.get_workflow``)."""
 
 
-class WorkflowsNotSupportedError(StoreError):
-    """The store has no workflows role (a custom store written without it): nothing was
-    written. MongoDB and in-memory stores have it."""
+class TransactionsNotSupportedError(StoreError):
+    """The MongoDB deployment has no transactions (a standalone ``mongod``), and the write
+    needs one: starting a workflow and releasing its steps are atomic. Nothing was written;
+    run a replica set (a single node is one). A store that lacks the workflows role raises
+    :class:`MissingRoleError` instead."""
 
 
 class MissingRoleError(DogsError, LookupError):
