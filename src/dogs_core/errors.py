@@ -6,7 +6,6 @@ field and the offending value so that the message alone tells the user what to f
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
@@ -24,7 +23,6 @@ __all__ = [
     "JobTimeoutError",
     "LockLostError",
     "MissingRoleError",
-    "MissingStoreRoleError",
     "QueryTooBroadError",
     "RenewalProtocolError",
     "ScheduleInCodeError",
@@ -32,8 +30,8 @@ __all__ = [
     "ScheduleOutcomeUnknownError",
     "SessionNotSupportedError",
     "StoreError",
-    "StoreRoleMissingError",
     "StoreUnavailableError",
+    "TransactionsNotSupportedError",
     "TransientStoreError",
     "UnknownJobError",
     "ValidationError",
@@ -43,7 +41,6 @@ __all__ = [
     "WorkflowStateError",
     "WorkflowTimeoutError",
     "WorkflowUpstreamError",
-    "WorkflowsNotSupportedError",
 ]
 
 
@@ -74,20 +71,6 @@ class InvalidOptionError(ValidationError):
 
 class InvalidScheduleError(ValidationError):
     """A duration, cron expression, timezone or next-run rule cannot be used."""
-
-
-class StoreRoleMissingError(InvalidOptionError):
-    """The store lacks an optional role of the port that a feature needs (a custom store
-    written before the role existed): nothing was written. ``role`` names it."""
-
-    def __init__(self, store: object, role: str, feature: str) -> None:
-        self.role = str(role)
-        roles = ", ".join(sorted(str(r) for r in getattr(store, "roles", ()) or ())) or "?"
-        super().__init__(
-            "store",
-            store,
-            f"has no {self.role} role, which {feature} needs (its roles: {roles})",
-        )
 
 
 class ScheduleNotFoundError(DogsError, LookupError):
@@ -280,20 +263,6 @@ class LockLostError(ExecutionCancelledError):
         )
 
 
-class MissingStoreRoleError(InvalidOptionError):
-    """A feature needs an optional role of the store port that this store does not have
-    (``role``: its :class:`~dogs_core.ports.Role` value); nothing was written."""
-
-    def __init__(
-        self, store: object, role: str, feature: str, roles: Iterable[object] = ()
-    ) -> None:
-        self.role = role
-        have = ", ".join(sorted(str(r) for r in roles)) if roles else "none listed"
-        super().__init__(
-            "store", store, f"has no {role!r} role, which {feature} needs (its roles: {have})"
-        )
-
-
 # -- workflows (docs/workflows.md) --------------------------------------------------------------
 
 
@@ -342,25 +311,30 @@ class WorkflowUpstreamError(DogsError, LookupError):
     carried to it (too large: read it with ``client.get_workflow``)."""
 
 
-class WorkflowsNotSupportedError(StoreError):
-    """The store has no workflows role (a custom store written without it): nothing was
-    written. MongoDB and in-memory stores have it."""
+class TransactionsNotSupportedError(StoreError):
+    """The MongoDB deployment has no transactions (a standalone ``mongod``), and the write
+    needs one: starting a workflow and releasing its steps are atomic. Nothing was written;
+    run a replica set (a single node is one). A store that lacks the workflows role raises
+    :class:`MissingRoleError` instead."""
 
 
 class MissingRoleError(DogsError, LookupError):
     """The store lacks an optional role a feature needs (a custom store written before the
-    role existed keeps working for everything else): ``role`` names it, ``feature`` says what
-    needed it, ``roles`` are the ones the store lists."""
+    role existed keeps working for everything else): ``role`` names it (a
+    :class:`~dogs_core.ports.Role` value), ``feature`` says what needed it, ``roles`` are the
+    ones the store lists. Raised before the feature writes anything."""
 
     def __init__(self, role: str, feature: str, store: object) -> None:
-        self.role = role
+        # Role is a StrEnum, whose repr would show as <Role.X: 'x'> in the message.
+        self.role = str(getattr(role, "value", role))
         self.feature = feature
         listed = getattr(store, "roles", None)
         self.roles = tuple(sorted(str(getattr(r, "value", r)) for r in listed or ()))
         have = f"its roles: {', '.join(self.roles)}" if self.roles else "it lists no roles"
+        kind = type(store).__name__
         super().__init__(
-            f"{feature} needs the store's {role!r} role, which {type(store).__name__} does not "
-            f"have ({have}; a store lists its roles in `roles`: docs/architecture.md)"
+            f"{feature} needs the store's {self.role!r} role, which {kind} does not have "
+            f"({have}; a store lists its roles in `roles`: docs/architecture.md)"
         )
 
 

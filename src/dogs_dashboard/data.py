@@ -21,7 +21,7 @@ from dogs_core.domain.log_lines import LogLine
 from dogs_core.domain.records import HistoryRecord, JobRecord, JobState, NameStatus
 from dogs_core.domain.stats import JobStats
 from dogs_core.domain.steering import JobPage
-from dogs_core.errors import JobNotFoundError, MissingStoreRoleError
+from dogs_core.errors import JobNotFoundError, MissingRoleError
 from dogs_core.ports import Role, store_roles
 from dogs_core.runtime._async.client import DogsClient
 from dogs_dashboard.snapshots import Snapshot
@@ -281,7 +281,7 @@ async def read_lines(
         return None
     try:
         lines = await client.get_logs(execution_id, limit=MAX_LINES_SHOWN + 1)
-    except MissingStoreRoleError:
+    except MissingRoleError:
         return None
     except JobNotFoundError:
         lines = []

@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from dogs_core.domain.workflow_records import WorkflowState
-from dogs_core.errors import DogsError, WorkflowNotFoundError, WorkflowsNotSupportedError
+from dogs_core.errors import DogsError, MissingRoleError, WorkflowNotFoundError
 from dogs_dashboard.context import Dashboard
 from dogs_dashboard.dag import dag_svg
 
@@ -30,7 +30,7 @@ async def workflow_list(dash: Dashboard, request: Request) -> Response:
         return dash.error(request, 400, f"skip {skip_text!r}: expected a number")
     try:
         found = await dash.client.list_workflows(state=state, limit=_PAGE, skip=int(skip_text))
-    except WorkflowsNotSupportedError as error:
+    except MissingRoleError as error:
         return dash.error(request, 404, str(error))
     except DogsError as error:
         return dash.error(request, 400, str(error))
@@ -51,7 +51,7 @@ async def workflow_page(dash: Dashboard, request: Request) -> Response:
     workflow_id = str(request.path_params["workflow_id"])
     try:
         view = await dash.client.get_workflow(workflow_id)
-    except (WorkflowNotFoundError, WorkflowsNotSupportedError) as error:
+    except (WorkflowNotFoundError, MissingRoleError) as error:
         return dash.error(request, 404, str(error))
     except DogsError as error:
         return dash.error(request, 400, str(error))

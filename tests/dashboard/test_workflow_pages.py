@@ -1,16 +1,21 @@
 """The workflow pages through Starlette's TestClient over the in-memory store: errors, escaping,
-read-only mode, a large batch drawn with its first items and one box for the rest, the actions'
-checks, and the graph's SVG on its own."""
+read-only mode, a store without the workflows role, a large batch drawn with its first items and
+one box for the rest, the actions' checks, and the graph's SVG on its own."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
+from starlette.testclient import TestClient
 
+from dogs_core import DogsClient, Jobs
 from dogs_core.domain.workflow_records import StepState
 from dogs_core.domain.workflows import Batch, Workflow
+from dogs_core.ports import REQUIRED_ROLES
+from dogs_dashboard import create_app
 from dogs_dashboard.dag import dag_svg
+from dogs_testing import InMemoryJobStore
 from tests.dashboard.test_app import Env, make_env, send_email
 
 
@@ -44,6 +49,17 @@ def test_list_page_and_errors(env: Env) -> None:
     assert fragment.status_code == 200
     assert '<svg class="dag"' in fragment.text
     assert "<html" not in fragment.text
+
+
+def test_a_store_without_the_workflows_role_is_a_404_naming_it() -> None:
+    class OldStore(InMemoryJobStore):
+        roles = REQUIRED_ROLES  # a custom store written before workflows
+
+    with TestClient(create_app(DogsClient(OldStore(), Jobs()))) as http:
+        for path, feature in (("/workflows", "list_workflows"), ("/workflows/w", "get_workflow")):
+            response = http.get(path)
+            assert response.status_code == 404, path
+            assert f"{feature} needs the store&#39;s &#39;workflows&#39; role" in response.text
 
 
 def test_a_large_batch_draws_its_first_items_and_one_box_for_the_rest(env: Env) -> None:

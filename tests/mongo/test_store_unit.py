@@ -1,5 +1,6 @@
 """Store logic that needs no server: claim-path choice, the sorted-claim commands (MongoDB 8)
-through a recording fake, input checks, and transient errors from an unreachable server."""
+through a recording fake, input checks, transient errors from an unreachable server, and the
+error of a server without transactions."""
 
 from __future__ import annotations
 
@@ -11,13 +12,16 @@ from typing import Any
 
 import pytest
 from pymongo import AsyncMongoClient, MongoClient, ReturnDocument
+from pymongo.errors import OperationFailure
 from pymongo.write_concern import WriteConcern
 
 from dogs_core.domain.records import ClaimRequest, JobState, NewJob
 from dogs_core.errors import (
     InvalidOptionError,
     InvalidParamsError,
+    MissingRoleError,
     StoreUnavailableError,
+    TransactionsNotSupportedError,
     TransientStoreError,
 )
 from dogs_core.ports import AsyncJobStore, JobStore, StoreCapabilities
@@ -332,3 +336,23 @@ def test_a_motor_client_is_refused_naming_what_to_use() -> None:
     assert "pymongo.AsyncMongoClient" in str(refused.value)
     with pytest.raises(InvalidOptionError, match="Motor clients are not supported"):
         MongoJobStore(motor_client, "db")
+
+
+@pytest.mark.anyio
+async def test_a_server_without_transactions_is_told_apart_from_a_missing_role(
+    unconnected_client: AsyncMongoClient[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The store has the workflows role; it is the deployment (a standalone mongod) that lacks
+    # transactions, so the error must say to run a replica set, not to add a role.
+    store = AsyncMongoJobStore(unconnected_client, "db")
+
+    def standalone() -> Any:
+        raise OperationFailure(
+            "Transaction numbers are only allowed on a replica set member or mongos", code=20
+        )
+
+    monkeypatch.setattr(unconnected_client, "start_session", standalone)
+    with pytest.raises(TransactionsNotSupportedError, match="run a replica set") as raised:
+        await store._transaction("start_workflow", lambda session: None)
+    assert not isinstance(raised.value, MissingRoleError)
+    assert str(raised.value).startswith("start_workflow: workflows need MongoDB transactions")

@@ -16,8 +16,8 @@ from dogs_core.errors import (
     InvalidOptionError,
     InvalidParamsError,
     InvalidWorkflowError,
+    MissingRoleError,
     WorkflowNotFoundError,
-    WorkflowsNotSupportedError,
 )
 from dogs_core.jobs import Jobs
 from dogs_core.ports import REQUIRED_ROLES, Role
@@ -172,11 +172,20 @@ async def test_a_store_without_the_workflows_role_says_so_and_writes_nothing() -
 
     older = Older(sync=store.sync)
     client = DogsClient(older, jobs)
-    for call in (
-        client.start_workflow(one(fetch)),
-        client.get_workflow("w"),
-        client.list_workflows(),
-    ):
-        with pytest.raises(WorkflowsNotSupportedError, match=f"no '{Role.WORKFLOWS.value}' role"):
-            await call
+    calls: dict[str, Callable[[], Awaitable[object]]] = {
+        "start_workflow": lambda: client.start_workflow(one(fetch)),
+        "get_workflow": lambda: client.get_workflow("w"),
+        "list_workflows": lambda: client.list_workflows(),
+        "wait_for_workflows": lambda: client.wait_for_workflows(["w"], timeout=1),
+        "cancel_workflow": lambda: client.cancel_workflow("w"),
+        "retry_workflow": lambda: client.retry_workflow("w"),
+    }
+    for feature, call in calls.items():
+        with pytest.raises(MissingRoleError) as raised:
+            await call()
+        error = raised.value
+        assert (error.role, error.feature) == (Role.WORKFLOWS.value, feature)
+        assert f"{feature} needs the store's 'workflows' role, which Older does not" in str(error)
+        assert "its roles: " in str(error)
+        assert "workflows" not in error.roles
     assert await store.find_records(limit=10) == []

@@ -12,7 +12,7 @@ import pytest
 
 from dogs_core.domain.archiving import ArchiveKind
 from dogs_core.domain.records import ClaimRequest, HistoryRecord, HistoryStatus, JobType, NewJob
-from dogs_core.errors import InvalidOptionError
+from dogs_core.errors import InvalidOptionError, MissingRoleError
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_core.ports import REQUIRED_ROLES, Role
 from dogs_core.runtime import DogsClient, SyncDogsClient
@@ -183,7 +183,7 @@ async def test_a_store_without_an_archive_is_named() -> None:
 
     store = InMemoryJobStore()
     client = DogsClient(NoArchive(store), clock=ManualClock(NOW))
-    with pytest.raises(InvalidOptionError, match="has no archive"):
+    with pytest.raises(MissingRoleError, match="archive needs the store's 'archive' role"):
         await client.archive(older_than="30d")
 
 

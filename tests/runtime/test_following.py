@@ -22,7 +22,7 @@ from dogs_core.errors import (
     InvalidProgressError,
     JobNotFoundError,
     LockLostError,
-    MissingStoreRoleError,
+    MissingRoleError,
     StoreError,
 )
 from dogs_core.jobs import Jobs
@@ -277,7 +277,7 @@ async def test_a_store_without_the_role_is_named() -> None:
     async def job(params: Params, ctx: JobContext) -> None:
         try:
             await ctx.progress(0.5)
-        except MissingStoreRoleError as error:
+        except MissingRoleError as error:
             raised.append(error)
 
     store = WithoutFollowing()
@@ -287,7 +287,7 @@ async def test_a_store_without_the_role_is_named() -> None:
         await anyio.sleep(2)
         await workers.stop()
     (error,) = raised
-    assert "'following' role" in str(error)
+    assert "ctx.progress needs the store's 'following' role" in str(error)
 
     logged = Jobs()
 
@@ -295,9 +295,9 @@ async def test_a_store_without_the_role_is_named() -> None:
     async def keeps(params: Params, ctx: JobContext) -> None:
         return None
 
-    with pytest.raises(MissingStoreRoleError, match="store_logs"):
+    with pytest.raises(MissingRoleError, match=r"store_logs \(of keeps\) needs .*'following'"):
         Workers(store, logged)
-    with pytest.raises(MissingStoreRoleError, match="following"):
+    with pytest.raises(MissingRoleError, match="get_logs needs the store's 'following' role"):
         await h.client.get_logs("some-id")
 
 

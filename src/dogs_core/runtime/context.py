@@ -235,7 +235,7 @@ class JobContext:
         Raises :class:`~dogs_core.errors.InvalidProgressError` for a report it cannot keep
         (nothing is staged), :class:`~dogs_core.errors.LockLostError` once the execution has
         lost its lock (stop working: another execution may own the job), and
-        :class:`~dogs_core.errors.MissingStoreRoleError` when the store has no following role.
+        :class:`~dogs_core.errors.MissingRoleError` when the store has no following role.
         """
         if self._lost:  # also once the execution has ended (a sync handler's thread goes on)
             job = self._job

@@ -27,7 +27,7 @@ import anyio.lowlevel
 
 from dogs_core.domain.definitions import JobDefinition
 from dogs_core.domain.log_lines import LogLine
-from dogs_core.errors import MissingStoreRoleError, TransientStoreError
+from dogs_core.errors import MissingRoleError, TransientStoreError
 from dogs_core.ports import AsyncFollowingStore, AsyncJobStore, Role, store_roles
 from dogs_core.runtime.signal import Signal
 
@@ -61,15 +61,14 @@ FINAL_FLUSH_TIMEOUT: Final = 10.0
 
 def shipper_for(store: AsyncJobStore, definitions: Iterable[JobDefinition]) -> LogShipper | None:
     """The shipper of workers running ``definitions``: ``None`` when none keeps its lines;
-    :class:`~dogs_core.errors.MissingStoreRoleError` when one does and ``store`` cannot keep
+    :class:`~dogs_core.errors.MissingRoleError` when one does and ``store`` cannot keep
     them (before anything runs)."""
     keeping = [d.name for d in definitions if d.log_level is not None]
     if not keeping:
         return None
-    roles = store_roles(store)
-    if Role.FOLLOWING not in roles:
+    if Role.FOLLOWING not in store_roles(store):
         feature = f"store_logs (of {', '.join(sorted(keeping))})"
-        raise MissingStoreRoleError(store, Role.FOLLOWING.value, feature, roles)
+        raise MissingRoleError(Role.FOLLOWING.value, feature, store)
     return LogShipper(store)
 
 

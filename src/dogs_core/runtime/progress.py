@@ -34,7 +34,7 @@ from dogs_core.domain.progress import FlushAt, Progress, ProgressPacer, Progress
 from dogs_core.domain.progress import check_progress as _check
 from dogs_core.domain.records import ClaimedJob
 from dogs_core.domain.renewal import RefusalReason
-from dogs_core.errors import MissingStoreRoleError
+from dogs_core.errors import MissingRoleError
 from dogs_core.ports import AsyncFollowingStore, Role, store_roles
 from dogs_core.runtime.clock import now_in_any_thread
 from dogs_core.runtime.services import ExecutionServices
@@ -86,9 +86,8 @@ def report_progress(
 
 def _relay_of(services: ExecutionServices, job: ClaimedJob, lock: HeldLock) -> ProgressRelay:
     """The execution's relay, made on the loop (from a worker thread: one hop, the first time)."""
-    roles = store_roles(services.store)
-    if Role.FOLLOWING not in roles:
-        raise MissingStoreRoleError(services.store, Role.FOLLOWING.value, "ctx.progress", roles)
+    if Role.FOLLOWING not in store_roles(services.store):
+        raise MissingRoleError(Role.FOLLOWING.value, "ctx.progress", services.store)
     try:
         anyio.lowlevel.current_token()
     except RuntimeError:  # a sync handler's thread

@@ -8,7 +8,8 @@ Atomic writes. Inserting a workflow (its document, its steps and the records of 
 start at once) and releasing steps (each step's compare-and-set ``blocked -> released`` and
 its record) are MongoDB transactions: the caller's with ``session=``, else one of this store
 (``with_transaction``, which retries a transient conflict). So a replica set is needed (as for
-change streams); a standalone server raises :class:`~dogs_core.errors.WorkflowsNotSupportedError`.
+change streams); a standalone server raises
+:class:`~dogs_core.errors.TransactionsNotSupportedError`.
 Every other write is one compare-and-set per step (a ``bulkWrite`` of ``updateOne`` s whose
 filter repeats the state and the fence), and a call learns which of them it wrote itself from
 a token it stamps (``writtenBy``).
@@ -48,7 +49,7 @@ from dogs_core.domain.workflow_records import (
 from dogs_core.domain.workflow_release import workflow_end
 from dogs_core.domain.workflow_start import release_job
 from dogs_core.domain.workflows import FailurePolicy
-from dogs_core.errors import TransientStoreError, WorkflowsNotSupportedError
+from dogs_core.errors import TransactionsNotSupportedError, TransientStoreError
 from dogs_core.ids import new_execution_id
 from dogs_mongo import queries as q
 from dogs_mongo._sync.feeds import _feed
@@ -174,7 +175,7 @@ class MongoWorkflows:
                     )
         except OperationFailure as error:
             if error.code in _NO_TRANSACTIONS or "replica set" in str(error):
-                raise WorkflowsNotSupportedError(
+                raise TransactionsNotSupportedError(
                     f"{operation}: workflows need MongoDB transactions, which this deployment "
                     f"does not have ({error}); run a replica set (even of one node)"
                 ) from error

@@ -5,7 +5,7 @@
 ``dogs jobs logs --follow``). A store that has it lists
 :attr:`~dogs_core.ports.common.Role.FOLLOWING` in its ``roles``; without it a handler's
 ``ctx.progress`` and a job with ``store_logs`` raise
-:class:`~dogs_core.errors.MissingStoreRoleError`, and nothing else changes.
+:class:`~dogs_core.errors.MissingRoleError`, and nothing else changes.
 
 Progress
     ``write_progress`` is a fenced write (``_id`` and ``lock_id`` match, ``False`` when nothing

@@ -40,9 +40,9 @@ from dogs_core.domain.schedule_entries import RuntimeSchedule, ScheduleUpserted,
 from dogs_core.domain.uniqueness import PARKED_AT
 from dogs_core.errors import (
     InvalidOptionError,
+    MissingRoleError,
     ScheduleInCodeError,
     ScheduleNotFoundError,
-    StoreRoleMissingError,
 )
 from dogs_core.ids import new_record_id
 from dogs_core.jobs import Jobs
@@ -225,7 +225,7 @@ class Schedules:
     def _store(self) -> AsyncScheduleStore:
         store = self._client.store
         if Role.SCHEDULES not in store_roles(store):
-            raise StoreRoleMissingError(store, Role.SCHEDULES, "client.schedules")
+            raise MissingRoleError(Role.SCHEDULES.value, "client.schedules", store)
         return cast(AsyncScheduleStore, store)
 
     async def _read(self, sid: str) -> JobRecord | None:

@@ -27,7 +27,7 @@ from dogs_core.domain.archiving import (
 )
 from dogs_core.domain.audit import AuditAction
 from dogs_core.domain.validation import DurationLike
-from dogs_core.errors import InvalidOptionError
+from dogs_core.errors import InvalidOptionError, MissingRoleError
 from dogs_core.ports import ArchiveStore, JobStore, Role, store_roles
 from dogs_core.runtime._sync.audit import audited
 from dogs_core.runtime._sync.retry import retry_transient
@@ -72,8 +72,9 @@ class ArchiveClient(ClientBase):
 
         Safe to interrupt: the next run finishes an interrupted batch (nothing lost, nothing
         archived twice). Raises :class:`~dogs_core.errors.InvalidOptionError` for a bad
-        argument, or when the store has no archive (a custom store without
-        :class:`~dogs_core.ports.ArchiveStore`), before anything is written."""
+        argument, or :class:`~dogs_core.errors.MissingRoleError` when the store has no archive
+        role (a custom store without :class:`~dogs_core.ports.ArchiveStore`), before
+        anything is written."""
         options = archive_options(
             older_than=older_than,
             batch_size=batch_size,
@@ -83,7 +84,7 @@ class ArchiveClient(ClientBase):
         )
         if on_batch is not None and not callable(on_batch):
             raise InvalidOptionError("on_batch", on_batch, "must be a callable or None")
-        archive = archive_store_of(self.store)
+        archive = archive_store_of(self.store, "archive")
         now = self.clock.now()
         cutoff = archive_cutoff(now, options.older_than)
         started = time.monotonic()
@@ -120,7 +121,7 @@ class ArchiveClient(ClientBase):
         rows); ``None`` when it was not, or the store has no archive."""
         if Role.ARCHIVE not in store_roles(self.store):
             return None
-        archive = archive_store_of(self.store)
+        archive = archive_store_of(self.store, "archived_at")
         return retry_transient(
             lambda: archive.archived_at(job_id),
             what="read archive",
@@ -173,10 +174,10 @@ def _archive_kind(
             log.info("dogs: archive of %s: %d moved in %d batches", kind.value, total, sent)
 
 
-def archive_store_of(store: object) -> ArchiveStore:
+def archive_store_of(store: object, feature: str) -> ArchiveStore:
     """The client's ``store`` as an archive: it must list the archive role in its ``roles``
-    (:func:`~dogs_core.ports.store_roles`, through every wrapper)."""
+    (:func:`~dogs_core.ports.store_roles`, through every wrapper), else
+    :class:`~dogs_core.errors.MissingRoleError` naming ``feature``."""
     if Role.ARCHIVE not in store_roles(store):
-        roles = ", ".join(sorted(store_roles(store)))
-        raise InvalidOptionError("store", store, f"has no archive (its roles: {roles})")
+        raise MissingRoleError(Role.ARCHIVE.value, feature, store)
     return cast(ArchiveStore, store)

@@ -2,7 +2,7 @@
 # Edit src/dogs_core/runtime/_async/following.py and run `python scripts/generate_sync.py`.
 """Following a job as the clients offer it: ``get_logs``, ``follow_logs`` and ``watch_progress``,
 over the store's optional following role (:class:`~dogs_core.ports.FollowingStore`; a
-store without it raises :class:`~dogs_core.errors.MissingStoreRoleError`). A record's progress
+store without it raises :class:`~dogs_core.errors.MissingRoleError`). A record's progress
 is read with ``get_job`` (``JobRecord.progress``).
 
 The two streams are woken by the store's change feeds (MongoDB change streams, resumed by token
@@ -34,7 +34,7 @@ from dogs_core.domain.records import HistoryRecord, JobRecord, JobState
 from dogs_core.errors import (
     ChangeFeedUnavailableError,
     JobNotFoundError,
-    MissingStoreRoleError,
+    MissingRoleError,
     WaitTimeoutError,
 )
 from dogs_core.ports import FollowingStore, JobStore, Role, store_roles
@@ -68,7 +68,7 @@ class FollowingClient(ClientBase):
         :class:`~dogs_core.errors.InvalidOptionError` for a bad argument, before reading."""
         owner = check_owner_id(id)
         size, after = check_log_page(limit, after)
-        store = following_store_of(self.store)
+        store = following_store_of(self.store, "get_logs")
         lines = self._read_lines(store, owner, after, size)
         if not lines and after is None:
             self._owner_kind(store, owner)  # raises for an id nobody knows
@@ -89,7 +89,7 @@ class FollowingClient(ClientBase):
         owner = check_owner_id(id)
         _, after = check_log_page(1, after)
         seconds, pause = validate_wait(timeout, poll_interval)
-        store = following_store_of(self.store)
+        store = following_store_of(self.store, "follow_logs")
         kind = self._owner_kind(store, owner)
         since, started = self.clock.now(), time.monotonic()
         ended_at: float | None = None
@@ -128,7 +128,7 @@ class FollowingClient(ClientBase):
         history, :class:`~dogs_core.errors.WaitTimeoutError` after ``timeout``."""
         owner = check_owner_id(job_id, field="job_id")
         seconds, pause = validate_wait(timeout, poll_interval)
-        store = following_store_of(self.store)
+        store = following_store_of(self.store, "watch_progress")
         since, started = self.clock.now(), time.monotonic()
         last: Progress | None = None
         seen = False
@@ -223,12 +223,12 @@ class FollowingClient(ClientBase):
         )
 
 
-def following_store_of(store: object) -> FollowingStore:
+def following_store_of(store: object, feature: str) -> FollowingStore:
     """The client's ``store`` as a following store: it must list the following role in its
-    ``roles`` (:func:`~dogs_core.ports.store_roles`, through every wrapper)."""
-    roles = store_roles(store)
-    if Role.FOLLOWING not in roles:
-        raise MissingStoreRoleError(store, Role.FOLLOWING.value, "following a job", roles)
+    ``roles`` (:func:`~dogs_core.ports.store_roles`, through every wrapper), else
+    :class:`~dogs_core.errors.MissingRoleError` naming ``feature``."""
+    if Role.FOLLOWING not in store_roles(store):
+        raise MissingRoleError(Role.FOLLOWING.value, feature, store)
     return cast(FollowingStore, store)
 
 

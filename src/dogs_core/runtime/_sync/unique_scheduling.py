@@ -47,7 +47,7 @@ from dogs_core.domain.uniqueness import (
     UniqueHold,
     resolve,
 )
-from dogs_core.errors import DogsError, StoreRoleMissingError
+from dogs_core.errors import DogsError, MissingRoleError
 from dogs_core.ports import JobStore, Role, UniquenessStore, store_roles
 from dogs_core.runtime._sync.retry import retry_transient
 from dogs_core.runtime.scheduling import ClientBase
@@ -73,9 +73,9 @@ class UniqueContendedError(DogsError, RuntimeError):
 
 def uniqueness_store_of(store: object) -> UniquenessStore:
     """``store`` as a uniqueness store: it must list the uniqueness role
-    (:func:`~dogs_core.ports.store_roles`), else :class:`StoreRoleMissingError`."""
+    (:func:`~dogs_core.ports.store_roles`), else :class:`MissingRoleError`."""
     if Role.UNIQUENESS not in store_roles(store):
-        raise StoreRoleMissingError(store, Role.UNIQUENESS, "unique= beyond Dogs' rule")
+        raise MissingRoleError(Role.UNIQUENESS.value, "unique= beyond Dogs' rule", store)
     return cast(UniquenessStore, store)
 
 

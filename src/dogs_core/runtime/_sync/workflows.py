@@ -48,8 +48,8 @@ from dogs_core.domain.workflows import MAX_WORKFLOW_STEPS, Workflow
 from dogs_core.errors import (
     ChangeFeedUnavailableError,
     InvalidOptionError,
+    MissingRoleError,
     WorkflowNotFoundError,
-    WorkflowsNotSupportedError,
     WorkflowStateError,
     WorkflowTimeoutError,
 )
@@ -89,10 +89,11 @@ class WorkflowClient(SteeringClient):
         """The store's setup and clock (the client implements it: ``SyncDogsClient``)."""
         raise NotImplementedError
 
-    def _workflows(self) -> tuple[WorkflowStore, bool]:
-        """The store's workflows role, its collections and indexes created once; and whether
-        the clock's offset changed (times computed before are computed again)."""
-        store = workflow_store_of(self.store)
+    def _workflows(self, feature: str) -> tuple[WorkflowStore, bool]:
+        """The store's workflows role (``feature`` is named if it has none), its collections
+        and indexes created once; and whether the clock's offset changed (times computed before
+        are computed again)."""
+        store = workflow_store_of(self.store, feature)
         changed = self._ensure_setup()
         if not getattr(self, "_workflows_ready", False):
             retry_transient(
@@ -115,10 +116,13 @@ class WorkflowClient(SteeringClient):
         cycle, a bad policy, an unknown job, too many steps...) or
         :class:`~dogs_core.errors.InvalidParamsError` (a step's params that do not validate).
         A store without the workflows role raises
-        :class:`~dogs_core.errors.WorkflowsNotSupportedError`.
+        :class:`~dogs_core.errors.MissingRoleError`; a MongoDB server without transactions (a
+        standalone one) :class:`~dogs_core.errors.TransactionsNotSupportedError`.
         """
+        validate_session(session)
         if not isinstance(workflow, Workflow):
             raise InvalidOptionError("workflow", workflow, "must be a Workflow (or a Batch)")
+        workflow_store_of(self.store, "start_workflow")
         (started,) = self.start_workflows([workflow], session=session)
         return started
 
@@ -142,9 +146,9 @@ class WorkflowClient(SteeringClient):
                 )
         if not workflows:
             return []
-        workflow_store_of(self.store)
+        workflow_store_of(self.store, "start_workflows")
         compiled = self._compile_all(workflows)  # every check, before any I/O
-        store, clock_changed = self._workflows()
+        store, clock_changed = self._workflows("start_workflows")
         if clock_changed:
             compiled = self._compile_all(workflows)  # on the clock just measured
         startings = self._starting(workflows, compiled)
@@ -244,7 +248,7 @@ class WorkflowClient(SteeringClient):
         """The workflow and its steps (states, record ids, results). Raises
         :class:`~dogs_core.errors.WorkflowNotFoundError` when there is none."""
         validate_job_id(workflow_id, field="workflow_id")
-        store = workflow_store_of(self.store)
+        store = workflow_store_of(self.store, "get_workflow")
         view = retry_transient(
             lambda: store.get_workflow(workflow_id),
             what="read a workflow",
@@ -264,7 +268,7 @@ class WorkflowClient(SteeringClient):
                 raise InvalidOptionError(field, number, f"must be an integer >= {least}")
         if limit > MAX_WORKFLOW_PAGE:
             raise InvalidOptionError("limit", limit, f"must be at most {MAX_WORKFLOW_PAGE}")
-        store = workflow_store_of(self.store)
+        store = workflow_store_of(self.store, "list_workflows")
         return retry_transient(
             lambda: store.find_workflows(state=wanted, limit=limit, skip=skip),
             what="list workflows",
@@ -317,7 +321,7 @@ class WorkflowClient(SteeringClient):
             return []
         ended: dict[str, WorkflowView] = {}
         started = time.monotonic()
-        with _feed(workflow_store_of(self.store), waiting) as feed:
+        with _feed(workflow_store_of(self.store, "wait_for_workflows"), waiting) as feed:
             check = waiting
             while True:
                 for workflow_id in check:
@@ -346,8 +350,11 @@ class WorkflowClient(SteeringClient):
         ``cancelled``, its pending jobs are removed (with ``cancelled`` history rows) and its
         running ones told to stop (at their next lock renewal, as ``cancel`` does). Safe to
         call again (after a crash midway, it finishes the work)."""
+        workflow_store_of(
+            self.store, "cancel_workflow"
+        )  # the error names this call, not get_workflow
         view = self.get_workflow(workflow_id)
-        store, _ = self._workflows()
+        store, _ = self._workflows("cancel_workflow")
         changed = retry_transient(
             lambda: store.cancel_workflow(workflow_id, now=self.clock.now()),
             what="cancel a workflow",
@@ -416,6 +423,9 @@ class WorkflowClient(SteeringClient):
         (succeeded steps are not run again; their results stay): it is ``running`` again and
         the steps whose dependencies allow it are released at once. Raises
         :class:`~dogs_core.errors.WorkflowStateError` for a workflow still running."""
+        workflow_store_of(
+            self.store, "retry_workflow"
+        )  # the error names this call, not get_workflow
         view = self.get_workflow(workflow_id)
         if view.state is WorkflowState.RUNNING:
             raise WorkflowStateError(
@@ -423,7 +433,7 @@ class WorkflowClient(SteeringClient):
             )
         if view.state is WorkflowState.SUCCEEDED:
             return WorkflowRetried(workflow_id, step_ids=(), released=0)
-        store, _ = self._workflows()
+        store, _ = self._workflows("retry_workflow")
         reset = retry_transient(
             lambda: store.retry_workflow(workflow_id, now=self.clock.now()),
             what="retry a workflow",
@@ -447,15 +457,11 @@ class WorkflowClient(SteeringClient):
         tell_advanced(self.telemetry, advanced)
 
 
-def workflow_store_of(store: object) -> WorkflowStore:
-    """``store`` as a workflows store: it must list the workflows role in its ``roles``."""
+def workflow_store_of(store: object, feature: str) -> WorkflowStore:
+    """``store`` as a workflows store: it must list the workflows role in its ``roles``, else
+    :class:`~dogs_core.errors.MissingRoleError` naming ``feature``."""
     if Role.WORKFLOWS not in store_roles(store):
-        roles = ", ".join(sorted(store_roles(store)))
-        raise WorkflowsNotSupportedError(
-            f"this store has no {Role.WORKFLOWS.value!r} role (its roles: {roles}); nothing "
-            "was written: use a MongoDB or in-memory store, or implement "
-            "dogs_core.ports.WorkflowStore"
-        )
+        raise MissingRoleError(Role.WORKFLOWS.value, feature, store)
     return cast(WorkflowStore, store)
 
 
