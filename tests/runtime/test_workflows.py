@@ -62,6 +62,23 @@ def _step(jobs: Jobs) -> EventJobDefinition:
     return definition
 
 
+def _success_row(h: Harness, job_id: str, job_name: str, **fields: Any) -> HistoryRecord:
+    """A success row of ``job_id``, as a worker writes it a second into the test."""
+    return HistoryRecord(
+        execution_id=new_execution_id(),
+        job_id=job_id,
+        job_name=job_name,
+        type=JobType.EVENT,
+        priority=100,
+        tries=1,
+        started_at=h.at(1),
+        ended_at=h.at(1),
+        status=HistoryStatus.SUCCESS,
+        expires_at=h.at(86400),
+        **fields,
+    )
+
+
 async def _run(h: Harness, workflow: Workflow, **options: Any) -> Any:
     started = await h.client.start_workflow(workflow)
     async with h.workers(**options) as workers:
@@ -324,19 +341,7 @@ async def test_a_round_of_more_rows_than_one_lookup_ends_every_step() -> None:
     started = await h.client.start_workflow(work)
     view = await h.client.get_workflow(started.id)
     rows = [
-        HistoryRecord(
-            execution_id=new_execution_id(),
-            job_id=str(item.record_id),
-            job_name="step",
-            type=JobType.EVENT,
-            priority=100,
-            tries=1,
-            started_at=h.at(1),
-            ended_at=h.at(1),
-            status=HistoryStatus.SUCCESS,
-            expires_at=h.at(86400),
-            workflow_id=started.id,
-        )
+        _success_row(h, str(item.record_id), "step", workflow_id=started.id)
         for item in view.steps
         if item.record_id is not None
     ]
@@ -369,19 +374,7 @@ async def test_a_step_ended_by_a_node_shaped_row_releases_its_dependents() -> No
         record_id = str(view.step("node").record_id)
         await anyio.sleep(1)
         await h.store.delete_record(record_id, unless_running_at=None, unless_failed=False)
-        row = HistoryRecord(
-            execution_id=new_execution_id(),
-            job_id=record_id,
-            job_name="node_job",
-            type=JobType.EVENT,
-            priority=100,
-            tries=1,
-            started_at=h.at(1),
-            ended_at=h.at(1),
-            status=HistoryStatus.SUCCESS,
-            expires_at=h.at(86400),
-            result={"from": "node"},
-        )
+        row = _success_row(h, record_id, "node_job", result={"from": "node"})
         await h.store.write_history_many([row])
         done = await h.client.wait_for_workflow(started.id, timeout=60)
         await workers.stop()
