@@ -43,6 +43,11 @@ def test_the_blocking_client_beside_blocking_workers() -> None:
         assert outcome is not None
         assert outcome.result == 2
         assert [s.workflow.id for s in client.list_workflows()] == [started.id]
+        more = client.start_workflows([pair(), pair()])
+        with BlockingWorkers(store, jobs, poll_interval=0.05):
+            views = client.wait_for_workflows([s.id for s in more], timeout=10, poll_interval=0.05)
+        assert [v.id for v in views] == [s.id for s in more]
+        assert {v.state for v in views} == {WorkflowState.SUCCEEDED}
 
 
 def test_the_sync_client_cancels_and_retries() -> None:
