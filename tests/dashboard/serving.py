@@ -3,11 +3,12 @@ browser tests: the thread owns its event loop, the container's async client and 
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import uvicorn
@@ -17,6 +18,7 @@ from dogs_dashboard import create_app
 from dogs_mongo.container import DogsContainer
 
 Seed = Callable[[DogsContainer, DogsClient], Awaitable[dict[str, Any]]]
+Served = TypeVar("Served", bound="ServedDashboard")
 
 
 def free_port() -> int:
@@ -84,3 +86,13 @@ class ServedDashboard:
         finally:
             self._ready.set()
             await container.aclose()
+
+
+@contextlib.contextmanager
+def serving(dashboard: Served) -> Iterator[Served]:
+    """``dashboard`` started for the ``with`` block, stopped after it."""
+    dashboard.start()
+    try:
+        yield dashboard
+    finally:
+        dashboard.stop()

@@ -9,15 +9,11 @@ locally and FAIL in CI (``CI=true``), where the test command installs them.
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 from pymongo import MongoClient
-from selenium import webdriver
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -28,7 +24,7 @@ from dogs_core import DogsClient, JobContext, Jobs, Scheduled, SyncDogsClient, W
 from dogs_core.domain.records import HistoryStatus
 from dogs_mongo import MongoJobStore
 from dogs_mongo.container import DogsContainer
-from tests.dashboard.serving import ServedDashboard
+from tests.dashboard.serving import ServedDashboard, serving
 
 pytestmark = pytest.mark.mongo
 
@@ -56,36 +52,6 @@ async def send_report(params: dict[str, str], ctx: JobContext) -> str:
 # -- the browser and the server ---------------------------------------------------------------
 
 
-def _binaries() -> tuple[str, str]:
-    browser = os.environ.get("DOGS_TEST_CHROMIUM", "/usr/bin/chromium")
-    driver = os.environ.get("DOGS_TEST_CHROMEDRIVER", "/usr/bin/chromedriver")
-    missing = [path for path in (browser, driver) if not Path(path).is_file()]
-    if missing:
-        reason = (
-            f"no headless Chromium: {', '.join(missing)} missing "
-            "(apt-get install chromium chromium-driver)"
-        )
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return browser, driver
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[WebDriver]:
-    binary, driver = _binaries()
-    options = webdriver.ChromeOptions()
-    options.binary_location = binary
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(flag)
-    options.add_argument("--window-size=1400,1000")
-    chrome = webdriver.Chrome(options=options, service=webdriver.ChromeService(driver))
-    try:
-        yield chrome
-    finally:
-        chrome.quit()
-
-
 async def seed(container: DogsContainer, client: DogsClient) -> dict[str, Any]:
     """Three sent emails and one import that fails for good, run by real workers."""
     emails = [_id(await client.schedule(send_email, {"to": f"u{n}@example.com"})) for n in range(3)]
@@ -98,22 +64,11 @@ async def seed(container: DogsContainer, client: DogsClient) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def database(sync_mongo_client: MongoClient[dict[str, Any]]) -> Iterator[str]:
-    name = f"dogs_dashboard_{uuid.uuid4().hex[:12]}"
-    try:
-        yield name
-    finally:
-        sync_mongo_client.drop_database(name)
-
-
-@pytest.fixture(scope="module")
 def served(mongodb_uri: str, database: str, browser: WebDriver) -> Iterator[ServedDashboard]:
-    dashboard = ServedDashboard(mongodb_uri, database, seed, {"refresh_seconds": 0.5})
-    dashboard.start()
-    try:
+    with serving(
+        ServedDashboard(mongodb_uri, database, seed, {"refresh_seconds": 0.5})
+    ) as dashboard:
         yield dashboard
-    finally:
-        dashboard.stop()
 
 
 @pytest.fixture(scope="module")

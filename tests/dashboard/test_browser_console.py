@@ -8,7 +8,6 @@ Skipped without the browser locally, a failure in CI (see test_browser.py)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -36,11 +35,10 @@ from dogs_dashboard.auth import CredentialsAuth, parse_credentials
 from dogs_mongo import MongoJobStore
 from dogs_mongo.container import DogsContainer
 from dogs_mongo.queries import document_from_record
-from tests.dashboard.serving import ServedDashboard
-from tests.dashboard.test_browser import act, browser, click, text, wait_for
+from tests.dashboard.serving import ServedDashboard, serving
+from tests.dashboard.test_browser import act, click, text, wait_for
 
 pytestmark = pytest.mark.mongo
-__all__ = ["browser"]  # the module's Chromium, shared with test_browser.py's definition
 
 jobs = Jobs()
 
@@ -129,15 +127,6 @@ async def _nothing(container: DogsContainer, client: DogsClient) -> dict[str, An
 
 
 @pytest.fixture(scope="module")
-def database(sync_mongo_client: MongoClient[dict[str, Any]]) -> Iterator[str]:
-    name = f"dogs_console_{uuid.uuid4().hex[:12]}"
-    try:
-        yield name
-    finally:
-        sync_mongo_client.drop_database(name)
-
-
-@pytest.fixture(scope="module")
 def store(sync_mongo_client: MongoClient[dict[str, Any]], database: str) -> MongoJobStore:
     store = MongoJobStore(sync_mongo_client, database)
     store.setup()
@@ -146,12 +135,10 @@ def store(sync_mongo_client: MongoClient[dict[str, Any]], database: str) -> Mong
 
 @pytest.fixture(scope="module")
 def served(mongodb_uri: str, database: str, browser: WebDriver) -> Iterator[ServedWithWorkers]:
-    dashboard = ServedWithWorkers(mongodb_uri, database, _nothing, {"refresh_seconds": 0.5})
-    dashboard.start()
-    try:
+    with serving(
+        ServedWithWorkers(mongodb_uri, database, _nothing, {"refresh_seconds": 0.5})
+    ) as dashboard:
         yield dashboard
-    finally:
-        dashboard.stop()
 
 
 def patient(browser: WebDriver, check: Callable[[], bool], seconds: float = 30) -> None:
@@ -278,12 +265,10 @@ def test_the_favicon(browser: WebDriver, served: ServedWithWorkers) -> None:
 def guarded(mongodb_uri: str, database: str, browser: WebDriver) -> Iterator[ServedDashboard]:
     tokens = parse_credentials(f"alice:{TOKEN}", field="tokens", tokens=True)
     auth = CredentialsAuth(tokens=tokens, secret="x" * 32)
-    dashboard = ServedDashboard(mongodb_uri, database, _nothing, {"auth": auth, "secret": "x" * 32})
-    dashboard.start()
-    try:
+    with serving(
+        ServedDashboard(mongodb_uri, database, _nothing, {"auth": auth, "secret": "x" * 32})
+    ) as dashboard:
         yield dashboard
-    finally:
-        dashboard.stop()
 
 
 def test_the_token_login(browser: WebDriver, guarded: ServedDashboard) -> None:

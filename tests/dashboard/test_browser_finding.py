@@ -6,13 +6,11 @@ pages read what any worker leaves)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from pymongo import MongoClient
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
@@ -33,12 +31,11 @@ from dogs_core.ids import new_execution_id, new_record_id
 from dogs_core.ports import AsyncJobStore
 from dogs_mongo.container import DogsContainer
 from dogs_testing.settling import settle_one, terminal
-from tests.dashboard.serving import ServedDashboard
-from tests.dashboard.test_browser import browser, cell, click, text, wait_for
+from tests.dashboard.serving import ServedDashboard, serving
+from tests.dashboard.test_browser import cell, click, text, wait_for
 
 pytestmark = pytest.mark.mongo
 
-__all__ = ["browser"]  # the Chromium fixture, shared
 
 TRACEBACK = (
     "Traceback (most recent call last):\n"
@@ -118,22 +115,9 @@ async def seed(container: DogsContainer, client: DogsClient) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def database(sync_mongo_client: MongoClient[dict[str, Any]]) -> Iterator[str]:
-    name = f"dogs_finding_{uuid.uuid4().hex[:12]}"
-    try:
-        yield name
-    finally:
-        sync_mongo_client.drop_database(name)
-
-
-@pytest.fixture(scope="module")
 def served(mongodb_uri: str, database: str, browser: WebDriver) -> Iterator[ServedDashboard]:
-    dashboard = ServedDashboard(mongodb_uri, database, seed, {"refresh_seconds": 0})
-    dashboard.start()
-    try:
+    with serving(ServedDashboard(mongodb_uri, database, seed, {"refresh_seconds": 0})) as dashboard:
         yield dashboard
-    finally:
-        dashboard.stop()
 
 
 def _rows(browser: WebDriver, table: str) -> list[str]:

@@ -9,7 +9,6 @@ timed. Uses the browser and helpers of ``test_browser`` (skipped the same way wi
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,12 +21,11 @@ from dogs_core import DogsClient, JobContext, Jobs, SyncDogsClient
 from dogs_core.runtime.blocking import BlockingWorkers
 from dogs_mongo import MongoJobStore
 from dogs_mongo.container import DogsContainer
-from tests.dashboard.serving import ServedDashboard
-from tests.dashboard.test_browser import _id, browser, job_rows, text, wait_for
+from tests.dashboard.serving import ServedDashboard, serving
+from tests.dashboard.test_browser import _id, job_rows, text, wait_for
 
 pytestmark = pytest.mark.mongo
 
-__all__ = ["browser"]  # the module's Chromium (a fixture of test_browser)
 
 jobs = Jobs()
 gates = [threading.Event(), threading.Event()]
@@ -50,22 +48,11 @@ async def _nothing(container: DogsContainer, client: DogsClient) -> dict[str, An
 
 
 @pytest.fixture(scope="module")
-def database(sync_mongo_client: MongoClient[dict[str, Any]]) -> Iterator[str]:
-    name = f"dogs_following_{uuid.uuid4().hex[:12]}"
-    try:
-        yield name
-    finally:
-        sync_mongo_client.drop_database(name)
-
-
-@pytest.fixture(scope="module")
 def served(mongodb_uri: str, database: str, browser: WebDriver) -> Iterator[ServedDashboard]:
-    dashboard = ServedDashboard(mongodb_uri, database, _nothing, {"refresh_seconds": 0.3})
-    dashboard.start()
-    try:
+    with serving(
+        ServedDashboard(mongodb_uri, database, _nothing, {"refresh_seconds": 0.3})
+    ) as dashboard:
         yield dashboard
-    finally:
-        dashboard.stop()
 
 
 def _fraction(browser: WebDriver, selector: str) -> str:

@@ -4,7 +4,6 @@ through its confirm dialog (the store is checked after each); the job list filte
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,12 +16,11 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from dogs_core import DogsClient, JobContext, Jobs, SyncDogsClient, Workers
 from dogs_mongo import MongoJobStore
 from dogs_mongo.container import DogsContainer
-from tests.dashboard.serving import ServedDashboard
-from tests.dashboard.test_browser import _id, act, browser, job_rows, text, wait_for
+from tests.dashboard.serving import ServedDashboard, serving
+from tests.dashboard.test_browser import _id, act, job_rows, text, wait_for
 
 pytestmark = pytest.mark.mongo
 
-__all__ = ["browser"]  # the module-scoped browser fixture, reused from test_browser
 
 jobs = Jobs()
 
@@ -49,22 +47,11 @@ async def seed(container: DogsContainer, client: DogsClient) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def database(sync_mongo_client: MongoClient[dict[str, Any]]) -> Iterator[str]:
-    name = f"dogs_dashboard_{uuid.uuid4().hex[:12]}"
-    try:
-        yield name
-    finally:
-        sync_mongo_client.drop_database(name)
-
-
-@pytest.fixture(scope="module")
 def served(mongodb_uri: str, database: str, browser: WebDriver) -> Iterator[ServedDashboard]:
-    dashboard = ServedDashboard(mongodb_uri, database, seed, {"refresh_seconds": 0.5})
-    dashboard.start()
-    try:
+    with serving(
+        ServedDashboard(mongodb_uri, database, seed, {"refresh_seconds": 0.5})
+    ) as dashboard:
         yield dashboard
-    finally:
-        dashboard.stop()
 
 
 @pytest.fixture(scope="module")

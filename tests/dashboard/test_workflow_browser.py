@@ -5,7 +5,6 @@ dialogs. The browser binaries are found as tests/dashboard/test_browser.py finds
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,12 +18,11 @@ from dogs_core.domain.workflow_records import WorkflowState
 from dogs_core.domain.workflows import Workflow
 from dogs_mongo import MongoJobStore
 from dogs_mongo.container import DogsContainer
-from tests.dashboard.serving import ServedDashboard
-from tests.dashboard.test_browser import act, browser, click, text, wait_for
+from tests.dashboard.serving import ServedDashboard, serving
+from tests.dashboard.test_browser import act, click, text, wait_for
 
 pytestmark = pytest.mark.mongo
 
-__all__ = ["browser"]  # the module's Chromium fixture, shared
 
 jobs = Jobs()
 
@@ -65,22 +63,9 @@ async def seed(container: DogsContainer, client: DogsClient) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def database(sync_mongo_client: MongoClient[dict[str, Any]]) -> Iterator[str]:
-    name = f"dogs_dashboard_wf_{uuid.uuid4().hex[:12]}"
-    try:
-        yield name
-    finally:
-        sync_mongo_client.drop_database(name)
-
-
-@pytest.fixture(scope="module")
 def served(mongodb_uri: str, database: str, browser: WebDriver) -> Iterator[ServedDashboard]:
-    dashboard = ServedDashboard(mongodb_uri, database, seed, {"refresh_seconds": 0})
-    dashboard.start()
-    try:
+    with serving(ServedDashboard(mongodb_uri, database, seed, {"refresh_seconds": 0})) as dashboard:
         yield dashboard
-    finally:
-        dashboard.stop()
 
 
 @pytest.fixture(scope="module")
