@@ -90,14 +90,7 @@ def test_a_tagged_list_then_a_bulk_delete(
     tagged = [_failed(store, "import_orders", tags=("tenant:acme",)) for _ in range(3)]
     kept = _failed(store, "import_orders", tags=("tenant:other",))
     browser.get(served.url + "/jobs?tag=tenant:acme")
-    click(browser, '#select-all a[data-bulk="delete"]')
-    assert text(browser, "#bulk-total") == "3"
-    old = browser.find_element(By.CSS_SELECTOR, "main")
-    click(browser, "#bulk-go")
-    dialog = browser.switch_to.alert
-    assert "tagged tenant:acme" in dialog.text
-    dialog.accept()
-    wait_for(browser, lambda: old.id != browser.find_element(By.CSS_SELECTOR, "main").id)
+    assert "tagged tenant:acme" in _select_all_and_confirm(browser, "delete", total="3")
     wait_for(browser, lambda: text(browser, "#bulk-changed") == "3")
     assert [store.get_record(job_id) for job_id in tagged] == [None, None, None]
     assert store.get_record(kept) is not None
@@ -196,19 +189,27 @@ def test_the_workers_pages_a_remote_quiet_then_a_remote_stop(
     patient(browser, lambda: text(browser, f'{row} td[data-field="state"]') == "stopped")
 
 
+def _select_all_and_confirm(browser: WebDriver, action: str, *, total: str) -> str:
+    """On a job list: select every match for ``action``, check the count, go, accept the
+    confirm dialog and wait for the next page; the dialog's text."""
+    click(browser, f'#select-all a[data-bulk="{action}"]')
+    assert text(browser, "#bulk-total") == total
+    old = browser.find_element(By.CSS_SELECTOR, "main")
+    click(browser, "#bulk-go")
+    dialog = browser.switch_to.alert
+    said = dialog.text
+    dialog.accept()
+    wait_for(browser, lambda: old.id != browser.find_element(By.CSS_SELECTOR, "main").id)
+    return said
+
+
 def test_select_all_matching_then_a_bulk_retry(
     browser: WebDriver, served: ServedWithWorkers, store: MongoJobStore
 ) -> None:
     failed = [_failed(store) for _ in range(4)]
     browser.get(served.url + "/jobs?name=send_email&state=failed")
-    click(browser, '#select-all a[data-bulk="retry"]')
-    assert text(browser, "#bulk-total") == "4"
-    old = browser.find_element(By.CSS_SELECTOR, "main")
-    click(browser, "#bulk-go")
-    dialog = browser.switch_to.alert
-    assert "Retry 4 failed jobs of send_email" in dialog.text
-    dialog.accept()
-    wait_for(browser, lambda: old.id != browser.find_element(By.CSS_SELECTOR, "main").id)
+    confirmed = _select_all_and_confirm(browser, "retry", total="4")
+    assert "Retry 4 failed jobs of send_email" in confirmed
     assert "Started: bulk_retry" in text(browser, "#flash")
     wait_for(browser, lambda: text(browser, "#bulk-changed") == "4")
     assert text(browser, "#bulk-state") == "done"
