@@ -2,7 +2,7 @@
 
 Every ``Workers`` runs one (``release_workflows``) when its store has the workflows role, so
 a step is released when its dependencies end whoever ran them, and whether or not the worker
-that ran them survived. Two paths, one rule:
+that ran them survived. Three paths, one rule:
 
 * **the history feed** (``watch_step_rows``: a MongoDB change stream on the history, matching
   the rows of steps' executions and every row a Node worker writes, but not this instance's
