@@ -72,7 +72,6 @@ _RETRYABLE: Final = [
     WorkflowState.COMPLETED.value,
     WorkflowState.CANCELLED.value,
 ]
-_LIVE: Final = [StepState.BLOCKED.value, StepState.RELEASED.value]
 _NO_TRANSACTIONS: Final = (20, 263)  # IllegalOperation, OperationNotSupportedInTransaction
 _RELEASED_FIELDS: Final = {
     "childCount": 1,

@@ -350,9 +350,8 @@ class WorkflowClient(SteeringClient):
         ``cancelled``, its pending jobs are removed (with ``cancelled`` history rows) and its
         running ones told to stop (at their next lock renewal, as ``cancel`` does). Safe to
         call again (after a crash midway, it finishes the work)."""
-        workflow_store_of(
-            self.store, "cancel_workflow"
-        )  # the error names this call, not get_workflow
+        # checked first, so that a missing role's error names this call, not get_workflow
+        workflow_store_of(self.store, "cancel_workflow")
         view = self.get_workflow(workflow_id)
         store, _ = self._workflows("cancel_workflow")
         changed = retry_transient(
@@ -423,9 +422,8 @@ class WorkflowClient(SteeringClient):
         (succeeded steps are not run again; their results stay): it is ``running`` again and
         the steps whose dependencies allow it are released at once. Raises
         :class:`~dogs_core.errors.WorkflowStateError` for a workflow still running."""
-        workflow_store_of(
-            self.store, "retry_workflow"
-        )  # the error names this call, not get_workflow
+        # checked first, so that a missing role's error names this call, not get_workflow
+        workflow_store_of(self.store, "retry_workflow")
         view = self.get_workflow(workflow_id)
         if view.state is WorkflowState.RUNNING:
             raise WorkflowStateError(
