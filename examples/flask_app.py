@@ -62,9 +62,12 @@ def create_app(**overrides: Any) -> Flask:
 
     @app.get("/jobs/<job_id>")
     def job(job_id: str) -> dict[str, Any]:
+        # The record first: a job that ends writes its history row before its record goes,
+        # so "no record, then no row" means no such job, never "it ended in between".
+        record = dogs.client.get_job(job_id)
         execution = dogs.client.get_result(job_id)
         if execution is None:
-            if dogs.client.get_job(job_id) is None:
+            if record is None:
                 abort(404)
             return {"status": "waiting"}
         return {"status": execution.status.value, "result": execution.result}
