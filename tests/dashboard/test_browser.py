@@ -93,8 +93,10 @@ def test_overview_renders_counts(browser: WebDriver, served: ServedDashboard) ->
     if not browser.find_elements(By.CSS_SELECTOR, "#stats-error"):  # the store aggregates stats
         assert cell(browser, "send_email", "runs") == "3"
         assert cell(browser, "import_file", "runs") == "1"
-        row = browser.find_element(By.CSS_SELECTOR, 'tr[data-name="send_email"]')
-        assert row.find_elements(By.CSS_SELECTOR, "svg.chart rect.chart-bar")
+        # One lookup from the page: the live part is redrawn twice a second, and a row found
+        # first may be gone by the time its chart is looked for.
+        bars = 'tr[data-name="send_email"] svg.chart rect.chart-bar'
+        assert wait_for(browser, lambda: browser.find_elements(By.CSS_SELECTOR, bars))
 
 
 def test_lists_by_state_and_search(

@@ -4,9 +4,12 @@ that a loaded CI machine's stalls do not expire them: a stall is not what this t
 
 Each instance has its own ``AsyncMongoClient`` and store, as two processes would. Their clocks
 are :class:`SkewedClock` over the system clock; each measures its offset to the server
-(``hello.localTime``) and computes every time on the server's clock. The control run trusts the
-machines' clocks (``clock_sync_interval=None``, Dogs' behaviour) and runs jobs twice, so the
-check is not vacuous. Figures are printed; nothing asserts a duration.
+(``hello.localTime``) and computes every time on the server's clock. The instance whose clock
+is slow starts first and is running jobs when the fast one starts: the fast one reads those
+locks as two minutes old. The control run trusts the machines' clocks
+(``clock_sync_interval=None``, Dogs' behaviour) and runs jobs twice, so the check is not
+vacuous: its runs last until one overlaps (at most ``HOLD`` s), so the fast instance always
+finds the slow one's jobs running. Figures are printed; nothing asserts a duration.
 """
 
 from __future__ import annotations
@@ -29,15 +32,20 @@ from dogs_mongo.queries import DEFAULT_HISTORY_COLLECTION
 pytestmark = [pytest.mark.mongo, pytest.mark.anyio, pytest.mark.slow]
 
 SKEW = timedelta(seconds=60)
+#: Seconds at most that a run of the control lasts (it ends at the first overlap).
+HOLD = 20.0
 
 
 class Fleet:
-    """What the handlers saw: runs per job and runs that overlapped a live run of the same job."""
+    """What the handlers saw: runs per job and runs that overlapped a live run of the same job.
+    With ``hold``, every run lasts until some run overlaps another (at most ``hold`` s)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, hold: bool) -> None:
         self.runs: Counter[str] = Counter()
         self.live: set[str] = set()
         self.overlaps = 0
+        self.hold = hold
+        self.overlapped = anyio.Event()
 
     def jobs(self) -> Jobs:
         jobs = Jobs()
@@ -46,12 +54,18 @@ class Fleet:
         @jobs.event(lock_time=5, heartbeat=True)
         async def work(params: dict[str, Any] | None, ctx: JobContext) -> None:
             self.runs[ctx.job_id] += 1
-            self.overlaps += ctx.job_id in self.live
+            if ctx.job_id in self.live:
+                self.overlaps += 1
+                self.overlapped.set()
             self.live.add(ctx.job_id)
-            try:  # a tenth outlive their lock: renewals keep them
-                await anyio.sleep(
-                    rng.uniform(5.5, 7) if rng.random() < 0.1 else rng.uniform(0, 0.05)
-                )
+            try:
+                if self.hold:
+                    with anyio.move_on_after(HOLD):
+                        await self.overlapped.wait()
+                else:  # a tenth outlive their lock: renewals keep them
+                    await anyio.sleep(
+                        rng.uniform(5.5, 7) if rng.random() < 0.1 else rng.uniform(0, 0.05)
+                    )
             finally:
                 self.live.discard(ctx.job_id)
 
@@ -59,7 +73,7 @@ class Fleet:
 
 
 async def _run(uri: str, database: str, *, n_jobs: int, interval: float | None) -> Fleet:
-    fleet = Fleet()
+    fleet = Fleet(hold=interval is None)
     jobs = fleet.jobs()
     clients = [AsyncMongoClient[dict[str, Any]](uri, tz_aware=True) for _ in range(3)]
     stores = [AsyncMongoJobStore(client, database) for client in clients]
@@ -84,17 +98,22 @@ async def _run(uri: str, database: str, *, n_jobs: int, interval: float | None) 
             )
             for store, skew in ((stores[1], SKEW), (stores[2], -SKEW))
         ]
-        async with workers[0], workers[1]:
-            with anyio.move_on_after(120):
-                while True:
-                    done = await stores[0]._history.count_documents(
-                        {"jobName": "work", "status": "success"}
-                    )
-                    if done >= n_jobs and not any(w.running_executions for w in workers):
-                        break
-                    await anyio.sleep(0.2)
-            for each in workers:
-                await each.stop()
+        fast, slow = workers
+        async with slow:
+            with anyio.fail_after(30):
+                while not slow.running_executions:  # noqa: ASYNC110 - a count, no event
+                    await anyio.sleep(0.05)
+            async with fast:
+                with anyio.move_on_after(120):
+                    while True:
+                        done = await stores[0]._history.count_documents(
+                            {"jobName": "work", "status": "success"}
+                        )
+                        if done >= n_jobs and not any(w.running_executions for w in workers):
+                            break
+                        await anyio.sleep(0.2)
+                for each in workers:
+                    await each.stop()
         print(
             f"\nclock_sync_interval={interval}: {n_jobs} jobs, {len(fleet.runs)} run, "
             f"{sum(n > 1 for n in fleet.runs.values())} run more than once, "
