@@ -147,6 +147,38 @@ def test_examples_run_as_scripts(script: str) -> None:
     assert done.stdout.strip()
 
 
+def _demo(*arguments: str) -> str:
+    """What the README's demo (``scripts/demo`` runs ``examples/demo.py``) printed, at a small
+    size; it must end with its summary read from the history."""
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "demo.py"), "--events", "40", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    out = " ".join(done.stdout.split())  # Rich wraps its lines at the terminal's width
+    assert "a second 'w:0' was reported as Duplicate" in out
+    assert "Summary (from the job history)" in out
+    finished = re.search(r"(\d+) event jobs done in", out)
+    assert finished, out
+    # A send_email gives up after 4 failed tries of 15 % each: about one run in a hundred.
+    assert 35 <= int(finished.group(1)) <= 40
+    return out
+
+
+def test_the_demo_in_memory() -> None:
+    out = _demo("--memory")
+    assert "on the in-memory store" in out
+
+
+@pytest.mark.mongo
+def test_the_demo_on_mongodb(mongodb_uri: str) -> None:
+    out = _demo("--uri", mongodb_uri)
+    assert "on MongoDB database dogs_demo_" in out
+
+
 class TestMetricsJobStore(JobStoreContract):
     """The user-side contract test shown in examples/custom_adapter.py."""
 

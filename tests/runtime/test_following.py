@@ -392,6 +392,62 @@ async def test_a_failing_line_write_never_fails_the_job(caplog: pytest.LogCaptur
     assert "disk full" in warnings[0].getMessage()
 
 
+async def test_a_batch_in_flight_when_the_workers_stop_is_written_by_the_final_flush() -> None:
+    """The writer is cancelled at the stop, maybe in the middle of a write: that batch is not
+    lost (it is written again; a line's id makes a second write of a kept line a no-op)."""
+    jobs = Jobs()
+
+    @jobs.event(store_logs=True)
+    async def brief(params: Params, ctx: JobContext) -> None:
+        for i in range(3):
+            ctx.logger.info("line %d", i)
+
+    class SlowFirstWrite(FollowedStore):
+        async def write_log_lines(self, lines: Any) -> None:
+            if not self.line_writes:
+                self.line_writes.append(len(lines))
+                await anyio.sleep(3600)  # still writing when the workers stop
+            await super().write_log_lines(lines)
+
+    store = SlowFirstWrite()
+    h = Harness(jobs, store=store)
+    job_id = (await h.client.schedule(brief)).id  # type: ignore[union-attr]
+    async with h.workers() as workers:
+        await anyio.sleep(2)
+        assert store.line_writes == [3], "the first write is in flight"
+        await workers.stop()
+    assert [line.message for line in store.lines(job_id)] == ["line 0", "line 1", "line 2"]
+    assert store.line_writes == [3, 3]
+
+
+async def test_lines_the_final_flush_cannot_write_in_time_are_counted_lost(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    jobs = Jobs()
+
+    @jobs.event(store_logs=True)
+    async def brief(params: Params, ctx: JobContext) -> None:
+        ctx.logger.info("a line")
+
+    class HangingWrites(FollowedStore):
+        async def write_log_lines(self, lines: Any) -> None:
+            self.line_writes.append(len(lines))
+            await anyio.sleep(3600)
+
+    store = HangingWrites()
+    h = Harness(jobs, store=store)
+    await h.client.schedule(brief)
+    with caplog.at_level(logging.WARNING, logger="dogs.logs"):
+        async with h.workers() as workers:
+            await anyio.sleep(2)
+            await workers.stop()
+    shipper = workers._services.logs
+    assert shipper is not None
+    assert (shipper.written, shipper.lost) == (0, 1)
+    (warning,) = [r for r in caplog.records if r.name == "dogs.logs"]
+    assert "the final write did not end within 10 s" in warning.getMessage()
+
+
 async def test_lines_keep_the_trace_id() -> None:
     jobs = Jobs()
 

@@ -10,7 +10,8 @@ transient error is tried again at most :data:`ATTEMPTS` times, then dropped and 
 other failure drops it at once. Losing lines never fails a job: the first loss is logged (one
 WARNING), the next ones are counted (:attr:`LogShipper.lost`) until a write succeeds again (one
 INFO line with the count). At shutdown what is buffered is written, within
-:data:`FINAL_FLUSH_TIMEOUT`.
+:data:`FINAL_FLUSH_TIMEOUT` (a batch cut short by the stop is written again; what is still
+unwritten after that time is counted lost, with one WARNING).
 """
 
 from __future__ import annotations
@@ -129,8 +130,10 @@ class LogShipper:
                 await anyio.sleep(self._flush_delay)
                 await self.flush()
         finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(FINAL_FLUSH_TIMEOUT):
-                await self.flush()
+            with anyio.CancelScope(shield=True):
+                with anyio.move_on_after(FINAL_FLUSH_TIMEOUT):
+                    await self.flush()
+                self._lose_the_rest()
 
     async def flush(self) -> None:
         """Write every line buffered now, a batch at a time (the logs collection's indexes
@@ -143,7 +146,14 @@ class LogShipper:
                 batch = [self._lines.popleft() for _ in range(count)]
             if not batch:
                 return
-            await self._write(batch)
+            try:
+                await self._write(batch)
+            except anyio.get_cancelled_exc_class():
+                # Stopped mid-write (the workers' stop cancels this task): the final flush
+                # writes the batch again, and a line already kept is skipped by its id.
+                with self._guard:
+                    self._lines.extendleft(reversed(batch))
+                raise
 
     async def _write(self, batch: list[LogLine]) -> None:
         for attempt in range(1, ATTEMPTS + 1):
@@ -172,6 +182,18 @@ class LogShipper:
             logger.warning("could not create the log lines' indexes yet: %r", error)
             return
         self._set_up = True
+
+    def _lose_the_rest(self) -> None:
+        """Count as lost what the final flush left (it did not end in time)."""
+        with self._guard:
+            left = len(self._lines)
+            self._lines.clear()
+            self.lost += left
+        if left:
+            self._failing = False  # this loss is logged whatever came before
+            self._lost_first_time(
+                f"the final write did not end within {FINAL_FLUSH_TIMEOUT:g} s; {left} not written"
+            )
 
     def _dropped(self, batch: list[LogLine], error: BaseException) -> None:
         with self._guard:
