@@ -136,29 +136,27 @@ def test_transactional_schedule_without_a_database(capsys: pytest.CaptureFixture
     ],
 )
 def test_examples_run_as_scripts(script: str) -> None:
+    assert _script(script).strip()
+
+
+def _script(script: str, *arguments: str, timeout: float = 60) -> str:
+    """What ``examples/<script>`` printed, run as a script; it must exit 0."""
     done = subprocess.run(
-        [sys.executable, str(EXAMPLES / script)],
+        [sys.executable, str(EXAMPLES / script), *arguments],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=timeout,
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip()
+    return done.stdout
 
 
 def _demo(*arguments: str) -> str:
     """What the README's demo (``scripts/demo`` runs ``examples/demo.py``) printed, at a small
     size; it must end with its summary read from the history."""
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLES / "demo.py"), "--events", "40", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    out = " ".join(done.stdout.split())  # Rich wraps its lines at the terminal's width
+    printed = _script("demo.py", "--events", "40", *arguments, timeout=120)
+    out = " ".join(printed.split())  # Rich wraps its lines at the terminal's width
     assert "a second 'w:0' was reported as Duplicate" in out
     assert "Summary (from the job history)" in out
     finished = re.search(r"(\d+) event jobs done in", out)
