@@ -40,7 +40,7 @@ from benchmarks.support.server import MongoServer, mongo_server
 from benchmarks.support.timing import median
 from dogs_core import Workers
 from dogs_core.domain.events import ClaimSwept, Event
-from dogs_core.runtime.telemetry import TELEMETRY
+from dogs_core.runtime.plumbing.telemetry import TELEMETRY
 
 __all__ = ["CONFIGS", "PacingSample", "main"]
 

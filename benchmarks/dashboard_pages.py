@@ -94,7 +94,7 @@ ERRORS: Final = (
 )
 TRACEBACK: Final = (
     "Traceback (most recent call last):\n"
-    + '  File "/srv/venv/lib/python3.12/site-packages/dogs_core/runtime/invocation.py", '
+    + '  File "/srv/venv/lib/python3.12/site-packages/dogs_core/runtime/execution/invocation.py", '
     "line 252, in _timed\n    value = await call()\n"
     * 6
     + '  File "/srv/app/shop/tasks.py", line 88, in handler\n    raise Error(message)\n'

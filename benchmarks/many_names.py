@@ -11,7 +11,7 @@ total, spread round robin over the names, 8 partitions):
   executionStats) with each hint, on every partition: keys and documents examined per claim;
 - claims/s with each hint: C claimers (asyncio tasks) drain the records through
   ``AsyncMongoJobStore.claim`` with that hint forced, and every record is claimed exactly once;
-- which hint the probe picks: :func:`dogs_core.runtime.maintenance.probe_once` with a fresh
+- which hint the probe picks: :func:`dogs_core.runtime.worker.maintenance.probe_once` with a fresh
   :class:`~dogs_core.domain.hints.HintSelector` on the seeded collection (its medians too);
 - jobs/s end to end: one ``Workers`` instance registered for every name (no-op handlers,
   workers_count 32) drains the records; the table shows which hint its claims carried and what
@@ -55,8 +55,8 @@ from benchmarks.support.stores import TimedStore
 from dogs_core import Jobs, Workers
 from dogs_core.domain.hints import Hint, HintSelector
 from dogs_core.domain.records import ClaimedJob, ClaimRequest
-from dogs_core.runtime.clock import SystemClock
-from dogs_core.runtime.maintenance import probe_once
+from dogs_core.runtime.plumbing.clock import SystemClock
+from dogs_core.runtime.worker.maintenance import probe_once
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_mongo import queries as q
 

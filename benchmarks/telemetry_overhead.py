@@ -57,7 +57,7 @@ from benchmarks.support.report import (
 from benchmarks.support.stores import TimedStore
 from dogs_core import DogsClient, Jobs, ScheduleItem, Workers
 from dogs_core.domain.events import Event
-from dogs_core.runtime.telemetry import Telemetry
+from dogs_core.runtime.plumbing.telemetry import Telemetry
 from dogs_integrations.otel import OpenTelemetryTracing
 from dogs_integrations.prometheus import PrometheusMetrics
 from dogs_testing import InMemoryJobStore

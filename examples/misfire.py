@@ -30,7 +30,7 @@ from dogs_core import DogsClient, JobContext, Jobs, Workers
 from dogs_core.domain.events import Event, JobMisfired
 from dogs_core.domain.records import to_millis
 from dogs_core.ports import AsyncJobStore
-from dogs_core.runtime.telemetry import Telemetry
+from dogs_core.runtime.plumbing.telemetry import Telemetry
 
 HOUR = timedelta(hours=1)
 BEHIND = 4 * HOUR + 30 * timedelta(minutes=1)

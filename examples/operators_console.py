@@ -25,7 +25,7 @@ from dogs_core import DogsClient, JobContext, Jobs, Scheduled, Workers
 from dogs_core.domain.bulk import BulkReport, bulk_selection
 from dogs_core.domain.registry import shown_state
 from dogs_core.ports import AsyncJobStore
-from dogs_core.runtime.actors import acting_as
+from dogs_core.runtime.plumbing.actors import acting_as
 
 jobs = Jobs()
 smtp = {"up": False}

@@ -156,7 +156,7 @@ async def outage(store: Any, client: DogsClient) -> dict[str, str]:
     """Invoices that failed during an SMTP outage, then retried in bulk by an operator; a
     deleted job and a cancelled one."""
     from dogs_core.domain.bulk import bulk_selection
-    from dogs_core.runtime.actors import acting_as
+    from dogs_core.runtime.plumbing.actors import acting_as
 
     invoices = [await client.schedule(send_invoice, {"to": f"c{n}@example.com"}) for n in range(40)]
     async with Workers(store, jobs, workers_count=8, poll_interval="100ms") as workers:
@@ -207,7 +207,7 @@ def served(uri: str, database: str) -> Iterator[tuple[str, dict[str, str]]]:
                 while not server.started:  # noqa: ASYNC110
                     await anyio.sleep(0.05)
                 await anyio.sleep(11)  # the long jobs run; the second beat lists them
-                from dogs_core.runtime.actors import acting_as
+                from dogs_core.runtime.plumbing.actors import acting_as
 
                 with acting_as("alice", source="dashboard"):
                     await client.quiet_worker(idle.owner.instance_id)

@@ -12,7 +12,7 @@ Three kinds of generated modules:
 * the sync twins of the store port's roles: each role module of ``dogs_core/ports/``
   (:data:`PORT_SOURCES`) gives ``dogs_core/ports/_sync/<name>.py``, its protocols renamed
   ``AsyncClaimStore`` -> ``ClaimStore``;
-* the forwarding wrapper, ``dogs_core/runtime/forwarding.py``: every method of every role,
+* the forwarding wrapper, ``dogs_core/runtime/plumbing/forwarding.py``: every method of every role,
   forwarded through one hook (:func:`forwarding_module`), read from the role modules.
 
 ``--check`` also fails on a ``_sync`` module left without its source. unasync removes
@@ -45,7 +45,8 @@ ROOT = Path(__file__).resolve().parent.parent
 #: of truth: it generates the module of the same name in the sibling ``_sync/`` package.
 ASYNC_PACKAGES = [
     ROOT / "src" / "dogs_mongo" / "_async",
-    ROOT / "src" / "dogs_core" / "runtime" / "_async",
+    ROOT / "src" / "dogs_core" / "runtime" / "client" / "_async",
+    ROOT / "src" / "dogs_core" / "runtime" / "plumbing" / "_async",
 ]
 SOURCES = sorted(
     path
@@ -58,7 +59,7 @@ PORTS = ROOT / "src" / "dogs_core" / "ports"
 _PORT_CLASS = re.compile(r"^class (Async\w*Store)\(", re.M)
 PORT_SOURCES = sorted(path for path in PORTS.glob("*.py") if _PORT_CLASS.search(path.read_text()))
 #: The wrapper that forwards every port method through one hook, generated from the roles.
-FORWARDING = ROOT / "src" / "dogs_core" / "runtime" / "forwarding.py"
+FORWARDING = ROOT / "src" / "dogs_core" / "runtime" / "plumbing" / "forwarding.py"
 
 
 def orphans() -> list[Path]:
@@ -211,7 +212,7 @@ optional archive included), with its full signature, as a call of
 :meth:`ForwardingJobStore._forward` with the method's name and its arguments exactly as
 received: positional ones positionally, keyword-only ones by keyword, a defaulted parameter
 always passed, with its value. A subclass implements that hook: run the call in a thread
-(:class:`~dogs_core.runtime.threaded.ThreadedJobStore`), wrap it
+(:class:`~dogs_core.runtime.plumbing.threaded.ThreadedJobStore`), wrap it
 (:class:`dogs_testing.wrapper.JobStoreWrapper`), add a checkpoint before it
 (:class:`dogs_testing.memory.InMemoryJobStore`), ... so a forwarding store cannot forget a
 method when the port grows. It is generated from the role modules, so nobody writes it.

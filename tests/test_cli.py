@@ -22,7 +22,7 @@ from pymongo import MongoClient
 from typer.testing import CliRunner
 
 from dogs_core import HistoryStatus, Jobs, Scheduled
-from dogs_core.runtime.settings import WORKER_OPTIONS
+from dogs_core.runtime.plumbing.settings import WORKER_OPTIONS
 from dogs_mongo import MongoJobStore
 from dogs_mongo.cli import app
 from dogs_mongo.cli.common import load_registry

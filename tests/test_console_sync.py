@@ -11,7 +11,7 @@ from dogs_core.domain.bulk import bulk_selection
 from dogs_core.domain.records import JobRecord, JobStatus, JobType
 from dogs_core.domain.registry import WorkerInfo, WorkerState
 from dogs_core.ids import new_record_id
-from dogs_core.runtime.actors import acting_as
+from dogs_core.runtime.plumbing.actors import acting_as
 from dogs_testing.memory import SyncInMemoryJobStore
 
 jobs = Jobs()

@@ -31,8 +31,8 @@ from dogs_core import (
     SystemClock,
     Workers,
 )
-from dogs_core.runtime.settings import WorkerSettings
-from dogs_core.runtime.threaded import ThreadedJobStore
+from dogs_core.runtime.plumbing.settings import WorkerSettings
+from dogs_core.runtime.plumbing.threaded import ThreadedJobStore
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_mongo.container import DogsContainer, DogsSettings, redact_uri
 from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
@@ -496,7 +496,7 @@ def test_the_settings_hold_one_worker_settings_built_from_the_configuration() ->
 
 
 def test_the_telemetry_hub_is_a_provider_every_client_and_worker_uses() -> None:
-    from dogs_core.runtime.telemetry import TELEMETRY, Telemetry
+    from dogs_core.runtime.plumbing.telemetry import TELEMETRY, Telemetry
 
     jobs = Jobs()
 

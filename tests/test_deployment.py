@@ -28,7 +28,7 @@ from dogs_mongo.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
-#: How long /readyz waits for the store (dogs_core.runtime.health's default bound).
+#: How long /readyz waits for the store (dogs_core.runtime.worker.health's default bound).
 STORE_BOUND_SECONDS = 2.0
 
 

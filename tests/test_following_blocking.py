@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 
 from dogs_core import JobContext, Jobs, Scheduled
-from dogs_core.runtime.blocking import BlockingDogsClient, BlockingWorkers
+from dogs_core.runtime.client.blocking import BlockingDogsClient
+from dogs_core.runtime.worker.blocking import BlockingWorkers
 from dogs_testing import InMemoryJobStore
 
 jobs = Jobs()

@@ -10,7 +10,7 @@ import pytest
 from dogs_core.errors import InvalidOptionError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import SkewedClock, SyncDogsClient
-from dogs_core.runtime.blocking import BlockingDogsClient
+from dogs_core.runtime.client.blocking import BlockingDogsClient
 from dogs_testing.fakes import ManualClock
 from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
 

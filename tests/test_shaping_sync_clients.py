@@ -23,7 +23,7 @@ from dogs_core import (
 from dogs_core.domain.capacity import CapacityLedger
 from dogs_core.domain.runtime_schedules import schedule_spec
 from dogs_core.errors import UnknownJobError, WorkersStateError
-from dogs_core.runtime.schedule_book import schedule_definition
+from dogs_core.runtime.worker.schedule_book import schedule_definition
 from dogs_testing import InMemoryJobStore
 from dogs_testing.memory import SyncInMemoryJobStore
 

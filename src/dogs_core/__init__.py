@@ -110,8 +110,9 @@ from dogs_core.runtime import (
     WorkerSettings,
     current_job,
 )
-from dogs_core.runtime._async.unique_scheduling import UniqueContendedError
-from dogs_core.runtime.blocking import BlockingDogsClient, BlockingWorkers
+from dogs_core.runtime.client._async.unique_scheduling import UniqueContendedError
+from dogs_core.runtime.client.blocking import BlockingDogsClient
+from dogs_core.runtime.worker.blocking import BlockingWorkers
 
 __version__ = "0.1.0"
 

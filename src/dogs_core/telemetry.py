@@ -9,7 +9,7 @@
     telemetry.subscribe(on_event, telemetry.JobFailed)
 
 The events are defined in :mod:`dogs_core.domain.events` (its docstring says when and in which
-context each is emitted); the hub in :mod:`dogs_core.runtime.telemetry`.
+context each is emitted); the hub in :mod:`dogs_core.runtime.plumbing.telemetry`.
 """
 
 from dogs_core.domain.events import (
@@ -35,8 +35,8 @@ from dogs_core.domain.events import (
     SchedulingStarted,
     StoreErrored,
 )
-from dogs_core.runtime.job_logs import JobLogLines
-from dogs_core.runtime.telemetry import TELEMETRY, Subscriber, Telemetry, subscribe
+from dogs_core.runtime.plumbing.telemetry import TELEMETRY, Subscriber, Telemetry, subscribe
+from dogs_core.runtime.worker.job_logs import JobLogLines
 
 __all__ = [
     "EVENT_KINDS",

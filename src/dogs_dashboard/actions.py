@@ -33,7 +33,7 @@ from dogs_core.domain.steering import (
     Running,
 )
 from dogs_core.errors import DogsError
-from dogs_core.runtime.actors import acting_as
+from dogs_core.runtime.plumbing.actors import acting_as
 from dogs_dashboard.context import Dashboard, root_of
 from dogs_dashboard.csrf import COOKIE_NAME, FIELD_NAME
 from dogs_dashboard.schedules import SCHEDULE_ACTIONS, run_schedule_action

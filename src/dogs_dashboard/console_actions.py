@@ -24,8 +24,8 @@ from dogs_core.domain.registry import DEFAULT_STOP_GRACE
 from dogs_core.domain.validation import duration
 from dogs_core.errors import DogsError, InvalidOptionError, MissingRoleError
 from dogs_core.ports import Role, store_roles
-from dogs_core.runtime._async.client import DogsClient
-from dogs_core.runtime.actors import acting_as
+from dogs_core.runtime.client._async.client import DogsClient
+from dogs_core.runtime.plumbing.actors import acting_as
 from dogs_dashboard.actions import MAX_FORM_BYTES, _form, _safe_next
 from dogs_dashboard.console import FILTER_FIELDS, selection_of
 from dogs_dashboard.context import Dashboard

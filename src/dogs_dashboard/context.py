@@ -20,7 +20,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from dogs_core.domain.records import NameStatus
 from dogs_core.domain.stats import JobStats
-from dogs_core.runtime._async.client import DogsClient
+from dogs_core.runtime.client._async.client import DogsClient
 from dogs_core.uris import redact_uri
 from dogs_dashboard.auth import ANONYMOUS, AuthCallable, DashboardUser, resolve
 from dogs_dashboard.charts import throughput_svg

@@ -23,7 +23,7 @@ from dogs_core.domain.stats import JobStats
 from dogs_core.domain.steering import JobPage
 from dogs_core.errors import JobNotFoundError, MissingRoleError
 from dogs_core.ports import Role, store_roles
-from dogs_core.runtime._async.client import DogsClient
+from dogs_core.runtime.client._async.client import DogsClient
 from dogs_dashboard.snapshots import Snapshot
 
 __all__ = [

@@ -49,8 +49,8 @@ from starlette.requests import Request
 from dogs_core.domain import validation
 from dogs_core.errors import DogsError, InvalidOptionError
 from dogs_core.jobs import Jobs
-from dogs_core.runtime._async.client import DogsClient
-from dogs_core.runtime.workers import Workers
+from dogs_core.runtime.client._async.client import DogsClient
+from dogs_core.runtime.worker.workers import Workers
 from dogs_mongo.container import DogsContainer
 
 __all__ = ["DogsClientDep", "DogsLifespan", "DogsNotStartedError", "get_dogs_client"]

@@ -50,7 +50,7 @@ from flask.cli import AppGroup
 
 from dogs_core.errors import DogsError
 from dogs_core.jobs import Jobs
-from dogs_core.runtime.blocking import BlockingDogsClient
+from dogs_core.runtime.client.blocking import BlockingDogsClient
 from dogs_integrations.frameworks import (
     SettingsError,
     container_options,

@@ -1,6 +1,6 @@
 """OpenTelemetry tracing of Dogs: a span per scheduling call and a span per execution, linked.
 
-:class:`OpenTelemetryTracing` is a telemetry subscriber (``dogs_core.runtime.telemetry``)::
+:class:`OpenTelemetryTracing` is a telemetry subscriber (``dogs_core.runtime.plumbing.telemetry``)::
 
     from dogs_integrations.otel import OpenTelemetryTracing
     OpenTelemetryTracing().attach()          # the global tracer provider and propagator
@@ -55,7 +55,7 @@ from dogs_core.domain.events import (
 )
 from dogs_core.domain.records import ClaimedJob
 from dogs_core.errors import InvalidOptionError
-from dogs_core.runtime.telemetry import TELEMETRY, Telemetry
+from dogs_core.runtime.plumbing.telemetry import TELEMETRY, Telemetry
 
 __all__ = ["OpenTelemetryTracing", "current_trace_id"]
 

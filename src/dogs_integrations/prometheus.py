@@ -1,6 +1,6 @@
 """Prometheus metrics of Dogs: counters and histograms from telemetry events, gauges from the store.
 
-:class:`PrometheusMetrics` is a telemetry subscriber (``dogs_core.runtime.telemetry``)::
+:class:`PrometheusMetrics` is a telemetry subscriber (``dogs_core.runtime.plumbing.telemetry``)::
 
     from dogs_integrations.prometheus import PrometheusMetrics, serve_metrics
     metrics = PrometheusMetrics()
@@ -55,9 +55,9 @@ from dogs_core.domain.records import NameStatus
 from dogs_core.domain.registry import WorkerInfo, WorkerState, liveness
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ports import AsyncJobStore, AsyncRegistryStore, Clock, Role, store_roles
-from dogs_core.runtime.clock import SystemClock
-from dogs_core.runtime.telemetry import TELEMETRY, Telemetry
-from dogs_core.runtime.workers import Workers
+from dogs_core.runtime.plumbing.clock import SystemClock
+from dogs_core.runtime.plumbing.telemetry import TELEMETRY, Telemetry
+from dogs_core.runtime.worker.workers import Workers
 
 __all__ = ["GAUGE_STATES", "PrometheusMetrics", "serve_metrics", "worker_metrics"]
 

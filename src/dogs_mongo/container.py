@@ -83,7 +83,7 @@ Configuration
         ``max_tries_reached_retention``, ``on_max_tries_reached``, ``claim_concurrency``,
         ``claim_batch_size``,
         ``probe_interval``, ``probe_enabled``, ``reconcile_enabled``: defaults of
-        :class:`~dogs_core.runtime.settings.WorkerSettings` for ``workers(...)`` and
+        :class:`~dogs_core.runtime.plumbing.settings.WorkerSettings` for ``workers(...)`` and
         ``blocking_workers(...)``, whose keyword arguments override them per call.
 
 Providers
@@ -91,8 +91,8 @@ Providers
     ``async_mongo_client`` / ``sync_mongo_client`` / ``mongo_client`` (the client of the
     driver), ``async_store`` (:class:`~dogs_mongo.AsyncMongoJobStore`), ``sync_store``
     (:class:`~dogs_mongo.MongoJobStore`), ``store`` (what the runtime uses: the async store, or
-    the sync store in a :class:`~dogs_core.runtime.threaded.ThreadedJobStore`, by driver),
-    ``clock`` (:class:`~dogs_core.runtime.clock.SystemClock`), ``client(jobs=None)``
+    the sync store in a :class:`~dogs_core.runtime.plumbing.threaded.ThreadedJobStore`, by driver),
+    ``clock`` (:class:`~dogs_core.runtime.plumbing.clock.SystemClock`), ``client(jobs=None)``
     (:class:`~dogs_core.DogsClient`), ``blocking_client(jobs=None)``
     (:class:`~dogs_core.BlockingDogsClient`), ``workers(jobs, **overrides)``
     (:class:`~dogs_core.Workers`), ``blocking_workers(jobs, **overrides)``
@@ -117,12 +117,13 @@ from pymongo.errors import ConfigurationError, InvalidURI, PyMongoError
 from dogs_core.errors import InvalidOptionError
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock, JobStore
-from dogs_core.runtime._async.client import DogsClient
-from dogs_core.runtime.blocking import BlockingDogsClient, BlockingWorkers
-from dogs_core.runtime.clock import SystemClock
-from dogs_core.runtime.telemetry import TELEMETRY, Telemetry
-from dogs_core.runtime.threaded import ThreadedJobStore
-from dogs_core.runtime.workers import Workers
+from dogs_core.runtime.client._async.client import DogsClient
+from dogs_core.runtime.client.blocking import BlockingDogsClient
+from dogs_core.runtime.plumbing.clock import SystemClock
+from dogs_core.runtime.plumbing.telemetry import TELEMETRY, Telemetry
+from dogs_core.runtime.plumbing.threaded import ThreadedJobStore
+from dogs_core.runtime.worker.blocking import BlockingWorkers
+from dogs_core.runtime.worker.workers import Workers
 from dogs_core.uris import redact_uri
 from dogs_mongo._async.store import AsyncMongoJobStore
 from dogs_mongo._sync.store import MongoJobStore

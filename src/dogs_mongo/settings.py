@@ -1,5 +1,5 @@
 """The container's configuration: connection options, and the workers' defaults as a
-:class:`~dogs_core.runtime.settings.WorkerSettings`.
+:class:`~dogs_core.runtime.plumbing.settings.WorkerSettings`.
 
 :class:`DogsSettings` validates the connection options itself (the generic checks come from
 :mod:`dogs_core.domain.validation`, the MongoDB naming rules are here) and leaves the worker
@@ -20,8 +20,8 @@ from pymongo.write_concern import WriteConcern
 
 from dogs_core.domain import validation as v
 from dogs_core.errors import InvalidOptionError
-from dogs_core.runtime import settings as worker_settings
-from dogs_core.runtime.settings import WorkerSettings
+from dogs_core.runtime.plumbing import settings as worker_settings
+from dogs_core.runtime.plumbing.settings import WorkerSettings
 from dogs_mongo import queries as q
 from dogs_mongo.queries import uniqueness as qu
 

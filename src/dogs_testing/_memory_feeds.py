@@ -13,7 +13,8 @@ subscriber keeps what it accepts in a buffer of its own:
   event loop's thread and through the loop's token (``run_sync_soon``, which never blocks the
   writer) from any other thread. The heartbeat is an ``anyio.move_on_after``, so under a
   virtual clock (trio's ``MockClock``) it follows virtual time. A consumer that reads the feed
-  inside :func:`~dogs_core.runtime.watching.without_heartbeats` (the workers' change watcher
+  inside :func:`~dogs_core.runtime.plumbing.watching.without_heartbeats` (the workers' change
+  watcher
   and pause feed) gets none: under a virtual clock each heartbeat is a step the clock has to
   stop at, which made an idle virtual day cost seconds of CPU.
 
@@ -40,7 +41,7 @@ from dogs_core.domain.feeds import (
 from dogs_core.domain.log_lines import LogLine, check_owner_id
 from dogs_core.domain.records import HistoryRecord, JobRecord
 from dogs_core.domain.wakeups import RecordChange
-from dogs_core.runtime.watching import heartbeats_wanted
+from dogs_core.runtime.plumbing.watching import heartbeats_wanted
 
 __all__ = ["FeedHub"]
 

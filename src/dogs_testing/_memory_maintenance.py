@@ -31,7 +31,7 @@ class MemoryMaintenance(MemoryState):
         """The store's ``clock`` (to the millisecond, as MongoDB's), or ``None`` without one.
 
         The store's clock plays the database server's: workers and clients over this store
-        whose own clocks are skewed (:class:`~dogs_core.runtime.clock.SkewedClock`) measure
+        whose own clocks are skewed (:class:`~dogs_core.runtime.plumbing.clock.SkewedClock`) measure
         their offset to it and compute on it, as they do against MongoDB."""
         return None if self._clock is None else to_millis(self._clock.now())
 

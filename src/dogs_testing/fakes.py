@@ -4,7 +4,8 @@
     A :class:`~dogs_core.ports.Clock` you move by hand, for code that takes a clock but runs no
     event loop (a scheduling client under test, a custom ``next_run`` function).
 :class:`FakeJobContext`
-    The :class:`~dogs_core.runtime.context.JobContext` surface, recording lock extensions and
+    The :class:`~dogs_core.runtime.execution.context.JobContext` surface, recording lock extensions
+    and
     clears, so a test can check that a long job keeps its lock.
 """
 
@@ -25,9 +26,9 @@ from dogs_core.domain.schedules import parse_duration
 from dogs_core.errors import ExecutionCancelledError, InvalidOptionError
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_core.ports import Clock
-from dogs_core.runtime.clock import SystemClock
-from dogs_core.runtime.context import JobContext
-from dogs_core.runtime.settings import DurationLike
+from dogs_core.runtime.execution.context import JobContext
+from dogs_core.runtime.plumbing.clock import SystemClock
+from dogs_core.runtime.plumbing.settings import DurationLike
 
 __all__ = ["DEFAULT_START", "FakeJobContext", "LockExtension", "ManualClock"]
 
@@ -93,7 +94,8 @@ class LockExtension:
 
 
 class FakeJobContext(JobContext):
-    """A :class:`~dogs_core.runtime.context.JobContext` for tests: same surface, no execution.
+    """A :class:`~dogs_core.runtime.execution.context.JobContext` for tests: same surface, no
+    execution.
 
     Give a ``definition`` (its name, type, priority and lock time are used) or a ``job_name``;
     ``params`` are the params *as stored* (what ``ctx.params`` returns). Extensions are granted
@@ -102,7 +104,7 @@ class FakeJobContext(JobContext):
     ``clock`` dates the extensions (the wall clock by default).
 
     It is a real ``JobContext`` subclass, so ``isinstance`` checks pass and, during
-    :func:`run_job_inline`, :func:`~dogs_core.runtime.context.current_job` returns it.
+    :func:`run_job_inline`, :func:`~dogs_core.runtime.execution.context.current_job` returns it.
     """
 
     def __init__(

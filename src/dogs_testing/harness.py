@@ -14,7 +14,8 @@ Three levels, from the smallest to the most complete:
         assert isinstance(run.on_error_decision, Discard)
 
 :class:`FakeJobContext`
-    The :class:`~dogs_core.runtime.context.JobContext` surface, recording lock extensions and
+    The :class:`~dogs_core.runtime.execution.context.JobContext` surface, recording lock extensions
+    and
     clears, so a test can check that a long job keeps its lock::
 
         run = await run_job_inline(import_catalog, {"url": "s3://bucket/big.csv"})
@@ -23,10 +24,11 @@ Three levels, from the smallest to the most complete:
         ctx.cancel()  # as at shutdown: ctx.raise_if_cancelled() now raises
 
 :class:`JobsHarness`
-    The real runtime (a :class:`~dogs_core.runtime.workers.Workers` and a
-    :class:`~dogs_core.runtime._async.client.DogsClient`) over an
+    The real runtime (a :class:`~dogs_core.runtime.worker.workers.Workers` and a
+    :class:`~dogs_core.runtime.client._async.client.DogsClient`) over an
     :class:`~dogs_testing.memory.InMemoryJobStore`, on a
-    :class:`~dogs_core.runtime.clock.LoopClock`. Meant for virtual time: with anyio's pytest
+    :class:`~dogs_core.runtime.plumbing.clock.LoopClock`. Meant for virtual time: with anyio's
+    pytest
     plugin and trio's ``MockClock(autojump_threshold=0)``, a day of schedules takes
     milliseconds::
 
@@ -79,11 +81,11 @@ from dogs_core.domain.schedules import parse_duration
 from dogs_core.errors import InvalidOptionError, WorkersStateError
 from dogs_core.jobs import Jobs
 from dogs_core.ports import Clock
-from dogs_core.runtime._async.client import DogsClient
-from dogs_core.runtime.clock import LoopClock
-from dogs_core.runtime.settings import DurationLike, WorkerSettings
-from dogs_core.runtime.signal import Signal
-from dogs_core.runtime.workers import Workers
+from dogs_core.runtime.client._async.client import DogsClient
+from dogs_core.runtime.plumbing.clock import LoopClock
+from dogs_core.runtime.plumbing.settings import DurationLike, WorkerSettings
+from dogs_core.runtime.plumbing.signal import Signal
+from dogs_core.runtime.worker.workers import Workers
 from dogs_testing.fakes import DEFAULT_START, FakeJobContext, LockExtension, ManualClock, _aware
 from dogs_testing.inline import InlineRun, run_job_inline, run_job_inline_sync
 from dogs_testing.memory import InMemoryJobStore
@@ -131,7 +133,7 @@ class JobsHarness:
 
     ``jobs`` is a :class:`~dogs_core.jobs.Jobs` registry or an iterable of definitions. Worker
     options (``workers_count``, ``max_tries``, ...) are those of
-    :class:`~dogs_core.runtime.settings.WorkerSettings`. While :meth:`run_until_idle` or
+    :class:`~dogs_core.runtime.plumbing.settings.WorkerSettings`. While :meth:`run_until_idle` or
     :meth:`advance` runs, the harness wakes the workers as soon as a job falls due (its time
     came, a lock expired, a retry is due), so jobs start on time and the cost of a long advance
     is the number of runs, not the length of time; ``poll_interval`` (default 1 h here, 3 s in
@@ -141,7 +143,8 @@ class JobsHarness:
     to test what an operator sees of the fleet.
 
     ``store`` defaults to a new :class:`InMemoryJobStore` on the harness clock (so retention
-    TTLs expire in virtual time); ``clock`` to a :class:`~dogs_core.runtime.clock.LoopClock`
+    TTLs expire in virtual time); ``clock`` to a
+    :class:`~dogs_core.runtime.plumbing.clock.LoopClock`
     starting at ``start``. Give two harnesses the same ``store`` and ``clock`` to test two
     worker instances sharing a database.
 
@@ -281,7 +284,8 @@ class JobsHarness:
         unique_key: str | None = None,
     ) -> ScheduleOutcome:
         """Schedule an event job through the client (see
-        :meth:`~dogs_core.runtime._async.client.DogsClient.schedule`) and wake idle workers so
+        :meth:`~dogs_core.runtime.client._async.client.DogsClient.schedule`) and wake idle workers
+        so
         that a due job starts at once."""
         outcome = await self.client.schedule(
             job, params, run_in=run_in, run_at=run_at, priority=priority, unique_key=unique_key

@@ -1,7 +1,8 @@
 """Inline runs: one job's handler called right here with a :class:`FakeJobContext`.
 
 No store, no workers. The handler is called through the workers' own invocation path
-(:mod:`dogs_core.runtime.invocation`: timeout, heartbeat, cancellation, ``on_error`` arguments),
+(:mod:`dogs_core.runtime.execution.invocation`: timeout, heartbeat, cancellation, ``on_error``
+arguments),
 in a context of its own so that ``current_job()`` returns the fake and nothing leaks out.
 """
 
@@ -28,9 +29,8 @@ from dogs_core.domain.definitions import (
 )
 from dogs_core.errors import ExecutionCancelledError, InvalidParamsError
 from dogs_core.ports import Clock
-from dogs_core.runtime.clock import LoopClock, SystemClock
-from dogs_core.runtime.context import set_current
-from dogs_core.runtime.invocation import (
+from dogs_core.runtime.execution.context import set_current
+from dogs_core.runtime.execution.invocation import (
     HandlerResult,
     Interrupted,
     Raised,
@@ -40,7 +40,8 @@ from dogs_core.runtime.invocation import (
     invoke_handler,
     on_error_arguments,
 )
-from dogs_core.runtime.isolation import run_in_context
+from dogs_core.runtime.plumbing.clock import LoopClock, SystemClock
+from dogs_core.runtime.plumbing.isolation import run_in_context
 from dogs_testing.fakes import FakeJobContext
 
 __all__ = ["InlineRun", "run_job_inline", "run_job_inline_sync"]
@@ -155,7 +156,7 @@ async def run_job_inline(
 
     ``tries`` is the attempt number the context reports; ``context`` replaces the fake built
     from ``params`` and ``tries`` (to run with a cancelled one, say); ``clock`` dates the lock
-    extensions (by default a :class:`~dogs_core.runtime.clock.LoopClock`, so that under a
+    extensions (by default a :class:`~dogs_core.runtime.plumbing.clock.LoopClock`, so that under a
     virtual clock the dates follow virtual time).
 
     >>> run = await run_job_inline(resize, {"width": 640})      # doctest: +SKIP

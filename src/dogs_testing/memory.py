@@ -82,7 +82,7 @@ from dogs_core.domain.archiving import ArchiveKind
 from dogs_core.domain.records import JobRecord
 from dogs_core.errors import InvalidOptionError, StoreError
 from dogs_core.ports import Clock, Role
-from dogs_core.runtime.forwarding import ForwardingJobStore
+from dogs_core.runtime.plumbing.forwarding import ForwardingJobStore
 from dogs_testing._memory_archive import ArchivedCopy, MemoryArchive
 from dogs_testing._memory_audit import MemoryAudit
 from dogs_testing._memory_bulk import MemoryBulk

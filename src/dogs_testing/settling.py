@@ -3,7 +3,8 @@
 writes most, built with the defaults a store ignores (the history status is the runtime's, not
 the store's).
 
-The runtime always settles in batches (:mod:`dogs_core.runtime.settle`); a test that means one
+The runtime always settles in batches (:mod:`dogs_core.runtime.execution.settle`); a test that
+means one
 record and one lock says so in one call::
 
     assert await settle_one(store, job_id, lock_id, released(T0))

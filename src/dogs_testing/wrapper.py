@@ -2,7 +2,8 @@
 
 Subclass :class:`JobStoreWrapper` and override :meth:`JobStoreWrapper.around` to time calls,
 inject faults, count or log them; every method of :class:`~dogs_core.ports.AsyncJobStore` is
-forwarded to ``inner`` through it (by :class:`~dogs_core.runtime.forwarding.ForwardingJobStore`),
+forwarded to ``inner`` through it (by
+:class:`~dogs_core.runtime.plumbing.forwarding.ForwardingJobStore`),
 so a wrapper cannot forget one when the port grows. The change feeds (``watch_records``,
 ``watch_history``, ``watch_pauses``) go through :meth:`JobStoreWrapper.around_feed` instead.
 """
@@ -13,7 +14,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from dogs_core.ports import AsyncJobStore
-from dogs_core.runtime.forwarding import ForwardingJobStore
+from dogs_core.runtime.plumbing.forwarding import ForwardingJobStore
 
 __all__ = ["JobStoreWrapper"]
 

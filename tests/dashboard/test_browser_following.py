@@ -18,7 +18,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from dogs_core import DogsClient, JobContext, Jobs, SyncDogsClient
-from dogs_core.runtime.blocking import BlockingWorkers
+from dogs_core.runtime.worker.blocking import BlockingWorkers
 from dogs_mongo import MongoJobStore
 from dogs_mongo.container import DogsContainer
 from tests.dashboard.serving import ServedDashboard, serving

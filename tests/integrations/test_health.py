@@ -1,4 +1,5 @@
-"""The worker's health endpoints (dogs_core.runtime.health) served by real HTTP on a free port:
+"""The worker's health endpoints (dogs_core.runtime.worker.health) served by real HTTP on a free
+port:
 liveness and readiness over the in-memory store, a store that fails or hangs, draining, and
 the bad inputs (a port in use, a port out of range). ``dogs worker --health-port`` with mongod
 stopped and started again under it is in tests/integrations/test_health_cli.py."""
@@ -17,7 +18,7 @@ import pytest
 from dogs_core.errors import InvalidOptionError, StoreUnavailableError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import DogsClient, JobContext, Workers
-from dogs_core.runtime.health import serve_health
+from dogs_core.runtime.worker.health import serve_health
 from dogs_testing.memory import InMemoryJobStore
 
 pytestmark = pytest.mark.anyio

@@ -40,7 +40,7 @@ from dogs_core.domain.records import ClaimedJob, JobType, Scheduled
 from dogs_core.errors import InvalidOptionError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import DogsClient, JobContext, LoopClock, Workers
-from dogs_core.runtime.telemetry import Telemetry
+from dogs_core.runtime.plumbing.telemetry import Telemetry
 from dogs_integrations.otel import OpenTelemetryTracing
 from dogs_mongo import AsyncMongoJobStore
 from dogs_mongo.queries import DEFAULT_RECORDS_COLLECTION

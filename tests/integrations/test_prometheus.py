@@ -26,7 +26,7 @@ from dogs_core.domain.records import ClaimedJob, JobType, NameStatus
 from dogs_core.errors import InvalidOptionError, TransientStoreError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import DogsClient, JobContext, LoopClock, Workers
-from dogs_core.runtime.telemetry import Telemetry
+from dogs_core.runtime.plumbing.telemetry import Telemetry
 from dogs_integrations.prometheus import PrometheusMetrics, serve_metrics, worker_metrics
 from dogs_testing.memory import InMemoryJobStore
 

@@ -11,7 +11,7 @@ import pytest
 from pymongo import MongoClient
 
 from dogs_core import JobContext, Jobs, Scheduled, SyncDogsClient
-from dogs_core.runtime.blocking import BlockingWorkers
+from dogs_core.runtime.worker.blocking import BlockingWorkers
 from dogs_mongo import MongoJobStore
 
 pytestmark = pytest.mark.mongo

@@ -34,7 +34,7 @@ from dogs_core import DogsClient
 from dogs_core.errors import LockHeldError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import JobContext, Workers
-from dogs_core.runtime.context import current_job
+from dogs_core.runtime.execution.context import current_job
 from dogs_mongo import AsyncMongoJobStore
 from dogs_testing.wrapper import JobStoreWrapper
 

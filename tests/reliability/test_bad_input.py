@@ -36,7 +36,8 @@ from dogs_core.errors import (
 from dogs_core.jobs import Jobs, event_job
 from dogs_core.ports import AsyncJobStore
 from dogs_core.runtime import DogsClient, JobContext, ScheduleItem, Workers, WorkerSettings
-from dogs_core.runtime.blocking import BlockingDogsClient, BlockingWorkers
+from dogs_core.runtime.client.blocking import BlockingDogsClient
+from dogs_core.runtime.worker.blocking import BlockingWorkers
 from dogs_mongo import AsyncMongoJobStore
 from dogs_testing.memory import InMemoryJobStore
 

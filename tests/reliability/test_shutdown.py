@@ -23,7 +23,7 @@ import trio.testing
 from dogs_core.domain.records import JobRecord, Scheduled
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import DogsClient, JobContext, LoopClock, Workers
-from dogs_core.runtime.blocking import BlockingWorkers
+from dogs_core.runtime.worker.blocking import BlockingWorkers
 from dogs_testing.faults import FaultKind, FaultyJobStore
 from dogs_testing.memory import InMemoryJobStore
 from tests.reliability.support import START

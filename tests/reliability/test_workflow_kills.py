@@ -22,7 +22,7 @@ from dogs_core.domain.records import HistoryStatus
 from dogs_core.domain.workflow_records import StepState, WorkflowState
 from dogs_core.domain.workflows import Workflow
 from dogs_core.jobs import Jobs
-from dogs_core.runtime.releaser import WorkflowReleaser
+from dogs_core.runtime.worker.releaser import WorkflowReleaser
 from dogs_mongo import AsyncMongoJobStore
 from tests.reliability import workflow_worker
 from tests.reliability.children import ChildProcess

@@ -13,7 +13,7 @@ import pytest
 from dogs_core.domain.records import ClaimRequest
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import JobContext
-from dogs_core.runtime.telemetry import Telemetry
+from dogs_core.runtime.plumbing.telemetry import Telemetry
 from tests.runtime.conftest import Gauge, Harness, RecordingStore, times
 
 pytestmark = pytest.mark.anyio

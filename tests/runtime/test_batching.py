@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dogs_core.errors import TransientStoreError
-from dogs_core.runtime.batching import GroupCommit
+from dogs_core.runtime.plumbing.batching import GroupCommit
 
 from .conftest import now
 

@@ -14,8 +14,8 @@ from dogs_core.domain.lookahead import Lookahead
 from dogs_core.domain.records import ClaimedJob, ClaimRequest
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import JobContext
-from dogs_core.runtime.ahead import ClaimedAhead, give_back
-from dogs_core.runtime.settle import Settler
+from dogs_core.runtime.execution.settle import Settler
+from dogs_core.runtime.worker.ahead import ClaimedAhead, give_back
 from tests.runtime.conftest import Gauge, Harness, assert_nothing_locked
 
 pytestmark = pytest.mark.anyio

@@ -11,7 +11,7 @@ from dogs_core.domain.records import HistoryRecord, HistoryStatus, JobType
 from dogs_core.errors import InvalidOptionError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import DogsClient, JobContext, SyncDogsClient
-from dogs_core.runtime.blocking import BlockingDogsClient
+from dogs_core.runtime.client.blocking import BlockingDogsClient
 from dogs_testing.fakes import ManualClock
 from dogs_testing.memory import InMemoryJobStore
 

@@ -20,7 +20,7 @@ from dogs_core.domain.registry import WorkerState, liveness
 from dogs_core.errors import InvalidOptionError, MissingRoleError, TransientStoreError
 from dogs_core.ports import REQUIRED_ROLES
 from dogs_core.runtime import JobContext
-from dogs_core.runtime.actors import acting_as
+from dogs_core.runtime.plumbing.actors import acting_as
 from tests.runtime.conftest import Harness, RecordingStore, now
 
 pytestmark = pytest.mark.anyio

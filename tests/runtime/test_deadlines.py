@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dogs_core.runtime.deadlines import Deadlines
+from dogs_core.runtime.plumbing.deadlines import Deadlines
 
 from .conftest import now
 

@@ -28,7 +28,7 @@ from dogs_core.errors import (
 from dogs_core.jobs import Jobs
 from dogs_core.ports import REQUIRED_ROLES, Role
 from dogs_core.runtime import JobContext, Workers
-from dogs_core.runtime.telemetry import Telemetry
+from dogs_core.runtime.plumbing.telemetry import Telemetry
 from tests.runtime.conftest import Harness, RecordingStore, now
 
 pytestmark = pytest.mark.anyio

@@ -20,7 +20,7 @@ from dogs_core.domain.events import Event, JobMisfired
 from dogs_core.domain.records import HistoryStatus
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import JobContext, Workers
-from dogs_core.runtime.telemetry import Telemetry
+from dogs_core.runtime.plumbing.telemetry import Telemetry
 from tests.runtime.conftest import Harness, now
 
 pytestmark = pytest.mark.anyio

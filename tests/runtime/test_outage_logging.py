@@ -14,7 +14,7 @@ import pytest
 
 from dogs_core import JobContext, Jobs
 from dogs_core.errors import StoreUnavailableError, TransientStoreError
-from dogs_core.runtime._async.retry import retry_transient
+from dogs_core.runtime.plumbing._async.retry import retry_transient
 from tests.runtime.conftest import Harness, now
 
 pytestmark = pytest.mark.anyio

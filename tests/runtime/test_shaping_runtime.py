@@ -33,7 +33,7 @@ from dogs_core.domain.events import Event, JobExpired
 from dogs_core.domain.records import HistoryStatus
 from dogs_core.ports import Role
 from dogs_core.runtime import DogsClient, JobContext
-from dogs_core.runtime.telemetry import Telemetry
+from dogs_core.runtime.plumbing.telemetry import Telemetry
 from dogs_testing import JobStoreWrapper
 from tests.runtime.conftest import Harness, now
 

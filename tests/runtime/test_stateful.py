@@ -63,8 +63,8 @@ from dogs_core.domain.settle import Settlement
 from dogs_core.domain.steering import JobChange
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import DogsClient, JobContext, LoopClock, Workers
-from dogs_core.runtime.execution import Execution
-from dogs_core.runtime.telemetry import Telemetry
+from dogs_core.runtime.execution.execution import Execution
+from dogs_core.runtime.plumbing.telemetry import Telemetry
 from dogs_testing.memory import SyncInMemoryJobStore
 from tests.runtime.conftest import START, RecordingStore, assert_nothing_locked
 

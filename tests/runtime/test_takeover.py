@@ -199,7 +199,7 @@ async def test_a_completion_that_finds_its_lock_lost_keeps_its_success_row_only(
 
 
 async def test_a_group_commit_with_a_key_sends_each_key_once_per_batch() -> None:
-    from dogs_core.runtime.batching import GroupCommit
+    from dogs_core.runtime.plumbing.batching import GroupCommit
 
     batches: list[list[tuple[str, str]]] = []
     items = [("a", "1"), ("b", "1"), ("c", "1"), ("a", "2"), ("b", "2"), ("a", "3")]

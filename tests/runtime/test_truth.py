@@ -19,7 +19,7 @@ from dogs_core.domain.records import ClaimRequest, HistoryStatus, JobState
 from dogs_core.domain.settle import Settlement
 from dogs_core.errors import JobNotFoundError
 from dogs_core.ids import new_execution_id
-from dogs_core.runtime.telemetry import Telemetry
+from dogs_core.runtime.plumbing.telemetry import Telemetry
 from dogs_integrations.prometheus import PrometheusMetrics
 from dogs_testing.faults import FaultPlan, FaultyJobStore
 from tests.runtime.conftest import Harness, now

@@ -1,7 +1,7 @@
 """Generated histories of workflows on the in-memory store, with the release crashing at every
 point: workers run the released jobs (each succeeds or fails for good, in an order the step
 priorities and the interleaving choose), and the release (the real
-:class:`~dogs_core.runtime.releaser.WorkflowReleaser`: a feed batch of rows, a sweep, a batch
+:class:`~dogs_core.runtime.worker.releaser.WorkflowReleaser`: a feed batch of rows, a sweep, a batch
 seen again) is cut after any number of its store calls (the n-th call and every later one
 raise, as if the process died there; a crashed releaser's feed batch is lost, as a change
 stream's notification would be).
@@ -33,6 +33,7 @@ from typing import Any
 
 import anyio
 import pytest
+from dogs_core.runtime.plumbing._async import advance
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
@@ -50,9 +51,8 @@ from dogs_core.domain.workflow_release import StepNode, has_ended, plan
 from dogs_core.domain.workflow_start import compile_workflow
 from dogs_core.domain.workflows import FailurePolicy, Workflow
 from dogs_core.jobs import Jobs
-from dogs_core.runtime._async import advance
-from dogs_core.runtime.forwarding import ForwardingJobStore
-from dogs_core.runtime.releaser import WorkflowReleaser
+from dogs_core.runtime.plumbing.forwarding import ForwardingJobStore
+from dogs_core.runtime.worker.releaser import WorkflowReleaser
 from dogs_testing.memory import InMemoryJobStore
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)

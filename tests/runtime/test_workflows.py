@@ -31,8 +31,8 @@ from dogs_core.errors import (
 from dogs_core.ids import new_execution_id
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import JobContext
-from dogs_core.runtime.releaser import ROWS_PAGE, WorkflowReleaser
-from dogs_core.runtime.telemetry import Telemetry
+from dogs_core.runtime.plumbing.telemetry import Telemetry
+from dogs_core.runtime.worker.releaser import ROWS_PAGE, WorkflowReleaser
 from tests.runtime.conftest import Harness, now
 
 pytestmark = pytest.mark.anyio

@@ -1,6 +1,6 @@
 """Archiving: which history rows and failed records leave the live collections, and what a run
 reports. Pure: the stores move the rows (:class:`~dogs_core.ports.AsyncArchiveStore`), the
-clients loop over batches (:mod:`dogs_core.runtime._async.archive`).
+clients loop over batches (:mod:`dogs_core.runtime.client._async.archive`).
 
 The cutoff rule (``now - older_than``, to the millisecond):
 

@@ -206,7 +206,8 @@ class CapacityLedger:
 
     def set_dynamic(self, names: Iterable[str]) -> bool:
         """Offer ``names`` too from now on, uncapped, in place of the previous ones (the runtime
-        schedules due soon: :mod:`dogs_core.runtime.schedule_book`); configured names among them
+        schedules due soon: :mod:`dogs_core.runtime.worker.schedule_book`); configured names among
+        them
         are ignored. A name no longer offered keeps its active executions until they are
         released. ``True`` when a name was added (a claim may find work now)."""
         if isinstance(names, str):

@@ -1,6 +1,6 @@
 """Telemetry events: what the runtime tells an application about its jobs, as typed values.
 
-The runtime emits them through a :class:`~dogs_core.runtime.telemetry.Telemetry` hub to the
+The runtime emits them through a :class:`~dogs_core.runtime.plumbing.telemetry.Telemetry` hub to the
 callables subscribed to it (the log lines, OpenTelemetry and Prometheus integrations are such
 subscribers). An event is a frozen value; a subscriber reads it and returns quickly, since it is
 called inline, on the task (and in the context) that emitted it.

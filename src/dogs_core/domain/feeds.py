@@ -4,7 +4,7 @@ A change feed (``watch_records``, ``watch_history``, ``watch_pauses``) yields ``
 every :data:`FEED_HEARTBEAT_SECONDS` while nothing happens, so that its consumer can check its
 own deadlines (and, for a sync store run in threads, so that no ``next()`` keeps a thread long).
 A consumer that checks none reads its feed inside
-:func:`dogs_core.runtime.watching.without_heartbeats`, and an async feed may then leave the
+:func:`dogs_core.runtime.plumbing.watching.without_heartbeats`, and an async feed may then leave the
 heartbeats out (the in-memory store's do: under a virtual clock each is a step of the clock);
 the ``[]`` once open and the batches are owed all the same.
 The checks refuse the same inputs with the same words in every store, as

@@ -1,7 +1,8 @@
 """Why an execution lost its lock, told from what the store shows afterwards (pure).
 
 An execution learns only that a fenced write matched nothing, or that its watchdog fired. What
-happened is read back (:func:`dogs_core.runtime.recording.lock_loss`): the record, and this
+happened is read back (:func:`dogs_core.runtime.execution.recording.lock_loss`): the record, and
+this
 execution's own history row. The operators' actions and the other workers leave distinct
 traces:
 

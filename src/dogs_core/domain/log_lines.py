@@ -6,7 +6,8 @@ With ``@jobs.event(store_logs=True)`` (or a level) the records a handler logs th
 (:func:`dropped_line`). A line expires with the execution's history row (the job's
 ``save_executions_for``).
 
-Pure: the runtime captures and ships the lines (:mod:`dogs_core.runtime.log_capture`); the stores
+Pure: the runtime captures and ships the lines (:mod:`dogs_core.runtime.execution.log_capture`);
+the stores
 keep them (:mod:`dogs_core.ports.following`).
 
 Ids. A line's id is ``<ms since the epoch, 13 digits>-<execution id>-<seq, 6 digits>``

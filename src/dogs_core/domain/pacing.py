@@ -1,6 +1,7 @@
 """The claim pacer: when an instance claims, how much, in which partition, and when it idles.
 
-Sans-I/O: the claim lanes of :class:`~dogs_core.runtime.workers.Workers` ask :meth:`ClaimPacer.next`
+Sans-I/O: the claim lanes of :class:`~dogs_core.runtime.worker.workers.Workers` ask
+:meth:`ClaimPacer.next`
 what to do, perform it (sleep, wait for capacity, or send a claim) and report the claim's
 result back. Times are loop seconds supplied by the caller.
 

@@ -10,7 +10,7 @@ against overlapping runs (a run holds the record's lock) and the misfire policy 
 :mod:`dogs_core.domain.misfire` apply unchanged.
 
 A worker runs a schedule's record when it knows the event job the schedule names (no code
-change to add a tenant's schedule): see :mod:`dogs_core.runtime.schedule_book`. A paused
+change to add a tenant's schedule): see :mod:`dogs_core.runtime.worker.schedule_book`. A paused
 schedule's record is due at :data:`~dogs_core.domain.uniqueness.PARKED_AT` (no claim, Python or
 Node, takes it); a run already under way when it was paused finishes, and a worker that claims
 a paused record moves it back there without running it.

@@ -3,7 +3,7 @@
 Each check is called as ``check(field, value)`` and returns the value normalized (a duration
 becomes a :class:`~datetime.timedelta`) or raises :class:`~dogs_core.errors.InvalidOptionError`
 naming ``field`` and the value, so the message alone tells the user what to fix. The settings of
-the workers (:mod:`dogs_core.runtime.settings`), the job definitions, the container's
+the workers (:mod:`dogs_core.runtime.plumbing.settings`), the job definitions, the container's
 configuration and the ``dogs`` command all validate through this module.
 
 Durations are accepted as a ``timedelta``, a number of **seconds** or a string parsed by

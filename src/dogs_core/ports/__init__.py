@@ -15,9 +15,11 @@ are (fencing, errors, times) is in :mod:`dogs_core.ports.common`.
 
 Everything else is generated from the role modules by ``scripts/generate_sync.py`` and checked
 in CI: the sync twins (:class:`JobStore` and ``ClaimStore``..., in ``ports/_sync``, which the
-blocking :class:`~dogs_core.runtime._sync.client.SyncDogsClient` calls in the caller's thread)
-and :class:`~dogs_core.runtime.forwarding.ForwardingJobStore`, the base of every store wrapper
-(:class:`~dogs_core.runtime.threaded.ThreadedJobStore` runs a sync store's calls in worker
+blocking :class:`~dogs_core.runtime.client._sync.client.SyncDogsClient` calls in the caller's
+thread)
+and :class:`~dogs_core.runtime.plumbing.forwarding.ForwardingJobStore`, the base of every store
+wrapper
+(:class:`~dogs_core.runtime.plumbing.threaded.ThreadedJobStore` runs a sync store's calls in worker
 threads for the async runtime). A store tells which roles it has through one lookup,
 :func:`store_roles`.
 """

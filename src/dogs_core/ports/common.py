@@ -136,7 +136,7 @@ class StoreCapabilities:
 
 class Clock(Protocol):
     """A clock. The runtime computes eligibility and lock deadlines on the store's clock: this
-    one plus the offset it measures (:class:`dogs_core.runtime.clock.ServerClock`)."""
+    one plus the offset it measures (:class:`dogs_core.runtime.plumbing.clock.ServerClock`)."""
 
     def now(self) -> datetime:
         """The current time, timezone-aware UTC."""

@@ -5,7 +5,7 @@ as it is open (a change made after that is reported), then batches of changes (a
 one batch), and ``[]`` again at least every few seconds while nothing happens
 (:data:`~dogs_core.domain.feeds.FEED_HEARTBEAT_SECONDS`), so that a consumer may check its own
 deadlines (one without any may waive them: ``without_heartbeats`` of
-:mod:`dogs_core.runtime.watching`). Changes may be missed and a change may be reported that
+:mod:`dogs_core.runtime.plumbing.watching`). Changes may be missed and a change may be reported that
 changed nothing of interest. Transient errors are resumed from where the feed was when
 possible; ``TransientStoreError`` when not. Where the backend cannot watch (a standalone
 MongoDB server, a user without the permission), the first ``__anext__`` raises

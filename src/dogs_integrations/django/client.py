@@ -31,7 +31,7 @@ from dogs_core.domain.definitions import EventJobDefinition, validate_params
 from dogs_core.domain.records import ScheduleOutcome
 from dogs_core.errors import InvalidOptionError
 from dogs_core.jobs import Jobs
-from dogs_core.runtime.blocking import BlockingDogsClient
+from dogs_core.runtime.client.blocking import BlockingDogsClient
 from dogs_integrations.django.conf import dogs_settings
 from dogs_integrations.django.discovery import discover_jobs
 from dogs_mongo.container import DogsContainer

@@ -6,7 +6,8 @@
                  [--failed/--no-failed] [--max-batches N] [--dry-run] [--json]
                  [--history-archive NAME] [--records-archive NAME]
 
-One call of :meth:`~dogs_core.runtime._async.client.DogsClient.archive` (see docs/archiving.md):
+One call of :meth:`~dogs_core.runtime.client._async.client.DogsClient.archive` (see
+docs/archiving.md):
 a line per batch on stderr (``history: batch 3 moved 500, 1500 in all``), then a summary table, or
 with ``--json`` one JSON document on stdout. ``--dry-run`` counts what would move and moves nothing.
 Safe to interrupt (Ctrl-C, a crash): run it again and it finishes the batch it left. Bad input
@@ -30,7 +31,7 @@ from dogs_core.domain.archiving import (
     ArchiveReport,
     outlives_default_retention,
 )
-from dogs_core.runtime.threaded import ThreadedJobStore
+from dogs_core.runtime.plumbing.threaded import ThreadedJobStore
 from dogs_mongo._async.archive import MongoArchiver
 from dogs_mongo._sync.archive import MongoArchiver as SyncMongoArchiver
 from dogs_mongo.cli.common import (

@@ -11,7 +11,7 @@ with progress; a dry run (the count) unless ``--yes``.
     dogs bulk delete     [filters] [--yes]
     dogs bulk resume AUDIT_ID                 # an interrupted one, from where it stopped
 
-Each is :meth:`~dogs_core.runtime._async.client.DogsClient.bulk` (or ``resume_bulk``): chunk
+Each is :meth:`~dogs_core.runtime.client._async.client.DogsClient.bulk` (or ``resume_bulk``): chunk
 after chunk, each record changed only while it is as the chunk read it (a job a worker claimed
 or finished meanwhile is left alone and counted). Progress goes to stderr; the action's audit
 entry (``dogs audit``) holds its progress and the cursor ``resume`` goes on from. Exit codes: 0
@@ -40,7 +40,7 @@ from dogs_core.domain.bulk import (
     bulk_selection,
 )
 from dogs_core.errors import ValidationError
-from dogs_core.runtime._async.client import DogsClient
+from dogs_core.runtime.client._async.client import DogsClient
 from dogs_mongo.cli.common import (
     EXIT_NOT_DONE,
     Connection,

@@ -37,9 +37,9 @@ from dogs_core.domain import validation
 from dogs_core.domain.finding import OwnerMatch, ParamsMatch
 from dogs_core.errors import DogsError, JobNotRegisteredError, UnknownJobError, ValidationError
 from dogs_core.jobs import Jobs
-from dogs_core.runtime._async.client import DogsClient
-from dogs_core.runtime.actors import acting_as, process_actor
-from dogs_core.runtime.settings import worker_option
+from dogs_core.runtime.client._async.client import DogsClient
+from dogs_core.runtime.plumbing.actors import acting_as, process_actor
+from dogs_core.runtime.plumbing.settings import worker_option
 from dogs_mongo import queries as q
 from dogs_mongo.container import DogsContainer, redact_uri
 

@@ -7,7 +7,8 @@ fleet controls (:func:`fleet_view`).
     dogs pause NAME [--force] | --all
     dogs resume NAME | --all
 
-Each is one call of :class:`~dogs_core.runtime._async.client.DogsClient` (``pause``, ``resume``,
+Each is one call of :class:`~dogs_core.runtime.client._async.client.DogsClient` (``pause``,
+``resume``,
 then ``paused`` to say what stays paused). Workers see a change at once through their pause feed
 (MongoDB change streams), else within one poll interval; running executions finish. Pausing a
 paused name, or resuming one that is not paused, says so and exits 0 (the name is in the state
@@ -27,7 +28,7 @@ from typing import Annotated
 import typer
 
 from dogs_core.domain.controls import EVERY_JOB
-from dogs_core.runtime._async.client import DogsClient
+from dogs_core.runtime.client._async.client import DogsClient
 from dogs_mongo.cli.common import (
     Connection,
     connected_client,

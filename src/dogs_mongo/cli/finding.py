@@ -32,7 +32,7 @@ from dogs_core.domain.records import HistoryStatus
 from dogs_core.domain.tracebacks import fold_traceback
 from dogs_core.domain.validation import duration as parse_duration
 from dogs_core.errors import ValidationError
-from dogs_core.runtime._async.client import DogsClient
+from dogs_core.runtime.client._async.client import DogsClient
 from dogs_mongo.cli.common import (
     EXIT_NOT_DONE,
     AppDirOption,

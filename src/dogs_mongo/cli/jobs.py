@@ -11,7 +11,8 @@
     dogs jobs delete ID
     dogs jobs delete --state failed [--name N] [--yes]      # without --yes: a dry run
 
-Each command is one call of :class:`~dogs_core.runtime._async.client.DogsClient` (``find_jobs``,
+Each command is one call of :class:`~dogs_core.runtime.client._async.client.DogsClient`
+(``find_jobs``,
 ``get_job`` and ``get_executions``, ``cancel``, ``retry_now``, ``reschedule``, ``delete``,
 ``delete_jobs``). Exit codes: 0 when it was done, 1 when the job was not in a state for it (not
 found, running, already over), 2 for bad input or an unreachable server (one ``Error:`` line).
@@ -44,7 +45,7 @@ from dogs_core.domain.steering import (
 )
 from dogs_core.jobs import Jobs
 from dogs_core.ports import Role, store_roles
-from dogs_core.runtime._async.client import DogsClient
+from dogs_core.runtime.client._async.client import DogsClient
 from dogs_mongo.cli.common import (
     EXIT_NOT_DONE,
     AppDirOption,

@@ -7,7 +7,7 @@
     dogs jobs logs ID --json               # one JSON document per line (JSON Lines)
 
 ``ID`` is a job id (every execution of it) or an execution id. One call of
-:class:`~dogs_core.runtime._async.client.DogsClient` (``get_logs`` page after page, or
+:class:`~dogs_core.runtime.client._async.client.DogsClient` (``get_logs`` page after page, or
 ``follow_logs``). Exit codes: 0 when done (``--follow``: once the job has ended), 1 when no job
 or execution has that id, 2 for bad input or an unreachable server, 130 when interrupted.
 """
@@ -23,7 +23,7 @@ import typer
 
 from dogs_core.domain import validation
 from dogs_core.domain.log_lines import LogLine
-from dogs_core.runtime._async.client import DogsClient
+from dogs_core.runtime.client._async.client import DogsClient
 from dogs_mongo.cli.common import (
     Connection,
     connected_client,

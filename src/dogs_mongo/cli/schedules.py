@@ -11,7 +11,8 @@
     dogs schedules resume ID
     dogs schedules delete ID
 
-Each is one call of ``client.schedules`` (:mod:`dogs_core.runtime._async.schedules`). ``set`` is
+Each is one call of ``client.schedules`` (:mod:`dogs_core.runtime.client._async.schedules`).
+``set`` is
 an upsert (the same command twice changes nothing); with ``--registry`` the params are checked
 against the job's model. A worker runs a schedule when it knows its job (no deploy needed);
 code-defined recurrent jobs are listed too, marked ``code``: their rule lives in code, not in
@@ -33,7 +34,7 @@ from rich.table import Table
 
 from dogs_core.domain.schedule_entries import RuntimeSchedule
 from dogs_core.errors import ScheduleInCodeError, ScheduleNotFoundError
-from dogs_core.runtime._async.client import DogsClient
+from dogs_core.runtime.client._async.client import DogsClient
 from dogs_mongo.cli.common import (
     EXIT_NOT_DONE,
     AppDirOption,

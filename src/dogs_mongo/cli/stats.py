@@ -4,7 +4,8 @@
 
     dogs stats [--name NAME] [--window 1h] [--json]
 
-One call of :meth:`~dogs_core.runtime._async.client.DogsClient.stats` (two aggregations of the
+One call of :meth:`~dogs_core.runtime.client._async.client.DogsClient.stats` (two aggregations of
+the
 history served by its ``{jobName: 1, startedAt: 1}`` index; see docs/stats.md). The table has a
 row per job name with an attempt in the window: the attempts and how they ended (succeeded,
 errors, stale, cancelled, snoozed), the success rate per attempt, the jobs that failed (errors
@@ -25,7 +26,7 @@ import typer
 from rich.table import Table
 
 from dogs_core.domain.stats import MAX_STATS_WINDOW, JobStats
-from dogs_core.runtime._async.client import DogsClient
+from dogs_core.runtime.client._async.client import DogsClient
 from dogs_mongo.cli.common import (
     Connection,
     connected_client,

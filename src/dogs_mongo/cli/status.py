@@ -5,7 +5,7 @@
     dogs status [--json]
 
 Per job name: due, later, running, held, stale and failed counts and the oldest job waiting to
-run (:meth:`~dogs_core.runtime._async.client.DogsClient.fleet_status`: a job claimed but not
+run (:meth:`~dogs_core.runtime.client._async.client.DogsClient.fleet_status`: a job claimed but not
 admitted by its fleet limit counts as held); then what the fleet controls hold
 (:func:`~dogs_mongo.cli.controls.fleet_view`). :func:`~dogs_mongo.cli.output.print_status`
 prints them.

@@ -5,7 +5,8 @@
     dogs worker myapp.jobs:jobs --uri mongodb://localhost/app --workers-count 16
                 [--grace 30s] [--log-jobs] [--metrics-port N] [every worker option's flag]
 
-Every worker option of :data:`~dogs_core.runtime.settings.WORKER_OPTIONS` that has a flag is a
+Every worker option of :data:`~dogs_core.runtime.plumbing.settings.WORKER_OPTIONS` that has a flag
+is a
 flag of this command, checked before connecting (a bad value names its flag, exit 2). On SIGTERM
 or SIGINT it stops claiming, lets running jobs finish for ``--grace`` (30 s), cancels what is
 left and releases those locks so other workers pick the jobs up at once, then exits 0. A second
@@ -33,9 +34,14 @@ import anyio.abc
 import typer
 
 from dogs_core.jobs import Jobs
-from dogs_core.runtime.health import serve_health
-from dogs_core.runtime.settings import WORKER_OPTIONS, WorkerOption, WorkerSettings, worker_option
-from dogs_core.runtime.workers import Workers
+from dogs_core.runtime.plumbing.settings import (
+    WORKER_OPTIONS,
+    WorkerOption,
+    WorkerSettings,
+    worker_option,
+)
+from dogs_core.runtime.worker.health import serve_health
+from dogs_core.runtime.worker.workers import Workers
 from dogs_mongo.cli.common import (
     AppDirOption,
     Connection,
@@ -80,7 +86,8 @@ def _flag_parameter(option: WorkerOption) -> inspect.Parameter:
 
 def _with_worker_flags(command: Callable[..., None]) -> Callable[..., None]:
     """Give ``command`` the flag of every worker option of the table
-    (:data:`~dogs_core.runtime.settings.WORKER_OPTIONS`) that has one and that the command does
+    (:data:`~dogs_core.runtime.plumbing.settings.WORKER_OPTIONS`) that has one and that the command
+    does
     not declare itself; the command receives the flags given as ``worker_flags`` (option name
     -> text typed)."""
     signature = inspect.signature(command, eval_str=True)
@@ -198,7 +205,7 @@ def _metrics_server(port: int | None) -> Callable[[Workers], AbstractAsyncContex
 
 def _health_server(port: int | None) -> Callable[[Workers], AbstractAsyncContextManager[object]]:
     """What ``--health-port`` runs around the workers: nothing without it; with it,
-    ``/healthz`` and ``/readyz`` (dogs_core.runtime.health) served on the port."""
+    ``/healthz`` and ``/readyz`` (dogs_core.runtime.worker.health) served on the port."""
     if port is None:
         return lambda workers: contextlib.nullcontext()
     if not 0 <= port <= 65535:

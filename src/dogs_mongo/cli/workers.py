@@ -7,7 +7,7 @@
     dogs workers quiet ID                     # claims nothing more; what runs finishes
     dogs workers stop ID [--grace 30s]        # drains with the grace, then stops
 
-Each is one call of :class:`~dogs_core.runtime._async.client.DogsClient` (``workers``,
+Each is one call of :class:`~dogs_core.runtime.client._async.client.DogsClient` (``workers``,
 ``worker``, ``quiet_worker``, ``stop_worker``), over the workers' registry: every Python
 ``Workers`` instance writes its document there every 10 s (Node Dogs workers do not). A command
 reaches the worker with its next beat, within 10 s. Exit codes: 0 done, 1 no such live worker,
@@ -23,7 +23,7 @@ from typing import Annotated, TypeVar
 import typer
 
 from dogs_core.domain.registry import DEFAULT_STOP_GRACE, WorkerInfo, liveness
-from dogs_core.runtime._async.client import DogsClient
+from dogs_core.runtime.client._async.client import DogsClient
 from dogs_mongo.cli.common import (
     EXIT_NOT_DONE,
     Connection,

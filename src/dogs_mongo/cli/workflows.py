@@ -27,8 +27,8 @@ from dogs_core.domain.workflow_records import (
     WorkflowSummary,
     WorkflowView,
 )
-from dogs_core.runtime._async.client import DogsClient
-from dogs_core.runtime._async.workflows import MAX_WORKFLOW_PAGE
+from dogs_core.runtime.client._async.client import DogsClient
+from dogs_core.runtime.client._async.workflows import MAX_WORKFLOW_PAGE
 from dogs_mongo.cli.common import (
     EXIT_NOT_DONE,
     Connection,

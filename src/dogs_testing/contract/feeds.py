@@ -29,7 +29,7 @@ from dogs_core.domain.records import HistoryRecord, to_millis
 from dogs_core.domain.wakeups import RecordChange
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ports import AsyncJobStore
-from dogs_core.runtime.watching import without_heartbeats
+from dogs_core.runtime.plumbing.watching import without_heartbeats
 from dogs_testing.contract.base import (
     _H,
     _MIN,

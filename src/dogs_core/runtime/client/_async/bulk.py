@@ -1,0 +1,518 @@
+"""Bulk actions by filter as the clients offer them: ``bulk_count`` (the dry run), ``bulk``
+(retry, cancel, reschedule or delete every record of a selection, chunk after chunk, with
+progress), ``prepare_bulk`` and ``run_bulk`` (the same in two steps, for a server that answers
+before the work is done), and ``resume_bulk`` (an interrupted one, from where it stopped).
+
+Each chunk is read, decided record by record as the single-job action would
+(:func:`~dogs_core.domain.bulk.bulk_decision`) and written through the bulk role's fenced
+writes (:class:`~dogs_core.ports.AsyncBulkStore`), so nothing a worker claimed, finished or
+retried meanwhile is overwritten. A cancel writes each removed job's ``cancelled`` row, as
+``cancel`` does. The action's audit entry (:mod:`dogs_core.domain.audit`) is written when it
+starts and after every chunk: its progress, and the cursor a resume goes on from; the records
+a delete or cancel removed are listed chunk by chunk under it.
+
+Between chunks the action yields for ``pause`` seconds (0 by default: one chunk's writes are
+one round trip, and claims interleave with them).
+
+This module is the source of truth; ``_sync/bulk.py`` is generated from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import socket
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import cast
+
+import anyio
+
+from dogs_core.domain import validation
+from dogs_core.domain.audit import (
+    AUDIT_RETENTION,
+    STALLED_AFTER,
+    AuditAction,
+    AuditEntry,
+    AuditOutcome,
+    BulkProgress,
+)
+from dogs_core.domain.bulk import (
+    DEFAULT_CHUNK_SIZE,
+    BulkAction,
+    BulkReport,
+    BulkSelection,
+    Modify,
+    Remove,
+    RescheduleTo,
+    Skip,
+    SkipReason,
+    bulk_decision,
+    check_chunk_size,
+)
+from dogs_core.domain.records import DEFAULT_RETENTION, HistoryRecord, JobRecord
+from dogs_core.domain.steering import cancel_rows
+from dogs_core.domain.validation import DurationLike
+from dogs_core.errors import InvalidOptionError, MissingRoleError
+from dogs_core.ids import new_execution_id, new_record_id
+from dogs_core.ports import AsyncBulkStore, AsyncJobStore, Role, store_roles
+from dogs_core.runtime.client._async.audit import audit_store_of, has_audit, record_entry
+from dogs_core.runtime.client.scheduling import ClientBase
+from dogs_core.runtime.plumbing._async.retry import retry_transient
+from dogs_core.runtime.plumbing.actors import current_actor
+
+__all__ = ["BulkClient", "ProgressCallback", "bulk_store_of"]
+
+log = logging.getLogger("dogs.bulk")
+
+#: Called after each chunk with the report so far.
+ProgressCallback = Callable[[BulkReport], None]
+
+_ACTIONS = {
+    BulkAction.RETRY: AuditAction.BULK_RETRY,
+    BulkAction.CANCEL: AuditAction.BULK_CANCEL,
+    BulkAction.RESCHEDULE: AuditAction.BULK_RESCHEDULE,
+    BulkAction.DELETE: AuditAction.BULK_DELETE,
+}
+_BY_AUDIT = {audit.value: action for action, audit in _ACTIONS.items()}
+
+
+def bulk_store_of(store: object) -> AsyncBulkStore:
+    """``store`` as a bulk store; :class:`MissingRoleError` when it has no bulk role."""
+    if Role.BULK not in store_roles(store):
+        raise MissingRoleError(Role.BULK.value, "bulk actions", store)
+    return cast(AsyncBulkStore, store)
+
+
+class BulkClient(ClientBase):
+    """Retry, cancel, reschedule or delete every job a :class:`BulkSelection` holds."""
+
+    store: AsyncJobStore
+    operation_timeout: float | None
+
+    async def _ensure_clock(self) -> bool:
+        """Measure the clock when due (the client implements it)."""
+        raise NotImplementedError
+
+    @property
+    def _runner(self) -> str:
+        """This client, as the runner of the bulk actions it runs."""
+        runner: str | None = getattr(self, "_bulk_runner", None)
+        if runner is None:
+            runner = f"{socket.gethostname()}:{os.getpid()}:{new_execution_id()}"
+            setattr(self, "_bulk_runner", runner)  # noqa: B010 - one id per client
+        return runner
+
+    async def bulk_count(self, selection: BulkSelection) -> int:
+        """How many records ``selection`` holds now (the dry run of a bulk action)."""
+        store = bulk_store_of(self.store)
+        _check_selection(selection)
+        await self._ensure_clock()
+        return await retry_transient(
+            lambda: store.count_for_bulk(selection, now=self.clock.now()),
+            what="count for bulk",
+            deadline=self.operation_timeout,
+        )
+
+    async def bulk(
+        self,
+        action: BulkAction | str,
+        selection: BulkSelection,
+        *,
+        run_at: datetime | None = None,
+        run_in: DurationLike | None = None,
+        priority: int | None = None,
+        dry_run: bool = False,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        max_chunks: int | None = None,
+        pause: float = 0.0,
+        on_progress: ProgressCallback | None = None,
+    ) -> BulkReport:
+        """Apply ``action`` (``"retry"``, ``"cancel"``, ``"reschedule"`` with ``run_at``,
+        ``run_in`` and/or ``priority``, or ``"delete"``) to every record ``selection`` holds,
+        ``chunk_size`` records at a time (1..5,000), until none is left or ``max_chunks``
+        chunks were done; ``on_progress(report)`` after each chunk. ``dry_run`` only counts.
+        Returns what it did; the report's ``audit_id`` resumes an interrupted one
+        (:meth:`resume_bulk`)."""
+        validation.boolean("dry_run", dry_run)
+        if dry_run:
+            chosen = _action(action)
+            _reschedule_to(chosen, run_at, run_in, priority)
+            count = await self.bulk_count(selection)
+            return BulkReport(chosen, selection, dry_run=True, matched=count)
+        entry = await self.prepare_bulk(
+            action,
+            selection,
+            run_at=run_at,
+            run_in=run_in,
+            priority=priority,
+            chunk_size=chunk_size,
+        )
+        return await self.run_bulk(
+            entry, max_chunks=max_chunks, pause=pause, on_progress=on_progress
+        )
+
+    async def prepare_bulk(
+        self,
+        action: BulkAction | str,
+        selection: BulkSelection,
+        *,
+        run_at: datetime | None = None,
+        run_in: DurationLike | None = None,
+        priority: int | None = None,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+    ) -> AuditEntry:
+        """Check the arguments, count the selection and write the action's audit entry
+        (running, held by this client), without changing any record: :meth:`run_bulk` does."""
+        chosen = _action(action)
+        to = _reschedule_to(chosen, run_at, run_in, priority)
+        size = check_chunk_size(chunk_size)
+        matched = await self.bulk_count(selection)
+        now = self.clock.now()
+        entry = AuditEntry(
+            id=new_record_id(),
+            at=now,
+            actor=current_actor(),
+            action=_ACTIONS[chosen].value,
+            target=selection.describe(),
+            outcome=AuditOutcome.RUNNING,
+            details={"matched": matched},
+            bulk=BulkProgress(
+                selection=selection.to_document(),
+                matched=matched,
+                chunk_size=size,
+                to=None if to is None else to.to_document(),
+                runner=self._runner,
+            ),
+            updated_at=now,
+            expires_at=now + AUDIT_RETENTION,
+        )
+        await record_entry(self, entry)
+        log.info("dogs: %s of %d %s by %s started", chosen, matched, entry.target, entry.actor)
+        return entry
+
+    async def run_bulk(
+        self,
+        entry: AuditEntry,
+        *,
+        max_chunks: int | None = None,
+        pause: float = 0.0,
+        on_progress: ProgressCallback | None = None,
+    ) -> BulkReport:
+        """Run the action of ``entry`` (from :meth:`prepare_bulk`, or taken over by
+        :meth:`resume_bulk`) from its cursor to the end of its selection."""
+        if entry.bulk is None or entry.action not in _BY_AUDIT:
+            raise InvalidOptionError("entry", entry.id, "is not the entry of a bulk action")
+        if max_chunks is not None:
+            validation.integer("max_chunks", max_chunks, minimum=1)
+        validation.duration("pause", pause)
+        if on_progress is not None and not callable(on_progress):
+            raise InvalidOptionError("on_progress", on_progress, "must be a callable or None")
+        run = _Run(self, entry, bulk_store_of(self.store))
+        try:
+            return await run.until_done(max_chunks, float(pause), on_progress)
+        except Exception as error:
+            await run.failed(error)
+            raise
+
+    async def resume_bulk(
+        self,
+        audit_id: str,
+        *,
+        max_chunks: int | None = None,
+        pause: float = 0.0,
+        on_progress: ProgressCallback | None = None,
+    ) -> BulkReport:
+        """Go on with the bulk action of audit entry ``audit_id`` from where it stopped (it
+        failed, stopped at ``max_chunks``, or its process died: no progress for a minute)."""
+        taken = await self.take_over_bulk(audit_id)
+        return await self.run_bulk(
+            taken, max_chunks=max_chunks, pause=pause, on_progress=on_progress
+        )
+
+    async def take_over_bulk(self, audit_id: str) -> AuditEntry:
+        """Make this client the runner of the bulk action of ``audit_id`` (the first half of
+        :meth:`resume_bulk`); ``InvalidOptionError`` says why it cannot be resumed (done,
+        running elsewhere, not a bulk action)."""
+        validation.text("audit_id", audit_id)
+        audit = audit_store_of(self.store, "resuming a bulk action")
+        await self._ensure_clock()
+        now = self.clock.now()
+        taken = await retry_transient(
+            lambda: audit.take_over_audit(
+                audit_id, runner=self._runner, stalled_before=now - STALLED_AFTER, now=now
+            ),
+            what="take over bulk action",
+            deadline=self.operation_timeout,
+        )
+        if taken is None:
+            entry = await audit.get_audit(audit_id)
+            raise InvalidOptionError("audit_id", audit_id, _why_not_resumable(entry, now))
+        log.info("dogs: %s resumed by %s", taken.target, self._runner)
+        return taken
+
+
+class _Run:
+    """One run of a bulk action: its chunks, its progress, its entry."""
+
+    def __init__(self, client: BulkClient, entry: AuditEntry, store: AsyncBulkStore) -> None:
+        assert entry.bulk is not None
+        self.client = client
+        self.entry = entry
+        self.progress = entry.bulk
+        self.store = store
+        self.action = _BY_AUDIT[entry.action]
+        self.selection = BulkSelection.from_document(self.progress.selection)
+        self.to = RescheduleTo.from_document(self.progress.to)
+        self.audited = has_audit(client.store)
+        self.started = anyio.current_time()
+
+    async def until_done(
+        self, max_chunks: int | None, pause: float, on_progress: ProgressCallback | None
+    ) -> BulkReport:
+        done_now = 0
+        while True:
+            if max_chunks is not None and done_now >= max_chunks:
+                await self._write(AuditOutcome.STOPPED, runner=None)
+                return self.report(complete=False)
+            last = await self._chunk()
+            done_now += 1
+            finished = last is None
+            await self._write(
+                AuditOutcome.DONE if finished else AuditOutcome.RUNNING,
+                runner=None if finished else self.progress.runner,
+            )
+            if on_progress is not None:
+                on_progress(self.report(complete=finished))
+            if finished:
+                log.info(
+                    "dogs: %s of %s done: %d changed, %d skipped",
+                    self.action,
+                    self.entry.target,
+                    self.progress.changed,
+                    sum(self.progress.skipped.values()),
+                )
+                return self.report(complete=True)
+            await anyio.sleep(pause)
+
+    async def _chunk(self) -> str | None:
+        """Read, decide and write one chunk; the cursor after it (``None``: the end)."""
+        client = self.client
+        await client._ensure_clock()
+        now = client.clock.now()
+        chunk = await retry_transient(
+            lambda: self.store.select_for_bulk(
+                self.selection, now=now, after=self.progress.cursor, limit=self.progress.chunk_size
+            ),
+            what="select for bulk",
+            deadline=client.operation_timeout,
+        )
+        changed, skipped, removed = await self._apply(chunk.records, now)
+        merged = dict(self.progress.skipped)
+        for reason, count in skipped.items():
+            merged[reason] = merged.get(reason, 0) + count
+        self.progress = BulkProgress(
+            selection=self.progress.selection,
+            matched=self.progress.matched,
+            chunk_size=self.progress.chunk_size,
+            to=self.progress.to,
+            examined=self.progress.examined + chunk.examined,
+            changed=self.progress.changed + changed,
+            skipped=merged,
+            chunks=self.progress.chunks + 1,
+            cursor=chunk.last_id if chunk.last_id is not None else self.progress.cursor,
+            runner=self.progress.runner,
+        )
+        if removed:
+            await self._list_removed(removed, now)
+        return chunk.last_id
+
+    async def _apply(
+        self, records: tuple[JobRecord, ...], now: datetime
+    ) -> tuple[int, dict[str, int], list[JobRecord]]:
+        modify: list[tuple[JobRecord, Modify]] = []
+        remove: list[JobRecord] = []
+        skipped: dict[str, int] = {}
+        for record in records:
+            decision = bulk_decision(self.action, record, now, self.to)
+            if isinstance(decision, Modify):
+                modify.append((record, decision))
+            elif isinstance(decision, Remove):
+                remove.append(record)
+            elif isinstance(decision, Skip):
+                skipped[decision.reason.value] = skipped.get(decision.reason.value, 0) + 1
+        changed = 0
+        timeout = self.client.operation_timeout
+        if modify:
+            changes = [(record, decision.change) for record, decision in modify]
+            changed = await retry_transient(
+                lambda: self.store.modify_unchanged(changes, now=now),
+                what="bulk modify",
+                deadline=timeout,
+            )
+        removed: list[JobRecord] = []
+        if remove:
+            unless = None if self.action is BulkAction.CANCEL else now
+            removed = await retry_transient(
+                lambda: self.store.delete_unchanged(remove, unless_running_at=unless),
+                what="bulk delete",
+                deadline=timeout,
+            )
+            changed += len(removed)
+            if self.action is BulkAction.CANCEL:
+                await self._cancelled_rows(removed, now)
+        missed = len(modify) + len(remove) - changed
+        if missed:
+            skipped[SkipReason.CHANGED.value] = skipped.get(SkipReason.CHANGED.value, 0) + missed
+        return changed, skipped, removed
+
+    async def _cancelled_rows(self, removed: list[JobRecord], now: datetime) -> None:
+        rows: list[HistoryRecord] = []
+        for record in removed:
+            retention = _retention(self.client, record.job_name)
+            rows += cancel_rows(
+                record, now=now, new_execution_id=new_execution_id(), retention=retention
+            )
+        if rows:
+            await retry_transient(
+                lambda: self.client.store.write_history_many(rows),
+                what="history",
+                deadline=self.client.operation_timeout,
+            )
+
+    async def _list_removed(self, removed: list[JobRecord], now: datetime) -> None:
+        """The chunk's removed jobs, in an entry under the action's (a removed job's page
+        names who removed it)."""
+        if not self.audited:
+            return
+        entry = AuditEntry(
+            id=new_record_id(),
+            at=now,
+            actor=self.entry.actor,
+            action=AuditAction.BULK_CHUNK.value,
+            target=self.entry.target,
+            outcome=AuditOutcome.DONE,
+            count=len(removed),
+            job_ids=tuple(record.id for record in removed),
+            details={
+                "action": self.action.value,
+                "jobNames": sorted({r.job_name for r in removed}),
+            },
+            parent_id=self.entry.id,
+            updated_at=now,
+            expires_at=now + AUDIT_RETENTION,
+        )
+        await record_entry(self.client, entry)
+
+    async def _write(
+        self, outcome: AuditOutcome, *, runner: str | None, error: str | None = None
+    ) -> None:
+        """The entry with the progress so far; a run whose entry another runner took over
+        stops (:class:`~dogs_core.errors.InvalidOptionError`)."""
+        now = self.client.clock.now()
+        held_by = self.progress.runner
+        progress = dataclasses.replace(self.progress, runner=runner)
+        updated = self.entry.with_progress(progress, outcome=outcome, now=now, error=error)
+        if not self.audited:
+            self.entry = updated
+            return
+        audit = audit_store_of(self.client.store)
+        written = await retry_transient(
+            lambda: audit.update_audit(updated, runner=held_by),
+            what="bulk progress",
+            deadline=self.client.operation_timeout,
+        )
+        if not written:
+            raise InvalidOptionError(
+                "audit_id", self.entry.id, "was taken over by another runner: this one stops"
+            )
+        self.entry = updated
+        self.progress = progress
+
+    async def failed(self, error: BaseException) -> None:
+        """Leave the entry resumable, saying why it stopped (best effort)."""
+        if isinstance(error, InvalidOptionError) and error.field == "audit_id":
+            return
+        text = f"{type(error).__name__}: {error}"[:500]
+        log.warning("dogs: %s of %s stopped: %s", self.action, self.entry.target, text)
+        try:
+            await self._write(AuditOutcome.FAILED, runner=None, error=text)
+        except Exception as unwritten:
+            log.warning("dogs: the progress of %s was not written: %r", self.entry.id, unwritten)
+
+    def report(self, *, complete: bool) -> BulkReport:
+        progress = self.progress
+        return BulkReport(
+            action=self.action,
+            selection=self.selection,
+            dry_run=False,
+            matched=progress.matched,
+            examined=progress.examined,
+            changed=progress.changed,
+            skipped=dict(progress.skipped),
+            chunks=progress.chunks,
+            elapsed=timedelta(seconds=anyio.current_time() - self.started),
+            complete=complete,
+            audit_id=self.entry.id,
+        )
+
+
+def _action(action: object) -> BulkAction:
+    try:
+        return BulkAction(str(action))
+    except ValueError:
+        choices = ", ".join(one.value for one in BulkAction)
+        raise InvalidOptionError("action", action, f"expected one of {choices}") from None
+
+
+def _check_selection(selection: object) -> None:
+    if not isinstance(selection, BulkSelection):
+        raise InvalidOptionError(
+            "selection", selection, "must be a BulkSelection (dogs_core.bulk_selection(...))"
+        )
+
+
+def _reschedule_to(
+    action: BulkAction,
+    run_at: datetime | None,
+    run_in: DurationLike | None,
+    priority: int | None,
+) -> RescheduleTo | None:
+    given = run_at is not None or run_in is not None or priority is not None
+    if action is not BulkAction.RESCHEDULE:
+        if given:
+            raise InvalidOptionError(
+                "run_at", run_at, f"only a reschedule takes a time or priority, not {action}"
+            )
+        return None
+    if run_at is not None and run_in is not None:
+        raise InvalidOptionError("run_in", run_in, "give run_at or run_in, not both")
+    if not given:
+        raise InvalidOptionError(
+            "run_at", None, "a bulk reschedule needs run_at, run_in or priority"
+        )
+    if run_at is not None and (not isinstance(run_at, datetime) or run_at.tzinfo is None):
+        raise InvalidOptionError("run_at", run_at, "must be a timezone-aware datetime")
+    delay = None if run_in is None else validation.duration("run_in", run_in)
+    level = None if priority is None else validation.priority("priority", priority)
+    return RescheduleTo(run_at=run_at, delay=delay, priority=level)
+
+
+def _retention(client: BulkClient, name: str) -> timedelta | None:
+    jobs = client.jobs
+    if jobs is not None and name in jobs:
+        return jobs.get(name).save_executions_for
+    return DEFAULT_RETENTION
+
+
+def _why_not_resumable(entry: AuditEntry | None, now: datetime) -> str:
+    if entry is None:
+        return "no such audit entry"
+    if entry.bulk is None:
+        return f"is a {entry.action}, not a bulk action"
+    if entry.outcome is AuditOutcome.DONE:
+        return "that bulk action is done"
+    if entry.outcome is AuditOutcome.RUNNING and not entry.stalled(now):
+        return "that bulk action is running (its runner wrote progress less than a minute ago)"
+    return "that bulk action cannot be resumed now"

@@ -1,0 +1,82 @@
+"""Execution stats per job name over a recent window, as the clients offer them (``stats``):
+one store read (:meth:`~dogs_core.ports.AsyncJobStore.job_stats`), retried when transient.
+
+This module is the source of truth; ``_sync/stats.py`` is generated from it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from dogs_core.domain import validation
+from dogs_core.domain.definitions import (
+    EventJobDefinition,
+    JobDefinition,
+    RecurrentJobDefinition,
+)
+from dogs_core.domain.stats import MAX_STATS_WINDOW, JobStats, check_stats_window
+from dogs_core.domain.validation import DurationLike
+from dogs_core.errors import InvalidOptionError
+from dogs_core.ports import AsyncJobStore
+from dogs_core.runtime.client.scheduling import ClientBase
+from dogs_core.runtime.plumbing._async.retry import retry_transient
+
+__all__ = ["DEFAULT_STATS_WINDOW", "StatsClient"]
+
+#: The window of :meth:`StatsClient.stats` when none is given.
+DEFAULT_STATS_WINDOW = timedelta(hours=1)
+
+
+class StatsClient(ClientBase):
+    """Runs, success rate, failures by type, durations and throughput per job name."""
+
+    store: AsyncJobStore
+    operation_timeout: float | None
+    """Seconds a call retries a store that keeps failing (see ``DogsClient``)."""
+
+    async def _ensure_clock(self) -> bool:
+        """Measure the clock when due (the client implements it)."""
+        raise NotImplementedError
+
+    async def stats(
+        self,
+        job: JobDefinition | str | None = None,
+        *,
+        window: DurationLike = DEFAULT_STATS_WINDOW,
+        until: datetime | None = None,
+    ) -> list[JobStats]:
+        """What the executions of ``job`` (every job name when ``None``) did in the ``window``
+        before ``until`` (now when ``None``): one :class:`~dogs_core.domain.stats.JobStats` per
+        name with a history row started in ``[until - window, until)``, sorted by name.
+
+        ``window`` is a timedelta, seconds or a string such as ``"15m"``, at most
+        :data:`~dogs_core.domain.stats.MAX_STATS_WINDOW` (7 days): the read scans the window's
+        rows, so the window bounds its cost. Raises
+        :class:`~dogs_core.errors.InvalidOptionError` naming a bad argument."""
+        names = None if job is None else [_stats_name(job)]
+        length = validation.positive_duration("window", window)
+        if length > MAX_STATS_WINDOW:
+            raise InvalidOptionError(
+                "window", window, f"must be at most {MAX_STATS_WINDOW.days} days"
+            )
+        if until is not None and not isinstance(until, datetime):
+            raise InvalidOptionError("until", until, "must be a timezone-aware datetime or None")
+        if until is None:
+            await self._ensure_clock()
+        end = self.clock.now() if until is None else until
+        since, end = check_stats_window(end - length, end)
+        return await retry_transient(
+            lambda: self.store.job_stats(since=since, until=end, job_names=names),
+            what="read stats",
+            deadline=self.operation_timeout,
+        )
+
+
+def _stats_name(job: object) -> str:
+    if isinstance(job, str):
+        if not job.strip():
+            raise InvalidOptionError("job", job, "must be a job name (None: every job)")
+        return job
+    if isinstance(job, EventJobDefinition | RecurrentJobDefinition):
+        return job.name
+    raise InvalidOptionError("job", job, "must be a job definition, a job name or None")

@@ -1,0 +1,318 @@
+"""What a job handler receives besides its params."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Generator, Mapping, MutableMapping
+from contextvars import ContextVar, Token
+from typing import Any, Final, Protocol
+
+import anyio.from_thread
+
+from dogs_core.domain.definitions import JobDefinition
+from dogs_core.domain.history import workflow_id_of
+from dogs_core.domain.records import ClaimedJob
+from dogs_core.domain.schedules import parse_duration
+from dogs_core.domain.workflow_marker import BatchSummary, Upstream, read_batch, read_upstream
+from dogs_core.errors import ExecutionCancelledError, LockLostError, WorkflowUpstreamError
+from dogs_core.runtime.execution.log_capture import LogCapture
+from dogs_core.runtime.plumbing.settings import DurationLike
+
+__all__ = ["ExecutionControls", "JobContext", "Reported", "current_job"]
+
+logger = logging.getLogger("dogs.execution")
+
+
+class LockControls(Protocol):
+    """What a context asks of its execution while it runs."""
+
+    @property
+    def cancel_requested(self) -> bool: ...
+
+    async def renew_lock(self, seconds: float) -> bool: ...
+
+    def clear_watchdog(self) -> None: ...
+
+    def report_progress(self, fraction: object, message: object, data: object) -> None: ...
+
+    def log_capture(self) -> LogCapture | None: ...
+
+
+class ExecutionControls(LockControls, Protocol):
+    """What a context needs of the execution it belongs to (the runtime's ``Execution``)."""
+
+    @property
+    def job(self) -> ClaimedJob: ...
+
+    @property
+    def definition(self) -> JobDefinition: ...
+
+
+_current: ContextVar[JobContext | None] = ContextVar("dogs_current_job", default=None)
+
+
+def current_job() -> JobContext | None:
+    """The context of the job running in this task or thread, if any.
+
+    Lets code deep in a call stack (a repository, a log filter) know which job it serves,
+    like Dogs' async-local context. Copied into worker threads that run sync handlers.
+    """
+    return _current.get()
+
+
+class _JobLogger(logging.LoggerAdapter[logging.Logger]):
+    """Adds ``job_name``, ``job_id`` and ``execution_id`` to every record's ``extra``."""
+
+    def process(
+        self, msg: Any, kwargs: MutableMapping[str, Any]
+    ) -> tuple[Any, MutableMapping[str, Any]]:
+        extra = dict(self.extra or {})
+        extra.update(kwargs.get("extra") or {})
+        kwargs["extra"] = extra
+        return f"[{extra['job_name']} {extra['job_id']}] {msg}", kwargs
+
+
+class _StoringJobLogger(_JobLogger):
+    """The job logger of a job with ``store_logs``: each record also goes to the execution's
+    capture (whatever the logging configuration), then to ``logging`` as usual."""
+
+    def __init__(
+        self, logger: logging.Logger, extra: Mapping[str, object], capture: LogCapture
+    ) -> None:
+        super().__init__(logger, extra)
+        self.capture = capture
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        self.capture.keep(level, msg, args, kwargs.get("exc_info"))
+        super().log(level, msg, *args, **kwargs)
+
+
+class JobContext:
+    """The execution context: the claimed record, the attempt number, a bound logger, and
+    the lock controls.
+
+    Async handlers ``await ctx.extend_lock_time(...)``; sync handlers, which run in a worker
+    thread, call :meth:`extend_lock_time_blocking`. :attr:`cancelled` lets a sync handler stop
+    cooperatively when the execution went stale or the workers are shutting down (async
+    handlers are simply cancelled).
+    """
+
+    _capture: LogCapture | None = None  # the execution's kept lines, once the logger is made
+    _lost = False  # the execution went stale: set once by it (progress reports are refused)
+
+    def __init__(self, execution: ExecutionControls) -> None:
+        self._execution: LockControls = execution
+        self._job = execution.job
+        self._definition = execution.definition
+
+    @functools.cached_property
+    def logger(self) -> logging.LoggerAdapter[logging.Logger]:
+        """A logger named ``dogs.job.<name>`` whose records carry the job's name and ids (made
+        on first use: most handlers never log). With the job's ``store_logs``, its records at
+        that level are also kept with the job (``client.get_logs``)."""
+        job = self._job
+        logger = logging.getLogger(f"dogs.job.{job.job_name}")
+        extra = {"job_name": job.job_name, "job_id": job.job_id, "execution_id": job.execution_id}
+        capture = self._capture = self._execution.log_capture()
+        if capture is None:
+            return _JobLogger(logger, extra)
+        return _StoringJobLogger(logger, extra, capture)
+
+    @property
+    def record(self) -> ClaimedJob:
+        """The claimed record: ids, name, type, params as stored, tries, priority..."""
+        return self._job
+
+    @property
+    def definition(self) -> JobDefinition:
+        return self._definition
+
+    @property
+    def job_id(self) -> str:
+        return self._job.job_id
+
+    @property
+    def execution_id(self) -> str:
+        return self._job.execution_id
+
+    @property
+    def job_name(self) -> str:
+        return self._job.job_name
+
+    @property
+    def tries(self) -> int:
+        """The attempt number, counting this one (1 on the first run)."""
+        return self._job.tries
+
+    @property
+    def was_stale(self) -> bool:
+        """Whether an earlier execution of this record lost its lock (crash or stale)."""
+        return self._job.was_stale
+
+    @property
+    def params(self) -> Mapping[str, Any] | None:
+        """The params as stored (the handler receives them loaded into its model, if any)."""
+        return self._job.params
+
+    # -- workflows (docs/workflows.md) ------------------------------------------------------
+
+    @property
+    def workflow_id(self) -> str | None:
+        """The workflow this job is a step of (``None`` for a job scheduled on its own)."""
+        return workflow_id_of(self._job)
+
+    @property
+    def step_name(self) -> str | None:
+        """The name of the workflow step this job runs (``None`` outside a workflow)."""
+        marker = self._job.workflow
+        return None if not marker else str(marker.get("name"))
+
+    @property
+    def step_id(self) -> str | None:
+        """The id of the workflow step this job runs (``None`` outside a workflow)."""
+        marker = self._job.workflow
+        return None if not marker else str(marker.get("step"))
+
+    @functools.cached_property
+    def upstreams(self) -> tuple[Upstream, ...]:
+        """This step's dependencies, in the order of its ``after``: their names, states and
+        results (empty outside a workflow, and for a step without dependencies)."""
+        return read_upstream(self._job.workflow)
+
+    def upstream(self, step: object) -> Upstream:
+        """One dependency of this step, by name, step id or the handle ``wf.add`` returned:
+        ``ctx.upstream("parse").result``. Raises
+        :class:`~dogs_core.errors.WorkflowUpstreamError` when ``step`` is none of them."""
+        wanted = getattr(step, "name", step)
+        for upstream in self.upstreams:
+            if wanted in (upstream.name, upstream.step_id):
+                return upstream
+        names = ", ".join(repr(upstream.name) for upstream in self.upstreams) or "none"
+        raise WorkflowUpstreamError(
+            f"step {self.step_name!r} has no dependency {wanted!r} (its dependencies: {names})"
+        )
+
+    @functools.cached_property
+    def batch(self) -> BatchSummary | None:
+        """In a batch's callback, its items' outcomes: counts and the failed steps' ids
+        (``None`` in any other job)."""
+        return read_batch(self._job.workflow)
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the execution went stale or is being cancelled at shutdown."""
+        return self._execution.cancel_requested
+
+    async def extend_lock_time(self, duration: DurationLike) -> bool:
+        """Keep the lock for ``duration`` from now (fenced). Returns ``False`` when the request
+        was refused (the lock was lost, the execution is stale or finished, or the watchdog was
+        cleared); raises the store's error when the write failed (the execution is then stale).
+        Concurrent calls share one write: the longest duration asked for wins.
+        """
+        seconds = parse_duration(duration, field="duration").total_seconds()
+        return await self._execution.renew_lock(seconds)
+
+    def extend_lock_time_blocking(self, duration: DurationLike) -> bool:
+        """:meth:`extend_lock_time` for sync handlers running in a worker thread."""
+        seconds = parse_duration(duration, field="duration").total_seconds()
+        return anyio.from_thread.run(self._execution.renew_lock, seconds)
+
+    def progress(
+        self,
+        fraction: float | None = None,
+        message: str | None = None,
+        *,
+        data: Mapping[str, Any] | None = None,
+    ) -> Reported:
+        """Report how far the job is: ``fraction`` from 0 to 1 (``None``: not known), a
+        ``message`` (at most 1,000 characters) and ``data`` (a small BSON document, at most
+        16 KiB). Cheap enough to call on every item: it returns at once, and only the latest
+        report is written, with the lock's next renewal, at most once per ``progress_interval``
+        (1 s by default; see docs/following.md). ``await ctx.progress(...)`` in an async handler,
+        plain ``ctx.progress(...)`` in a sync one: both work in both.
+
+        Raises :class:`~dogs_core.errors.InvalidProgressError` for a report it cannot keep
+        (nothing is staged), :class:`~dogs_core.errors.LockLostError` once the execution has
+        lost its lock (stop working: another execution may own the job), and
+        :class:`~dogs_core.errors.MissingRoleError` when the store has no following role.
+        """
+        if self._lost:  # also once the execution has ended (a sync handler's thread goes on)
+            job = self._job
+            raise LockLostError(job.job_name, job.job_id, job.execution_id)
+        self._execution.report_progress(fraction, message, data)
+        return _REPORTED
+
+    def clear_stale_timeout(self) -> None:
+        """Disarm the stale watchdog for good: later lock extensions are refused.
+
+        For a job that manages its own lifetime and must never be reported stale locally.
+        """
+        try:
+            anyio.from_thread.run_sync(self._execution.clear_watchdog)
+        except RuntimeError:
+            # Not in a worker thread: we are on the event loop already.
+            self._execution.clear_watchdog()
+
+    def _detach(self) -> None:
+        """The execution has ended: let it go (a context a handler kept still answers its
+        questions; lock requests are refused). Breaks the execution-context cycle, so that an
+        ended execution is freed at once instead of by the garbage collector."""
+        self._execution = _Ended(self._execution.cancel_requested)
+        if self._capture is not None:
+            self._capture.end()
+
+    def raise_if_cancelled(self) -> None:
+        """For sync handlers: raise when the execution should stop (stale or shutdown)."""
+        if self._execution.cancel_requested:
+            raise ExecutionCancelledError(
+                f"execution {self.execution_id} of {self.job_name} was cancelled"
+            )
+
+
+class _Ended:
+    """What a context holds once its execution has ended."""
+
+    __slots__ = ("cancel_requested",)
+
+    def __init__(self, cancel_requested: bool) -> None:
+        self.cancel_requested = cancel_requested
+
+    async def renew_lock(self, seconds: float) -> bool:
+        return False
+
+    def clear_watchdog(self) -> None:
+        return None
+
+    def report_progress(self, fraction: object, message: object, data: object) -> None:
+        logger.warning("ctx.progress called after the execution ended; ignored")
+
+    def log_capture(self) -> LogCapture | None:
+        return None
+
+
+class Reported:
+    """What ``ctx.progress(...)`` returns: already done, and awaitable (so that an async handler
+    may ``await`` it and a sync one may not)."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[None, None, None]:
+        return
+        yield
+
+    def __repr__(self) -> str:
+        return "<progress reported>"
+
+
+_REPORTED: Final = Reported()
+
+
+def set_current(context: JobContext | None) -> Token[JobContext | None]:
+    """Bind the current job context (the runtime calls it around an execution)."""
+    return _current.set(context)
+
+
+def reset_current(token: Token[JobContext | None]) -> None:
+    """Undo :func:`set_current` (a runner task goes on to run other executions)."""
+    _current.reset(token)

@@ -1,0 +1,160 @@
+"""What an execution reads and writes besides its fenced writes (its history rows, and the
+record it reads back to learn why it lost its lock) and the callbacks that go with its
+endings (``on_stale``, ``on_max_tries_reached``).
+
+An execution's row is written *before* its fenced completion (see
+:mod:`dogs_core.runtime.execution.takeover` for the window this opens and how it is closed): a
+worker
+killed right after the completion has already left its row, so no job ends without one.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+import anyio
+
+from dogs_core.domain.definitions import JobDefinition, load_params
+from dogs_core.domain.lock_loss import LockLoss, lock_loss_of
+from dogs_core.domain.outcome import Release, Stale, decide
+from dogs_core.domain.records import ClaimedJob, HistoryRecord
+from dogs_core.domain.settle import Settlement
+from dogs_core.runtime.execution.context import JobContext
+from dogs_core.runtime.execution.invocation import UserCalls
+from dogs_core.runtime.execution.job_events import job_extra
+from dogs_core.runtime.execution.services import HISTORY_WRITE_TIMEOUT, ExecutionServices
+from dogs_core.runtime.execution.settle import label_of
+from dogs_core.runtime.plumbing._async.retry import retry_transient
+from dogs_core.runtime.plumbing.outage import log_gave_up
+
+__all__ = [
+    "lock_loss",
+    "reached_max_tries",
+    "release_at_shutdown",
+    "run_on_stale",
+    "settle_stale",
+    "submit_history",
+]
+
+logger = logging.getLogger("dogs.execution")
+
+SHUTDOWN_RELEASE_TIMEOUT = 30.0  # seconds a shutdown's release may take (shielded)
+
+
+async def submit_history(services: ExecutionServices, record: HistoryRecord) -> None:
+    """Queue ``record`` with the history group commit and wait for its batch (which retries,
+    and logs what it cannot write); never raises.
+
+    The batch writer is not cancelled with the execution, so a row once queued is written even
+    if the wait here is cut short."""
+    try:
+        await services.history.submit(record)
+    except Exception as error:  # the writer stopped (the workers are stopping)
+        log_gave_up(logger, f"could not write history for {record.execution_id}", error)
+
+
+#: How many times, and how far apart, a record found gone without a row of this execution is
+#: read again: an operator's cancel deletes the record, then writes the execution's row.
+_GONE_REREADS = 3
+_GONE_REREAD_SECONDS = 0.2
+
+
+async def lock_loss(services: ExecutionServices, job: ClaimedJob) -> LockLoss:
+    """Why ``job``'s execution lost its lock (:mod:`dogs_core.domain.lock_loss`), read back
+    from its record and its own history row; ``UNKNOWN`` when they cannot be read."""
+    try:
+        with anyio.CancelScope(shield=True), anyio.fail_after(HISTORY_WRITE_TIMEOUT):
+            # A lock is often lost because the store was unreachable: read until it answers.
+            record = await retry_transient(
+                lambda: services.store.get_record(job.job_id),
+                what="read stale job",
+                attempts=None,
+            )
+            own = await _own_row(services, job)
+            for _ in range(_GONE_REREADS):
+                if record is not None or own is not None:
+                    break
+                await anyio.sleep(_GONE_REREAD_SECONDS)
+                own = await _own_row(services, job)
+    except Exception:
+        logger.exception("could not read stale job %s", job.job_id)
+        return LockLoss.UNKNOWN
+    return lock_loss_of(job.execution_id, record, own)
+
+
+async def _own_row(services: ExecutionServices, job: ClaimedJob) -> HistoryRecord | None:
+    rows = await retry_transient(
+        lambda: services.store.read_history(job_id=job.job_id, limit=_OWN_ROW_LOOKBACK),
+        what="read stale job's history",
+        attempts=None,
+    )
+    return next((row for row in rows if row.execution_id == job.execution_id), None)
+
+
+#: How many of a job's newest rows are searched for this execution's own.
+_OWN_ROW_LOOKBACK = 20
+
+
+async def reached_max_tries(services: ExecutionServices, calls: UserCalls, job: ClaimedJob) -> None:
+    """Log that ``job`` reached its attempt limit and call ``on_max_tries_reached`` (its errors
+    are logged and swallowed)."""
+    what = (job.job_name, job.job_id, job.tries)
+    logger.warning("job %s (%s) reached its attempt limit after %d tries", *what)
+    hook = services.settings.on_max_tries_reached
+    if hook is not None:
+        try:
+            await calls.call(hook, job)
+        except Exception:
+            logger.exception("on_max_tries_reached raised for %s", job.job_name)
+
+
+async def run_on_stale(
+    definition: JobDefinition, job: ClaimedJob, calls: UserCalls, context: JobContext
+) -> None:
+    """Call the definition's ``on_stale`` (if any) with the job's params; its errors are
+    logged and swallowed."""
+    on_stale = definition.on_stale
+    if on_stale is None:
+        return
+    try:
+        params = load_params(definition, job.params)
+        await calls.call(on_stale, params, context)
+    except Exception:
+        logger.exception("on_stale of %s raised", job.job_name)
+
+
+async def settle_stale(
+    services: ExecutionServices,
+    job: ClaimedJob,
+    definition: JobDefinition,
+    *,
+    row: HistoryRecord | None,
+    now: datetime,
+) -> None:
+    """The end of an execution that went stale: its ``stale`` row (when it wrote none), then
+    its record demoted (:class:`~dogs_core.domain.outcome.DemoteStale`) so the retry queues
+    behind other due work, in one settlement. Shielded, as a stale execution's tasks are
+    cancelled at the stop; a failure is logged."""
+    command = decide(definition, job, Stale(), services.policy, now, services.rng.random())
+    settlement = Settlement(job.job_id, job.lock_id, command, row)
+    try:
+        with anyio.CancelScope(shield=True):
+            await services.settler.settle(settlement, what=label_of(command, job.job_name))
+    except Exception as error:
+        log_gave_up(logger, f"could not demote stale job {job.job_id}", error)
+
+
+async def release_at_shutdown(
+    services: ExecutionServices, job: ClaimedJob, command: Release, row: HistoryRecord | None
+) -> bool:
+    """The end of an execution cancelled at shutdown: its ``cancelled`` row, then its lock
+    released so another worker takes the job at once; shielded, within
+    :data:`SHUTDOWN_RELEASE_TIMEOUT`. Whether the release landed (logged either way)."""
+    released = False
+    with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_RELEASE_TIMEOUT):
+        settlement = Settlement(job.job_id, job.lock_id, command, row)
+        released = await services.settler.settle(settlement, what=label_of(command, job.job_name))
+        what = (job.job_name, job.job_id, "released" if released else "already lost")
+        logger.warning("cancelled %s (%s) at shutdown; lock %s", *what, extra=job_extra(job))
+    return released

@@ -1,0 +1,1 @@
+"""The async sources of truth: each module generates its sync twin in ../_sync/."""

@@ -1,0 +1,203 @@
+"""What follows steps' ends, written through the store's workflows role: the release of the
+workflows, shared by the releaser of every ``Workers`` (:mod:`dogs_core.runtime.worker.releaser`)
+and
+the clients' ``cancel_workflow`` and ``retry_workflow``.
+
+:func:`end_steps` writes ends (a compare-and-set each: of concurrent callers, one writes an
+end) and :func:`advance` their consequences, in an order that a crash may cut anywhere:
+
+1. a step that failed under ``fail`` fails its workflow (its blocked steps skipped first);
+2. the blocked dependents are decided (:func:`~dogs_core.domain.workflow_release.
+   decide_dependent`): released (the step and its record in one atomic write) or skipped, a
+   skip going on to the skipped step's own dependents;
+3. a workflow where a step nothing depends on ended (or a step was skipped) ends when none of
+   its steps is blocked or released;
+4. the ended steps' ``pending`` mark is cleared.
+
+Every write is fenced (a step's state and generation, a workflow's state), so doing any of it
+again writes nothing more; until step 4 a sweep finds the step in ``pending_steps`` and runs
+:func:`advance` again. Transient store errors are retried (bounded, logged).
+
+This module is the source of truth; ``_sync/advance.py`` is generated from it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TypeVar
+
+from dogs_core.domain.workflow_records import (
+    Dependent,
+    FinishedWorkflow,
+    StepEnding,
+    StepRecord,
+    StepRelease,
+    StepSkip,
+    StepState,
+)
+from dogs_core.domain.workflow_release import decide_dependent, fails_workflow
+from dogs_core.ids import new_record_id
+from dogs_core.ports import AsyncWorkflowStore
+from dogs_core.runtime.plumbing._async.retry import retry_transient
+
+__all__ = ["Advanced", "Ended", "advance", "end_steps", "release_blocked"]
+
+logger = logging.getLogger("dogs.workflows")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """An ended (or skipped) step whose consequences are to be written."""
+
+    step_id: str
+    workflow_id: str
+    fails_workflow: bool = False
+    leaf: bool = False
+    """No step depends on it: nothing to release after it, and its workflow may end."""
+
+    @classmethod
+    def of_ending(cls, ending: StepEnding) -> Ended:
+        fails = fails_workflow(ending.state, ending.policy)
+        return cls(ending.step_id, ending.workflow_id, fails, ending.leaf)
+
+    @classmethod
+    def of_step(cls, step: StepRecord) -> Ended:
+        fails = fails_workflow(step.state, step.policy)
+        return cls(step.id, step.workflow_id, fails, not step.children)
+
+
+@dataclass(slots=True)
+class Advanced:
+    """What one call wrote itself (another caller's writes are not in it)."""
+
+    ended: list[StepEnding] = field(default_factory=list)
+    released: list[StepRelease] = field(default_factory=list)
+    skipped: list[StepSkip] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    """Workflows this call failed."""
+    finished: list[FinishedWorkflow] = field(default_factory=list)
+
+    def add(self, other: Advanced) -> None:
+        self.ended.extend(other.ended)
+        self.released.extend(other.released)
+        self.skipped.extend(other.skipped)
+        self.failed.extend(other.failed)
+        self.finished.extend(other.finished)
+
+
+async def end_steps(
+    store: AsyncWorkflowStore, endings: Sequence[StepEnding], *, now: Callable[[], datetime]
+) -> Advanced:
+    """Write ``endings`` and what follows the ones this call wrote."""
+    if not endings:
+        return Advanced()
+    written = await retry_transient(
+        lambda: store.end_steps(endings, now=now()), what="end workflow steps"
+    )
+    advanced = await advance(store, [Ended.of_ending(ending) for ending in written], now=now)
+    advanced.ended[:0] = written
+    return advanced
+
+
+async def advance(
+    store: AsyncWorkflowStore, ended: Iterable[Ended], *, now: Callable[[], datetime]
+) -> Advanced:
+    """Write the consequences of ``ended`` steps (see the module documentation)."""
+    steps = list(ended)
+    done = Advanced()
+    if not steps:
+        return done
+    for workflow_id in dict.fromkeys(step.workflow_id for step in steps if step.fails_workflow):
+        fail = _at_now(functools.partial(store.fail_workflow, workflow_id), now)
+        if await retry_transient(fail, what="fail a workflow"):
+            done.failed.append(workflow_id)
+    settled = [step.step_id for step in steps]
+    frontier = [step.step_id for step in steps if not step.leaf]
+    while frontier:
+        read = functools.partial(store.dependents, frontier)
+        dependents = await retry_transient(read, what="read workflow dependents")
+        step = await _decide(store, dependents, now)
+        done.released.extend(step.released)
+        done.skipped.extend(step.skipped)
+        frontier = [skip.step_id for skip in step.skipped]
+        settled.extend(frontier)
+    # A workflow ends with the end of a step nothing depends on (or a skip: the cascade may
+    # have reached its last steps): only those are checked.
+    touched = [step.workflow_id for step in steps if step.leaf]
+    touched += [skip.workflow_id for skip in done.skipped]
+    done.finished = await _finish(store, touched, now)
+    await retry_transient(lambda: store.settle_steps(settled), what="settle workflow steps")
+    return done
+
+
+async def release_blocked(
+    store: AsyncWorkflowStore, step_ids: Sequence[str], *, now: Callable[[], datetime]
+) -> Advanced:
+    """Decide the blocked steps among ``step_ids`` (a retried workflow's steps) as
+    :func:`advance` decides dependents, and end the workflows they belong to when nothing is
+    left to run."""
+    if not step_ids:
+        return Advanced()
+    blocked = await retry_transient(
+        lambda: store.blocked_steps(step_ids), what="read blocked workflow steps"
+    )
+    done = await _decide(store, blocked, now)
+    skipped = [Ended(skip.step_id, skip.workflow_id) for skip in done.skipped]
+    if skipped:
+        done.add(await advance(store, skipped, now=now))
+    done.finished.extend(await _finish(store, [view.workflow_id for view in blocked], now))
+    return done
+
+
+async def _decide(
+    store: AsyncWorkflowStore, dependents: Sequence[Dependent], now: Callable[[], datetime]
+) -> Advanced:
+    """Release or skip each dependent that may go (the others wait)."""
+    releases: list[StepRelease] = []
+    skips: list[StepSkip] = []
+    for view in dependents:
+        decided = decide_dependent(view)
+        if decided is StepState.RELEASED:
+            releases.append(
+                StepRelease(view.id, view.workflow_id, view.generation, new_record_id())
+            )
+        elif decided is StepState.SKIPPED:
+            skips.append(StepSkip(view.id, view.workflow_id, view.generation))
+    done = Advanced()
+    if releases:
+        done.released = await retry_transient(
+            lambda: store.release_steps(releases, now=now()), what="release workflow steps"
+        )
+    if skips:
+        done.skipped = await retry_transient(
+            lambda: store.skip_steps(skips, now=now()), what="skip workflow steps"
+        )
+    return done
+
+
+async def _finish(
+    store: AsyncWorkflowStore, workflow_ids: Iterable[str], now: Callable[[], datetime]
+) -> list[FinishedWorkflow]:
+    """End each of these running workflows none of whose steps is left to run."""
+    ids = list(dict.fromkeys(workflow_ids))
+    if not ids:
+        return []
+    finish = _at_now(functools.partial(store.finish_workflows, ids), now)
+    return await retry_transient(finish, what="finish workflows")
+
+
+def _at_now(
+    call: Callable[..., Awaitable[T]], now: Callable[[], datetime]
+) -> Callable[[], Awaitable[T]]:
+    """``call(now=now())``, the time read at each attempt."""
+
+    def attempt() -> Awaitable[T]:
+        return call(now=now())
+
+    return attempt
