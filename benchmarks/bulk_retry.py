@@ -157,7 +157,7 @@ def _row_document(row: HistoryRecord) -> Document:
 
 def _start_worker(uri: str, database: str) -> subprocess.Popen[str]:
     command = [
-        sys.executable, "-m", "dogs_mongo.cli", "worker", "benchmarks.bulk_retry_jobs:jobs",
+        sys.executable, "-m", "dogs_cli", "worker", "benchmarks.bulk_retry_jobs:jobs",
         "--uri", uri, "--database", database, "--workers-count", "8", "--poll-interval", "100ms",
         "--log-level", "warning", "--grace", "5s",
     ]  # fmt: skip

@@ -91,7 +91,7 @@ class WorkerProcess:
         env = dict(os.environ, DOGS_CRASH_URI=uri, DOGS_CRASH_DATABASE=database)
         self.log = log_dir / f"worker-{index}-{time.monotonic_ns()}.log"
         command = [
-            sys.executable, "-m", "dogs_mongo.cli", "worker", "benchmarks.crash_fleet_jobs:jobs",
+            sys.executable, "-m", "dogs_cli", "worker", "benchmarks.crash_fleet_jobs:jobs",
             "--uri", uri, "--database", database, "--workers-count", "8",
             "--poll-interval", "0.5", "--grace", "10s", "--log-level", "warning",
         ]  # fmt: skip

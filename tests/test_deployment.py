@@ -20,11 +20,11 @@ import yaml
 from bson import json_util
 from pymongo import MongoClient
 
+from dogs_cli import app
 from dogs_core import JobContext, Jobs
 from dogs_core.domain import validation
 from dogs_mongo import DogsContainer
 from dogs_mongo import queries as q
-from dogs_mongo.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"

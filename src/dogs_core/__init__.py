@@ -5,6 +5,7 @@ the ports a store implements. Stores live in ``dogs_mongo`` (MongoDB) and ``dogs
 (in memory).
 """
 
+from dogs_core import _moved
 from dogs_core.domain.controls import RateLimit
 from dogs_core.domain.definitions import (
     Discard,
@@ -221,3 +222,5 @@ __all__ = [
     "recurrent_job",
     "recurrent_job_method",
 ]
+
+_moved.install()

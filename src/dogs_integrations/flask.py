@@ -48,15 +48,11 @@ import click
 from flask import Flask, current_app, has_app_context
 from flask.cli import AppGroup
 
+from dogs_cli.frameworks import run_dogs_command
 from dogs_core.errors import DogsError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime.client.blocking import BlockingDogsClient
-from dogs_integrations.frameworks import (
-    SettingsError,
-    container_options,
-    import_registry,
-    run_dogs_command,
-)
+from dogs_integrations.frameworks import SettingsError, container_options, import_registry
 from dogs_mongo.container import DogsContainer
 
 __all__ = ["Dogs", "DogsNotInitializedError", "SettingsError"]

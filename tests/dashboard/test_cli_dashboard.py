@@ -16,8 +16,8 @@ import uuid
 import pytest
 from typer.testing import CliRunner
 
+from tests.cli.test_cli import assert_clean_error, invoke
 from tests.dashboard.serving import free_port
-from tests.test_cli import assert_clean_error, invoke
 
 
 @pytest.fixture
@@ -62,7 +62,7 @@ def test_without_the_extra(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -
 def test_serves_until_sigterm(mongodb_uri: str) -> None:
     port = free_port()
     database = f"dogs_cli_dashboard_{uuid.uuid4().hex[:8]}"
-    command = [sys.executable, "-m", "dogs_mongo.cli", "dashboard", "--uri", mongodb_uri]
+    command = [sys.executable, "-m", "dogs_cli", "dashboard", "--uri", mongodb_uri]
     command += ["--database", database, "--port", str(port), "--read-only", "--log-level", "error"]
     process = subprocess.Popen(
         command,

@@ -16,9 +16,9 @@ import uuid
 import pytest
 from typer.testing import CliRunner
 
+from tests.cli.test_cli import assert_clean_error, invoke
 from tests.dashboard.serving import free_port
 from tests.dashboard.test_cli_dashboard import _get_when_up
-from tests.test_cli import assert_clean_error, invoke
 
 OPS = "ops-token-0123456789"
 VIEWER = "viewer-token-0123456789"
@@ -50,7 +50,7 @@ def test_help_names_the_credential_flags() -> None:
 def test_tokens_from_the_environment(mongodb_uri: str) -> None:
     port = free_port()
     database = f"dogs_cli_dashboard_auth_{uuid.uuid4().hex[:8]}"
-    command = [sys.executable, "-m", "dogs_mongo.cli", "dashboard", "--uri", mongodb_uri]
+    command = [sys.executable, "-m", "dogs_cli", "dashboard", "--uri", mongodb_uri]
     command += ["--database", database, "--port", str(port), "--token-env", "DOGS_TOKENS"]
     command += ["--host", "127.0.0.1", "--log-level", "error"]
     tokens = f"ops:{OPS},ci:{VIEWER}:viewer"

@@ -46,12 +46,12 @@ def until(port: int, path: str, wanted: Callable[[int, dict[str, Any]], bool]) -
 
 
 def test_readiness_follows_mongod_going_away_and_coming_back(tmp_path: Path) -> None:
-    from tests.test_cli import Process
+    from tests.cli.test_cli import Process
 
     mongod = start_local_mongod(tmp_path / "db")  # kept data: restarted on the same port
     port = free_port()
     worker = Process(
-        *("worker", "tests.cli_jobs:jobs", "--uri", mongod.uri, "--database", "health"),
+        *("worker", "tests.cli.cli_jobs:jobs", "--uri", mongod.uri, "--database", "health"),
         *("--timeout", "1", "--poll-interval", "0.2", "--health-port", str(port)),
     )
     try:
@@ -84,13 +84,13 @@ def test_readiness_follows_mongod_going_away_and_coming_back(tmp_path: Path) -> 
 def test_a_health_port_in_use_is_named(mongodb_uri: str) -> None:
     from typer.testing import CliRunner
 
-    from dogs_mongo.cli import app
+    from dogs_cli import app
 
     with socket.socket() as taken:
         taken.bind(("0.0.0.0", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        args = ["worker", "tests.cli_jobs:jobs", "--uri", mongodb_uri, "--database", "health"]
+        args = ["worker", "tests.cli.cli_jobs:jobs", "--uri", mongodb_uri, "--database", "health"]
         result = CliRunner().invoke(app, [*args, "--health-port", str(port)])
     assert result.exit_code == 2, result.output
     assert (

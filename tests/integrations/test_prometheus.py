@@ -378,12 +378,12 @@ def free_port() -> int:
 @pytest.mark.mongo
 @pytest.mark.slow
 def test_dogs_worker_serves_metrics(mongodb_uri: str, mongo_database_name: str) -> None:
-    from tests.test_cli import Process, _schedule_naps
+    from tests.cli.test_cli import Process, _schedule_naps
 
     _schedule_naps(mongodb_uri, mongo_database_name, ("quick", 0.0))
     port = free_port()
     worker = Process(
-        *("worker", "tests.cli_jobs:jobs", "--uri", mongodb_uri),
+        *("worker", "tests.cli.cli_jobs:jobs", "--uri", mongodb_uri),
         *("--database", mongo_database_name, "--poll-interval", "0.1", "--log-level", "INFO"),
         *("--metrics-port", str(port)),
     )
@@ -418,10 +418,10 @@ def test_dogs_worker_serves_metrics(mongodb_uri: str, mongo_database_name: str) 
 def test_dogs_worker_metrics_port_out_of_range() -> None:
     from typer.testing import CliRunner
 
-    from dogs_mongo.cli import app
+    from dogs_cli import app
 
     result = CliRunner().invoke(
-        app, ["worker", "tests.cli_jobs:jobs", "--database", "app", "--metrics-port", "70000"]
+        app, ["worker", "tests.cli.cli_jobs:jobs", "--database", "app", "--metrics-port", "70000"]
     )
     assert result.exit_code == 2, result.output
     assert "--metrics-port 70000" in result.stderr

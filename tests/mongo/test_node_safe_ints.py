@@ -22,9 +22,9 @@ from typer.testing import CliRunner
 from dogs_core import DogsClient, HistoryStatus, Scheduled, SyncDogsClient, Workers
 from dogs_core.domain.validation import MAX_SAFE_INTEGER, MIN_SAFE_INTEGER
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
+from tests.cli.test_cli import REGISTRY, UNREACHABLE, assert_clean_error, invoke
 from tests.runtime.test_client import Awaited
 from tests.runtime.test_node_safe_ints import BIG_RESULT, CHECKS, SAFE_RESULT, registry
-from tests.test_cli import REGISTRY, UNREACHABLE, assert_clean_error, invoke
 
 pytestmark = [pytest.mark.mongo, pytest.mark.anyio]
 

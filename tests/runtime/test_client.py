@@ -19,7 +19,6 @@ import anyio
 import anyio.lowlevel
 import pydantic
 import pytest
-from dogs_core.runtime.plumbing._sync import retry as sync_retry
 
 from dogs_core.domain.records import (
     BulkScheduleResult,
@@ -32,6 +31,7 @@ from dogs_core.errors import InvalidParamsError, JobNotRegisteredError, Transien
 from dogs_core.jobs import Jobs, event_job, event_job_method
 from dogs_core.runtime import DogsClient, JobContext, ScheduleItem, SyncDogsClient
 from dogs_core.runtime.client.blocking import BlockingDogsClient
+from dogs_core.runtime.plumbing._sync import retry as sync_retry
 from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
 from tests.runtime.conftest import START, Harness, RecordingStore
 

@@ -33,7 +33,6 @@ from typing import Any
 
 import anyio
 import pytest
-from dogs_core.runtime.plumbing._async import advance
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
@@ -51,6 +50,7 @@ from dogs_core.domain.workflow_release import StepNode, has_ended, plan
 from dogs_core.domain.workflow_start import compile_workflow
 from dogs_core.domain.workflows import FailurePolicy, Workflow
 from dogs_core.jobs import Jobs
+from dogs_core.runtime.plumbing._async import advance
 from dogs_core.runtime.plumbing.forwarding import ForwardingJobStore
 from dogs_core.runtime.worker.releaser import WorkflowReleaser
 from dogs_testing.memory import InMemoryJobStore

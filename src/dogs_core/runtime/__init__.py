@@ -36,7 +36,3 @@ __all__ = [
     "Workers",
     "current_job",
 ]
-
-from dogs_core.runtime import _old_paths
-
-_old_paths.install()

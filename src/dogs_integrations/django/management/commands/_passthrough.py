@@ -6,9 +6,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from dogs_cli.frameworks import run_dogs_command
 from dogs_integrations.django.conf import dogs_settings
 from dogs_integrations.django.discovery import discover_jobs
-from dogs_integrations.frameworks import run_dogs_command
 
 
 class DogsCommand(BaseCommand):

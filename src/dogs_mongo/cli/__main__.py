@@ -1,8 +1,0 @@
-"""``python -m dogs_mongo.cli``: the ``dogs`` command, for when the console script is not on PATH
-(the tests and the benchmarks start workers this way)."""
-
-from __future__ import annotations
-
-from dogs_mongo.cli.app import main
-
-main()
