@@ -68,7 +68,7 @@ from dogs_core.domain.steering import (
     check_state,
 )
 from dogs_core.jobs import Jobs
-from dogs_core.ports import Role, store_roles
+from dogs_core.ports import Role, has_role
 from dogs_core.runtime.client._async.client import DogsClient
 from dogs_mongo.container import DogsContainer
 
@@ -275,7 +275,7 @@ async def _last_errors(client: DogsClient, page: JobPage) -> dict[str, HistoryRe
     """The newest error of each record of ``page`` that has run (``None`` when the store
     cannot say: it lacks the inspection role)."""
     ran = [record.id for record in page if (record.tries or 0) > 0 or record.lock_id]
-    if Role.INSPECTION not in store_roles(client.store):
+    if not has_role(client.store, Role.INSPECTION):
         return None
     return await client.latest_errors(ran) if ran else {}
 
@@ -308,7 +308,7 @@ def show(
         record = await client.get_job(job_id)
         rows = await client.get_executions(job_id=job_id, limit=count)
         archived_at = None
-        if record is None and not rows and Role.INSPECTION in store_roles(client.store):
+        if record is None and not rows and has_role(client.store, Role.INSPECTION):
             archived, _ = await client.archived_jobs(job_ids=[job_id], limit=1)
             page = await client.archived_executions(job_id=job_id, limit=count)
             record = archived[0].item if archived else None

@@ -38,7 +38,7 @@ from dogs_core.domain.workflow_records import (
     WorkflowView,
 )
 from dogs_core.runtime.client._async.client import DogsClient
-from dogs_core.runtime.client._async.workflows import MAX_WORKFLOW_PAGE
+from dogs_core.runtime.client.calls import MAX_WORKFLOW_PAGE
 from dogs_mongo.container import DogsContainer
 
 __all__ = ["workflows_app"]

@@ -83,6 +83,7 @@ from dogs_core.errors import (
     StoreUnavailableError,
     TransactionsNotSupportedError,
     TransientStoreError,
+    UniqueContendedError,
     UnknownJobError,
     ValidationError,
     WorkersStateError,
@@ -111,7 +112,6 @@ from dogs_core.runtime import (
     WorkerSettings,
     current_job,
 )
-from dogs_core.runtime.client._async.unique_scheduling import UniqueContendedError
 from dogs_core.runtime.client.blocking import BlockingDogsClient
 from dogs_core.runtime.worker.blocking import BlockingWorkers
 

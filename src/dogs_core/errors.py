@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AmbiguousBulkInsert",
     "ChangeFeedUnavailableError",
     "DogsError",
     "DuplicateJobNameError",
@@ -17,6 +18,7 @@ __all__ = [
     "InvalidParamsError",
     "InvalidProgressError",
     "InvalidScheduleError",
+    "InvalidTagsError",
     "InvalidWorkflowError",
     "JobNotFoundError",
     "JobNotRegisteredError",
@@ -33,6 +35,8 @@ __all__ = [
     "StoreUnavailableError",
     "TransactionsNotSupportedError",
     "TransientStoreError",
+    "UniqueContendedError",
+    "UniqueError",
     "UnknownJobError",
     "ValidationError",
     "WaitTimeoutError",
@@ -360,3 +364,27 @@ class QueryTooBroadError(DogsError):
             "without filling a page: add a job name, a status, an error type or a shorter "
             "time range"
         )
+
+
+class UniqueContendedError(DogsError, RuntimeError):
+    """A unique schedule kept losing races on its key (``rounds`` rounds in a row,
+    :data:`~dogs_core.domain.uniqueness.MAX_ROUNDS`): nothing of this call was written; trying
+    again is safe."""
+
+    def __init__(self, key: str, rounds: int) -> None:
+        self.key = key
+        self.rounds = rounds
+        super().__init__(f"unique key {key!r}: lost {rounds} races in a row; try again")
+
+
+class InvalidTagsError(InvalidOptionError):
+    """Tags that cannot be stored: too many, too long, empty, or not strings."""
+
+
+class UniqueError(InvalidOptionError):
+    """A ``unique=`` option (or its combination with the other arguments of ``schedule``) that
+    cannot be used; ``field`` is ``unique.<option>``. Nothing was written."""
+
+
+class AmbiguousBulkInsert(Exception):
+    """A bulk insert failed after it may have been applied: settle its items one by one."""

@@ -23,7 +23,7 @@ from dogs_core.domain.bulk import BulkAction
 from dogs_core.domain.registry import DEFAULT_STOP_GRACE
 from dogs_core.domain.validation import duration
 from dogs_core.errors import DogsError, InvalidOptionError, MissingRoleError
-from dogs_core.ports import Role, store_roles
+from dogs_core.ports import Role, has_role
 from dogs_core.runtime.client._async.client import DogsClient
 from dogs_core.runtime.plumbing.actors import acting_as
 from dogs_dashboard.actions import MAX_FORM_BYTES, _form, _safe_next
@@ -117,7 +117,7 @@ async def _worker(
 
 
 async def _start_bulk(client: DogsClient, op: str, target: str, form: dict[str, str]) -> AuditEntry:
-    if Role.AUDIT not in store_roles(client.store):
+    if not has_role(client.store, Role.AUDIT):
         raise MissingRoleError(Role.AUDIT.value, "a bulk action from the dashboard", client.store)
     if op == "bulk-resume":
         return await client.take_over_bulk(target)

@@ -22,7 +22,7 @@ from dogs_core.domain.records import HistoryRecord, JobRecord, JobState, NameSta
 from dogs_core.domain.stats import JobStats
 from dogs_core.domain.steering import JobPage
 from dogs_core.errors import JobNotFoundError, MissingRoleError
-from dogs_core.ports import Role, store_roles
+from dogs_core.ports import Role, has_role
 from dogs_core.runtime.client._async.client import DogsClient
 from dogs_dashboard.snapshots import Snapshot
 
@@ -166,7 +166,7 @@ async def search_jobs(
 ) -> SearchResult:
     """The job list: one page of ``find_jobs`` (``search_jobs`` with filters), or what a
     search by id or unique key finds, live, finished or archived (``lookup``)."""
-    inspecting = Role.INSPECTION in store_roles(client.store)
+    inspecting = has_role(client.store, Role.INSPECTION)
     if query:
         return await _looked_up(client, query, name, inspecting)
     if filters is not None and filters.any:
@@ -238,7 +238,7 @@ async def read_job(client: DogsClient, job_id: str, *, limit: int = 50) -> JobVi
     """A job's record and newest executions; from the archive when nothing is live."""
     record = await client.get_job(job_id)
     executions = await client.get_executions(job_id=job_id, limit=limit)
-    if record is not None or executions or Role.INSPECTION not in store_roles(client.store):
+    if record is not None or executions or not has_role(client.store, Role.INSPECTION):
         return JobView(record, executions)
     archived, _ = await client.archived_jobs(job_ids=[job_id], limit=1)
     page = await client.archived_executions(job_id=job_id, limit=limit)

@@ -54,7 +54,7 @@ from dogs_core.domain.events import (
 from dogs_core.domain.records import NameStatus
 from dogs_core.domain.registry import WorkerInfo, WorkerState, liveness
 from dogs_core.errors import InvalidOptionError
-from dogs_core.ports import AsyncJobStore, AsyncRegistryStore, Clock, Role, store_roles
+from dogs_core.ports import AsyncJobStore, AsyncRegistryStore, Clock, Role, has_role
 from dogs_core.runtime.plumbing.clock import SystemClock
 from dogs_core.runtime.plumbing.telemetry import TELEMETRY, Telemetry
 from dogs_core.runtime.worker.workers import Workers
@@ -363,7 +363,7 @@ class PrometheusMetrics:
 
 async def _registry(store: AsyncJobStore) -> list[WorkerInfo] | None:
     """The workers' registry documents, or ``None`` when the store keeps none."""
-    if Role.REGISTRY not in store_roles(store):
+    if not has_role(store, Role.REGISTRY):
         return None
     return await cast(AsyncRegistryStore, store).list_workers()
 

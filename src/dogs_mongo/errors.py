@@ -36,13 +36,17 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import (
+    Iterator,
+    Mapping,
+)
 from contextlib import contextmanager
-from typing import Final
+from typing import Any, Final
 
 from pymongo.errors import (
     BulkWriteError,
     ConnectionFailure,
+    CursorNotFound,
     ExecutionTimeout,
     NotPrimaryError,
     OperationFailure,
@@ -53,7 +57,11 @@ from pymongo.errors import (
 )
 from pymongo.uri_parser import parse_uri
 
-from dogs_core.errors import StoreUnavailableError, TransientStoreError
+from dogs_core.errors import (
+    ChangeFeedUnavailableError,
+    StoreUnavailableError,
+    TransientStoreError,
+)
 
 __all__ = [
     "RETRYABLE_CODES",
@@ -214,3 +222,124 @@ def read_without_missing_hint(
             key,
             collection,
         )
+
+
+#: The server's code for "hint provided does not correspond to an existing index".
+BAD_VALUE: Final = 2
+
+
+def is_missing_hint(error: OperationFailure) -> bool:
+    """Whether the server refused a query because its hinted index does not exist (dropped,
+    or still being built)."""
+    return error.code == BAD_VALUE and "hint" in str(error)
+
+
+#: The store's logger (``dogs.mongo.store``): what the claims log, whichever face.
+store_log = logging.getLogger("dogs.mongo.store")
+
+
+def claim_many_write_error(error: BulkWriteError, sent: int) -> int:
+    """How many records a ``claim_many`` bulk write that reported errors modified. A write
+    concern error alone means the updates applied on the primary: they are read back. Per-item
+    write errors (a record the pipeline cannot update, say a non-numeric ``tries``) are logged
+    when other items were claimed, and raised when none was."""
+    details = error.details
+    modified = int(details.get("nModified", 0))
+    write_errors = details.get("writeErrors") or []
+    if write_errors and modified == 0:
+        raise error
+    if write_errors:
+        store_log.error(
+            "dogs: claim_many: %d of %d updates failed (first: %s); returning the %d claimed",
+            len(write_errors),
+            sent,
+            write_errors[0].get("errmsg"),
+            modified,
+        )
+    else:
+        store_log.warning(
+            "dogs: claim_many: write concern error (%s); returning the %d records claimed on "
+            "the primary",
+            details.get("writeConcernErrors"),
+            modified,
+        )
+    return modified
+
+
+#: Reopens in a row (each after a failure PyMongo could not resume) before the feed gives up.
+MAX_REOPENS: Final = 5
+
+UNAUTHORIZED: Final = 13
+
+STANDALONE: Final = 40573  # "The $changeStream stage is only supported on replica sets"
+
+#: The resume token is unusable: ChangeStreamFatalError, ChangeStreamHistoryLost,
+#: InvalidResumeToken (and BSONObjectTooLarge of one event).
+TOKEN_LOST: Final = frozenset({280, 286, 260, 10334})
+
+
+def is_unavailable(error: BaseException) -> bool:
+    """Whether ``error`` says this server or user cannot open change streams at all."""
+    if not isinstance(error, OperationFailure):
+        return False
+    return error.code in (UNAUTHORIZED, STANDALONE) or (
+        "only supported on replica sets" in str(error)
+    )
+
+
+def is_resumable(error: PyMongoError) -> bool:
+    """Whether reopening the stream may help (the change-stream spec's resumable errors, and
+    every transient error of :mod:`dogs_mongo.errors`)."""
+    if isinstance(error, ConnectionFailure | CursorNotFound) or is_transient(error):
+        return True
+    return isinstance(error, OperationFailure) and (
+        error.has_error_label("ResumableChangeStreamError") or error.code in TOKEN_LOST
+    )
+
+
+def resume_point(error: PyMongoError, stream: Any, token: Any) -> Any:
+    """Where to reopen after ``error``: the stream's last token, or nowhere (from now) when the
+    server cannot resume from it."""
+    if isinstance(error, OperationFailure) and error.code in TOKEN_LOST:
+        return None
+    if stream is not None and stream.resume_token is not None:
+        return stream.resume_token
+    return token
+
+
+def give_up_unless_resumable(operation: str, error: PyMongoError, failures: int) -> None:
+    """Raise unless the feed should reopen after its ``failures``-th failure in a row."""
+    if is_unavailable(error):
+        raise ChangeFeedUnavailableError(f"{operation}: change streams unavailable: {error}")
+    if not is_resumable(error):
+        raise error
+    if failures > MAX_REOPENS:
+        raise TransientStoreError(
+            f"{operation}: the change stream failed {failures} times in a row "
+            f"({type(error).__name__}: {error})",
+            write_may_have_applied=False,
+        ) from error
+
+
+DUPLICATE_KEY = 11000
+
+
+def raise_unless_duplicates(error: BulkWriteError) -> None:
+    """A batch whose only write errors are lines already kept has written the others."""
+    details = error.details
+    errors = details.get("writeErrors") or []
+    if any(item.get("code") != DUPLICATE_KEY for item in errors):
+        raise error
+    concern_errors = details.get("writeConcernErrors")
+    if concern_errors:
+        raise TransientStoreError(
+            f"write_log_lines: write concern error ({concern_errors[0]})",
+            write_may_have_applied=True,
+        ) from error
+
+
+INDEX_OPTIONS_CONFLICT: Final = 85
+
+INDEX_KEY_SPECS_CONFLICT: Final = 86
+
+NAMESPACE_NOT_FOUND: Final = 26

@@ -27,6 +27,7 @@ import pytest
 from pymongo import AsyncMongoClient, MongoClient
 from pymongo.errors import PyMongoError
 
+import dogs_mongo.errors as mongo_errors
 from dogs_core.domain.controls import DEFAULT_KEY, EVERY_JOB
 from dogs_core.domain.records import ClaimRequest, NewJob, to_millis
 from dogs_core.domain.wakeups import RecordChange
@@ -35,7 +36,6 @@ from dogs_core.ids import new_execution_id, new_record_id
 from dogs_core.runtime.plumbing.threaded import ThreadedJobStore
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_mongo import queries as q
-from dogs_mongo._async import feeds as async_changes
 from dogs_mongo.mongod import find_mongod_binary
 from dogs_testing.contract.base import _history
 from dogs_testing.contract.feeds import opened, read_until
@@ -256,7 +256,7 @@ async def test_repeated_failures_end_in_a_transient_error(
         with anyio.fail_after(60), pytest.raises(TransientStoreError, match="in a row"):  # noqa: PT012
             while True:
                 batches.append(await feed.__anext__())
-    assert batches == [[]] * async_changes.MAX_REOPENS  # a heartbeat between attempts
+    assert batches == [[]] * mongo_errors.MAX_REOPENS  # a heartbeat between attempts
 
 
 async def test_a_non_resumable_failure_propagates(
@@ -482,12 +482,12 @@ async def test_a_standalone_server_has_no_change_feeds_in_threads(standalone_uri
 def test_unavailability_is_recognised_by_code_and_message() -> None:
     from pymongo.errors import OperationFailure
 
-    assert async_changes.is_unavailable(OperationFailure("x", code=40573))
-    assert async_changes.is_unavailable(OperationFailure("not authorized", code=13))
-    assert async_changes.is_unavailable(
+    assert mongo_errors.is_unavailable(OperationFailure("x", code=40573))
+    assert mongo_errors.is_unavailable(OperationFailure("not authorized", code=13))
+    assert mongo_errors.is_unavailable(
         OperationFailure("The $changeStream stage is only supported on replica sets")
     )
-    assert not async_changes.is_unavailable(OperationFailure("other", code=2))
+    assert not mongo_errors.is_unavailable(OperationFailure("other", code=2))
 
 
 # ---------------------------------------------------------------------------------------------

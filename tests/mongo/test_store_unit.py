@@ -27,7 +27,7 @@ from dogs_core.errors import (
 from dogs_core.ports import AsyncJobStore, JobStore, StoreCapabilities
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_mongo import queries as q
-from dogs_mongo._async.store import choose_claim_path
+from dogs_mongo.queries.claims import choose_claim_path
 
 NOW = datetime(2100, 1, 1, tzinfo=UTC)
 
@@ -110,12 +110,11 @@ def test_choose_claim_path() -> None:
 
 def test_the_claim_path_names_are_defined_once() -> None:
     from dogs_mongo import settings
-    from dogs_mongo._async import claims as async_claims
     from dogs_mongo._async import store as async_store
     from dogs_mongo._sync import store as sync_store
 
     assert q.CLAIM_PATHS == ("auto", "sorted_update_one", "find_one_and_update")
-    for module in (async_claims, async_store, sync_store):
+    for module in (async_store, sync_store):
         assert module.CLAIM_PATH_SORTED_UPDATE_ONE is q.CLAIM_PATH_SORTED_UPDATE_ONE
         assert module.CLAIM_PATH_FIND_ONE_AND_UPDATE is q.CLAIM_PATH_FIND_ONE_AND_UPDATE
     assert settings.DogsSettings().claim_path == q.CLAIM_PATH_AUTO

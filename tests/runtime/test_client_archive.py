@@ -16,8 +16,8 @@ from dogs_core.errors import InvalidOptionError, MissingRoleError
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_core.ports import REQUIRED_ROLES, Role
 from dogs_core.runtime import DogsClient, SyncDogsClient
-from dogs_core.runtime.client._async.archive import ARCHIVE_LOG_EVERY
 from dogs_core.runtime.client.blocking import BlockingDogsClient
+from dogs_core.runtime.client.calls import ARCHIVE_LOG_EVERY
 from dogs_core.runtime.plumbing.forwarding import ForwardingJobStore
 from dogs_core.runtime.plumbing.telemetry import Telemetry
 from dogs_core.runtime.plumbing.threaded import ThreadedJobStore

@@ -27,9 +27,20 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from dogs_core.domain import validation
-from dogs_core.domain.records import JobRecord, JobState, JobType, to_millis
+from dogs_core.domain.audit import (
+    AuditAction,
+    AuditEntry,
+    AuditOutcome,
+)
+from dogs_core.domain.records import (
+    JobRecord,
+    JobState,
+    JobType,
+    to_millis,
+)
 from dogs_core.domain.steering import JobChange, retry_now_change
 from dogs_core.domain.tags import validate_tag_filter
+from dogs_core.domain.validation import DurationLike
 from dogs_core.errors import InvalidOptionError
 
 __all__ = [
@@ -431,3 +442,66 @@ class BulkReport:
     @property
     def skipped_total(self) -> int:
         return sum(self.skipped.values())
+
+
+AUDITED_AS = {
+    BulkAction.RETRY: AuditAction.BULK_RETRY,
+    BulkAction.CANCEL: AuditAction.BULK_CANCEL,
+    BulkAction.RESCHEDULE: AuditAction.BULK_RESCHEDULE,
+    BulkAction.DELETE: AuditAction.BULK_DELETE,
+}
+
+BY_AUDIT_ACTION = {audit.value: action for action, audit in AUDITED_AS.items()}
+
+
+def bulk_action(action: object) -> BulkAction:
+    try:
+        return BulkAction(str(action))
+    except ValueError:
+        choices = ", ".join(one.value for one in BulkAction)
+        raise InvalidOptionError("action", action, f"expected one of {choices}") from None
+
+
+def check_selection(selection: object) -> None:
+    if not isinstance(selection, BulkSelection):
+        raise InvalidOptionError(
+            "selection", selection, "must be a BulkSelection (dogs_core.bulk_selection(...))"
+        )
+
+
+def reschedule_to(
+    action: BulkAction,
+    run_at: datetime | None,
+    run_in: DurationLike | None,
+    priority: int | None,
+) -> RescheduleTo | None:
+    given = run_at is not None or run_in is not None or priority is not None
+    if action is not BulkAction.RESCHEDULE:
+        if given:
+            raise InvalidOptionError(
+                "run_at", run_at, f"only a reschedule takes a time or priority, not {action}"
+            )
+        return None
+    if run_at is not None and run_in is not None:
+        raise InvalidOptionError("run_in", run_in, "give run_at or run_in, not both")
+    if not given:
+        raise InvalidOptionError(
+            "run_at", None, "a bulk reschedule needs run_at, run_in or priority"
+        )
+    if run_at is not None and (not isinstance(run_at, datetime) or run_at.tzinfo is None):
+        raise InvalidOptionError("run_at", run_at, "must be a timezone-aware datetime")
+    delay = None if run_in is None else validation.duration("run_in", run_in)
+    level = None if priority is None else validation.priority("priority", priority)
+    return RescheduleTo(run_at=run_at, delay=delay, priority=level)
+
+
+def why_not_resumable(entry: AuditEntry | None, now: datetime) -> str:
+    if entry is None:
+        return "no such audit entry"
+    if entry.bulk is None:
+        return f"is a {entry.action}, not a bulk action"
+    if entry.outcome is AuditOutcome.DONE:
+        return "that bulk action is done"
+    if entry.outcome is AuditOutcome.RUNNING and not entry.stalled(now):
+        return "that bulk action is running (its runner wrote progress less than a minute ago)"
+    return "that bulk action cannot be resumed now"

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Generic, TypeVar
 
+from dogs_core.domain import validation
 from dogs_core.domain.records import (
     HistoryRecord,
     HistoryStatus,
@@ -35,6 +36,7 @@ from dogs_core.domain.records import (
     Owner,
 )
 from dogs_core.domain.stats import UNKNOWN_ERROR_TYPE
+from dogs_core.domain.steering import MAX_PAGE_SIZE
 from dogs_core.domain.tags import validate_tag_filter
 from dogs_core.errors import InvalidOptionError
 
@@ -633,3 +635,77 @@ def merge_error_groups(
             messages=kept[:examples],
         )
     return tuple(sorted(merged.values(), key=lambda g: (-g.count, -g.last_seen.timestamp())))
+
+
+#: The default error window of :meth:`InspectionClient.errors`.
+DEFAULT_ERROR_WINDOW = timedelta(hours=1)
+
+ParamsLike = ParamsMatch | str
+
+OwnerLike = OwnerMatch | Owner | str
+
+
+def page_size(limit: object) -> int:
+    size = validation.integer("limit", limit, minimum=1)
+    if size > MAX_PAGE_SIZE:
+        raise InvalidOptionError("limit", limit, f"must be at most {MAX_PAGE_SIZE}")
+    return size
+
+
+def owner_match(owner: OwnerLike | None) -> OwnerMatch | None:
+    if owner is None or isinstance(owner, OwnerMatch):
+        return owner
+    if isinstance(owner, Owner):
+        return OwnerMatch(host=owner.host, pid=owner.pid, instance_id=owner.instance_id)
+    return OwnerMatch.parse(owner)
+
+
+def as_params_match(params: ParamsLike | None) -> ParamsMatch | None:
+    if params is None or isinstance(params, ParamsMatch):
+        return params
+    return ParamsMatch.parse(params)
+
+
+def found_jobs(
+    live: Sequence[JobRecord],
+    rows: Sequence[HistoryRecord],
+    archived: Sequence[Archived[JobRecord]],
+    archived_rows: Sequence[Archived[HistoryRecord]],
+) -> tuple[FoundJob, ...]:
+    """One :class:`FoundJob` per job id: live first, then finished, then archived."""
+    newest: dict[str, HistoryRecord] = {}
+    for row in rows:
+        newest.setdefault(row.job_id, row)
+    newest_archived: dict[str, Archived[HistoryRecord]] = {}
+    for archived_row in archived_rows:
+        newest_archived.setdefault(archived_row.item.job_id, archived_row)
+    found: dict[str, FoundJob] = {}
+    for record in live:
+        found[record.id] = FoundJob(
+            record.id, record.job_name, "live", record, newest.get(record.id)
+        )
+    for job_id, row in newest.items():
+        if job_id not in found:
+            found[job_id] = FoundJob(job_id, row.job_name, "finished", None, row)
+    for item in archived:
+        if item.item.id not in found:
+            row_of = newest_archived.get(item.item.id)
+            found[item.item.id] = FoundJob(
+                item.item.id,
+                item.item.job_name,
+                "archived",
+                item.item,
+                None if row_of is None else row_of.item,
+                item.archived_at,
+            )
+    for job_id, only_row in newest_archived.items():
+        if job_id not in found:
+            found[job_id] = FoundJob(
+                job_id,
+                only_row.item.job_name,
+                "archived",
+                None,
+                only_row.item,
+                only_row.archived_at,
+            )
+    return tuple(found.values())

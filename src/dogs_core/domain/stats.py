@@ -312,3 +312,7 @@ def _name_stats(
         error_outcomes=Counter(row.outcome for row in errors if row.outcome in (RETRIED, FAILED)),
         started=(min(starts), max(starts)),
     )
+
+
+#: The window of :meth:`StatsClient.stats` when none is given.
+DEFAULT_STATS_WINDOW = timedelta(hours=1)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from dogs_core.errors import InvalidOptionError
+from dogs_core.errors import InvalidTagsError
 
 __all__ = [
     "MAX_TAGS",
@@ -29,10 +29,6 @@ __all__ = [
 MAX_TAGS: Final = 20
 #: The longest tag, in characters.
 MAX_TAG_LENGTH: Final = 100
-
-
-class InvalidTagsError(InvalidOptionError):
-    """Tags that cannot be stored: too many, too long, empty, or not strings."""
 
 
 def validate_tags(tags: object, *, field: str = "tags") -> tuple[str, ...]:

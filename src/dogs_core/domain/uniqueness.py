@@ -65,9 +65,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal, TypeAlias
 
 from dogs_core.domain import validation
-from dogs_core.domain.records import JobRecord, JobState
+from dogs_core.domain.records import (
+    JobRecord,
+    JobState,
+)
 from dogs_core.domain.values import value
-from dogs_core.errors import InvalidOptionError
+from dogs_core.errors import InvalidOptionError, UniqueError
 
 __all__ = [
     "ALL_STATES",
@@ -110,11 +113,6 @@ PARKED_AT: Final = datetime(9999, 12, 31, tzinfo=UTC)
 PARK_GRACE: Final = timedelta(seconds=30)
 
 _HASH_DIGITS: Final = 32
-
-
-class UniqueError(InvalidOptionError):
-    """A ``unique=`` option (or its combination with the other arguments of ``schedule``) that
-    cannot be used; ``field`` is ``unique.<option>``. Nothing was written."""
 
 
 class HoldState(enum.StrEnum):
@@ -512,3 +510,10 @@ def debounced_run_at(now: datetime, delay: timedelta, until: datetime | None) ->
     ``max_wait``; ``None``: no cap). A cap already passed gives the cap: the job is due."""
     pushed = now + delay
     return pushed if until is None or pushed <= until else until
+
+
+#: The most rounds of one call (each a lost race or a wait for a parked holder).
+MAX_ROUNDS: Final = 50
+
+#: Seconds between two looks at a parked holder (doubled up to a tenth of a second).
+FIRST_RACE_WAIT: Final = 0.002

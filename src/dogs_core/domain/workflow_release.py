@@ -27,10 +27,14 @@ from dogs_core.domain.workflow_records import (
     ENDED_STEP_STATES,
     MAX_STEP_RESULT_BYTES,
     Dependent,
+    FinishedWorkflow,
     Gate,
     ReleasedStep,
     StepEnding,
     StepOutcome,
+    StepRecord,
+    StepRelease,
+    StepSkip,
     StepState,
     WorkflowState,
     gate_of,
@@ -259,3 +263,57 @@ def _counts(states: Iterable[StepState]) -> dict[StepState, int]:
 def has_ended(state: StepState) -> bool:
     """Whether a step in ``state`` has ended."""
     return state in ENDED_STEP_STATES
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """An ended (or skipped) step whose consequences are to be written."""
+
+    step_id: str
+    workflow_id: str
+    fails_workflow: bool = False
+    leaf: bool = False
+    """No step depends on it: nothing to release after it, and its workflow may end."""
+
+    @classmethod
+    def of_ending(cls, ending: StepEnding) -> Ended:
+        fails = fails_workflow(ending.state, ending.policy)
+        return cls(ending.step_id, ending.workflow_id, fails, ending.leaf)
+
+    @classmethod
+    def of_step(cls, step: StepRecord) -> Ended:
+        fails = fails_workflow(step.state, step.policy)
+        return cls(step.id, step.workflow_id, fails, not step.children)
+
+
+@dataclass(slots=True)
+class Advanced:
+    """What one call wrote itself (another caller's writes are not in it)."""
+
+    ended: list[StepEnding] = field(default_factory=list)
+    released: list[StepRelease] = field(default_factory=list)
+    skipped: list[StepSkip] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    """Workflows this call failed."""
+    finished: list[FinishedWorkflow] = field(default_factory=list)
+
+    def add(self, other: Advanced) -> None:
+        self.ended.extend(other.ended)
+        self.released.extend(other.released)
+        self.skipped.extend(other.skipped)
+        self.failed.extend(other.failed)
+        self.finished.extend(other.finished)
+
+
+def cancelled_ending(step: ReleasedStep, now: datetime) -> StepEnding:
+    """The end of a released step whose job ``cancel_workflow`` removed."""
+    return StepEnding(
+        step_id=step.id,
+        workflow_id=step.workflow_id,
+        record_id=step.record_id,
+        state=StepState.CANCELLED,
+        gate=gate_of(StepState.CANCELLED, step.policy),
+        outcome=StepOutcome(status=HistoryStatus.CANCELLED, ended_at=now),
+        policy=step.policy,
+        leaf=step.leaf,
+    )

@@ -54,6 +54,7 @@ from dogs_core.ports.common import (
     Clock,
     Role,
     StoreCapabilities,
+    has_role,
     store_roles,
 )
 from dogs_core.ports.controls import AsyncControlStore
@@ -69,7 +70,7 @@ from dogs_core.ports.scheduling import AsyncSchedulingStore
 from dogs_core.ports.settle import AsyncSettleStore
 from dogs_core.ports.stats import AsyncStatsStore
 from dogs_core.ports.steering import AsyncSteeringStore
-from dogs_core.ports.store import AsyncJobStore
+from dogs_core.ports.store import AsyncJobStore, require_role
 from dogs_core.ports.uniqueness import AsyncUniquenessStore
 from dogs_core.ports.workflows import AsyncWorkflowStore
 
@@ -119,5 +120,7 @@ __all__ = [
     "StoreCapabilities",
     "UniquenessStore",
     "WorkflowStore",
+    "has_role",
+    "require_role",
     "store_roles",
 ]

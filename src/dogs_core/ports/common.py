@@ -31,12 +31,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Protocol
 
+from dogs_core.errors import MissingRoleError
+
 __all__ = [
     "OPTIONAL_ROLES",
     "REQUIRED_ROLES",
     "Clock",
     "Role",
     "StoreCapabilities",
+    "check_role",
+    "has_role",
     "store_roles",
 ]
 
@@ -106,6 +110,19 @@ OPTIONAL_ROLES: Final = frozenset(
 
 #: The roles every store has: :class:`~dogs_core.ports.store.AsyncJobStore` is their union.
 REQUIRED_ROLES: Final = frozenset(Role) - OPTIONAL_ROLES
+
+
+def has_role(store: object, role: Role) -> bool:
+    """Whether ``store`` lists ``role`` (:func:`store_roles`, through every wrapper)."""
+    return role in store_roles(store)
+
+
+def check_role(store: object, role: Role, feature: str) -> None:
+    """Raise :class:`~dogs_core.errors.MissingRoleError` naming ``feature`` unless ``store``
+    lists ``role`` (:func:`store_roles`, through every wrapper). The one check behind
+    :func:`~dogs_core.ports.store.require_role` and its sync twin."""
+    if not has_role(store, role):
+        raise MissingRoleError(role.value, feature, store)
 
 
 def store_roles(store: object) -> frozenset[Role]:

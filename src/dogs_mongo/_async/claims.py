@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pymongo import ReadPreference, ReturnDocument, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
@@ -34,10 +34,10 @@ from dogs_core.errors import StoreError, TransientStoreError
 from dogs_core.ports import StoreCapabilities
 from dogs_mongo import queries as q
 from dogs_mongo._async.indexes import list_indexes
-from dogs_mongo.errors import translate_errors
+from dogs_mongo.errors import claim_many_write_error, is_missing_hint, translate_errors
 from dogs_mongo.queries.claims import (
-    CLAIM_PATH_AUTO,
-    CLAIM_PATH_FIND_ONE_AND_UPDATE,
+    CLAIM_INDEX_RECHECK_SECONDS,
+    CLAIM_MANY_ROUNDS,
     CLAIM_PATH_SORTED_UPDATE_ONE,
     HINT_INDEX_NAMES,
     available_hint,
@@ -45,26 +45,11 @@ from dogs_mongo.queries.claims import (
 )
 
 __all__ = [
-    "CLAIM_INDEX_RECHECK_SECONDS",
-    "CLAIM_PATH_FIND_ONE_AND_UPDATE",
-    "CLAIM_PATH_SORTED_UPDATE_ONE",
-    "SORTED_UPDATE_MIN_WIRE_VERSION",
     "MongoClaims",
-    "choose_claim_path",
 ]
 
 log = logging.getLogger("dogs.mongo.store")
 
-#: MongoDB 8.0: ``updateOne`` accepts ``sort``.
-SORTED_UPDATE_MIN_WIRE_VERSION: Final = 25
-
-_CLAIM_MANY_ROUNDS = 4  # finds of claim_many while other claimers take every candidate first
-
-#: While a claim index is missing, how often (seconds) the claims list the indexes again.
-CLAIM_INDEX_RECHECK_SECONDS: Final = 60.0
-
-#: The server's code for "hint provided does not correspond to an existing index".
-_BAD_VALUE: Final = 2
 
 Document = dict[str, Any]
 _T = TypeVar("_T")
@@ -160,7 +145,7 @@ class MongoClaims:
         if not checked or not checked[0].job_names:
             return []
         query = q.claim_candidates_query(checked[0], len(checked))
-        for _ in range(_CLAIM_MANY_ROUNDS):
+        for _ in range(CLAIM_MANY_ROUNDS):
             candidates = await self._claim_many_candidates(query, checked[0].hint)
             if not candidates:
                 return []
@@ -273,7 +258,7 @@ class MongoClaims:
             try:
                 return await send(None if chosen is None else q.hint_spec(chosen))
             except OperationFailure as error:
-                if chosen is None or not _is_missing_hint(error):
+                if chosen is None or not is_missing_hint(error):
                     raise
                 self._note_claim_indexes(
                     {
@@ -298,7 +283,7 @@ class MongoClaims:
                 result = await self._fenced.bulk_write(updates, ordered=False)
             return int(result.modified_count), None
         except BulkWriteError as error:
-            return _claim_many_write_error(error, len(updates)), None
+            return claim_many_write_error(error, len(updates)), None
         except TransientStoreError as error:
             if not error.write_may_have_applied:
                 raise
@@ -351,49 +336,3 @@ class MongoClaims:
             cursor = self._primary.find(q.lock_ids_filter(lock_ids))
             documents = await cursor.to_list(None)
         return q.claims_from_read_back(requests, documents)
-
-
-def choose_claim_path(
-    max_wire_version: int, has_lock_id_index: bool, option: str = CLAIM_PATH_AUTO
-) -> str:
-    """The claim implementation: the sorted ``updateOne`` needs MongoDB 8 (wire version 25) and
-    the sparse ``lockId`` index its read-back uses; anything else uses ``findOneAndUpdate``."""
-    if option != CLAIM_PATH_AUTO:
-        return option
-    if max_wire_version >= SORTED_UPDATE_MIN_WIRE_VERSION and has_lock_id_index:
-        return CLAIM_PATH_SORTED_UPDATE_ONE
-    return CLAIM_PATH_FIND_ONE_AND_UPDATE
-
-
-def _is_missing_hint(error: OperationFailure) -> bool:
-    """Whether the server refused a query because its hinted index does not exist (dropped,
-    or still being built)."""
-    return error.code == _BAD_VALUE and "hint" in str(error)
-
-
-def _claim_many_write_error(error: BulkWriteError, sent: int) -> int:
-    """How many records a ``claim_many`` bulk write that reported errors modified. A write
-    concern error alone means the updates applied on the primary: they are read back. Per-item
-    write errors (a record the pipeline cannot update, say a non-numeric ``tries``) are logged
-    when other items were claimed, and raised when none was."""
-    details = error.details
-    modified = int(details.get("nModified", 0))
-    write_errors = details.get("writeErrors") or []
-    if write_errors and modified == 0:
-        raise error
-    if write_errors:
-        log.error(
-            "dogs: claim_many: %d of %d updates failed (first: %s); returning the %d claimed",
-            len(write_errors),
-            sent,
-            write_errors[0].get("errmsg"),
-            modified,
-        )
-    else:
-        log.warning(
-            "dogs: claim_many: write concern error (%s); returning the %d records claimed on "
-            "the primary",
-            details.get("writeConcernErrors"),
-            modified,
-        )
-    return modified

@@ -26,58 +26,32 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 import pymongo
 from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.errors import ConnectionFailure, CursorNotFound, OperationFailure, PyMongoError
+from pymongo.errors import PyMongoError
 
 from dogs_core.domain.feeds import check_feed_names, check_optional_feed_names
 from dogs_core.domain.records import HistoryRecord
 from dogs_core.domain.wakeups import RecordChange
-from dogs_core.errors import ChangeFeedUnavailableError, TransientStoreError
+from dogs_core.errors import ChangeFeedUnavailableError
 from dogs_mongo import queries as q
-from dogs_mongo.errors import is_transient, translate_errors
+from dogs_mongo.errors import (
+    give_up_unless_resumable,
+    is_unavailable,
+    resume_point,
+    translate_errors,
+)
+from dogs_mongo.queries.changes import MAX_BATCH, OPERATION_TIMEOUT, buffered
 from dogs_mongo.shielding import shielded
 
-__all__ = ["MAX_REOPENS", "OPERATION_TIMEOUT", "MongoFeeds", "is_unavailable"]
+__all__ = ["MongoFeeds"]
 
 log = logging.getLogger("dogs.mongo.store")
 
 T = TypeVar("T")
 Document = dict[str, Any]
-
-#: Seconds each open and each ``getMore`` of a feed may take (``pymongo.timeout``).
-OPERATION_TIMEOUT: Final = 10.0
-#: Reopens in a row (each after a failure PyMongo could not resume) before the feed gives up.
-MAX_REOPENS: Final = 5
-#: Most events in one batch (a burst larger than that is several batches).
-MAX_BATCH: Final = 1_000
-
-_UNAUTHORIZED: Final = 13
-_STANDALONE: Final = 40573  # "The $changeStream stage is only supported on replica sets"
-#: The resume token is unusable: ChangeStreamFatalError, ChangeStreamHistoryLost,
-#: InvalidResumeToken (and BSONObjectTooLarge of one event).
-_TOKEN_LOST: Final = frozenset({280, 286, 260, 10334})
-
-
-def is_unavailable(error: BaseException) -> bool:
-    """Whether ``error`` says this server or user cannot open change streams at all."""
-    if not isinstance(error, OperationFailure):
-        return False
-    return error.code in (_UNAUTHORIZED, _STANDALONE) or (
-        "only supported on replica sets" in str(error)
-    )
-
-
-def _resumable(error: PyMongoError) -> bool:
-    """Whether reopening the stream may help (the change-stream spec's resumable errors, and
-    every transient error of :mod:`dogs_mongo.errors`)."""
-    if isinstance(error, ConnectionFailure | CursorNotFound) or is_transient(error):
-        return True
-    return isinstance(error, OperationFailure) and (
-        error.has_error_label("ResumableChangeStreamError") or error.code in _TOKEN_LOST
-    )
 
 
 class MongoFeeds:
@@ -138,10 +112,10 @@ async def _feed(
                 batch = await _next_batch(stream, convert)
             except PyMongoError as error:
                 failures += 1
-                token = _resume_point(error, stream, token)
+                token = resume_point(error, stream, token)
                 await _close(stream)
                 stream = None
-                _give_up_unless_resumable(operation, error, failures)
+                give_up_unless_resumable(operation, error, failures)
                 log.info("dogs: %s: reopening the change stream (%s)", operation, error)
                 yield []
                 continue
@@ -190,41 +164,10 @@ async def _next_batch(stream: Any, convert: Callable[[Mapping[str, Any]], T | No
             item = convert(event)
             if item is not None:
                 batch.append(item)
-            if len(batch) >= MAX_BATCH or not _buffered(stream):
+            if len(batch) >= MAX_BATCH or not buffered(stream):
                 break
             event = await stream.try_next()
     return batch
-
-
-def _buffered(stream: Any) -> bool:
-    """Whether the stream holds received events (PyMongo's cursor; another driver's stream is
-    read one event per batch)."""
-    has_next = getattr(getattr(stream, "_cursor", None), "_has_next", None)
-    return bool(has_next()) if callable(has_next) else False
-
-
-def _resume_point(error: PyMongoError, stream: Any, token: Any) -> Any:
-    """Where to reopen after ``error``: the stream's last token, or nowhere (from now) when the
-    server cannot resume from it."""
-    if isinstance(error, OperationFailure) and error.code in _TOKEN_LOST:
-        return None
-    if stream is not None and stream.resume_token is not None:
-        return stream.resume_token
-    return token
-
-
-def _give_up_unless_resumable(operation: str, error: PyMongoError, failures: int) -> None:
-    """Raise unless the feed should reopen after its ``failures``-th failure in a row."""
-    if is_unavailable(error):
-        raise ChangeFeedUnavailableError(f"{operation}: change streams unavailable: {error}")
-    if not _resumable(error):
-        raise error
-    if failures > MAX_REOPENS:
-        raise TransientStoreError(
-            f"{operation}: the change stream failed {failures} times in a row "
-            f"({type(error).__name__}: {error})",
-            write_may_have_applied=False,
-        ) from error
 
 
 async def _close(stream: Any) -> None:

@@ -22,24 +22,21 @@ from typing import Any
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError
-from pymongo.write_concern import WriteConcern
 
 from dogs_core.domain.log_lines import LogLine, check_log_page, check_owner_id
 from dogs_core.domain.progress import Progress
 from dogs_core.domain.validation import optional_text
-from dogs_core.errors import InvalidOptionError, TransientStoreError
+from dogs_core.errors import InvalidOptionError
 from dogs_mongo import queries as q
 from dogs_mongo._async.feeds import _feed
 from dogs_mongo._async.indexes import ensure_indexes
-from dogs_mongo.errors import translate_errors
+from dogs_mongo.errors import raise_unless_duplicates, translate_errors
 from dogs_mongo.queries import following as qf
+from dogs_mongo.queries.following import LINES_WRITE_CONCERN
 
 __all__ = ["MongoFollowing"]
 
 Document = dict[str, Any]
-
-_DUPLICATE_KEY = 11000
-_LINES_WRITE_CONCERN = WriteConcern(w=1)
 
 
 class MongoFollowing:
@@ -63,7 +60,7 @@ class MongoFollowing:
     def logs_collection(self) -> AsyncCollection[Document]:
         """The log lines' collection."""
         name = self._logs_name or qf.logs_collection_name(self._history.name)
-        return self._db.get_collection(name, write_concern=_LINES_WRITE_CONCERN)
+        return self._db.get_collection(name, write_concern=LINES_WRITE_CONCERN)
 
     async def setup_following(self) -> None:
         """The logs collection's indexes (``{jobId, _id}``, ``{executionId, _id}``, the TTL on
@@ -99,7 +96,7 @@ class MongoFollowing:
             with translate_errors("write_log_lines", write=True):
                 await self.logs_collection.insert_many(documents, ordered=False)
         except BulkWriteError as error:
-            _raise_unless_duplicates(error)
+            raise_unless_duplicates(error)
 
     async def read_log_lines(
         self, owner_id: str, *, after: str | None = None, limit: int = 1_000
@@ -143,17 +140,3 @@ class MongoFollowing:
             lambda: qf.progress_changes_pipeline(check_owner_id(job_id, field="job_id")),
             qf.changed_id,
         )
-
-
-def _raise_unless_duplicates(error: BulkWriteError) -> None:
-    """A batch whose only write errors are lines already kept has written the others."""
-    details = error.details
-    errors = details.get("writeErrors") or []
-    if any(item.get("code") != _DUPLICATE_KEY for item in errors):
-        raise error
-    concern_errors = details.get("writeConcernErrors")
-    if concern_errors:
-        raise TransientStoreError(
-            f"write_log_lines: write concern error ({concern_errors[0]})",
-            write_may_have_applied=True,
-        ) from error

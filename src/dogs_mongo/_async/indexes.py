@@ -18,33 +18,27 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import OperationFailure, PyMongoError
 
 from dogs_mongo import queries as q
-from dogs_mongo.errors import is_transient, translate_errors
+from dogs_mongo.errors import (
+    INDEX_KEY_SPECS_CONFLICT,
+    INDEX_OPTIONS_CONFLICT,
+    NAMESPACE_NOT_FOUND,
+    is_transient,
+    translate_errors,
+)
+from dogs_mongo.queries.indexes import IndexListing, conflicting_index
 
-__all__ = ["IndexListing", "ensure_indexes", "list_indexes"]
+__all__ = ["ensure_indexes", "list_indexes"]
 
 log = logging.getLogger("dogs.mongo.store")
 
-_INDEX_OPTIONS_CONFLICT: Final = 85
-_INDEX_KEY_SPECS_CONFLICT: Final = 86
-_NAMESPACE_NOT_FOUND: Final = 26
 
 Document = dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class IndexListing:
-    """The indexes of a collection by name: ``ready`` ones (a hint may name them) and those
-    still ``building`` (``listIndexes`` entries, or their ``spec``; a hint on them fails)."""
-
-    ready: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    building: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 async def list_indexes(collection: AsyncCollection[Document]) -> IndexListing:
@@ -55,7 +49,7 @@ async def list_indexes(collection: AsyncCollection[Document]) -> IndexListing:
     try:
         reply = await collection.database.command(command)
     except OperationFailure as error:
-        if error.code == _NAMESPACE_NOT_FOUND:
+        if error.code == NAMESPACE_NOT_FOUND:
             return IndexListing()
         if is_transient(error):
             raise
@@ -194,9 +188,9 @@ async def _create_index(
         await collection.create_index(list(spec.keys), **spec.create_options())
         return
     except OperationFailure as error:
-        if error.code not in (_INDEX_OPTIONS_CONFLICT, _INDEX_KEY_SPECS_CONFLICT):
+        if error.code not in (INDEX_OPTIONS_CONFLICT, INDEX_KEY_SPECS_CONFLICT):
             raise
-        conflicting = _conflicting_index(spec, existing)
+        conflicting = conflicting_index(spec, existing)
         log.warning(
             "dogs: index %s on %s conflicts with the existing index %s (%s); recreating it",
             spec.name,
@@ -207,17 +201,3 @@ async def _create_index(
     if conflicting is not None:
         await collection.drop_index(conflicting)
     await collection.create_index(list(spec.keys), **spec.create_options())
-
-
-def _conflicting_index(spec: q.IndexSpec, existing: Mapping[str, Any]) -> str | None:
-    """The existing index that blocks ``spec``: same name, else same key pattern."""
-    if spec.name in existing:
-        return spec.name
-    for name, info in existing.items():
-        keys = info.get("key")
-        if keys is None:
-            continue
-        pairs = keys.items() if isinstance(keys, Mapping) else keys
-        if [(str(k), int(v)) for k, v in pairs] == list(spec.keys):
-            return str(name)
-    return None

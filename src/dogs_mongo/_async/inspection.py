@@ -39,31 +39,11 @@ from dogs_mongo._async.feeds import _resolve
 from dogs_mongo.errors import read_without_missing_hint, translate_errors
 from dogs_mongo.queries import archive as qa
 from dogs_mongo.queries import inspection as qi
+from dogs_mongo.queries.inspection import KEYS_OF, MAX_ERROR_ROWS, job_ids_of, page_limit
 
 __all__ = ["MongoInspection"]
 
 Document = dict[str, Any]
-
-#: The largest page of a search (a client's 1000 and one more, to know there is a next one),
-#: and the most ids ``latest_errors`` takes.
-MAX_PAGE = 1001
-#: The most rows an error report may group.
-MAX_ERROR_ROWS = 10_000_000
-
-_KEYS_OF = {
-    spec.name: spec.key_document
-    for spec in (
-        *q.HISTORY_INDEXES,
-        *qa.ARCHIVE_HISTORY_INDEXES,
-        *qa.ARCHIVE_RECORD_INDEXES,
-    )
-}
-
-
-def _limit(value: object, field: str = "limit", maximum: int = MAX_PAGE) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
-        raise InvalidOptionError(field, value, f"must be an integer from 1 to {maximum}")
-    return value
 
 
 class MongoInspection:
@@ -105,7 +85,7 @@ class MongoInspection:
         *,
         archive: bool,
     ) -> list[Document]:
-        _limit(limit)
+        page_limit(limit)
         plan = qi.execution_plan(query, before, archive=archive)
         filter_ = dict(plan.filter)
         if archive:
@@ -123,14 +103,14 @@ class MongoInspection:
                 filter_,
                 sort=[("startedAt", -1)],
                 limit=limit,
-                hint=_KEYS_OF[plan.hint],
+                hint=KEYS_OF[plan.hint],
                 bounded=query.unindexed if plan.bounded else (),
             )
 
     async def find_matching_records(
         self, query: RecordQuery, *, now: datetime, limit: int, after: str | None = None
     ) -> list[JobRecord]:
-        _limit(limit)
+        page_limit(limit)
         filter_, hint = qi.record_plan(query, now=now, after=after)
         with translate_errors("find_matching_records", write=False):
             documents = await self._inspect_find(
@@ -146,7 +126,7 @@ class MongoInspection:
     async def find_archived_records(
         self, query: RecordQuery, *, limit: int, after: str | None = None
     ) -> list[Archived[JobRecord]]:
-        _limit(limit)
+        page_limit(limit)
         if query.state is not None:
             raise InvalidOptionError("state", query.state, "archived records have no state")
         filter_, hint = qi.record_plan(query, now=None, after=after, archive=True)
@@ -178,7 +158,7 @@ class MongoInspection:
     async def latest_errors(self, job_ids: Sequence[str]) -> dict[str, HistoryRecord]:
         """One aggregation through ``jobId_1_startedAt_-1``: the error rows of the ids, newest
         first, the first of each id kept."""
-        ids = _ids(job_ids)
+        ids = job_ids_of(job_ids)
         if not ids:
             return {}
         pipeline: list[Document] = [
@@ -186,7 +166,7 @@ class MongoInspection:
             {"$sort": {"jobId": 1, "startedAt": -1}},
             {"$group": {"_id": "$jobId", "row": {"$first": "$$ROOT"}}},
         ]
-        hint = _KEYS_OF[q.HISTORY_JOB_ID_INDEX_NAME]
+        hint = KEYS_OF[q.HISTORY_JOB_ID_INDEX_NAME]
         with translate_errors("latest_errors", write=False):
             rows = await self._inspect_aggregate(pipeline, hint)
         return {str(row["_id"]): q.history_from_document(row["row"]) for row in rows}
@@ -197,7 +177,7 @@ class MongoInspection:
         """One aggregation of the window's newest ``max_rows`` error rows, then (only when it
         grouped exactly ``max_rows``) a count of one more to tell whether there were more."""
         start, end = check_error_window(since, until)
-        _limit(max_rows, "max_rows", MAX_ERROR_ROWS)
+        page_limit(max_rows, "max_rows", MAX_ERROR_ROWS)
         pipeline = qi.error_groups_pipeline(
             since=start, until=end, job_name=job_name, max_rows=max_rows
         )
@@ -295,11 +275,3 @@ class MongoInspection:
             cursor = await _resolve(self._history.aggregate(pipeline))
         rows: list[Document] = await cursor.to_list(None)
         return rows
-
-
-def _ids(job_ids: object) -> list[str]:
-    if isinstance(job_ids, str) or not isinstance(job_ids, Sequence):
-        raise InvalidOptionError("job_ids", job_ids, "must be a sequence of job ids")
-    if len(job_ids) > MAX_PAGE or not all(isinstance(i, str) and i for i in job_ids):
-        raise InvalidOptionError("job_ids", job_ids, f"must be at most {MAX_PAGE} job ids")
-    return list(dict.fromkeys(job_ids))

@@ -24,14 +24,14 @@ from dogs_core.domain import validation
 from dogs_core.domain.partitions import check_chosen_partition
 from dogs_core.ports import StoreCapabilities
 from dogs_mongo import queries as q
-from dogs_mongo._async.claims import (
+from dogs_mongo._async.indexes import ensure_indexes, list_indexes
+from dogs_mongo.errors import translate_errors
+from dogs_mongo.queries import uniqueness as qu
+from dogs_mongo.queries.claims import (
     CLAIM_PATH_SORTED_UPDATE_ONE,
     SORTED_UPDATE_MIN_WIRE_VERSION,
     choose_claim_path,
 )
-from dogs_mongo._async.indexes import ensure_indexes, list_indexes
-from dogs_mongo.errors import translate_errors
-from dogs_mongo.queries import uniqueness as qu
 
 __all__ = ["MongoMaintenance"]
 

@@ -33,12 +33,7 @@ from dogs_mongo import queries as q
 from dogs_mongo._async.archive import MongoArchiver
 from dogs_mongo._async.audit import MongoAudit
 from dogs_mongo._async.bulk import MongoBulk
-from dogs_mongo._async.claims import (
-    CLAIM_PATH_FIND_ONE_AND_UPDATE,
-    CLAIM_PATH_SORTED_UPDATE_ONE,
-    MongoClaims,
-    choose_claim_path,
-)
+from dogs_mongo._async.claims import MongoClaims
 from dogs_mongo._async.controls import MongoControls
 from dogs_mongo._async.feeds import MongoFeeds
 from dogs_mongo._async.following import MongoFollowing
@@ -57,6 +52,11 @@ from dogs_mongo._async.workflows import MongoWorkflows
 from dogs_mongo.client_check import refuse_motor
 from dogs_mongo.queries import uniqueness as qu
 from dogs_mongo.queries import workflows as qw
+from dogs_mongo.queries.claims import (
+    CLAIM_PATH_FIND_ONE_AND_UPDATE,
+    CLAIM_PATH_SORTED_UPDATE_ONE,
+    choose_claim_path,
+)
 
 __all__ = [
     "CLAIM_PATH_FIND_ONE_AND_UPDATE",

@@ -184,3 +184,17 @@ def _partition(value: Any) -> int | None:
 
 def _datetime(value: Any) -> datetime | None:
     return value if isinstance(value, datetime) else None
+
+
+#: Seconds each open and each ``getMore`` of a feed may take (``pymongo.timeout``).
+OPERATION_TIMEOUT: Final = 10.0
+
+#: Most events in one batch (a burst larger than that is several batches).
+MAX_BATCH: Final = 1_000
+
+
+def buffered(stream: Any) -> bool:
+    """Whether the stream holds received events (PyMongo's cursor; another driver's stream is
+    read one event per batch)."""
+    has_next = getattr(getattr(stream, "_cursor", None), "_has_next", None)
+    return bool(has_next()) if callable(has_next) else False

@@ -543,3 +543,24 @@ def claims_from_read_back(
         for request in requests
         if request.lock_id in by_lock_id
     ]
+
+
+#: MongoDB 8.0: ``updateOne`` accepts ``sort``.
+SORTED_UPDATE_MIN_WIRE_VERSION: Final = 25
+
+CLAIM_MANY_ROUNDS = 4  # finds of claim_many while other claimers take every candidate first
+
+#: While a claim index is missing, how often (seconds) the claims list the indexes again.
+CLAIM_INDEX_RECHECK_SECONDS: Final = 60.0
+
+
+def choose_claim_path(
+    max_wire_version: int, has_lock_id_index: bool, option: str = CLAIM_PATH_AUTO
+) -> str:
+    """The claim implementation: the sorted ``updateOne`` needs MongoDB 8 (wire version 25) and
+    the sparse ``lockId`` index its read-back uses; anything else uses ``findOneAndUpdate``."""
+    if option != CLAIM_PATH_AUTO:
+        return option
+    if max_wire_version >= SORTED_UPDATE_MIN_WIRE_VERSION and has_lock_id_index:
+        return CLAIM_PATH_SORTED_UPDATE_ONE
+    return CLAIM_PATH_FIND_ONE_AND_UPDATE

@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final
 
+from pymongo.write_concern import WriteConcern
+
 from dogs_core.domain.log_lines import LogLine
 from dogs_core.domain.progress import Progress
 from dogs_core.domain.records import to_millis
@@ -195,3 +197,6 @@ def changed_id(event: Mapping[str, Any]) -> str | None:
     if not isinstance(key, Mapping) or "_id" not in key:
         return None
     return str(key["_id"])
+
+
+LINES_WRITE_CONCERN = WriteConcern(w=1)

@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from pymongo import IndexModel
 
+from dogs_mongo import queries as q
 from dogs_mongo.queries.common import LOCK_ID_INDEX_NAME
 
 # --------------------------------------------------------------------------------------------
@@ -185,3 +186,26 @@ CONTROL_INDEXES: Final[tuple[IndexSpec, ...]] = (
     IndexSpec(CONTROLS_PURGE_INDEX_NAME, (("purgeAt", 1),), {"expireAfterSeconds": 0}),
     IndexSpec(CONTROLS_KIND_INDEX_NAME, (("kind", 1), ("jobName", 1))),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class IndexListing:
+    """The indexes of a collection by name: ``ready`` ones (a hint may name them) and those
+    still ``building`` (``listIndexes`` entries, or their ``spec``; a hint on them fails)."""
+
+    ready: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    building: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+def conflicting_index(spec: q.IndexSpec, existing: Mapping[str, Any]) -> str | None:
+    """The existing index that blocks ``spec``: same name, else same key pattern."""
+    if spec.name in existing:
+        return spec.name
+    for name, info in existing.items():
+        keys = info.get("key")
+        if keys is None:
+            continue
+        pairs = keys.items() if isinstance(keys, Mapping) else keys
+        if [(str(k), int(v)) for k, v in pairs] == list(spec.keys):
+            return str(name)
+    return None

@@ -41,6 +41,9 @@ from dogs_core.domain.finding import (
     uuid7_floor,
 )
 from dogs_core.domain.records import HistoryStatus, to_millis
+from dogs_core.errors import InvalidOptionError
+from dogs_mongo import queries as q
+from dogs_mongo.queries import archive as qa
 from dogs_mongo.queries.indexes import (
     ERRORS_BY_TYPE_INDEX,
     HISTORY_INSPECTION_INDEXES,
@@ -270,3 +273,34 @@ def raw_error_group(document: Mapping[str, Any]) -> RawErrorGroup:
         job_names=tuple(sorted(str(name) for name in document.get("names") or ())),
         newest_execution_id=str(document["newest"]),
     )
+
+
+#: The largest page of a search (a client's 1000 and one more, to know there is a next one),
+#: and the most ids ``latest_errors`` takes.
+MAX_PAGE = 1001
+
+#: The most rows an error report may group.
+MAX_ERROR_ROWS = 10_000_000
+
+KEYS_OF = {
+    spec.name: spec.key_document
+    for spec in (
+        *q.HISTORY_INDEXES,
+        *qa.ARCHIVE_HISTORY_INDEXES,
+        *qa.ARCHIVE_RECORD_INDEXES,
+    )
+}
+
+
+def page_limit(value: object, field: str = "limit", maximum: int = MAX_PAGE) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+        raise InvalidOptionError(field, value, f"must be an integer from 1 to {maximum}")
+    return value
+
+
+def job_ids_of(job_ids: object) -> list[str]:
+    if isinstance(job_ids, str) or not isinstance(job_ids, Sequence):
+        raise InvalidOptionError("job_ids", job_ids, "must be a sequence of job ids")
+    if len(job_ids) > MAX_PAGE or not all(isinstance(i, str) and i for i in job_ids):
+        raise InvalidOptionError("job_ids", job_ids, f"must be at most {MAX_PAGE} job ids")
+    return list(dict.fromkeys(job_ids))

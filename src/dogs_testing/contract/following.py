@@ -23,7 +23,7 @@ from dogs_core.domain.progress import Progress
 from dogs_core.domain.records import to_millis
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ids import new_execution_id, new_record_id
-from dogs_core.ports import AsyncFollowingStore, AsyncJobStore, Role, store_roles
+from dogs_core.ports import AsyncFollowingStore, AsyncJobStore, Role, has_role, store_roles
 from dogs_testing.contract.base import _DAY, _MIN, _S, T0, ContractBase, _history, _job
 from dogs_testing.contract.feeds import opened, read_until
 from dogs_testing.settling import completed, rescheduled, settle_one
@@ -66,7 +66,7 @@ def log_line(
 
 
 def _following(store: AsyncJobStore) -> AsyncFollowingStore:
-    assert Role.FOLLOWING in store_roles(store), store_roles(store)
+    assert has_role(store, Role.FOLLOWING), store_roles(store)
     return cast(AsyncFollowingStore, store)
 
 

@@ -33,7 +33,7 @@ from dogs_core.domain.workflow_start import compile_workflow
 from dogs_core.domain.workflows import Batch, JobRef, Workflow
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_core.jobs import Jobs
-from dogs_core.ports import AsyncJobStore, AsyncWorkflowStore, Role, store_roles
+from dogs_core.ports import AsyncJobStore, AsyncWorkflowStore, Role, has_role
 from dogs_testing.contract.base import _DAY, _MS, T0, ContractBase, _at_once
 from dogs_testing.settling import settle_one, terminal
 
@@ -87,7 +87,7 @@ class WorkflowContract(ContractBase):
     """The workflows role (see the module documentation)."""
 
     def workflows(self, store: AsyncJobStore) -> AsyncWorkflowStore:
-        assert Role.WORKFLOWS in store_roles(store), "the store must list the workflows role"
+        assert has_role(store, Role.WORKFLOWS), "the store must list the workflows role"
         return cast(AsyncWorkflowStore, store)
 
     async def started(self, store: AsyncJobStore, workflow: Workflow) -> NewWorkflow:

@@ -42,6 +42,7 @@ from dogs_core.domain.records import (
 from dogs_core.domain.schedules import event_run_at, parse_duration
 from dogs_core.domain.uniqueness import Unique, UniqueError
 from dogs_core.errors import (
+    AmbiguousBulkInsert,
     DogsError,
     InvalidOptionError,
     InvalidScheduleError,
@@ -99,10 +100,6 @@ class ScheduleItem:
     unique: Unique | None = None
     start_before: timedelta | int | float | str | datetime | None = None
     tags: Sequence[str] | None = None
-
-
-class AmbiguousBulkInsert(Exception):
-    """A bulk insert failed after it may have been applied: settle its items one by one."""
 
 
 @dataclass(slots=True)

@@ -36,7 +36,7 @@ from dogs_core.domain.progress import check_progress as _check
 from dogs_core.domain.records import ClaimedJob
 from dogs_core.domain.renewal import RefusalReason
 from dogs_core.errors import MissingRoleError
-from dogs_core.ports import AsyncFollowingStore, Role, store_roles
+from dogs_core.ports import AsyncFollowingStore, Role, has_role
 from dogs_core.runtime.execution.services import ExecutionServices
 from dogs_core.runtime.plumbing.clock import now_in_any_thread
 
@@ -88,7 +88,7 @@ def report_progress(
 
 def _relay_of(services: ExecutionServices, job: ClaimedJob, lock: HeldLock) -> ProgressRelay:
     """The execution's relay, made on the loop (from a worker thread: one hop, the first time)."""
-    if Role.FOLLOWING not in store_roles(services.store):
+    if not has_role(services.store, Role.FOLLOWING):
         raise MissingRoleError(Role.FOLLOWING.value, "ctx.progress", services.store)
     try:
         anyio.lowlevel.current_token()

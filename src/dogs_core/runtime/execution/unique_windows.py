@@ -20,7 +20,7 @@ from datetime import datetime
 
 from dogs_core.domain.outcome import Command, Delete, MarkTerminal
 from dogs_core.domain.records import ClaimedJob
-from dogs_core.ports import AsyncUniquenessStore, Role, store_roles
+from dogs_core.ports import AsyncUniquenessStore, Role, has_role
 from dogs_core.runtime.execution.services import ExecutionServices
 from dogs_core.runtime.plumbing._async.retry import retry_transient
 from dogs_core.runtime.plumbing.outage import log_gave_up
@@ -47,7 +47,7 @@ async def open_window(services: ExecutionServices, job: ClaimedJob, now: datetim
     key, window = job.unique_identifier, job.unique_window
     if key is None or window is None:
         return
-    if Role.UNIQUENESS not in store_roles(store):
+    if not has_role(store, Role.UNIQUENESS):
         logger.warning("%s (%s): the store has no uniqueness role: no window", job.job_name, key)
         return
     holds: AsyncUniquenessStore = store  # type: ignore[assignment]

@@ -70,7 +70,10 @@ from dogs_core.domain.workflow_records import (
     WorkflowSummary,
     WorkflowView,
 )
+from dogs_core.ports.archive import AsyncArchiveStore
 from dogs_core.ports.common import Role, StoreCapabilities, store_roles
+from dogs_core.ports.following import AsyncFollowingStore
+from dogs_core.ports.workflows import AsyncWorkflowStore
 
 __all__ = ["ForwardingJobStore"]
 

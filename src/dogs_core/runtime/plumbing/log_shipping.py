@@ -29,7 +29,7 @@ import anyio.lowlevel
 from dogs_core.domain.definitions import JobDefinition
 from dogs_core.domain.log_lines import LogLine
 from dogs_core.errors import MissingRoleError, TransientStoreError
-from dogs_core.ports import AsyncFollowingStore, AsyncJobStore, Role, store_roles
+from dogs_core.ports import AsyncFollowingStore, AsyncJobStore, Role, has_role
 from dogs_core.runtime.plumbing.signal import Signal
 
 __all__ = [
@@ -67,7 +67,7 @@ def shipper_for(store: AsyncJobStore, definitions: Iterable[JobDefinition]) -> L
     keeping = [d.name for d in definitions if d.log_level is not None]
     if not keeping:
         return None
-    if Role.FOLLOWING not in store_roles(store):
+    if not has_role(store, Role.FOLLOWING):
         feature = f"store_logs (of {', '.join(sorted(keeping))})"
         raise MissingRoleError(Role.FOLLOWING.value, feature, store)
     return LogShipper(store)

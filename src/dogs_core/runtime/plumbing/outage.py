@@ -51,3 +51,30 @@ def log_gave_up(log: logging.Logger, message: str, error: BaseException) -> None
         log.error("%s: %s", message, error)
     else:
         log.error("%s", message, exc_info=error)
+
+
+#: The retries' own logger (``dogs.retry``), as before they were shared by both faces.
+retry_log = logging.getLogger("dogs.retry")
+
+
+def gives_up(
+    what: str,
+    error: TransientStoreError,
+    attempt: int,
+    attempts: int | None,
+    deadline: float | None,
+    elapsed: float,
+    next_wait: float,
+) -> bool:
+    """Whether a call gives up after its failed ``attempt`` (one ERROR line when it does): its
+    attempts are spent, or the next one (after ``next_wait``) would end past its deadline."""
+    if attempts is not None and attempt >= attempts:
+        retry_log.error("%s failed after %d attempts: %s", what, attempts, error)
+        return True
+    if deadline is not None and elapsed + next_wait > deadline:
+        retry_log.error(
+            "%s gave up after %d attempt(s) in %.1fs (deadline %gs): %s",
+            *(what, attempt, elapsed, deadline, error),
+        )
+        return True
+    return False

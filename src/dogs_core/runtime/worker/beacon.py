@@ -32,7 +32,7 @@ from dogs_core.domain.registry import (
     WorkerState,
 )
 from dogs_core.jobs import Jobs
-from dogs_core.ports import AsyncJobStore, AsyncRegistryStore, Clock, Role, store_roles
+from dogs_core.ports import AsyncJobStore, AsyncRegistryStore, Clock, Role, has_role
 from dogs_core.runtime.plumbing.settings import WorkerSettings
 
 __all__ = ["FINAL_BEAT_TIMEOUT", "Presence", "WorkerBeacon", "beacon_for", "package_version"]
@@ -203,7 +203,7 @@ def beacon_for(
 ) -> WorkerBeacon | None:
     """The beacon of a ``Workers`` instance, or ``None`` when its ``registry_enabled`` is off
     or the store has no registry role (nothing is written then)."""
-    if not workers.settings.registry_enabled or Role.REGISTRY not in store_roles(store):
+    if not workers.settings.registry_enabled or not has_role(store, Role.REGISTRY):
         return None
     return WorkerBeacon(
         cast(AsyncRegistryStore, store),

@@ -27,7 +27,7 @@ from dogs_core.domain.hints import DecisionReason, Hint, HintDecision, HintSelec
 from dogs_core.domain.partitions import assign_partition
 from dogs_core.domain.reconcile import BATCH_SIZE, next_reconcile_delay
 from dogs_core.domain.records import JobType
-from dogs_core.ports import AsyncJobStore, Clock, Role, StoreCapabilities, store_roles
+from dogs_core.ports import AsyncJobStore, Clock, Role, StoreCapabilities, has_role
 from dogs_core.runtime.execution import Settler
 from dogs_core.runtime.plumbing._async.clock_sync import sync_clock
 from dogs_core.runtime.plumbing._async.retry import retry_transient
@@ -89,7 +89,7 @@ def start_maintenance(
             )
         )
     group.start_soon(give_terminal_records_retention, store, settings, clock)
-    if settings.release_workflows and Role.WORKFLOWS in store_roles(store):
+    if settings.release_workflows and has_role(store, Role.WORKFLOWS):
         releaser = WorkflowReleaser(
             store,
             clock=clock,

@@ -44,10 +44,10 @@ import anyio.abc
 
 from dogs_core.domain.records import HistoryRecord
 from dogs_core.domain.workflow_records import ReleasedStep, StepEnding
-from dogs_core.domain.workflow_release import evidence_ending, row_ending
+from dogs_core.domain.workflow_release import Advanced, Ended, evidence_ending, row_ending
 from dogs_core.errors import ChangeFeedUnavailableError
-from dogs_core.ports import AsyncWorkflowStore, Clock, Role, store_roles
-from dogs_core.runtime.plumbing._async.advance import Advanced, Ended, advance, end_steps
+from dogs_core.ports import AsyncWorkflowStore, Clock, Role, has_role
+from dogs_core.runtime.plumbing._async.advance import advance, end_steps
 from dogs_core.runtime.plumbing._async.retry import retry_transient
 from dogs_core.runtime.plumbing.clock import SystemClock
 from dogs_core.runtime.plumbing.outage import log_store_failure
@@ -122,7 +122,7 @@ class WorkflowReleaser:
     @property
     def enabled(self) -> bool:
         """Whether the store has workflows at all."""
-        return Role.WORKFLOWS in store_roles(self.store)
+        return has_role(self.store, Role.WORKFLOWS)
 
     @property
     def _store(self) -> AsyncWorkflowStore:

@@ -37,7 +37,7 @@ from dogs_core.domain.definitions import (
 from dogs_core.domain.records import ClaimedJob
 from dogs_core.domain.runtime_schedules import ScheduleSpec
 from dogs_core.errors import UnknownJobError
-from dogs_core.ports import AsyncJobStore, AsyncScheduleStore, Clock, Role, store_roles
+from dogs_core.ports import AsyncJobStore, AsyncScheduleStore, Clock, Role, has_role
 
 __all__ = ["MAX_DUE", "ScheduleBook", "WorkersLike", "definition_of", "schedule_definition"]
 
@@ -94,7 +94,7 @@ class ScheduleBook:
         seconds, or ``None`` when it has nothing to read (no event job, or a store without the
         schedules role)."""
         has_events = any(isinstance(d, EventJobDefinition) for d in definitions.values())
-        if not has_events or Role.SCHEDULES not in store_roles(store):
+        if not has_events or not has_role(store, Role.SCHEDULES):
             return None
         schedules = cast(AsyncScheduleStore, store)
         return cls(

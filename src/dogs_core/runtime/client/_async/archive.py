@@ -12,7 +12,6 @@ import logging
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from functools import partial
-from typing import cast
 
 import anyio
 
@@ -26,23 +25,21 @@ from dogs_core.domain.archiving import (
 )
 from dogs_core.domain.audit import AuditAction
 from dogs_core.domain.validation import DurationLike
-from dogs_core.errors import InvalidOptionError, MissingRoleError
-from dogs_core.ports import AsyncArchiveStore, AsyncJobStore, Role, store_roles
+from dogs_core.errors import InvalidOptionError
+from dogs_core.ports import AsyncArchiveStore, AsyncJobStore, Role, has_role
+from dogs_core.ports.store import require_role
 from dogs_core.runtime.client._async.audit import audited
+from dogs_core.runtime.client.calls import ALL_ARCHIVE_KINDS, ARCHIVE_LOG_EVERY
 from dogs_core.runtime.client.scheduling import ClientBase
 from dogs_core.runtime.plumbing._async.retry import retry_transient
 
-__all__ = ["ARCHIVE_LOG_EVERY", "ArchiveClient", "BatchCallback", "archive_store_of"]
+__all__ = ["ArchiveClient", "BatchCallback"]
 
 log = logging.getLogger("dogs.archive")
 
-#: An INFO line every this many batches of one kind (and one at the end of each kind).
-ARCHIVE_LOG_EVERY = 10
 
 #: Called after each batch with the kind, the documents that batch moved and the kind's total.
 BatchCallback = Callable[[ArchiveKind, int, int], None]
-
-_ALL_KINDS = (ArchiveKind.HISTORY, ArchiveKind.FAILED_RECORDS)
 
 
 class ArchiveClient(ClientBase):
@@ -58,7 +55,7 @@ class ArchiveClient(ClientBase):
         *,
         older_than: DurationLike,
         batch_size: int = DEFAULT_ARCHIVE_BATCH_SIZE,
-        kinds: Iterable[ArchiveKind | str] = _ALL_KINDS,
+        kinds: Iterable[ArchiveKind | str] = ALL_ARCHIVE_KINDS,
         dry_run: bool = False,
         max_batches: int | None = None,
         on_batch: BatchCallback | None = None,
@@ -83,7 +80,7 @@ class ArchiveClient(ClientBase):
         )
         if on_batch is not None and not callable(on_batch):
             raise InvalidOptionError("on_batch", on_batch, "must be a callable or None")
-        archive = archive_store_of(self.store, "archive")
+        archive = require_role(self.store, Role.ARCHIVE, "archive")
         now = self.clock.now()
         cutoff = archive_cutoff(now, options.older_than)
         started = anyio.current_time()
@@ -118,9 +115,9 @@ class ArchiveClient(ClientBase):
     async def archived_at(self, job_id: str) -> datetime | None:
         """When job ``job_id`` was moved to the archive (its failed record or its history
         rows); ``None`` when it was not, or the store has no archive."""
-        if Role.ARCHIVE not in store_roles(self.store):
+        if not has_role(self.store, Role.ARCHIVE):
             return None
-        archive = archive_store_of(self.store, "archived_at")
+        archive = require_role(self.store, Role.ARCHIVE, "archived_at")
         return await retry_transient(
             lambda: archive.archived_at(job_id),
             what="read archive",
@@ -171,12 +168,3 @@ async def _archive_kind(
             return total, sent, True
         if sent % ARCHIVE_LOG_EVERY == 0:
             log.info("dogs: archive of %s: %d moved in %d batches", kind.value, total, sent)
-
-
-def archive_store_of(store: object, feature: str) -> AsyncArchiveStore:
-    """The client's ``store`` as an archive: it must list the archive role in its ``roles``
-    (:func:`~dogs_core.ports.store_roles`, through every wrapper), else
-    :class:`~dogs_core.errors.MissingRoleError` naming ``feature``."""
-    if Role.ARCHIVE not in store_roles(store):
-        raise MissingRoleError(Role.ARCHIVE.value, feature, store)
-    return cast(AsyncArchiveStore, store)

@@ -18,34 +18,29 @@ import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
+from typing import Concatenate, ParamSpec, Protocol, TypeVar, cast
 
 from dogs_core.domain.audit import (
-    AUDIT_RETENTION,
     AuditAction,
     AuditEntry,
     JobFate,
-    audit_details,
-    audit_target,
     check_audit_query,
     job_fate,
-    recorded_result,
 )
-from dogs_core.errors import MissingRoleError
-from dogs_core.ids import new_record_id
 from dogs_core.ports import (
     AsyncArchiveStore,
     AsyncAuditStore,
     AsyncJobStore,
     Clock,
     Role,
-    store_roles,
+    has_role,
 )
+from dogs_core.ports.store import require_role
+from dogs_core.runtime.client.calls import audit_entry_of
 from dogs_core.runtime.client.scheduling import ClientBase
 from dogs_core.runtime.plumbing._async.retry import retry_transient
-from dogs_core.runtime.plumbing.actors import current_actor
 
-__all__ = ["AuditClient", "audit_store_of", "audited", "has_audit", "record_entry"]
+__all__ = ["AuditClient", "audited", "record_entry"]
 
 log = logging.getLogger("dogs.audit")
 
@@ -53,7 +48,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-class _Recording(Protocol):
+class Recording(Protocol):
     """What recording an action needs of a client."""
 
     @property
@@ -66,22 +61,10 @@ class _Recording(Protocol):
     def operation_timeout(self) -> float | None: ...
 
 
-S = TypeVar("S", bound=_Recording)
+S = TypeVar("S", bound=Recording)
 
 
-def has_audit(store: object) -> bool:
-    """Whether ``store`` keeps an audit trail."""
-    return Role.AUDIT in store_roles(store)
-
-
-def audit_store_of(store: object, feature: str = "the audit trail") -> AsyncAuditStore:
-    """``store`` as an audit store; :class:`MissingRoleError` when it has no audit role."""
-    if not has_audit(store):
-        raise MissingRoleError(Role.AUDIT.value, feature, store)
-    return cast(AsyncAuditStore, store)
-
-
-async def _ready(client: _Recording) -> AsyncAuditStore:
+async def _ready(client: Recording) -> AsyncAuditStore:
     """The client's store as an audit store, its indexes set up once per client."""
     audit = cast(AsyncAuditStore, client.store)
     if not getattr(client, "_audit_ready", False):
@@ -92,10 +75,10 @@ async def _ready(client: _Recording) -> AsyncAuditStore:
     return audit
 
 
-async def record_entry(client: _Recording, entry: AuditEntry) -> bool:
+async def record_entry(client: Recording, entry: AuditEntry) -> bool:
     """Write ``entry`` (once, however often retried); ``False``, logged, when it could not be
     written or the store keeps no audit trail."""
-    if not has_audit(client.store):
+    if not has_role(client.store, Role.AUDIT):
         return False
     try:
         audit = await _ready(client)
@@ -136,33 +119,14 @@ def audited(
             bound.apply_defaults()
             arguments = dict(list(bound.arguments.items())[1:])
             if arguments.get("dry_run") is not True:
-                await record_entry(self, _entry_of(self, action, arguments, result))
+                await record_entry(
+                    self, audit_entry_of(self.clock.now(), action, arguments, result)
+                )
             return result
 
         return recorded
 
     return decorate
-
-
-def _entry_of(
-    client: _Recording, action: AuditAction, arguments: dict[str, Any], result: object
-) -> AuditEntry:
-    job_id = arguments.get("job_id")
-    what = recorded_result(result, job_id if isinstance(job_id, str) else None)
-    now = client.clock.now()
-    return AuditEntry(
-        id=new_record_id(),
-        at=now,
-        actor=current_actor(),
-        action=action.value,
-        target=what.target or audit_target(action, arguments),
-        outcome=what.outcome,
-        count=what.count,
-        job_ids=what.job_ids,
-        details={**audit_details(arguments), **what.details},
-        updated_at=now,
-        expires_at=now + AUDIT_RETENTION,
-    )
 
 
 class AuditClient(ClientBase):
@@ -193,14 +157,14 @@ class AuditClient(ClientBase):
             job_id=job_id,
             top_level=top_level if job_id is None else False,
         )
-        audit = audit_store_of(self.store)
+        audit = require_role(self.store, Role.AUDIT, "the audit trail")
         return await retry_transient(
             lambda: audit.read_audit(query), what="read audit", deadline=self.operation_timeout
         )
 
     async def audit_entry(self, entry_id: str) -> AuditEntry | None:
         """One entry by id (a bulk action's entry holds its progress)."""
-        audit = audit_store_of(self.store)
+        audit = require_role(self.store, Role.AUDIT, "the audit trail")
         return await retry_transient(
             lambda: audit.get_audit(entry_id), what="read audit", deadline=self.operation_timeout
         )
@@ -208,7 +172,7 @@ class AuditClient(ClientBase):
     async def job_audit(self, job_id: str, *, limit: int = 20) -> Sequence[AuditEntry]:
         """The entries that name job ``job_id``, newest first (empty when the store keeps no
         audit trail): who cancelled, retried or deleted it, and when."""
-        if not has_audit(self.store):
+        if not has_role(self.store, Role.AUDIT):
             return []
         return await self.audit_log(job_id=job_id, limit=limit)
 
@@ -217,7 +181,7 @@ class AuditClient(ClientBase):
         trail), or archived (when: the archive); ``None`` when neither says."""
         entries = await self.job_audit(job_id)
         archived = None
-        if Role.ARCHIVE in store_roles(self.store):
+        if has_role(self.store, Role.ARCHIVE):
             archive = cast(AsyncArchiveStore, self.store)
             archived = await retry_transient(
                 lambda: archive.archived_at(job_id),

@@ -25,7 +25,6 @@ import os
 import socket
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import cast
 
 import anyio
 
@@ -39,6 +38,8 @@ from dogs_core.domain.audit import (
     BulkProgress,
 )
 from dogs_core.domain.bulk import (
+    AUDITED_AS,
+    BY_AUDIT_ACTION,
     DEFAULT_CHUNK_SIZE,
     BulkAction,
     BulkReport,
@@ -48,41 +49,31 @@ from dogs_core.domain.bulk import (
     RescheduleTo,
     Skip,
     SkipReason,
+    bulk_action,
     bulk_decision,
     check_chunk_size,
+    check_selection,
+    reschedule_to,
+    why_not_resumable,
 )
 from dogs_core.domain.records import DEFAULT_RETENTION, HistoryRecord, JobRecord
 from dogs_core.domain.steering import cancel_rows
 from dogs_core.domain.validation import DurationLike
-from dogs_core.errors import InvalidOptionError, MissingRoleError
+from dogs_core.errors import InvalidOptionError
 from dogs_core.ids import new_execution_id, new_record_id
-from dogs_core.ports import AsyncBulkStore, AsyncJobStore, Role, store_roles
-from dogs_core.runtime.client._async.audit import audit_store_of, has_audit, record_entry
+from dogs_core.ports import AsyncBulkStore, AsyncJobStore, Role, has_role
+from dogs_core.ports.store import require_role
+from dogs_core.runtime.client._async.audit import record_entry
 from dogs_core.runtime.client.scheduling import ClientBase
 from dogs_core.runtime.plumbing._async.retry import retry_transient
 from dogs_core.runtime.plumbing.actors import current_actor
 
-__all__ = ["BulkClient", "ProgressCallback", "bulk_store_of"]
+__all__ = ["BulkClient", "ProgressCallback"]
 
 log = logging.getLogger("dogs.bulk")
 
 #: Called after each chunk with the report so far.
 ProgressCallback = Callable[[BulkReport], None]
-
-_ACTIONS = {
-    BulkAction.RETRY: AuditAction.BULK_RETRY,
-    BulkAction.CANCEL: AuditAction.BULK_CANCEL,
-    BulkAction.RESCHEDULE: AuditAction.BULK_RESCHEDULE,
-    BulkAction.DELETE: AuditAction.BULK_DELETE,
-}
-_BY_AUDIT = {audit.value: action for action, audit in _ACTIONS.items()}
-
-
-def bulk_store_of(store: object) -> AsyncBulkStore:
-    """``store`` as a bulk store; :class:`MissingRoleError` when it has no bulk role."""
-    if Role.BULK not in store_roles(store):
-        raise MissingRoleError(Role.BULK.value, "bulk actions", store)
-    return cast(AsyncBulkStore, store)
 
 
 class BulkClient(ClientBase):
@@ -106,8 +97,8 @@ class BulkClient(ClientBase):
 
     async def bulk_count(self, selection: BulkSelection) -> int:
         """How many records ``selection`` holds now (the dry run of a bulk action)."""
-        store = bulk_store_of(self.store)
-        _check_selection(selection)
+        store = require_role(self.store, Role.BULK, "bulk actions")
+        check_selection(selection)
         await self._ensure_clock()
         return await retry_transient(
             lambda: store.count_for_bulk(selection, now=self.clock.now()),
@@ -137,8 +128,8 @@ class BulkClient(ClientBase):
         (:meth:`resume_bulk`)."""
         validation.boolean("dry_run", dry_run)
         if dry_run:
-            chosen = _action(action)
-            _reschedule_to(chosen, run_at, run_in, priority)
+            chosen = bulk_action(action)
+            reschedule_to(chosen, run_at, run_in, priority)
             count = await self.bulk_count(selection)
             return BulkReport(chosen, selection, dry_run=True, matched=count)
         entry = await self.prepare_bulk(
@@ -165,8 +156,8 @@ class BulkClient(ClientBase):
     ) -> AuditEntry:
         """Check the arguments, count the selection and write the action's audit entry
         (running, held by this client), without changing any record: :meth:`run_bulk` does."""
-        chosen = _action(action)
-        to = _reschedule_to(chosen, run_at, run_in, priority)
+        chosen = bulk_action(action)
+        to = reschedule_to(chosen, run_at, run_in, priority)
         size = check_chunk_size(chunk_size)
         matched = await self.bulk_count(selection)
         now = self.clock.now()
@@ -174,7 +165,7 @@ class BulkClient(ClientBase):
             id=new_record_id(),
             at=now,
             actor=current_actor(),
-            action=_ACTIONS[chosen].value,
+            action=AUDITED_AS[chosen].value,
             target=selection.describe(),
             outcome=AuditOutcome.RUNNING,
             details={"matched": matched},
@@ -202,14 +193,14 @@ class BulkClient(ClientBase):
     ) -> BulkReport:
         """Run the action of ``entry`` (from :meth:`prepare_bulk`, or taken over by
         :meth:`resume_bulk`) from its cursor to the end of its selection."""
-        if entry.bulk is None or entry.action not in _BY_AUDIT:
+        if entry.bulk is None or entry.action not in BY_AUDIT_ACTION:
             raise InvalidOptionError("entry", entry.id, "is not the entry of a bulk action")
         if max_chunks is not None:
             validation.integer("max_chunks", max_chunks, minimum=1)
         validation.duration("pause", pause)
         if on_progress is not None and not callable(on_progress):
             raise InvalidOptionError("on_progress", on_progress, "must be a callable or None")
-        run = _Run(self, entry, bulk_store_of(self.store))
+        run = _Run(self, entry, require_role(self.store, Role.BULK, "bulk actions"))
         try:
             return await run.until_done(max_chunks, float(pause), on_progress)
         except Exception as error:
@@ -236,7 +227,7 @@ class BulkClient(ClientBase):
         :meth:`resume_bulk`); ``InvalidOptionError`` says why it cannot be resumed (done,
         running elsewhere, not a bulk action)."""
         validation.text("audit_id", audit_id)
-        audit = audit_store_of(self.store, "resuming a bulk action")
+        audit = require_role(self.store, Role.AUDIT, "resuming a bulk action")
         await self._ensure_clock()
         now = self.clock.now()
         taken = await retry_transient(
@@ -248,7 +239,7 @@ class BulkClient(ClientBase):
         )
         if taken is None:
             entry = await audit.get_audit(audit_id)
-            raise InvalidOptionError("audit_id", audit_id, _why_not_resumable(entry, now))
+            raise InvalidOptionError("audit_id", audit_id, why_not_resumable(entry, now))
         log.info("dogs: %s resumed by %s", taken.target, self._runner)
         return taken
 
@@ -262,10 +253,10 @@ class _Run:
         self.entry = entry
         self.progress = entry.bulk
         self.store = store
-        self.action = _BY_AUDIT[entry.action]
+        self.action = BY_AUDIT_ACTION[entry.action]
         self.selection = BulkSelection.from_document(self.progress.selection)
         self.to = RescheduleTo.from_document(self.progress.to)
-        self.audited = has_audit(client.store)
+        self.audited = has_role(client.store, Role.AUDIT)
         self.started = anyio.current_time()
 
     async def until_done(
@@ -417,7 +408,7 @@ class _Run:
         if not self.audited:
             self.entry = updated
             return
-        audit = audit_store_of(self.client.store)
+        audit = require_role(self.client.store, Role.AUDIT, "the audit trail")
         written = await retry_transient(
             lambda: audit.update_audit(updated, runner=held_by),
             what="bulk progress",
@@ -458,61 +449,8 @@ class _Run:
         )
 
 
-def _action(action: object) -> BulkAction:
-    try:
-        return BulkAction(str(action))
-    except ValueError:
-        choices = ", ".join(one.value for one in BulkAction)
-        raise InvalidOptionError("action", action, f"expected one of {choices}") from None
-
-
-def _check_selection(selection: object) -> None:
-    if not isinstance(selection, BulkSelection):
-        raise InvalidOptionError(
-            "selection", selection, "must be a BulkSelection (dogs_core.bulk_selection(...))"
-        )
-
-
-def _reschedule_to(
-    action: BulkAction,
-    run_at: datetime | None,
-    run_in: DurationLike | None,
-    priority: int | None,
-) -> RescheduleTo | None:
-    given = run_at is not None or run_in is not None or priority is not None
-    if action is not BulkAction.RESCHEDULE:
-        if given:
-            raise InvalidOptionError(
-                "run_at", run_at, f"only a reschedule takes a time or priority, not {action}"
-            )
-        return None
-    if run_at is not None and run_in is not None:
-        raise InvalidOptionError("run_in", run_in, "give run_at or run_in, not both")
-    if not given:
-        raise InvalidOptionError(
-            "run_at", None, "a bulk reschedule needs run_at, run_in or priority"
-        )
-    if run_at is not None and (not isinstance(run_at, datetime) or run_at.tzinfo is None):
-        raise InvalidOptionError("run_at", run_at, "must be a timezone-aware datetime")
-    delay = None if run_in is None else validation.duration("run_in", run_in)
-    level = None if priority is None else validation.priority("priority", priority)
-    return RescheduleTo(run_at=run_at, delay=delay, priority=level)
-
-
 def _retention(client: BulkClient, name: str) -> timedelta | None:
     jobs = client.jobs
     if jobs is not None and name in jobs:
         return jobs.get(name).save_executions_for
     return DEFAULT_RETENTION
-
-
-def _why_not_resumable(entry: AuditEntry | None, now: datetime) -> str:
-    if entry is None:
-        return "no such audit entry"
-    if entry.bulk is None:
-        return f"is a {entry.action}, not a bulk action"
-    if entry.outcome is AuditOutcome.DONE:
-        return "that bulk action is done"
-    if entry.outcome is AuditOutcome.RUNNING and not entry.stalled(now):
-        return "that bulk action is running (its runner wrote progress less than a minute ago)"
-    return "that bulk action cannot be resumed now"

@@ -43,7 +43,8 @@ from dogs_core.errors import (
     WaitTimeoutError,
 )
 from dogs_core.jobs import Jobs
-from dogs_core.ports import AsyncJobStore, Clock
+from dogs_core.ports import AsyncJobStore, Clock, Role
+from dogs_core.ports.store import require_role
 from dogs_core.runtime.client._async.archive import ArchiveClient
 from dogs_core.runtime.client._async.audit import AuditClient
 from dogs_core.runtime.client._async.bulk import BulkClient
@@ -53,8 +54,9 @@ from dogs_core.runtime.client._async.pausing import PauseClient
 from dogs_core.runtime.client._async.registry import RegistryClient
 from dogs_core.runtime.client._async.schedules import Schedules
 from dogs_core.runtime.client._async.stats import StatsClient
-from dogs_core.runtime.client._async.unique_scheduling import UniqueScheduling, uniqueness_store_of
+from dogs_core.runtime.client._async.unique_scheduling import UniqueScheduling
 from dogs_core.runtime.client._async.workflows import WorkflowClient
+from dogs_core.runtime.client.calls import COMPLETION_RECHECK
 from dogs_core.runtime.client.leases import AsyncLeases
 from dogs_core.runtime.client.observing import observe_scheduling
 from dogs_core.runtime.client.scheduling import (
@@ -82,10 +84,6 @@ from dogs_core.runtime.plumbing.telemetry import TELEMETRY, Telemetry
 __all__ = ["DogsClient"]
 
 logger = logging.getLogger("dogs.client")
-
-#: Seconds before ``wait_for`` reads again a job whose row came while its record is still held by
-#: the execution that wrote it (the completion is on its way), doubled up to ``poll_interval``.
-_COMPLETION_RECHECK = 0.005
 
 
 class DogsClient(
@@ -205,7 +203,7 @@ class DogsClient(
         if shaped and session is not None:
             raise UniqueError("unique", unique, "cannot join a session (several steps)")
         if shaped:
-            uniqueness_store_of(self.store)
+            require_role(self.store, Role.UNIQUENESS, "unique= beyond Dogs' rule")
         item = ScheduleItem(
             params, run_in, run_at, priority, unique_key, unique, start_before, tags
         )
@@ -316,7 +314,7 @@ class DogsClient(
         started = anyio.current_time()
         gone_since: float | None = None
         seen = False  # a record or a row of the job was read at least once
-        soon = _COMPLETION_RECHECK
+        soon = COMPLETION_RECHECK
         feed = self.store.watch_history(job_ids=[job_id])
         async with contextlib.aclosing(feed):
             live = await _open(feed)

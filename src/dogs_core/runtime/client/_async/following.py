@@ -23,7 +23,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import Final, Literal, cast
+from typing import Literal
 
 import anyio
 
@@ -33,20 +33,18 @@ from dogs_core.domain.records import HistoryRecord, JobRecord, JobState
 from dogs_core.errors import (
     ChangeFeedUnavailableError,
     JobNotFoundError,
-    MissingRoleError,
     WaitTimeoutError,
 )
-from dogs_core.ports import AsyncFollowingStore, AsyncJobStore, Role, store_roles
+from dogs_core.ports import AsyncFollowingStore, AsyncJobStore, Role
+from dogs_core.ports.store import require_role
+from dogs_core.runtime.client.calls import LOG_LINGER
 from dogs_core.runtime.client.scheduling import ClientBase, ended_execution, validate_wait
 from dogs_core.runtime.plumbing._async.retry import retry_transient
 
-__all__ = ["LOG_LINGER", "FollowingClient", "following_store_of"]
+__all__ = ["FollowingClient"]
 
 logger = logging.getLogger("dogs.client")
 
-#: Seconds ``follow_logs`` keeps reading after what it follows has ended: the lines a worker
-#: buffered are written within about a quarter of a second (``runtime/plumbing/log_shipping.py``).
-LOG_LINGER: Final = 2.0
 
 _Owner = Literal["job", "execution"]
 
@@ -69,7 +67,7 @@ class FollowingClient(ClientBase):
         :class:`~dogs_core.errors.InvalidOptionError` for a bad argument, before reading."""
         owner = check_owner_id(id)
         size, after = check_log_page(limit, after)
-        store = following_store_of(self.store, "get_logs")
+        store = require_role(self.store, Role.FOLLOWING, "get_logs")
         lines = await self._read_lines(store, owner, after, size)
         if not lines and after is None:
             await self._owner_kind(store, owner)  # raises for an id nobody knows
@@ -90,7 +88,7 @@ class FollowingClient(ClientBase):
         owner = check_owner_id(id)
         _, after = check_log_page(1, after)
         seconds, pause = validate_wait(timeout, poll_interval)
-        store = following_store_of(self.store, "follow_logs")
+        store = require_role(self.store, Role.FOLLOWING, "follow_logs")
         kind = await self._owner_kind(store, owner)
         since, started = self.clock.now(), anyio.current_time()
         ended_at: float | None = None
@@ -129,7 +127,7 @@ class FollowingClient(ClientBase):
         history, :class:`~dogs_core.errors.WaitTimeoutError` after ``timeout``."""
         owner = check_owner_id(job_id, field="job_id")
         seconds, pause = validate_wait(timeout, poll_interval)
-        store = following_store_of(self.store, "watch_progress")
+        store = require_role(self.store, Role.FOLLOWING, "watch_progress")
         since, started = self.clock.now(), anyio.current_time()
         last: Progress | None = None
         seen = False
@@ -222,15 +220,6 @@ class FollowingClient(ClientBase):
             or record.lock_id != owner
             or record.state(self.clock.now()) is not JobState.RUNNING
         )
-
-
-def following_store_of(store: object, feature: str) -> AsyncFollowingStore:
-    """The client's ``store`` as a following store: it must list the following role in its
-    ``roles`` (:func:`~dogs_core.ports.store_roles`, through every wrapper), else
-    :class:`~dogs_core.errors.MissingRoleError` naming ``feature``."""
-    if Role.FOLLOWING not in store_roles(store):
-        raise MissingRoleError(Role.FOLLOWING.value, feature, store)
-    return cast(AsyncFollowingStore, store)
 
 
 async def _opened(feed: AsyncIterator[list[str]]) -> bool:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TypeVar, cast
+from typing import TypeVar
 
 from dogs_core.domain import validation
 from dogs_core.domain.definitions import JobDefinition
 from dogs_core.domain.feeds import check_history_status
 from dogs_core.domain.finding import (
     DEFAULT_ERROR_ROWS,
+    DEFAULT_ERROR_WINDOW,
     MAX_ERROR_ROWS,
     Archived,
     ErrorReport,
@@ -27,18 +28,23 @@ from dogs_core.domain.finding import (
     ExecutionQuery,
     FoundJob,
     JobLookup,
-    OwnerMatch,
-    ParamsMatch,
+    OwnerLike,
+    ParamsLike,
     RecordQuery,
+    as_params_match,
     check_error_window,
+    found_jobs,
     merge_error_groups,
+    owner_match,
+    page_size,
     with_slots,
 )
-from dogs_core.domain.records import HistoryRecord, JobRecord, JobState, NameStatus, Owner
+from dogs_core.domain.records import HistoryRecord, JobRecord, JobState, NameStatus
 from dogs_core.domain.steering import MAX_PAGE_SIZE, JobPage, check_state
 from dogs_core.domain.tags import validate_tag_filter
-from dogs_core.errors import InvalidOptionError, MissingRoleError
-from dogs_core.ports import AsyncInspectionStore, AsyncJobStore, Role, store_roles
+from dogs_core.errors import InvalidOptionError
+from dogs_core.ports import AsyncInspectionStore, AsyncJobStore, Role, has_role
+from dogs_core.ports.store import require_role
 from dogs_core.runtime.client.scheduling import (
     ClientBase,
     job_name,
@@ -47,22 +53,10 @@ from dogs_core.runtime.client.scheduling import (
 )
 from dogs_core.runtime.plumbing._async.retry import retry_transient
 
-__all__ = ["InspectionClient", "inspection_store_of"]
+__all__ = ["InspectionClient"]
 
-#: The default error window of :meth:`InspectionClient.errors`.
-DEFAULT_ERROR_WINDOW = timedelta(hours=1)
 
 T = TypeVar("T")
-
-ParamsLike = ParamsMatch | str
-OwnerLike = OwnerMatch | Owner | str
-
-
-def inspection_store_of(store: object, what: str) -> AsyncInspectionStore:
-    """``store`` as an inspection store; :class:`MissingRoleError` when it lacks the role."""
-    if Role.INSPECTION not in store_roles(store):
-        raise MissingRoleError(Role.INSPECTION.value, what, store)
-    return cast(AsyncInspectionStore, store)
 
 
 class InspectionClient(ClientBase):
@@ -148,10 +142,10 @@ class InspectionClient(ClientBase):
             job, check_state(state), owner, params, created_since, created_until, unique_key
         )
         query = dataclasses.replace(query, tags=validate_tag_filter(tags))
-        size = _page_size(limit)
+        size = page_size(limit)
         if after is not None:
             validate_job_id(after, field="after")
-        store = inspection_store_of(self.store, "search_jobs")
+        store = require_role(self.store, Role.INSPECTION, "search_jobs")
         if query.state is not None:
             await self._ensure_clock()
         records = await self._retried(
@@ -180,8 +174,8 @@ class InspectionClient(ClientBase):
         query = self._record_query(
             job, None, None, params, created_since, created_until, unique_key, job_ids
         )
-        size = _page_size(limit)
-        store = inspection_store_of(self.store, "archived_jobs")
+        size = page_size(limit)
+        store = require_role(self.store, Role.INSPECTION, "archived_jobs")
         found = await self._retried(
             "search the archive",
             lambda: store.find_archived_records(query, limit=size + 1, after=after),
@@ -198,7 +192,7 @@ class InspectionClient(ClientBase):
         text = validation.optional_text("query", query)
         if text is None:
             raise InvalidOptionError("query", query, "must be a job id or a unique key")
-        store = inspection_store_of(self.store, "lookup")
+        store = require_role(self.store, Role.INSPECTION, "lookup")
         by_id = await self._found_by(store, ExecutionQuery(job_id=text), job_ids=(text,))
         if by_id:
             return JobLookup(text, "id", by_id)
@@ -237,7 +231,7 @@ class InspectionClient(ClientBase):
         if rows > MAX_ERROR_ROWS:
             raise InvalidOptionError("max_rows", max_rows, f"must be at most {MAX_ERROR_ROWS}")
         name = None if job is None else job_name(job)
-        store = inspection_store_of(self.store, "errors")
+        store = require_role(self.store, Role.INSPECTION, "errors")
         scan = await self._retried(
             "group errors",
             lambda: store.error_groups(since=start, until=end, job_name=name, max_rows=rows),
@@ -261,7 +255,7 @@ class InspectionClient(ClientBase):
             validate_job_id(job_id, field="job_ids")
         if len(job_ids) > MAX_PAGE_SIZE:
             raise InvalidOptionError("job_ids", len(job_ids), f"at most {MAX_PAGE_SIZE} ids")
-        store = inspection_store_of(self.store, "latest_errors")
+        store = require_role(self.store, Role.INSPECTION, "latest_errors")
         return await self._retried("read latest errors", lambda: store.latest_errors(job_ids))
 
     async def fleet_status(self) -> list[NameStatus]:
@@ -270,7 +264,7 @@ class InspectionClient(ClientBase):
         not admitted yet counts as held, not running). Without the inspection role, the plain
         :meth:`status`."""
         statuses = await self.status()
-        if Role.INSPECTION not in store_roles(self.store):
+        if not has_role(self.store, Role.INSPECTION):
             return statuses
         limited = await self.slot_holders()  # which names have fleet slots at all
         running: dict[str, list[JobRecord]] = {}
@@ -286,7 +280,7 @@ class InspectionClient(ClientBase):
 
     async def slot_holders(self) -> dict[str, frozenset[str]]:
         """Per job name, the lock ids of the executions holding its fleet concurrency slots."""
-        store = inspection_store_of(self.store, "slot_holders")
+        store = require_role(self.store, Role.INSPECTION, "slot_holders")
         await self._ensure_clock()
         return await self._retried(
             "read slot holders", lambda: store.held_slot_holders(now=self.clock.now())
@@ -297,9 +291,9 @@ class InspectionClient(ClientBase):
     async def _executions(
         self, query: ExecutionQuery, limit: int, before: str | None, *, archived: bool
     ) -> ExecutionPage:
-        size = _page_size(limit)
+        size = page_size(limit)
         cursor = None if before is None else ExecutionCursor.decode(before)
-        store = inspection_store_of(self.store, "find_executions")
+        store = require_role(self.store, Role.INSPECTION, "find_executions")
         if archived:
             found = await self._retried(
                 "search the archive",
@@ -348,7 +342,7 @@ class InspectionClient(ClientBase):
             "look up the archive",
             lambda: store.find_archived_executions(rows_query, limit=limit),
         )
-        return _found(live, rows, archived, archived_rows)
+        return found_jobs(live, rows, archived, archived_rows)
 
     def _execution_query(
         self,
@@ -372,11 +366,11 @@ class InspectionClient(ClientBase):
             job_id=job_id,
             status=check_history_status(status),
             error_type=validation.optional_text("error_type", error_type),
-            owner=_owner(owner),
+            owner=owner_match(owner),
             since=since,
             until=until,
             unique_identifier=identifier,
-            params=_params(params),
+            params=as_params_match(params),
         )
 
     def _record_query(
@@ -397,78 +391,12 @@ class InspectionClient(ClientBase):
             job_name=None if job is None else job_name(job),
             state=state,
             unique_identifier=identifier,
-            owner=_owner(owner),
+            owner=owner_match(owner),
             created_since=created_since,
             created_until=created_until,
-            params=_params(params),
+            params=as_params_match(params),
             job_ids=None if job_ids is None else tuple(job_ids),
         )
 
     async def _retried(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
         return await retry_transient(call, what=what, deadline=self.operation_timeout)
-
-
-def _page_size(limit: object) -> int:
-    size = validation.integer("limit", limit, minimum=1)
-    if size > MAX_PAGE_SIZE:
-        raise InvalidOptionError("limit", limit, f"must be at most {MAX_PAGE_SIZE}")
-    return size
-
-
-def _owner(owner: OwnerLike | None) -> OwnerMatch | None:
-    if owner is None or isinstance(owner, OwnerMatch):
-        return owner
-    if isinstance(owner, Owner):
-        return OwnerMatch(host=owner.host, pid=owner.pid, instance_id=owner.instance_id)
-    return OwnerMatch.parse(owner)
-
-
-def _params(params: ParamsLike | None) -> ParamsMatch | None:
-    if params is None or isinstance(params, ParamsMatch):
-        return params
-    return ParamsMatch.parse(params)
-
-
-def _found(
-    live: Sequence[JobRecord],
-    rows: Sequence[HistoryRecord],
-    archived: Sequence[Archived[JobRecord]],
-    archived_rows: Sequence[Archived[HistoryRecord]],
-) -> tuple[FoundJob, ...]:
-    """One :class:`FoundJob` per job id: live first, then finished, then archived."""
-    newest: dict[str, HistoryRecord] = {}
-    for row in rows:
-        newest.setdefault(row.job_id, row)
-    newest_archived: dict[str, Archived[HistoryRecord]] = {}
-    for archived_row in archived_rows:
-        newest_archived.setdefault(archived_row.item.job_id, archived_row)
-    found: dict[str, FoundJob] = {}
-    for record in live:
-        found[record.id] = FoundJob(
-            record.id, record.job_name, "live", record, newest.get(record.id)
-        )
-    for job_id, row in newest.items():
-        if job_id not in found:
-            found[job_id] = FoundJob(job_id, row.job_name, "finished", None, row)
-    for item in archived:
-        if item.item.id not in found:
-            row_of = newest_archived.get(item.item.id)
-            found[item.item.id] = FoundJob(
-                item.item.id,
-                item.item.job_name,
-                "archived",
-                item.item,
-                None if row_of is None else row_of.item,
-                item.archived_at,
-            )
-    for job_id, only_row in newest_archived.items():
-        if job_id not in found:
-            found[job_id] = FoundJob(
-                job_id,
-                only_row.item.job_name,
-                "archived",
-                None,
-                only_row.item,
-                only_row.archived_at,
-            )
-    return tuple(found.values())

@@ -11,13 +11,11 @@ import logging
 from dogs_core.domain.audit import AuditAction
 from dogs_core.domain.controls import EVERY_JOB
 from dogs_core.domain.definitions import (
-    EventJobDefinition,
     JobDefinition,
-    RecurrentJobDefinition,
 )
-from dogs_core.errors import InvalidOptionError
 from dogs_core.ports import AsyncJobStore
 from dogs_core.runtime.client._async.audit import audited
+from dogs_core.runtime.client.calls import control_name
 from dogs_core.runtime.client.scheduling import ClientBase
 from dogs_core.runtime.plumbing._async.retry import retry_transient
 
@@ -57,7 +55,7 @@ class PauseClient(ClientBase):
         )
 
     async def _set_paused(self, job: JobDefinition | str | None, paused: bool) -> bool:
-        name = _control_name(job)
+        name = control_name(job)
         what = "pause" if paused else "resume"
         await self._ensure_clock()
         changed = await retry_transient(
@@ -68,15 +66,3 @@ class PauseClient(ClientBase):
         if changed:
             logger.warning("%sd %s", what, "every job" if name == EVERY_JOB else name)
         return changed
-
-
-def _control_name(job: object) -> str:
-    if job is None:
-        return EVERY_JOB
-    if isinstance(job, str):
-        if not job or job == EVERY_JOB:
-            raise InvalidOptionError("job", job, "must be a job name (None pauses every job)")
-        return job
-    if isinstance(job, EventJobDefinition | RecurrentJobDefinition):
-        return job.name
-    raise InvalidOptionError("job", job, "must be a job definition, a job name or None")

@@ -14,7 +14,6 @@ This module is the source of truth; ``_sync/registry.py`` is generated from it.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import cast
 
 from dogs_core.domain import validation
 from dogs_core.domain.audit import AuditAction
@@ -26,21 +25,15 @@ from dogs_core.domain.registry import (
     worker_command,
 )
 from dogs_core.domain.validation import DurationLike
-from dogs_core.errors import InvalidOptionError, MissingRoleError
-from dogs_core.ports import AsyncJobStore, AsyncRegistryStore, Role, store_roles
+from dogs_core.errors import InvalidOptionError
+from dogs_core.ports import AsyncJobStore, Role
+from dogs_core.ports.store import require_role
 from dogs_core.runtime.client._async.audit import audited
 from dogs_core.runtime.client.scheduling import ClientBase
 from dogs_core.runtime.plumbing._async.retry import retry_transient
 from dogs_core.runtime.plumbing.actors import current_actor
 
-__all__ = ["RegistryClient", "registry_store_of"]
-
-
-def registry_store_of(store: object, feature: str = "the workers' registry") -> AsyncRegistryStore:
-    """``store`` as a registry; :class:`MissingRoleError` when it has no registry role."""
-    if Role.REGISTRY not in store_roles(store):
-        raise MissingRoleError(Role.REGISTRY.value, feature, store)
-    return cast(AsyncRegistryStore, store)
+__all__ = ["RegistryClient"]
 
 
 class RegistryClient(ClientBase):
@@ -56,7 +49,7 @@ class RegistryClient(ClientBase):
     async def workers(self) -> list[WorkerInfo]:
         """Every worker in the registry, newest first (use
         :func:`~dogs_core.domain.registry.liveness` to tell the lost ones)."""
-        registry = registry_store_of(self.store)
+        registry = require_role(self.store, Role.REGISTRY, "the workers' registry")
         return await retry_transient(
             registry.list_workers, what="list workers", deadline=self.operation_timeout
         )
@@ -65,7 +58,7 @@ class RegistryClient(ClientBase):
         """The worker of ``instance_id``, or of the one instance id it starts with; ``None``
         when there is none. An ambiguous prefix raises ``InvalidOptionError`` naming them."""
         wanted = check_instance_id(instance_id)
-        registry = registry_store_of(self.store)
+        registry = require_role(self.store, Role.REGISTRY, "the workers' registry")
         found = await retry_transient(
             lambda: registry.get_worker(wanted), what="read worker", deadline=self.operation_timeout
         )
@@ -104,7 +97,7 @@ class RegistryClient(ClientBase):
         command = worker_command(
             action, requested_at=now, requested_by=str(current_actor()), grace=grace
         )
-        registry = registry_store_of(self.store)
+        registry = require_role(self.store, Role.REGISTRY, "the workers' registry")
         return await retry_transient(
             lambda: registry.command_worker(target.instance_id, command, now=now),
             what=f"{action} worker",

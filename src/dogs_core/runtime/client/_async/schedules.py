@@ -17,7 +17,7 @@ import logging
 import random
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Final, Protocol, cast
+from typing import Any, Protocol, cast
 
 from dogs_core.domain import validation
 from dogs_core.domain.audit import AuditAction
@@ -46,8 +46,14 @@ from dogs_core.errors import (
 )
 from dogs_core.ids import new_record_id
 from dogs_core.jobs import Jobs
-from dogs_core.ports import AsyncJobStore, AsyncScheduleStore, Clock, Role, store_roles
+from dogs_core.ports import AsyncJobStore, AsyncScheduleStore, Clock, Role, has_role
 from dogs_core.runtime.client._async.audit import audited
+from dogs_core.runtime.client.calls import (
+    MAX_LIST_PAGE,
+    SCHEDULE_ROUNDS,
+    next_run_after_change,
+    respec,
+)
 from dogs_core.runtime.plumbing._async.retry import retry_transient
 
 
@@ -70,15 +76,9 @@ class ScheduleOwner(Protocol):
     async def _ensure_setup(self) -> bool: ...
 
 
-__all__ = ["MAX_LIST_PAGE", "ScheduleOwner", "Schedules"]
+__all__ = ["ScheduleOwner", "Schedules"]
 
 logger = logging.getLogger("dogs.schedules")
-
-#: The most schedules one ``list`` call returns.
-MAX_LIST_PAGE: Final = 1000
-#: The most compare-and-set rounds of one change before it gives up (someone else keeps
-#: changing the same schedule).
-_ROUNDS: Final = 10
 
 
 class Schedules:
@@ -169,7 +169,7 @@ class Schedules:
             validation.boolean("paused", paused)
         store = self._store()
         await self._client._ensure_setup()
-        for _ in range(_ROUNDS):
+        for _ in range(SCHEDULE_ROUNDS):
             now = self._client.clock.now()
             record = await self._read(sid)
             if record is None:
@@ -180,10 +180,10 @@ class Schedules:
             if record.schedule is None:
                 raise ScheduleInCodeError(sid, "upsert")
             old = record.schedule
-            target = _respec(spec, paused=old.paused if paused is None else paused, now=now)
+            target = respec(spec, paused=old.paused if paused is None else paused, now=now)
             if old == target and record.params == stored and record.priority == level:
                 return ScheduleUpserted(entry_of(record, now), "unchanged")
-            next_run = _next_run(old, target, now)
+            next_run = next_run_after_change(old, target, now)
             written = await self._update(store, record, target, stored, level, next_run)
             if written is not None:
                 logger.info("schedule %s updated: %s", sid, target.describe())
@@ -224,7 +224,7 @@ class Schedules:
 
     def _store(self) -> AsyncScheduleStore:
         store = self._client.store
-        if Role.SCHEDULES not in store_roles(store):
+        if not has_role(store, Role.SCHEDULES):
             raise MissingRoleError(Role.SCHEDULES.value, "client.schedules", store)
         return cast(AsyncScheduleStore, store)
 
@@ -273,7 +273,7 @@ class Schedules:
         paused: bool | None,
         now: datetime,
     ) -> RuntimeSchedule | None:
-        target = _respec(spec, paused=bool(paused), now=now)
+        target = respec(spec, paused=bool(paused), now=now)
         new = NewJob(
             id=new_record_id(),
             job_name=sid,
@@ -321,7 +321,7 @@ class Schedules:
 
     async def _set_paused(self, sid: str, paused: bool) -> RuntimeSchedule:
         store = self._store()
-        for _ in range(_ROUNDS):
+        for _ in range(SCHEDULE_ROUNDS):
             now = self._client.clock.now()
             record = await self._read(sid)
             if record is None:
@@ -331,9 +331,14 @@ class Schedules:
                 raise ScheduleInCodeError(sid, "pause" if paused else "resume")
             if old.paused == paused:
                 return entry_of(record, now)
-            target = _respec(old, paused=paused, now=now)
+            target = respec(old, paused=paused, now=now)
             written = await self._update(
-                store, record, target, record.params, record.priority, _next_run(old, target, now)
+                store,
+                record,
+                target,
+                record.params,
+                record.priority,
+                next_run_after_change(old, target, now),
             )
             if written is not None:
                 logger.info("schedule %s %s", sid, "paused" if paused else "resumed")
@@ -354,27 +359,3 @@ class Schedules:
             return f"cron {text} ({getattr(rule, 'timezone', '?')})"
         interval = getattr(rule, "interval", None)
         return f"every {interval}" if interval is not None else "a next_run function"
-
-
-def _respec(spec: ScheduleSpec, *, paused: bool, now: datetime) -> ScheduleSpec:
-    return ScheduleSpec(
-        job=spec.job,
-        cron=spec.cron,
-        timezone=spec.timezone,
-        every=spec.every,
-        misfire=spec.misfire,
-        misfire_grace=spec.misfire_grace,
-        max_catch_up=spec.max_catch_up,
-        paused=paused,
-        updated_at=now,
-    )
-
-
-def _next_run(old: ScheduleSpec, new: ScheduleSpec, now: datetime) -> datetime | None:
-    """The next run a change writes: parked when paused, the rule's next time when resumed or
-    re-timed, else ``None`` (kept)."""
-    if new.paused:
-        return None if old.paused else PARKED_AT
-    if old.paused or not old.same_timing(new):
-        return first_run_at(new, now)
-    return None

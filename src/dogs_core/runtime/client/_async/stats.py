@@ -6,25 +6,26 @@ This module is the source of truth; ``_sync/stats.py`` is generated from it.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from dogs_core.domain import validation
 from dogs_core.domain.definitions import (
-    EventJobDefinition,
     JobDefinition,
-    RecurrentJobDefinition,
 )
-from dogs_core.domain.stats import MAX_STATS_WINDOW, JobStats, check_stats_window
+from dogs_core.domain.stats import (
+    DEFAULT_STATS_WINDOW,
+    MAX_STATS_WINDOW,
+    JobStats,
+    check_stats_window,
+)
 from dogs_core.domain.validation import DurationLike
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ports import AsyncJobStore
+from dogs_core.runtime.client.calls import stats_name
 from dogs_core.runtime.client.scheduling import ClientBase
 from dogs_core.runtime.plumbing._async.retry import retry_transient
 
-__all__ = ["DEFAULT_STATS_WINDOW", "StatsClient"]
-
-#: The window of :meth:`StatsClient.stats` when none is given.
-DEFAULT_STATS_WINDOW = timedelta(hours=1)
+__all__ = ["StatsClient"]
 
 
 class StatsClient(ClientBase):
@@ -53,7 +54,7 @@ class StatsClient(ClientBase):
         :data:`~dogs_core.domain.stats.MAX_STATS_WINDOW` (7 days): the read scans the window's
         rows, so the window bounds its cost. Raises
         :class:`~dogs_core.errors.InvalidOptionError` naming a bad argument."""
-        names = None if job is None else [_stats_name(job)]
+        names = None if job is None else [stats_name(job)]
         length = validation.positive_duration("window", window)
         if length > MAX_STATS_WINDOW:
             raise InvalidOptionError(
@@ -70,13 +71,3 @@ class StatsClient(ClientBase):
             what="read stats",
             deadline=self.operation_timeout,
         )
-
-
-def _stats_name(job: object) -> str:
-    if isinstance(job, str):
-        if not job.strip():
-            raise InvalidOptionError("job", job, "must be a job name (None: every job)")
-        return job
-    if isinstance(job, EventJobDefinition | RecurrentJobDefinition):
-        return job.name
-    raise InvalidOptionError("job", job, "must be a job definition, a job name or None")

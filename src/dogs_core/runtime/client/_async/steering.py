@@ -57,12 +57,12 @@ from dogs_core.domain.tags import tag_filter_arguments
 from dogs_core.errors import (
     InvalidOptionError,
     InvalidScheduleError,
-    JobContendedError,
     TransientStoreError,
 )
 from dogs_core.ids import new_execution_id
 from dogs_core.ports import AsyncJobStore
 from dogs_core.runtime.client._async.audit import audited
+from dogs_core.runtime.client.calls import RACE_ROUNDS, busy_error
 from dogs_core.runtime.client.scheduling import (
     ClientBase,
     job_name,
@@ -77,9 +77,6 @@ __all__ = ["SteeringClient"]
 logger = logging.getLogger("dogs.client")
 
 _ChangeOf: TypeAlias = Callable[[JobRecord, datetime], JobChange]
-
-#: How many times an action re-reads a record that changed under it before giving up.
-_RACE_ROUNDS = 5
 
 
 class SteeringClient(ClientBase):
@@ -200,7 +197,7 @@ class SteeringClient(ClientBase):
         if isinstance(target, NotFound):
             return target
         await self._ensure_clock()
-        for _ in range(_RACE_ROUNDS):
+        for _ in range(RACE_ROUNDS):
             record = await self._read(target)
             if record is None:
                 return await self._gone(target)
@@ -213,7 +210,7 @@ class SteeringClient(ClientBase):
             if outcome is not None:
                 logger.warning("cancelled %s (%s)", record.job_name, target)
                 return outcome
-        raise _busy("cancel", target)
+        raise busy_error("cancel", target)
 
     @audited(AuditAction.RETRY)
     async def retry_now(self, job_id: str) -> RescheduleOutcome:
@@ -264,7 +261,7 @@ class SteeringClient(ClientBase):
         that has its definition starts."""
         validate_job_id(job_id)
         await self._ensure_clock()
-        for _ in range(_RACE_ROUNDS):
+        for _ in range(RACE_ROUNDS):
             now = self.clock.now()
             delete = functools.partial(self.store.delete_record, job_id, unless_running_at=now)
             taken = await retry_transient(
@@ -278,7 +275,7 @@ class SteeringClient(ClientBase):
                 return NotFound(job_id)
             if record.state(self.clock.now()) is JobState.RUNNING:
                 return Running(record)
-        raise _busy("delete", job_id)
+        raise busy_error("delete", job_id)
 
     @audited(AuditAction.DELETE_JOBS)
     async def delete_jobs(
@@ -404,7 +401,7 @@ class SteeringClient(ClientBase):
         )
 
     async def _modify(self, job_id: str, change_of: _ChangeOf) -> RescheduleOutcome:
-        for _ in range(_RACE_ROUNDS):
+        for _ in range(RACE_ROUNDS):
             record = await self._read(job_id)
             if record is None:
                 return NotFound(job_id)
@@ -417,7 +414,7 @@ class SteeringClient(ClientBase):
                     "rescheduled %s (%s) for %s", updated.job_name, job_id, updated.next_run_at
                 )
                 return Rescheduled(updated)
-        raise _busy("reschedule", job_id)
+        raise busy_error("reschedule", job_id)
 
     async def _modify_once(self, job_id: str, change: JobChange, now: datetime) -> JobRecord | None:
         # A compare-and-set that leaves the record as asked when repeated: safe to retry.
@@ -452,7 +449,3 @@ class SteeringClient(ClientBase):
                 "so create the client with the Jobs registry that defines it",
             )
         return definition
-
-
-def _busy(action: str, job_id: str) -> JobContendedError:
-    return JobContendedError(action, job_id, _RACE_ROUNDS)

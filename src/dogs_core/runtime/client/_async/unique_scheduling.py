@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from datetime import datetime
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -36,7 +36,8 @@ from dogs_core.domain.records import (
     ScheduleOutcome,
 )
 from dogs_core.domain.uniqueness import (
-    PARKED_AT,
+    FIRST_RACE_WAIT,
+    MAX_ROUNDS,
     Debounce,
     HoldState,
     PendingUpdate,
@@ -47,36 +48,16 @@ from dogs_core.domain.uniqueness import (
     UniqueHold,
     resolve,
 )
-from dogs_core.errors import DogsError, MissingRoleError
-from dogs_core.ports import AsyncJobStore, AsyncUniquenessStore, Role, store_roles
+from dogs_core.errors import UniqueContendedError
+from dogs_core.ports import AsyncJobStore, AsyncUniquenessStore, Role
+from dogs_core.ports.store import require_role
+from dogs_core.runtime.client.calls import parked, window_duplicate
 from dogs_core.runtime.client.scheduling import ClientBase
 from dogs_core.runtime.plumbing._async.retry import retry_transient
 
-__all__ = ["MAX_ROUNDS", "UniqueContendedError", "UniqueScheduling", "uniqueness_store_of"]
+__all__ = ["UniqueScheduling"]
 
 logger = logging.getLogger("dogs.client")
-
-#: The most rounds of one call (each a lost race or a wait for a parked holder).
-MAX_ROUNDS: Final = 50
-#: Seconds between two looks at a parked holder (doubled up to a tenth of a second).
-_FIRST_WAIT: Final = 0.002
-
-
-class UniqueContendedError(DogsError, RuntimeError):
-    """A unique schedule kept losing races on its key (:data:`MAX_ROUNDS` rounds): nothing of
-    this call was written; trying again is safe."""
-
-    def __init__(self, key: str) -> None:
-        self.key = key
-        super().__init__(f"unique key {key!r}: lost {MAX_ROUNDS} races in a row; try again")
-
-
-def uniqueness_store_of(store: object) -> AsyncUniquenessStore:
-    """``store`` as a uniqueness store: it must list the uniqueness role
-    (:func:`~dogs_core.ports.store_roles`), else :class:`MissingRoleError`."""
-    if Role.UNIQUENESS not in store_roles(store):
-        raise MissingRoleError(Role.UNIQUENESS.value, "unique= beyond Dogs' rule", store)
-    return cast(AsyncUniquenessStore, store)
 
 
 class UniqueScheduling(ClientBase):
@@ -93,7 +74,7 @@ class UniqueScheduling(ClientBase):
 
     async def _schedule_unique(self, job: NewJob, unique: Unique) -> ScheduleOutcome:
         """Schedule ``job`` (its identifier is the key) under ``unique``'s rules."""
-        keys = uniqueness_store_of(self.store)
+        keys = require_role(self.store, Role.UNIQUENESS, "unique= beyond Dogs' rule")
         if unique.on_conflict == "throttle":
             return await self._throttle(keys, job, unique)
         key = job.unique_identifier
@@ -105,15 +86,15 @@ class UniqueScheduling(ClientBase):
             done = await self._update(keys, job, key, None, unique, run_at, self.clock.now())
             if done is not None:
                 return done
-        pause = _FIRST_WAIT
+        pause = FIRST_RACE_WAIT
         for _ in range(MAX_ROUNDS):
             now = self.clock.now()
             if unique.window is not None:
                 held = await self._hold(keys, key)
                 if held is not None and held.until > now:
-                    return _window_duplicate(held)
+                    return window_duplicate(held)
             if unique.window is not None:
-                inserted = await self._insert_one(_parked(job, run_at, now))
+                inserted = await self._insert_one(parked(job, run_at, now))
             else:
                 inserted = await self._insert_one(dataclasses.replace(job, next_run_at=run_at))
             if isinstance(inserted, Scheduled):
@@ -141,7 +122,7 @@ class UniqueScheduling(ClientBase):
             else:
                 await anyio.sleep(pause)
                 pause = min(pause * 2, 0.1)
-        raise UniqueContendedError(key)
+        raise UniqueContendedError(key, MAX_ROUNDS)
 
     # -- the steps ----------------------------------------------------------------------------
 
@@ -193,7 +174,7 @@ class UniqueScheduling(ClientBase):
                 what="drop parked record",
                 deadline=self._deadline,
             )
-            return _window_duplicate(held)
+            return window_duplicate(held)
         await retry_transient(
             lambda: keys.publish_parked(job.id, parked_at=parked, run_at=run_at),
             what="publish parked record",
@@ -263,11 +244,3 @@ class UniqueScheduling(ClientBase):
     @property
     def _deadline(self) -> float | None:
         return self.operation_timeout
-
-
-def _parked(job: NewJob, run_at: datetime, now: datetime) -> NewJob:
-    return dataclasses.replace(job, next_run_at=PARKED_AT, parked_run_at=run_at, parked_at=now)
-
-
-def _window_duplicate(held: UniqueHold) -> Duplicate:
-    return Duplicate(held.job_id, held.key, reason="window", held_until=held.until)

@@ -13,8 +13,7 @@ import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
-from datetime import datetime, timedelta
-from typing import cast
+from datetime import timedelta
 
 import anyio
 
@@ -25,57 +24,54 @@ from dogs_core.domain.events import (
     WorkflowStarting,
 )
 from dogs_core.domain.partitions import assign_partition
-from dogs_core.domain.records import HistoryStatus
 from dogs_core.domain.steering import Cancelled, NotFound
 from dogs_core.domain.workflow_records import (
     ENDED_WORKFLOW_STATES,
     NewWorkflow,
     ReleasedStep,
     StepEnding,
-    StepOutcome,
-    StepState,
     WorkflowCancelled,
     WorkflowRetried,
     WorkflowStarted,
     WorkflowState,
     WorkflowSummary,
     WorkflowView,
-    gate_of,
 )
-from dogs_core.domain.workflow_release import evidence_ending
+from dogs_core.domain.workflow_release import Advanced, cancelled_ending, evidence_ending
 from dogs_core.domain.workflow_start import compile_workflow, with_trace_context
 from dogs_core.domain.workflows import MAX_WORKFLOW_STEPS, Workflow
 from dogs_core.errors import (
     ChangeFeedUnavailableError,
     InvalidOptionError,
-    MissingRoleError,
     WorkflowNotFoundError,
     WorkflowStateError,
     WorkflowTimeoutError,
 )
 from dogs_core.ids import new_record_id
-from dogs_core.ports import AsyncJobStore, AsyncWorkflowStore, Role, store_roles
+from dogs_core.ports import AsyncJobStore, AsyncWorkflowStore, Role
+from dogs_core.ports.store import require_role
 from dogs_core.runtime.client._async.audit import audited
 from dogs_core.runtime.client._async.steering import SteeringClient
+from dogs_core.runtime.client.calls import (
+    CANCEL_PAGE,
+    MAX_WORKFLOW_PAGE,
+    start_label,
+    workflow_state,
+)
 from dogs_core.runtime.client.scheduling import (
     in_transaction,
     validate_job_id,
     validate_session,
     validate_wait,
 )
-from dogs_core.runtime.plumbing._async.advance import Advanced, end_steps, release_blocked
+from dogs_core.runtime.plumbing._async.advance import end_steps, release_blocked
 from dogs_core.runtime.plumbing._async.retry import retry_transient
 from dogs_core.runtime.plumbing.telemetry import Telemetry, next_call_id
 from dogs_core.runtime.plumbing.workflow_events import tell_advanced
 
-__all__ = ["WorkflowClient", "workflow_store_of"]
+__all__ = ["WorkflowClient"]
 
 logger = logging.getLogger("dogs.workflows")
-
-#: Released steps read per page by ``cancel_workflow``.
-_CANCEL_PAGE = 500
-#: Most workflows one ``list_workflows`` call returns.
-MAX_WORKFLOW_PAGE = 1000
 
 
 class WorkflowClient(SteeringClient):
@@ -93,7 +89,7 @@ class WorkflowClient(SteeringClient):
         """The store's workflows role (``feature`` is named if it has none), its collections
         and indexes created once; and whether the clock's offset changed (times computed before
         are computed again)."""
-        store = workflow_store_of(self.store, feature)
+        store = require_role(self.store, Role.WORKFLOWS, feature)
         changed = await self._ensure_setup()
         if not getattr(self, "_workflows_ready", False):
             await retry_transient(
@@ -122,7 +118,7 @@ class WorkflowClient(SteeringClient):
         validate_session(session)
         if not isinstance(workflow, Workflow):
             raise InvalidOptionError("workflow", workflow, "must be a Workflow (or a Batch)")
-        workflow_store_of(self.store, "start_workflow")
+        require_role(self.store, Role.WORKFLOWS, "start_workflow")
         (started,) = await self.start_workflows([workflow], session=session)
         return started
 
@@ -146,7 +142,7 @@ class WorkflowClient(SteeringClient):
                 )
         if not workflows:
             return []
-        workflow_store_of(self.store, "start_workflows")
+        require_role(self.store, Role.WORKFLOWS, "start_workflows")
         compiled = self._compile_all(workflows)  # every check, before any I/O
         store, clock_changed = await self._workflows("start_workflows")
         if clock_changed:
@@ -165,7 +161,7 @@ class WorkflowClient(SteeringClient):
             else:
                 await retry_transient(
                     lambda: store.insert_workflows(compiled, session=session),
-                    what=_start_label(workflows, compiled),
+                    what=start_label(workflows, compiled),
                     deadline=self.operation_timeout,
                 )
         except BaseException as raised:
@@ -175,7 +171,7 @@ class WorkflowClient(SteeringClient):
             self._start_ended(workflows, compiled, startings, time.monotonic() - began, error)
         steps = sum(len(one.steps) for one in compiled)
         released = sum(len(one.records) for one in compiled)
-        label = _start_label(workflows, compiled).removeprefix("start ")
+        label = start_label(workflows, compiled).removeprefix("start ")
         logger.info("started %s: %d steps, %d released", label, steps, released)
         return [
             WorkflowStarted(
@@ -248,7 +244,7 @@ class WorkflowClient(SteeringClient):
         """The workflow and its steps (states, record ids, results). Raises
         :class:`~dogs_core.errors.WorkflowNotFoundError` when there is none."""
         validate_job_id(workflow_id, field="workflow_id")
-        store = workflow_store_of(self.store, "get_workflow")
+        store = require_role(self.store, Role.WORKFLOWS, "get_workflow")
         view = await retry_transient(
             lambda: store.get_workflow(workflow_id),
             what="read a workflow",
@@ -262,13 +258,13 @@ class WorkflowClient(SteeringClient):
         self, *, state: WorkflowState | str | None = None, limit: int = 50, skip: int = 0
     ) -> list[WorkflowSummary]:
         """Workflows, newest first (of one ``state``), with their step counts per state."""
-        wanted = _state(state)
+        wanted = workflow_state(state)
         for field, number, least in (("limit", limit, 1), ("skip", skip, 0)):
             if isinstance(number, bool) or not isinstance(number, int) or number < least:
                 raise InvalidOptionError(field, number, f"must be an integer >= {least}")
         if limit > MAX_WORKFLOW_PAGE:
             raise InvalidOptionError("limit", limit, f"must be at most {MAX_WORKFLOW_PAGE}")
-        store = workflow_store_of(self.store, "list_workflows")
+        store = require_role(self.store, Role.WORKFLOWS, "list_workflows")
         return await retry_transient(
             lambda: store.find_workflows(state=wanted, limit=limit, skip=skip),
             what="list workflows",
@@ -321,7 +317,8 @@ class WorkflowClient(SteeringClient):
             return []
         ended: dict[str, WorkflowView] = {}
         started = anyio.current_time()
-        async with _feed(workflow_store_of(self.store, "wait_for_workflows"), waiting) as feed:
+        store = require_role(self.store, Role.WORKFLOWS, "wait_for_workflows")
+        async with _feed(store, waiting) as feed:
             check = waiting
             while True:
                 for workflow_id in check:
@@ -351,7 +348,7 @@ class WorkflowClient(SteeringClient):
         running ones told to stop (at their next lock renewal, as ``cancel`` does). Safe to
         call again (after a crash midway, it finishes the work)."""
         # checked first, so that a missing role's error names this call, not get_workflow
-        workflow_store_of(self.store, "cancel_workflow")
+        require_role(self.store, Role.WORKFLOWS, "cancel_workflow")
         view = await self.get_workflow(workflow_id)
         store, _ = await self._workflows("cancel_workflow")
         changed = await retry_transient(
@@ -375,7 +372,7 @@ class WorkflowClient(SteeringClient):
         after: str | None = None
         while True:
             read = functools.partial(
-                store.released_steps, workflow_id=workflow_id, after=after, limit=_CANCEL_PAGE
+                store.released_steps, workflow_id=workflow_id, after=after, limit=CANCEL_PAGE
             )
             page = await retry_transient(
                 read,
@@ -390,7 +387,7 @@ class WorkflowClient(SteeringClient):
                 outcome = await self.cancel(step.record_id)
                 if isinstance(outcome, Cancelled | NotFound):
                     stopped += isinstance(outcome, Cancelled)
-                    endings.append(_cancelled(step, self.clock.now()))
+                    endings.append(cancelled_ending(step, self.clock.now()))
                 else:
                     unknown.append(step)
             endings.extend(await self._evidence_endings(store, unknown))
@@ -423,7 +420,7 @@ class WorkflowClient(SteeringClient):
         the steps whose dependencies allow it are released at once. Raises
         :class:`~dogs_core.errors.WorkflowStateError` for a workflow still running."""
         # checked first, so that a missing role's error names this call, not get_workflow
-        workflow_store_of(self.store, "retry_workflow")
+        require_role(self.store, Role.WORKFLOWS, "retry_workflow")
         view = await self.get_workflow(workflow_id)
         if view.state is WorkflowState.RUNNING:
             raise WorkflowStateError(
@@ -453,45 +450,6 @@ class WorkflowClient(SteeringClient):
     def _tell(self, advanced: Advanced) -> None:
         """The telemetry of what this call released and ended."""
         tell_advanced(self.telemetry, advanced)
-
-
-def workflow_store_of(store: object, feature: str) -> AsyncWorkflowStore:
-    """``store`` as a workflows store: it must list the workflows role in its ``roles``, else
-    :class:`~dogs_core.errors.MissingRoleError` naming ``feature``."""
-    if Role.WORKFLOWS not in store_roles(store):
-        raise MissingRoleError(Role.WORKFLOWS.value, feature, store)
-    return cast(AsyncWorkflowStore, store)
-
-
-def _state(state: object) -> WorkflowState | None:
-    if state is None:
-        return None
-    try:
-        return WorkflowState(str(state))
-    except ValueError:
-        choices = ", ".join(s.value for s in WorkflowState)
-        raise InvalidOptionError("state", state, f"expected one of {choices}") from None
-
-
-def _cancelled(step: ReleasedStep, now: datetime) -> StepEnding:
-    """The end of a released step whose job ``cancel_workflow`` removed."""
-    return StepEnding(
-        step_id=step.id,
-        workflow_id=step.workflow_id,
-        record_id=step.record_id,
-        state=StepState.CANCELLED,
-        gate=gate_of(StepState.CANCELLED, step.policy),
-        outcome=StepOutcome(status=HistoryStatus.CANCELLED, ended_at=now),
-        policy=step.policy,
-        leaf=step.leaf,
-    )
-
-
-def _start_label(workflows: Sequence[Workflow], compiled: Sequence[NewWorkflow]) -> str:
-    """How the retry logs and the log name a start."""
-    if len(compiled) == 1:
-        return f"start workflow {workflows[0].name or compiled[0].workflow.id}"
-    return f"start {len(compiled)} workflows"
 
 
 @contextlib.asynccontextmanager

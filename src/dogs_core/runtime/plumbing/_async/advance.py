@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
 
@@ -34,61 +33,20 @@ from dogs_core.domain.workflow_records import (
     Dependent,
     FinishedWorkflow,
     StepEnding,
-    StepRecord,
     StepRelease,
     StepSkip,
     StepState,
 )
-from dogs_core.domain.workflow_release import decide_dependent, fails_workflow
+from dogs_core.domain.workflow_release import Advanced, Ended, decide_dependent
 from dogs_core.ids import new_record_id
 from dogs_core.ports import AsyncWorkflowStore
 from dogs_core.runtime.plumbing._async.retry import retry_transient
 
-__all__ = ["Advanced", "Ended", "advance", "end_steps", "release_blocked"]
+__all__ = ["advance", "end_steps", "release_blocked"]
 
 logger = logging.getLogger("dogs.workflows")
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class Ended:
-    """An ended (or skipped) step whose consequences are to be written."""
-
-    step_id: str
-    workflow_id: str
-    fails_workflow: bool = False
-    leaf: bool = False
-    """No step depends on it: nothing to release after it, and its workflow may end."""
-
-    @classmethod
-    def of_ending(cls, ending: StepEnding) -> Ended:
-        fails = fails_workflow(ending.state, ending.policy)
-        return cls(ending.step_id, ending.workflow_id, fails, ending.leaf)
-
-    @classmethod
-    def of_step(cls, step: StepRecord) -> Ended:
-        fails = fails_workflow(step.state, step.policy)
-        return cls(step.id, step.workflow_id, fails, not step.children)
-
-
-@dataclass(slots=True)
-class Advanced:
-    """What one call wrote itself (another caller's writes are not in it)."""
-
-    ended: list[StepEnding] = field(default_factory=list)
-    released: list[StepRelease] = field(default_factory=list)
-    skipped: list[StepSkip] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)
-    """Workflows this call failed."""
-    finished: list[FinishedWorkflow] = field(default_factory=list)
-
-    def add(self, other: Advanced) -> None:
-        self.ended.extend(other.ended)
-        self.released.extend(other.released)
-        self.skipped.extend(other.skipped)
-        self.failed.extend(other.failed)
-        self.finished.extend(other.finished)
 
 
 async def end_steps(

@@ -14,6 +14,7 @@ from typing import TypeVar
 import anyio
 
 from dogs_core.errors import TransientStoreError
+from dogs_core.runtime.plumbing.outage import gives_up
 
 __all__ = ["retry_transient"]
 
@@ -65,7 +66,7 @@ async def retry_transient(
                     return settled
             now = anyio.current_time() if timed else 0.0
             slowest = max(slowest, now - attempt_started)
-            if _gives_up(what, error, attempt, attempts, deadline, now - started, delay + slowest):
+            if gives_up(what, error, attempt, attempts, deadline, now - started, delay + slowest):
                 raise
             logger.warning(
                 "%s hit a transient store error (attempt %d/%s), retrying in %.2fs: %s",
@@ -78,26 +79,3 @@ async def retry_transient(
             await anyio.sleep(delay)
             delay = min(delay * 2, max_delay)
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _gives_up(
-    what: str,
-    error: TransientStoreError,
-    attempt: int,
-    attempts: int | None,
-    deadline: float | None,
-    elapsed: float,
-    next_wait: float,
-) -> bool:
-    """Whether a call gives up after its failed ``attempt`` (one ERROR line when it does): its
-    attempts are spent, or the next one (after ``next_wait``) would end past its deadline."""
-    if attempts is not None and attempt >= attempts:
-        logger.error("%s failed after %d attempts: %s", what, attempts, error)
-        return True
-    if deadline is not None and elapsed + next_wait > deadline:
-        logger.error(
-            "%s gave up after %d attempt(s) in %.1fs (deadline %gs): %s",
-            *(what, attempt, elapsed, deadline, error),
-        )
-        return True
-    return False
