@@ -8,6 +8,7 @@ tests/test_examples.py::test_django_app_on_mongodb."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 import uuid
 from collections.abc import Iterator
@@ -233,3 +234,18 @@ def test_the_dashboard_is_for_active_staff_only(site: str) -> None:
         assert "send_receipt" in overview.text
         assert 'href="/admin/dogs/jobs' in overview.text, "links under the mount path"
         assert http.get("/admin/").status_code == 200, "the rest is Django's (its admin)"
+        assert f'id="user">{staff.username}' in overview.text
+        # An action is audited under the staff user's Django username, not "anonymous".
+        csrf = re.search(r'name="csrf_token" value="([0-9a-f]{64})"', overview.text)
+        assert csrf is not None
+        form = {"csrf_token": csrf.group(1), "name": "send_receipt", "confirmed": "yes"}
+        assert http.post("/admin/dogs/actions/pause", data=form).status_code == 303
+        form["csrf_token"] = csrf.group(1)
+        assert http.post("/admin/dogs/actions/resume", data=form).status_code == 303
+    from dogs_integrations.django import get_client
+
+    entries = get_client().audit_log(limit=2)
+    assert [(e.action, e.actor.name, e.actor.source) for e in entries] == [
+        ("resume", staff.username, "dashboard"),
+        ("pause", staff.username, "dashboard"),
+    ]
