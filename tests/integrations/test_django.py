@@ -202,6 +202,15 @@ def test_management_commands_take_the_options_of_dogs(
     assert schedule.value.code == 0
     assert capsys.readouterr().out.startswith("Scheduled ")
     assert {"order_id": "cli-1"} in receipts_scheduled()
+    with pytest.raises(SystemExit) as helped:
+        call_command("dogs_worker", "--help")
+    assert helped.value.code == 0
+    shown = capsys.readouterr().out
+    usage = [line.strip() for line in shown.splitlines() if "Usage:" in line]
+    assert usage == ["Usage: manage.py dogs_worker [OPTIONS]"], "no MODULE:REGISTRY to give"
+    assert "--workers-count" in shown
+    assert "MODULE:REGISTRY" not in shown
+    assert "--app-dir" not in shown
 
 
 def test_the_dashboard_is_for_active_staff_only(site: str) -> None:
