@@ -384,6 +384,7 @@ def test_dashboard_mount(capsys: pytest.CaptureFixture[str]) -> None:
         "overview lists send_email: True",
         "overview lists import_file: True",
         "failed jobs listed: 1",
+        "POST pause import_file: 303, audited as admin",
     ):
         assert line in out
 
