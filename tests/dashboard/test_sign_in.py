@@ -173,6 +173,19 @@ def test_the_login_form_and_basic_credentials_are_throttled_too(
     assert PASSWORD not in logged
 
 
+def test_a_signed_in_browser_behind_the_same_address_stays_signed_in() -> None:
+    with served(free_failures=1, delay=60, max_delay=60) as (attacker, _, _clock):
+        app = attacker.app
+        with TestClient(app, client=("203.0.113.7", 5000), follow_redirects=False) as colleague:
+            assert colleague.post("/login", data=login_form(colleague, TOKEN)).status_code == 303
+            for _ in range(3):
+                attacker.get("/", headers=bearer("guess-guess-guess"))
+            assert attacker.get("/", headers=bearer(TOKEN)).status_code == 429
+            page = colleague.get("/")
+            assert page.status_code == 200, "a session cookie is not a sign-in attempt"
+            assert 'id="user">ops' in page.text
+
+
 # -- the throttle itself ---------------------------------------------------------------------------
 
 
