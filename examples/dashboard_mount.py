@@ -7,7 +7,9 @@
 A Starlette application (FastAPI mounts it the same way, ``app.mount("/dogs", ...)``) with a
 page of its own at ``/`` and the dashboard at ``/dogs``, wrapped in a small HTTP basic auth
 middleware: whoever mounts the dashboard decides who gets in (or gives it an ``auth``
-callable: examples/dashboard_auth.py).
+callable: examples/dashboard_auth.py). The middleware leaves the user it let in in the ASGI
+scope and the dashboard's ``auth`` hook reads it, so the audit trail names who acted (without
+a hook, every action is recorded as ``anonymous``).
 User ``admin``, password from ``$DASHBOARD_PASSWORD`` (``change-me`` by default). The
 in-memory store by default, filled with a few demo jobs run by real workers; with ``--uri``
 your MongoDB. See docs/dashboard.md.
@@ -34,6 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from dogs_core import DogsClient, JobContext, Jobs, Scheduled, Workers
 from dogs_core.ports import AsyncJobStore
 from dogs_dashboard import create_app
+from dogs_dashboard.auth import DashboardUser
 
 jobs = Jobs()
 
@@ -48,8 +51,13 @@ async def import_file(params: dict[str, str], ctx: JobContext) -> str:
     raise ValueError(f"cannot parse {params['path']}")
 
 
+#: Where :class:`BasicAuth` leaves the name of the user it let in.
+USER_KEY = "myapp.user"
+
+
 class BasicAuth:
-    """ASGI middleware: HTTP basic auth in front of ``app`` (use your real auth instead)."""
+    """ASGI middleware: HTTP basic auth in front of ``app`` (use your real auth instead); the
+    user it lets in is ``scope[USER_KEY]``."""
 
     def __init__(self, app: ASGIApp, *, user: str, password: str) -> None:
         self.app = app
@@ -63,7 +71,7 @@ class BasicAuth:
             )
             await response(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        await self.app({**scope, USER_KEY: self.user.decode()}, receive, send)
 
     def _allowed(self, headers: dict[bytes, bytes]) -> bool:
         scheme, _, encoded = headers.get(b"authorization", b"").partition(b" ")
@@ -80,9 +88,17 @@ async def home(request: Request) -> PlainTextResponse:
     return PlainTextResponse("my application; the job dashboard is at /dogs/")
 
 
+def signed_in(request: Request) -> DashboardUser | None:
+    """The dashboard's auth hook: the user :class:`BasicAuth` let in (the audit trail's actor)."""
+    name = request.scope.get(USER_KEY)
+    return DashboardUser(name) if isinstance(name, str) else None
+
+
 def build_app(client: DogsClient, password: str) -> Starlette:
     """Your application: its own routes, and the dashboard under /dogs behind basic auth."""
-    dashboard = create_app(client, title="My app jobs", secret=secrets.token_hex(16))
+    dashboard = create_app(
+        client, title="My app jobs", secret=secrets.token_hex(16), auth=signed_in
+    )
     return Starlette(
         routes=[
             Route("/", home),
@@ -103,7 +119,7 @@ async def fill(store: AsyncJobStore, client: DogsClient) -> None:
     await client.schedule(send_email, {"to": "later@example.com"}, run_in="1h")
 
 
-async def check(app: Starlette, password: str) -> None:
+async def check(app: Starlette, client: DogsClient, password: str) -> None:
     """Answer a few requests in this process and event loop, as a browser would, and print
     them (httpx2, the test client of the dev extra, speaks ASGI directly)."""
     import httpx2
@@ -121,6 +137,12 @@ async def check(app: Starlette, password: str) -> None:
             print(f"overview lists {name}: {listed}")
         failed = await http.get("/dogs/jobs?state=failed", auth=("admin", password))
         print(f"failed jobs listed: {failed.text.count('data-job-id=')}")
+        token = re.search(r'name="csrf_token" value="([0-9a-f]+)"', page.text)
+        assert token is not None
+        form = {"csrf_token": token.group(1), "name": "import_file", "confirmed": "yes"}
+        paused = await http.post("/dogs/actions/pause", data=form, auth=("admin", password))
+        (entry,) = await client.audit_log(limit=1)
+        print(f"POST pause import_file: {paused.status_code}, audited as {entry.actor.name}")
 
 
 async def run(store: AsyncJobStore, args: argparse.Namespace) -> None:
@@ -130,7 +152,7 @@ async def run(store: AsyncJobStore, args: argparse.Namespace) -> None:
     password = os.environ.get("DASHBOARD_PASSWORD", "change-me")
     app = build_app(client, password)
     if args.check:
-        await check(app, password)
+        await check(app, client, password)
         return
     import uvicorn
 

@@ -7,6 +7,12 @@
 It schedules event jobs (some async, some sync in worker threads, some failing and retried
 with backoff, some deduplicated by a unique key), runs two recurrent jobs, shows progress, and
 ends with a summary read back from the job history.
+
+Two things in its output are on purpose, not faults: ``w:0`` is scheduled a second time to show
+that a unique key is held once (the second call answers ``Duplicate``, nothing is added), and
+``send_email`` raises a ``ConnectionError`` on 15 % of its attempts to show retries with backoff
+(the summary's "failed attempts"; a job whose 4 tries all fail, about one in a hundred, "gave
+up").
 """
 
 from __future__ import annotations
@@ -119,13 +125,15 @@ async def run_demo(store: AsyncJobStore, events: int, store_name: str) -> None:
     started = time.perf_counter()
     await client.schedule_many(send_email, emails)
     await client.schedule_many(resize_image, images)
+    # On purpose: the same unique key again, to show that it is held once.
     again = await client.schedule(
         send_email, Email("user0@example.com", "Welcome"), unique_key="w:0"
     )
     assert isinstance(again, Duplicate), again
     console.print(
         f"scheduled {len(emails)} send_email and {len(images)} resize_image jobs on {store_name}; "
-        f"a second 'w:0' was reported as {type(again).__name__}"
+        f"a second 'w:0' was reported as {type(again).__name__} (scheduled twice on purpose: "
+        "a unique key is held once, so nothing was added)"
     )
 
     settings = WorkerSettings(workers_count=16, n_partitions=4, poll_interval=0.2)
@@ -171,6 +179,10 @@ async def summarize(client: DogsClient, elapsed: float) -> None:
             str(_unfinished(left)),
         )
     console.print(table)
+    console.print(
+        "The failed attempts are on purpose: send_email raises a ConnectionError on 15 % of its "
+        "attempts to show retries with backoff (4 tries; a job whose 4 all fail gives up)."
+    )
     done = completed["send_email"] + completed["resize_image"]
     console.print(f"{done} event jobs done in {elapsed:.1f}s ({done / elapsed:.0f} jobs/s)")
 

@@ -157,7 +157,8 @@ def _demo(*arguments: str) -> str:
     size; it must end with its summary read from the history."""
     printed = _script("demo.py", "--events", "40", *arguments, timeout=120)
     out = " ".join(printed.split())  # Rich wraps its lines at the terminal's width
-    assert "a second 'w:0' was reported as Duplicate" in out
+    assert "a second 'w:0' was reported as Duplicate (scheduled twice on purpose" in out
+    assert "The failed attempts are on purpose" in out
     assert "Summary (from the job history)" in out
     finished = re.search(r"(\d+) event jobs done in", out)
     assert finished, out
@@ -383,6 +384,7 @@ def test_dashboard_mount(capsys: pytest.CaptureFixture[str]) -> None:
         "overview lists send_email: True",
         "overview lists import_file: True",
         "failed jobs listed: 1",
+        "POST pause import_file: 303, audited as admin",
     ):
         assert line in out
 

@@ -74,7 +74,7 @@ StateOption = Annotated[
     str | None,
     typer.Option(
         "--state",
-        help="scheduled, due, running, retrying, stale or failed.",
+        help="scheduled, due, running, retrying, stale, failed or held.",
         rich_help_panel=_FILTERS,
     ),
 ]

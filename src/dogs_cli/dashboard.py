@@ -5,6 +5,7 @@
     dogs dashboard --uri mongodb://localhost/app [--host 127.0.0.1] [--port 8000]
                    [--read-only] [--secret-env DOGS_DASHBOARD_SECRET]
                    [--token-env DOGS_DASHBOARD_TOKENS] [--basic-auth-env DOGS_DASHBOARD_USERS]
+                   [--sign-in-failures 5] [--sign-in-max-delay 300]
 
 The app is :func:`dogs_dashboard.create_app` over the container's client, served by uvicorn
 until SIGTERM or Ctrl-C. The header shows the URI with its password masked (``redact_uri``):
@@ -102,6 +103,22 @@ def dashboard(
             "comma-separated.",
         ),
     ] = None,
+    sign_in_failures: Annotated[
+        int,
+        typer.Option(
+            "--sign-in-failures",
+            metavar="N",
+            help="Failed sign-ins a client may make before it must wait (doubling each time).",
+        ),
+    ] = 5,
+    sign_in_max_delay: Annotated[
+        float,
+        typer.Option(
+            "--sign-in-max-delay",
+            metavar="SECONDS",
+            help="The longest wait after failed sign-ins (answered 429 with Retry-After).",
+        ),
+    ] = 300.0,
     *,
     connection: Connection,
 ) -> None:
@@ -114,7 +131,11 @@ def dashboard(
         fail(f"--refresh={refresh:g}: must be 0 (off) or more seconds")
     secret = _secret(secret_env)
     dashboard_module, uvicorn = _dashboard_modules()
-    auth = _auth(token_env, basic_auth_env, secret)
+    if sign_in_failures < 0:
+        fail(f"--sign-in-failures={sign_in_failures}: must be 0 or more")
+    if not 1 <= sign_in_max_delay <= 86400:
+        fail(f"--sign-in-max-delay={sign_in_max_delay:g}: must be 1 to 86400 seconds")
+    auth = _auth(token_env, basic_auth_env, secret, (sign_in_failures, sign_in_max_delay))
     if auth is None and host not in _LOOPBACK:
         typer.secho(
             f"Warning: --host {host} without --token-env or --basic-auth-env: anyone who reaches "
@@ -168,16 +189,20 @@ def _credentials(flag: str, variable: str | None, *, tokens: bool) -> list[Any]:
         return parse_credentials(value, field=f"{flag} {variable}", tokens=tokens)
 
 
-def _auth(token_env: str | None, basic_env: str | None, secret: str | None) -> Any:
+def _auth(
+    token_env: str | None, basic_env: str | None, secret: str | None, limits: tuple[int, float]
+) -> Any:
     """The dashboard's :class:`~dogs_dashboard.auth.CredentialsAuth`, or ``None`` without
-    credentials."""
+    credentials; ``limits``: the free failed sign-ins and the longest wait after them."""
     tokens = _credentials("--token-env", token_env, tokens=True)
     users = _credentials("--basic-auth-env", basic_env, tokens=False)
     if not tokens and not users:
         return None
-    from dogs_dashboard.auth import CredentialsAuth
+    from dogs_dashboard.auth import CredentialsAuth, SignInThrottle
 
-    return CredentialsAuth(tokens=tokens, users=users, secret=secret)
+    free, max_delay = limits
+    throttle = SignInThrottle(free_failures=free, max_delay=max_delay)
+    return CredentialsAuth(tokens=tokens, users=users, secret=secret, throttle=throttle)
 
 
 async def _serve_until_signal(server: Any) -> None:

@@ -85,10 +85,45 @@ def run_dogs_command(
 ) -> None:
     """Run ``dogs COMMAND`` (``worker``, ``schedule``) on ``jobs`` with the container options of
     the framework's settings, then the user's ``args``: the same options, checks, messages and
-    exit codes as ``dogs COMMAND`` (it raises ``SystemExit`` with the command's code)."""
-    from dogs_cli.app import app
+    exit codes as ``dogs COMMAND`` (it raises ``SystemExit`` with the command's code).
+
+    Its ``--help`` and its messages name it ``prog_name`` (``manage.py dogs_worker``) and leave
+    out the ``MODULE:REGISTRY`` argument (and ``--app-dir``, where it is imported from), which
+    the framework fills itself."""
     from dogs_cli.common import container_defaults
 
     flags, defaults = _as_flags(command, options)
+    group, name = _framework_command(command, prog_name)
+    prog, _, _ = prog_name.rpartition(" ")
     with _registry_given(jobs) as spec, container_defaults(defaults):
-        app(args=[command, spec, *flags, *args], prog_name=prog_name)
+        group.main(args=[name, spec, *flags, *args], prog_name=prog or prog_name)
+
+
+def _framework_command(command: str, prog_name: str) -> tuple[Any, str]:
+    """The ``dogs`` group holding only ``command``, renamed after the last word of
+    ``prog_name`` (so usage lines read ``manage.py dogs_worker [OPTIONS]``, not ``manage.py
+    dogs_worker worker [OPTIONS] MODULE:REGISTRY``), its registry argument hidden."""
+    import copy
+
+    import typer.main
+
+    from dogs_cli.app import app
+
+    group = typer.main.get_command(app)  # built afresh: changing it changes no other call
+    found = copy.copy(getattr(group, "commands", {})[command])
+    name = prog_name.rpartition(" ")[2]
+    found.name = name
+    for parameter in found.params:
+        if parameter.metavar == "MODULE:REGISTRY" or parameter.name == "app_dir":
+            parameter.hidden = True
+
+    def usage_pieces(ctx: Any) -> list[str]:
+        pieces = [found.options_metavar] if found.options_metavar else []
+        for parameter in found.get_params(ctx):
+            if not getattr(parameter, "hidden", False):
+                pieces += parameter.get_usage_pieces(ctx)
+        return pieces
+
+    found.collect_usage_pieces = usage_pieces
+    group.commands = {name: found}  # type: ignore[attr-defined]
+    return group, name

@@ -461,7 +461,8 @@ def delete(
         str | None,
         typer.Option(
             "--state",
-            help="Delete every record in this state: scheduled, due, retrying, stale, failed.",
+            help="Delete every record in this state: scheduled, due, retrying, stale, failed, "
+            "held.",
         ),
     ] = None,
     yes: Annotated[

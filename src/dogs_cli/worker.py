@@ -133,8 +133,9 @@ def worker(
         int | None,
         typer.Option(
             "--metrics-port",
+            # "\[": Rich would take a bare "[prometheus]" for markup and print nothing of it.
             help="Serve Prometheus metrics on this port (all interfaces; needs the "
-            "dogs-py[prometheus] extra).",
+            "dogs-py\\[prometheus] extra: pip install 'dogs-py\\[prometheus]').",
             show_default=False,
         ),
     ] = None,

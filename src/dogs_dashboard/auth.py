@@ -16,7 +16,8 @@ favicon and the login page do not. The user's name is the actor of the audit tra
 
 :class:`CredentialsAuth` is what ``dogs dashboard`` builds from environment variables: tokens
 (``Authorization: Bearer``, or pasted once on ``/login`` for a signed session cookie) and HTTP
-basic users, each an operator or a ``viewer`` (read-only).
+basic users, each an operator or a ``viewer`` (read-only). Its failed sign-ins are throttled
+per client address and logged without what was tried (:mod:`dogs_dashboard.throttle`).
 """
 
 from __future__ import annotations
@@ -25,16 +26,19 @@ import base64
 import binascii
 import hmac
 import inspect
+import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, TypeAlias
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 
 from dogs_core.errors import InvalidOptionError
 from dogs_dashboard.signing import Signer
+from dogs_dashboard.throttle import SignInThrottle
 
 __all__ = [
     "ANONYMOUS",
@@ -44,9 +48,14 @@ __all__ = [
     "Credential",
     "CredentialsAuth",
     "DashboardUser",
+    "SignInThrottle",
+    "client_of",
     "parse_credentials",
     "resolve",
+    "too_many",
 ]
+
+logger = logging.getLogger("dogs.dashboard.auth")
 
 #: The cookie of a token login (a signed name, role and expiry).
 SESSION_COOKIE = "dogs_session"
@@ -69,6 +78,21 @@ ANONYMOUS: Final = DashboardUser("anonymous")
 
 AuthResult: TypeAlias = DashboardUser | Response | None
 AuthCallable: TypeAlias = Callable[[Request], AuthResult | Awaitable[AuthResult]]
+
+
+def client_of(request: Request) -> str:
+    """The client a failed sign-in is counted against: its address."""
+    return request.client.host if request.client is not None else "unknown"
+
+
+def too_many(wait: float) -> Response:
+    """429 to a client waiting out its failed sign-ins, with ``Retry-After`` (whole seconds)."""
+    seconds = max(1, math.ceil(wait))
+    return PlainTextResponse(
+        f"too many failed sign-ins from this address: try again in {seconds} s",
+        status_code=429,
+        headers={"Retry-After": str(seconds), "Cache-Control": "no-store"},
+    )
 
 
 async def resolve(auth: AuthCallable, request: Request) -> AuthResult:
@@ -127,7 +151,9 @@ class CredentialsAuth:
 
     A request is authenticated by ``Authorization: Bearer TOKEN``, ``Authorization: Basic``,
     or the signed session cookie a token login on ``/login`` set. Without any, a browser is
-    sent to ``/login`` (tokens only) or asked for basic credentials (``WWW-Authenticate``)."""
+    sent to ``/login`` (tokens only) or asked for basic credentials (``WWW-Authenticate``).
+    ``throttle`` counts the failed sign-ins per client (default: :class:`SignInThrottle`'s
+    defaults)."""
 
     def __init__(
         self,
@@ -136,13 +162,18 @@ class CredentialsAuth:
         users: Iterable[Credential] = (),
         secret: str | None = None,
         clock: Callable[[], float] = time.time,
+        throttle: SignInThrottle | None = None,
     ) -> None:
         self.tokens = tuple(tokens)
         self.users: Mapping[str, Credential] = {user.name: user for user in users}
         if not self.tokens and not self.users:
             raise InvalidOptionError("auth", None, "give tokens, basic users, or both")
+        if throttle is not None and not isinstance(throttle, SignInThrottle):
+            raise InvalidOptionError("throttle", throttle, "must be a SignInThrottle or None")
         self._sessions = Signer(secret, "dogs-dashboard-session")
         self._clock = clock
+        #: The failed sign-ins per client (:mod:`dogs_dashboard.throttle`).
+        self.throttle = throttle if throttle is not None else SignInThrottle()
 
     @property
     def basic(self) -> bool:
@@ -152,14 +183,33 @@ class CredentialsAuth:
     def token_login(self) -> bool:
         return bool(self.tokens)
 
-    def __call__(self, request: Request) -> DashboardUser | None:
+    def __call__(self, request: Request) -> DashboardUser | Response | None:
         header = request.headers.get("authorization", "")
         scheme, _, value = header.partition(" ")
         if scheme.lower() == "bearer" and value:
-            return self.check_token(value.strip())
+            return self.sign_in(request, "bearer token", lambda: self.check_token(value.strip()))
         if scheme.lower() == "basic" and value:
-            return self._basic(value.strip())
+            return self.sign_in(request, "basic", lambda: self._basic(value.strip()))
         return self._session(request.cookies.get(SESSION_COOKIE))
+
+    def sign_in(
+        self, request: Request, kind: str, check: Callable[[], DashboardUser | None]
+    ) -> DashboardUser | Response | None:
+        """``check()`` the credentials of ``request`` unless its client is waiting out its
+        failed sign-ins (then a 429 with ``Retry-After``, the credentials not looked at); a
+        failure is counted and logged (what was tried is never logged)."""
+        client = client_of(request)
+        wait = self.throttle.wait(client)
+        if wait > 0:
+            return too_many(wait)
+        user = check()
+        if user is not None:
+            self.throttle.succeeded(client)
+            return user
+        wait = self.throttle.failed(client)
+        then = f"; it waits {wait:g} s before its next try" if wait > 0 else ""
+        logger.warning("dashboard: failed sign-in (%s) from %s%s", kind, client, then)
+        return None
 
     def check_token(self, token: str) -> DashboardUser | None:
         """The user of ``token`` (every token compared, in constant time)."""

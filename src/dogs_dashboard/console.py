@@ -248,7 +248,15 @@ async def login(dash: Dashboard, request: Request) -> Response:
     back = _inside(request, str(form.get("next") or ""))
     if not dash.csrf.is_valid(request.cookies.get(COOKIE_NAME), str(form.get(FIELD_NAME) or "")):
         return dash.error(request, 403, "missing or invalid CSRF token: reload the page")
-    user = auth.check_token(str(form.get("token") or "").strip())
+    token = str(form.get("token") or "").strip()
+    user = auth.sign_in(request, "token on /login", lambda: auth.check_token(token))
+    if isinstance(user, Response):  # 429: this client waits out its failed sign-ins
+        page = dash.render(
+            request, "login.html", "login.html", 429, token_login=True, failed=False, next=back,
+            throttled=user.headers["retry-after"],
+        )  # fmt: skip
+        page.headers["Retry-After"] = user.headers["retry-after"]
+        return page
     if user is None:
         return dash.render(
             request, "login.html", "login.html", 401, token_login=True, failed=True, next=back

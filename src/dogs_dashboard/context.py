@@ -147,10 +147,12 @@ class Dashboard:
     # -- who is asking ------------------------------------------------------------------------
 
     async def authenticate(self, request: Request) -> Response | None:
-        """Set ``request.state.user``; a response to send instead when the request is not
-        authenticated (or the auth callable answered with one)."""
+        """Set ``request.state.user`` (and ``signed_in`` once admitted); a response to send
+        instead when the request is not authenticated (or the auth callable answered with
+        one)."""
         if self.auth is None:
             request.state.user = ANONYMOUS
+            request.state.signed_in = True  # no authentication: everyone is let in
             return None
         try:
             result = await resolve(self.auth, request)
@@ -159,6 +161,7 @@ class Dashboard:
             return self.error(request, 500, str(error))
         if isinstance(result, DashboardUser):
             request.state.user = result
+            request.state.signed_in = True
             return None
         request.state.user = ANONYMOUS
         if result is not None:
@@ -183,6 +186,11 @@ class Dashboard:
     def user(self, request: Request) -> DashboardUser:
         user = getattr(request.state, "user", None)
         return user if isinstance(user, DashboardUser) else ANONYMOUS
+
+    def signed_in(self, request: Request) -> bool:
+        """Whether this request was let in: only then does a page show the data source (the
+        sign-in page and the 401 and error pages of someone not let in name nothing of it)."""
+        return getattr(request.state, "signed_in", False) is True
 
     def can_act(self, request: Request) -> bool:
         """Whether this request's user may act (never in read-only mode)."""
@@ -217,6 +225,7 @@ class Dashboard:
             here=_here(request),
             now=self.client.clock.now(),
             user=self.user(request),
+            signed_in=self.signed_in(request),
             can_act=self.can_act(request),
             auth_on=self.auth is not None,
             session_login=bool(getattr(self.auth, "token_login", False)),

@@ -150,6 +150,8 @@ def test_the_worker_flags_come_from_the_worker_settings_table(runner: CliRunner)
     }
     for option in flagged:
         assert option.flag in result.stdout, option
+    wide = invoke(runner, "worker", "--help", env={"COLUMNS": "300"}).stdout
+    assert "needs the dogs-py[prometheus] extra" in wide, "Rich must not eat '[prometheus]'"
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from dogs_core.domain.records import HistoryRecord, HistoryStatus, JobRecord, JobStatus, JobType
+from dogs_core.domain.records import (
+    HistoryRecord,
+    HistoryStatus,
+    JobRecord,
+    JobState,
+    JobStatus,
+    JobType,
+)
 from dogs_core.domain.registry import WorkerAction, WorkerInfo, WorkerState
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_mongo import MongoJobStore
@@ -55,6 +62,12 @@ def test_help(runner: CliRunner) -> None:
     for command in ("workers", "bulk", "audit"):
         assert command in top
     assert "resume" in invoke(runner, "bulk", "--help").stdout
+    wide: dict[str, str | None] = {"COLUMNS": "300"}
+    for command in ("retry", "cancel", "reschedule", "delete"):
+        shown = invoke(runner, "bulk", command, "--help", env=wide).stdout
+        assert "stale, failed or held." in shown, f"bulk {command} --state lists every state"
+        assert all(state.value in shown for state in JobState)
+    assert "failed, held." in invoke(runner, "jobs", "delete", "--help", env=wide).stdout
 
 
 # -- against the real mongod ------------------------------------------------------------------

@@ -4,9 +4,12 @@ JSON of history rows written to the real mongod."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from typer.testing import CliRunner
 
@@ -132,3 +135,57 @@ def test_no_runs(runner: CliRunner, db_env: dict[str, str | None], store: MongoJ
     assert "No attempts in the 15m before" in result.stdout
     as_json = invoke(runner, "stats", "--json", env=db_env)
     assert json.loads(as_json.stdout) == []
+
+
+def _sample(page: str, command: str) -> str:
+    """The text block of docs/stats.md that follows ``$ command``."""
+    start = page.index(f"$ {command}\n") + len(command) + 3
+    return page[start : page.index("```", start)]
+
+
+def _headers(text: str) -> list[list[str]]:
+    """The header cells of each Rich table in ``text``."""
+    return [
+        [cell.strip() for cell in line.strip().strip("┃").split("┃")]
+        for line in text.splitlines()
+        if line.strip().startswith("┃")
+    ]
+
+
+def test_the_pages_samples_have_what_the_command_prints(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/stats.md's sample output: the same tables, columns and JSON fields as the code
+    prints today (the page was once two renames behind)."""
+    from dogs_cli.stats import print_stats
+    from dogs_core import DogsClient, Jobs
+    from dogs_testing import InMemoryJobStore
+
+    store = InMemoryJobStore()
+    store.sync.write_history_many(
+        [
+            _row("email", timedelta(minutes=2), 40, HistoryStatus.SUCCESS),
+            _row("email", timedelta(minutes=1), 60, HistoryStatus.ERROR, "app.Declined"),
+        ]
+    )
+    client = DogsClient(store, Jobs())
+    until = datetime.now(UTC)
+    window = timedelta(hours=1)
+    rows = anyio.run(lambda: client.stats(window=window, until=until))
+    monkeypatch.setenv("COLUMNS", "300")
+    print_stats(rows, window=window, until=until, as_json=False)
+    printed = capsys.readouterr().out
+    print_stats(rows, window=window, until=until, as_json=True)
+    fields = list(json.loads(capsys.readouterr().out)[0])
+    page = (Path(__file__).resolve().parents[2] / "docs" / "stats.md").read_text()
+    table = _sample(page, "dogs stats")
+    assert _headers(table) == _headers(printed)
+    titles = [line.strip() for line in printed.splitlines() if line.strip()[:1].isalpha()]
+    assert [title.split(" before ")[0] for title in titles] == [
+        "Dogs stats, the 1h",
+        "Errors by type",
+    ]
+    for title in titles:
+        assert title.split(" before ")[0] in table
+    shown = _sample(page, "dogs stats --name email --window 15m --json")
+    assert re.findall(r'^    "(\w+)":', shown, flags=re.MULTILINE) == fields

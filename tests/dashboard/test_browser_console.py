@@ -285,9 +285,11 @@ def test_the_token_login(browser: WebDriver, guarded: ServedDashboard) -> None:
     browser.get(guarded.url + "/audit")
     wait_for(browser, lambda: "/login" in browser.current_url)
     box = browser.find_element(By.CSS_SELECTOR, "#login-token")
+    assert not browser.find_elements(By.CSS_SELECTOR, "#source"), "no data source before"
     box.send_keys("not-the-token")
     click(browser, "#login-go")
     assert "not valid" in text(browser, "#login-failed")
+    assert guarded.uri not in browser.page_source
     browser.find_element(By.CSS_SELECTOR, "#login-token").send_keys(TOKEN)
     click(browser, "#login-go")
     wait_for(browser, lambda: browser.current_url.endswith("/audit"))

@@ -30,6 +30,8 @@ VIEWER = "viewer-token-0123456789"
         (["--token-env", "DOGS_TEST_NO_SUCH_VAR"], {}, "--token-env DOGS_TEST_NO_SUCH_VAR: the"),
         (["--token-env", "DOGS_TEST_T"], {"DOGS_TEST_T": "ops:short"}, "shorter than 8"),
         (["--basic-auth-env", "DOGS_TEST_U"], {"DOGS_TEST_U": "justaname"}, "USER:PASSWORD"),
+        (["--sign-in-failures", "-1"], {}, "--sign-in-failures=-1: must be 0 or more"),
+        (["--sign-in-max-delay", "0.5"], {}, "--sign-in-max-delay=0.5: must be 1 to 86400"),
     ],
 )
 def test_credential_errors(args: list[str], env: dict[str, str | None], fragment: str) -> None:
@@ -44,6 +46,8 @@ def test_help_names_the_credential_flags() -> None:
     result = invoke(CliRunner(), "dashboard", "--help")
     assert "--token-env" in result.stdout
     assert "--basic-auth-env" in result.stdout
+    assert "--sign-in-failures" in result.stdout
+    assert "--sign-in-max-delay" in result.stdout
 
 
 @pytest.mark.mongo

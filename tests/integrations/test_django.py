@@ -8,6 +8,7 @@ tests/test_examples.py::test_django_app_on_mongodb."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 import uuid
 from collections.abc import Iterator
@@ -201,6 +202,15 @@ def test_management_commands_take_the_options_of_dogs(
     assert schedule.value.code == 0
     assert capsys.readouterr().out.startswith("Scheduled ")
     assert {"order_id": "cli-1"} in receipts_scheduled()
+    with pytest.raises(SystemExit) as helped:
+        call_command("dogs_worker", "--help")
+    assert helped.value.code == 0
+    shown = capsys.readouterr().out
+    usage = [line.strip() for line in shown.splitlines() if "Usage:" in line]
+    assert usage == ["Usage: manage.py dogs_worker [OPTIONS]"], "no MODULE:REGISTRY to give"
+    assert "--workers-count" in shown
+    assert "MODULE:REGISTRY" not in shown
+    assert "--app-dir" not in shown
 
 
 def test_the_dashboard_is_for_active_staff_only(site: str) -> None:
@@ -233,3 +243,18 @@ def test_the_dashboard_is_for_active_staff_only(site: str) -> None:
         assert "send_receipt" in overview.text
         assert 'href="/admin/dogs/jobs' in overview.text, "links under the mount path"
         assert http.get("/admin/").status_code == 200, "the rest is Django's (its admin)"
+        assert f'id="user">{staff.username}' in overview.text
+        # An action is audited under the staff user's Django username, not "anonymous".
+        csrf = re.search(r'name="csrf_token" value="([0-9a-f]{64})"', overview.text)
+        assert csrf is not None
+        form = {"csrf_token": csrf.group(1), "name": "send_receipt", "confirmed": "yes"}
+        assert http.post("/admin/dogs/actions/pause", data=form).status_code == 303
+        form["csrf_token"] = csrf.group(1)
+        assert http.post("/admin/dogs/actions/resume", data=form).status_code == 303
+    from dogs_integrations.django import get_client
+
+    entries = get_client().audit_log(limit=2)
+    assert [(e.action, e.actor.name, e.actor.source) for e in entries] == [
+        ("resume", staff.username, "dashboard"),
+        ("pause", staff.username, "dashboard"),
+    ]

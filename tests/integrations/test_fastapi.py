@@ -5,6 +5,10 @@ the real mongod."""
 
 from __future__ import annotations
 
+import inspect
+import textwrap
+import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -103,3 +107,34 @@ def test_bad_input_names_the_argument(
 ) -> None:
     with pytest.raises(InvalidOptionError, match=message.replace("(", r"\(")):
         DogsLifespan(*arguments, **options)
+
+
+def _handler_block(source: str, route: str) -> str:
+    """The lines of the handler under ``route`` in ``source``, up to the blank line after it,
+    without their indentation."""
+    start = source.rindex("\n", 0, source.index(route)) + 1
+    return textwrap.dedent(source[start:].split("\n\n")[0])
+
+
+def test_the_pages_snippet_is_the_examples_handler() -> None:
+    """docs/fastapi.md shows the example's handlers, which answer a job still due 202 at
+    ``wait=0`` (``WaitTimeoutError``) and an unknown id 404 (``JobNotFoundError``), not 500."""
+    from examples import fastapi_app
+
+    source = inspect.getsource(fastapi_app.create_app)
+    page = (Path(__file__).resolve().parents[2] / "docs" / "fastapi.md").read_text()
+    for route in ('@app.post("/thumbnails")', '@app.get("/thumbnails/{job_id}")'):
+        assert _handler_block(source, route) in page, f"docs/fastapi.md differs at {route}"
+    box = DogsContainer(store=InMemoryJobStore())
+    with TestClient(fastapi_app.create_app(box)) as http:
+        later = http.portal.call(  # type: ignore[union-attr]
+            lambda: box.client().schedule(
+                fastapi_app.make_thumbnail, fastapi_app.Thumbnail("dog.png", 64), run_in="1h"
+            )
+        )
+        assert isinstance(later, Scheduled)
+        running = http.get(f"/thumbnails/{later.id}")
+        assert (running.status_code, running.json()) == (202, {"detail": "not done yet"})
+        nobody = str(uuid.uuid4())
+        unknown = http.get(f"/thumbnails/{nobody}")
+        assert (unknown.status_code, unknown.json()) == (404, {"detail": f"no job {nobody}"})

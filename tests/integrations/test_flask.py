@@ -82,6 +82,22 @@ def test_a_dogs_command_with_an_unknown_option_fails_like_dogs() -> None:
     result = app.test_cli_runner().invoke(args=["dogs", "schedule", "nope"])
     assert result.exit_code == 2, result.output
     assert "unknown job name 'nope'; known jobs: ping" in result.output
+    assert (
+        "(see flask dogs worker --help)"
+        in app.test_cli_runner().invoke(args=["dogs", "worker", "--no-such-option"]).output
+    )
+
+
+def test_a_dogs_commands_help_leaves_out_what_flask_fills() -> None:
+    app = make_app(DOGS_JOBS=jobs, DOGS_URI="mongodb://127.0.0.1:1/")
+    Dogs().init_app(app)
+    result = app.test_cli_runner().invoke(args=["dogs", "worker", "--help"])
+    assert result.exit_code == 0, result.output
+    usage = [line.strip() for line in result.output.splitlines() if "Usage:" in line]
+    assert usage == ["Usage: flask dogs worker [OPTIONS]"]
+    assert "--workers-count" in result.output
+    assert "MODULE:REGISTRY" not in result.output
+    assert "--app-dir" not in result.output
 
 
 @pytest.mark.mongo

@@ -11,8 +11,10 @@ Django does not mount ASGI applications, so the dashboard is routed before Djang
 
 A request under the path is answered by the dashboard when the Django session's user is active
 staff (the admin's own rule), redirected to the admin's login page when nobody is logged in,
-and refused (403) otherwise; every other request goes to Django. The dashboard is built at the
-first such request, over the async client of :func:`~dogs_integrations.django.get_container`.
+and refused (403) otherwise; every other request goes to Django. The dashboard's actions are
+recorded in the audit trail under the staff user's Django username (source ``dashboard``).
+The dashboard is built at the first such request, over the async client of
+:func:`~dogs_integrations.django.get_container`.
 It needs the ``dashboard`` extra; under WSGI, run ``dogs dashboard`` behind your proxy instead.
 """
 
@@ -28,9 +30,11 @@ from django.conf import settings
 from django.contrib.auth import get_user
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
+from starlette.requests import Request
 
 from dogs_core.errors import InvalidOptionError
 from dogs_core.uris import redact_uri
+from dogs_dashboard.auth import DashboardUser
 from dogs_integrations.django.client import get_container
 
 __all__ = ["StaffDashboard", "with_dashboard"]
@@ -43,8 +47,13 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[..., Awaitable[None]]
 
 
-def _is_staff(session_key: str | None) -> bool | None:
-    """``True`` for active staff, ``False`` for another user, ``None`` for nobody."""
+#: The scope key carrying the staff user to the dashboard's auth hook (:func:`_staff_user`).
+_USER_KEY = "dogs.django_user"
+
+
+def _staff(session_key: str | None) -> DashboardUser | bool | None:
+    """The dashboard user of active staff (named by the Django username), ``False`` for
+    another user, ``None`` for nobody."""
     if not session_key:
         return None
     request = HttpRequest()
@@ -52,7 +61,16 @@ def _is_staff(session_key: str | None) -> bool | None:
     user = get_user(request)
     if not user.is_authenticated:
         return None
-    return bool(user.is_active and getattr(user, "is_staff", False))
+    if not (user.is_active and getattr(user, "is_staff", False)):
+        return False
+    return DashboardUser(str(user.get_username()))
+
+
+def _staff_user(request: Request) -> DashboardUser | None:
+    """The dashboard's auth hook: the staff user :class:`StaffDashboard` checked for this
+    request, so the audit trail names who acted (not ``anonymous``)."""
+    user = request.scope.get(_USER_KEY)
+    return user if isinstance(user, DashboardUser) else None
 
 
 def _cookie(scope: Scope, name: str) -> str | None:
@@ -91,7 +109,9 @@ class StaffDashboard:
             container = await sync_to_async(get_container)()
             uri = container.settings().uri
             source = redact_uri(uri) if uri else None
-            app: ASGIApp = create_app(container.client(), source=source, **self.options)
+            app: ASGIApp = create_app(
+                container.client(), source=source, auth=_staff_user, **self.options
+            )
             self._dashboard = app
         return self._dashboard
 
@@ -117,7 +137,7 @@ class StaffDashboard:
             await self.django_app(scope, receive, send)
             return
         session = _cookie(scope, settings.SESSION_COOKIE_NAME)
-        staff = await sync_to_async(_is_staff)(session)
+        staff = await sync_to_async(_staff)(session)
         if staff is None:
             try:
                 login = reverse("admin:login")
@@ -127,11 +147,12 @@ class StaffDashboard:
             target = quote(scope.get("root_path", "") + scope["path"])
             await _plain(send, 302, "log in", [(b"location", f"{login}?next={target}".encode())])
             return
-        if not staff:
+        if not isinstance(staff, DashboardUser):
             await _plain(send, 403, "staff only", [])
             return
         dashboard = await self._build()
         inner = dict(scope, root_path=scope.get("root_path", "") + self.path)
+        inner[_USER_KEY] = staff
         await dashboard(inner, receive, send)
 
 
