@@ -1,7 +1,7 @@
 """Why an execution lost its lock, told from what the store shows afterwards (pure).
 
 An execution learns only that a fenced write matched nothing, or that its watchdog fired. What
-happened is read back (:func:`dogs_core.runtime.execution.recording.lock_loss`): the record, and
+happened is read back (:func:`dogs_core.runtime.execution.ending.lock_loss`): the record, and
 this
 execution's own history row. The operators' actions and the other workers leave distinct
 traces:

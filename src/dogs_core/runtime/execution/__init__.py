@@ -8,12 +8,12 @@ imports plumbing and the domain only; the worker wing uses it through the names 
 """
 
 from dogs_core.runtime.execution.execution import Execution
-from dogs_core.runtime.execution.job_events import job_extra
 from dogs_core.runtime.execution.services import (
     HISTORY_WRITE_TIMEOUT,
     ExecutionServices,
     Milestone,
     build_services,
+    job_extra,
 )
 from dogs_core.runtime.execution.settle import Settler
 

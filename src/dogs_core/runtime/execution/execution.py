@@ -10,7 +10,7 @@ write that
 matches nothing means another execution owns the job now: this one went stale
 (:meth:`Execution._on_stale`, which the lock's watchdog may also call at any time). Where it
 stands is one :class:`Phase`; it reports to the workers through its host (the slot freed
-exactly once, then its end: :mod:`dogs_core.runtime.execution.milestones`).
+exactly once, then its end: :mod:`dogs_core.runtime.execution.services`).
 """
 
 from __future__ import annotations
@@ -39,8 +39,19 @@ from dogs_core.domain.records import ClaimedJob, HistoryRecord, HistoryStatus, J
 from dogs_core.domain.renewal import StaleReason
 from dogs_core.domain.settle import Settlement
 from dogs_core.errors import ExecutionCancelledError, TransientStoreError
+from dogs_core.runtime.execution.arrival import settle_instead_of_running, take_over
 from dogs_core.runtime.execution.context import JobContext, reset_current, set_current
-from dogs_core.runtime.execution.deferrals import settle_instead_of_running
+from dogs_core.runtime.execution.ending import (
+    ends_with_window,
+    lock_loss,
+    open_window,
+    reached_max_tries,
+    release_at_shutdown,
+    run_on_stale,
+    settle_stale,
+    submit_history,
+    what_happened,
+)
 from dogs_core.runtime.execution.gates import FleetGate, gate_for
 from dogs_core.runtime.execution.holding import JobLock
 from dogs_core.runtime.execution.invocation import (
@@ -54,23 +65,16 @@ from dogs_core.runtime.execution.invocation import (
     handler_call,
     invoke_handler,
 )
-from dogs_core.runtime.execution.job_events import ended_event, job_extra, reporting_renewals
 from dogs_core.runtime.execution.log_capture import LogCapture, capture_for
-from dogs_core.runtime.execution.milestones import Milestones
 from dogs_core.runtime.execution.progress import report_progress
-from dogs_core.runtime.execution.recording import (
-    lock_loss,
-    reached_max_tries,
-    release_at_shutdown,
-    run_on_stale,
-    settle_stale,
-    submit_history,
+from dogs_core.runtime.execution.services import (
+    ExecutionServices,
+    Milestones,
+    ended_event,
+    job_extra,
+    reporting_renewals,
 )
-from dogs_core.runtime.execution.services import ExecutionServices
 from dogs_core.runtime.execution.settle import Verdict, label_of
-from dogs_core.runtime.execution.takeover import take_over
-from dogs_core.runtime.execution.unique_windows import ends_with_window, open_window
-from dogs_core.runtime.execution.verdicts import what_happened
 from dogs_core.runtime.plumbing._async.retry import retry_transient
 from dogs_core.runtime.plumbing.outage import log_gave_up
 
@@ -220,7 +224,7 @@ class Execution:
         row = None
         if command.history is not None:
             # Written before the settlement, in its call (a worker killed between the two is
-            # settled by the next claimer, see runtime/execution/takeover.py).
+            # settled by the next claimer, see runtime/execution/arrival.py).
             value = result.value if isinstance(result, Returned) else None
             error = result.error if isinstance(result, Raised) else None
             retried = isinstance(command, Reschedule) and job.type is JobType.EVENT

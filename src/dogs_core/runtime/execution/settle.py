@@ -6,7 +6,7 @@ hands a :class:`~dogs_core.domain.settle.Settlement`, with its history row when 
 the workers' :class:`Settler`, which sends what has queued as one ``settle_many`` (the settle
 role of :mod:`dogs_core.ports`): the store writes the batch's rows, then its settlements, so a
 row lands before its record is settled in one call (docs/reliability.md, "History at a crash";
-:mod:`dogs_core.runtime.execution.takeover` closes the window between the two).
+:mod:`dogs_core.runtime.execution.arrival` closes the window between the two).
 
 A submitter either waits (:meth:`Settler.settle`: retried on transient errors, and an
 ambiguous miss read back) or is called back with the first attempt's verdict

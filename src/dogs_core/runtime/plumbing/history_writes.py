@@ -4,7 +4,7 @@ its submitters, so a finished job can queue its row without waiting for it. The 
 (:mod:`dogs_core.runtime.execution.settle`) flushes the rows queued before each of its batches,
 which keeps
 the order every job needs (its row is stored before its record is settled, see
-:mod:`dogs_core.runtime.execution.takeover`).
+:mod:`dogs_core.runtime.execution.arrival`).
 """
 
 from __future__ import annotations

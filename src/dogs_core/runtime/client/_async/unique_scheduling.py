@@ -9,7 +9,7 @@ key from a holder that no longer holds it, then insert again). A call with a win
 reads the key's hold, then inserts its record **parked** (due in the year 9999: no claim takes
 it), reads the hold again and only then publishes it (its real run time) or drops it: a record
 that ended wrote its hold before it was deleted
-(:mod:`dogs_core.runtime.execution.unique_windows`), so a
+(:mod:`dogs_core.runtime.execution.ending`), so a
 key freed by a deletion is always seen held by its window. A throttle takes the key's hold for
 its period (the first call of the period wins) and inserts its record without an identifier.
 

@@ -1,37 +1,99 @@
-"""A claimed record that is not run: why it is pushed back, and its settlement.
-
-:func:`~dogs_core.domain.outcome.decide_before_run` returns a
-:class:`~dogs_core.domain.outcome.Defer` for three reasons, told differently: a record of another
-type than the definition here (another deployment owns the name: an ERROR, someone must act),
-a recurrent job's missed slots skipped by its misfire policy (an INFO line naming the job and
-the slots, and a :class:`~dogs_core.domain.events.JobMisfired` event; no history row), and a
-paused runtime schedule parked again (a DEBUG line). It returns a
-:class:`~dogs_core.domain.outcome.Delete` for an event job past its ``start_before`` deadline:
-an INFO line, an ``expired`` history row and a :class:`~dogs_core.domain.events.JobExpired`
-event.
-"""
+"""A claimed job before its handler runs: a claim that took over a killed attempt's lock (its
+row read back: its success settled without a second run, or its ``stale`` row queued:
+``take_over``), and a claimed record that is not run but pushed back (another deployment's type,
+missed slots: ``tell_deferred``, ``settle_instead_of_running``)."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from dataclasses import dataclass
+
+import anyio
 
 from dogs_core.domain.definitions import JobDefinition, RecurrentJobDefinition
 from dogs_core.domain.events import JobExpired, JobMisfired
-from dogs_core.domain.history import history_record
+from dogs_core.domain.history import history_record, killed_attempt_record
 from dogs_core.domain.outcome import Defer, Delete, MarkTerminal
 from dogs_core.domain.records import ClaimedJob, HistoryRecord, HistoryStatus
 from dogs_core.domain.settle import Settlement
+from dogs_core.domain.takeover import (
+    PREVIOUS_ROW_LOOKBACK,
+    completion_of_finished_attempt,
+    previous_attempt_row,
+)
+from dogs_core.runtime.execution.ending import ends_with_window, open_window, reached_max_tries
 from dogs_core.runtime.execution.invocation import UserCalls
-from dogs_core.runtime.execution.job_events import job_extra
-from dogs_core.runtime.execution.recording import reached_max_tries
-from dogs_core.runtime.execution.services import ExecutionServices
+from dogs_core.runtime.execution.services import HISTORY_WRITE_TIMEOUT, ExecutionServices, job_extra
 from dogs_core.runtime.execution.settle import label_of
-from dogs_core.runtime.execution.unique_windows import ends_with_window, open_window
+from dogs_core.runtime.plumbing._async.retry import retry_transient
+from dogs_core.runtime.plumbing.outage import log_gave_up
 
-__all__ = ["settle_instead_of_running", "tell_deferred"]
+__all__ = ["Takeover", "settle_instead_of_running", "take_over", "tell_deferred"]
+
 
 logger = logging.getLogger("dogs.execution")
+
+
+@dataclass(frozen=True, slots=True)
+class Takeover:
+    """What a claim does about the attempt whose lock it took over."""
+
+    completed: bool
+    """The attempt had succeeded: its completion is performed here and the handler must not
+    run."""
+    killed_row: HistoryRecord | None = None
+    """The ``stale`` row to queue for the attempt (it wrote none); ``None``: nothing to write."""
+
+
+_NOTHING_TO_DO = Takeover(completed=False)
+
+
+async def take_over(
+    services: ExecutionServices, job: ClaimedJob, definition: JobDefinition
+) -> Takeover:
+    """Settle the attempt ``job``'s claim took over (none: nothing to do). A failed read of its
+    row is logged and the job runs (at-least-once: a second run is safer than none)."""
+    if job.previous_attempt is None:
+        return _NOTHING_TO_DO
+    previous = await _read_previous_row(services, job)
+    now = services.clock.now()
+    command = completion_of_finished_attempt(
+        definition, job, previous, services.policy, now, services.rng.random()
+    )
+    if command is None:
+        killed = None if previous is not None else killed_attempt_record(job, definition, now=now)
+        return Takeover(completed=False, killed_row=killed)
+    attempt = job.previous_attempt.execution_id
+    what = (job.job_name, job.job_id, attempt)
+    logger.warning(
+        "%s (%s): the attempt %s ran to success before its worker stopped; completing it "
+        "without running it again",
+        *what,
+    )
+    try:
+        if ends_with_window(job, command):
+            await open_window(services, job, now)
+        settlement = Settlement(job.job_id, job.lock_id, command)
+        what_write = f"complete the finished attempt of {job.job_name}"
+        if not await services.settler.settle(settlement, what=what_write):
+            logger.warning("%s (%s): lost the lock before completing it", *what[:2])
+    except Exception as error:
+        log_gave_up(logger, f"could not complete {job.job_name} ({job.job_id})", error)
+    return Takeover(completed=True)
+
+
+async def _read_previous_row(services: ExecutionServices, job: ClaimedJob) -> HistoryRecord | None:
+    try:
+        with anyio.fail_after(HISTORY_WRITE_TIMEOUT):
+            rows = await retry_transient(
+                lambda: services.store.read_history(job_id=job.job_id, limit=PREVIOUS_ROW_LOOKBACK),
+                what=f"read the previous attempt of {job.job_name}",
+            )
+    except Exception as error:
+        log_gave_up(logger, f"could not read the history of {job.job_id}; running it", error)
+        return None
+    return previous_attempt_row(job, rows)
 
 
 def tell_deferred(

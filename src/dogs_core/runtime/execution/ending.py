@@ -1,12 +1,10 @@
-"""What an execution reads and writes besides its fenced writes (its history rows, and the
-record it reads back to learn why it lost its lock) and the callbacks that go with its
-endings (``on_stale``, ``on_max_tries_reached``).
-
-An execution's row is written *before* its fenced completion (see
-:mod:`dogs_core.runtime.execution.takeover` for the window this opens and how it is closed): a
-worker
-killed right after the completion has already left its row, so no job ends without one.
-"""
+"""How an execution ends: what a handler's result comes to, ``on_error`` asked
+(``what_happened``); its history rows (``submit_history``); why it lost its lock (``lock_loss``:
+its record and its own row read back, ``domain/lock_loss.py`` decides); the end of a stale one
+(``settle_stale``: its row, then its demotion) and of one cancelled at shutdown
+(``release_at_shutdown``); ``on_stale`` and ``on_max_tries_reached``; and a record with a unique
+window, whose key's hold is written before the settlement that removes or fails it
+(``open_window``)."""
 
 from __future__ import annotations
 
@@ -15,29 +13,89 @@ from datetime import datetime
 
 import anyio
 
-from dogs_core.domain.definitions import JobDefinition, load_params
+from dogs_core.domain.definitions import (
+    Discard,
+    JobDefinition,
+    Retry,
+    load_params,
+    normalize_on_error_result,
+)
 from dogs_core.domain.lock_loss import LockLoss, lock_loss_of
-from dogs_core.domain.outcome import Release, Stale, decide
+from dogs_core.domain.outcome import (
+    Cancelled,
+    Command,
+    Delete,
+    Failed,
+    Happened,
+    MarkTerminal,
+    Release,
+    Snoozed,
+    Stale,
+    Succeeded,
+    decide,
+)
 from dogs_core.domain.records import ClaimedJob, HistoryRecord
 from dogs_core.domain.settle import Settlement
+from dogs_core.ports import AsyncUniquenessStore, Clock, Role, has_role
 from dogs_core.runtime.execution.context import JobContext
-from dogs_core.runtime.execution.invocation import UserCalls
-from dogs_core.runtime.execution.job_events import job_extra
-from dogs_core.runtime.execution.services import HISTORY_WRITE_TIMEOUT, ExecutionServices
+from dogs_core.runtime.execution.invocation import (
+    HandlerResult,
+    Interrupted,
+    Returned,
+    SnoozeRequested,
+    UserCalls,
+    on_error_arguments,
+)
+from dogs_core.runtime.execution.services import HISTORY_WRITE_TIMEOUT, ExecutionServices, job_extra
 from dogs_core.runtime.execution.settle import label_of
 from dogs_core.runtime.plumbing._async.retry import retry_transient
 from dogs_core.runtime.plumbing.outage import log_gave_up
 
 __all__ = [
+    "ends_with_window",
     "lock_loss",
+    "open_window",
     "reached_max_tries",
     "release_at_shutdown",
     "run_on_stale",
     "settle_stale",
     "submit_history",
+    "what_happened",
 ]
 
+
 logger = logging.getLogger("dogs.execution")
+
+
+def ends_with_window(job: ClaimedJob, command: Command) -> bool:
+    """Whether ``command`` ends a record whose unique key keeps a window."""
+    return (
+        job.unique_window is not None
+        and job.unique_identifier is not None
+        and isinstance(command, Delete | MarkTerminal)
+    )
+
+
+async def open_window(services: ExecutionServices, job: ClaimedJob, now: datetime) -> None:
+    """Hold ``job``'s key until ``now`` plus its window, before its record goes. A store
+    without the uniqueness role, or a write that keeps failing, is logged: the record ends
+    anyway (a job is never held back by its window)."""
+    store = services.store
+    key, window = job.unique_identifier, job.unique_window
+    if key is None or window is None:
+        return
+    if not has_role(store, Role.UNIQUENESS):
+        logger.warning("%s (%s): the store has no uniqueness role: no window", job.job_name, key)
+        return
+    holds: AsyncUniquenessStore = store  # type: ignore[assignment]
+    try:
+        await retry_transient(
+            lambda: holds.extend_unique_hold(key, job.job_id, until=now + window),
+            what=f"open the window of {key!r}",
+        )
+    except Exception as error:
+        log_gave_up(logger, f"could not open the window of unique key {key!r}", error)
+
 
 SHUTDOWN_RELEASE_TIMEOUT = 30.0  # seconds a shutdown's release may take (shielded)
 
@@ -57,6 +115,8 @@ async def submit_history(services: ExecutionServices, record: HistoryRecord) -> 
 #: How many times, and how far apart, a record found gone without a row of this execution is
 #: read again: an operator's cancel deletes the record, then writes the execution's row.
 _GONE_REREADS = 3
+
+
 _GONE_REREAD_SECONDS = 0.2
 
 
@@ -158,3 +218,50 @@ async def release_at_shutdown(
         what = (job.job_name, job.job_id, "released" if released else "already lost")
         logger.warning("cancelled %s (%s) at shutdown; lock %s", *what, extra=job_extra(job))
     return released
+
+
+async def what_happened(
+    result: HandlerResult,
+    *,
+    definition: JobDefinition,
+    job: ClaimedJob,
+    context: JobContext,
+    calls: UserCalls,
+    clock: Clock,
+) -> Happened:
+    """What ``result`` comes to; a failure is logged (with its traceback) and ``on_error``
+    asked. A snooze counts from ``clock``'s now."""
+    if isinstance(result, Returned):
+        return Succeeded()
+    if isinstance(result, Interrupted):
+        return Cancelled()  # for shutdown (a handler that finished anyway keeps it)
+    if isinstance(result, SnoozeRequested):
+        return Snoozed(result.snooze.run_after(clock.now()))
+    error = result.error
+    what = (job.job_name, job.job_id, job.tries, error)
+    logger.error("job %s (%s) failed on try %d: %r", *what, exc_info=error, extra=job_extra(job))
+    return Failed(await _ask_on_error(error, definition, job, context, calls))
+
+
+async def _ask_on_error(
+    error: BaseException,
+    definition: JobDefinition,
+    job: ClaimedJob,
+    context: JobContext,
+    calls: UserCalls,
+) -> Retry | Discard:
+    """What ``on_error`` says; a callback that raises or returns junk means "retry"."""
+    on_error = definition.on_error
+    if on_error is None:
+        return Retry()
+    try:
+        params = load_params(definition, job.params)
+        args = on_error_arguments(definition, error, params, context)
+        returned = await calls.call(on_error, *args)
+        return normalize_on_error_result(returned, job_name=job.job_name)
+    except Exception:
+        logger.exception(
+            "on_error of %s raised or returned an invalid value; counting a failed attempt",
+            job.job_name,
+        )
+        return Retry()
