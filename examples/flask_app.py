@@ -99,7 +99,7 @@ def wait_for_results(app: Flask, ids: Sequence[str]) -> None:
 
 
 def run_in_memory() -> None:
-    from dogs_core.runtime.plumbing.threaded import ThreadedJobStore
+    from dogs_core.runtime.plumbing.wrappers import ThreadedJobStore
     from dogs_testing import SyncInMemoryJobStore
 
     app = create_app(store=ThreadedJobStore(SyncInMemoryJobStore()))

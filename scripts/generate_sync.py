@@ -213,7 +213,7 @@ optional archive included), with its full signature, as a call of
 :meth:`ForwardingJobStore._forward` with the method's name and its arguments exactly as
 received: positional ones positionally, keyword-only ones by keyword, a defaulted parameter
 always passed, with its value. A subclass implements that hook: run the call in a thread
-(:class:`~dogs_core.runtime.plumbing.threaded.ThreadedJobStore`), wrap it
+(:class:`~dogs_core.runtime.plumbing.wrappers.ThreadedJobStore`), wrap it
 (:class:`dogs_testing.wrapper.JobStoreWrapper`), add a checkpoint before it
 (:class:`dogs_testing.memory.InMemoryJobStore`), ... so a forwarding store cannot forget a
 method when the port grows. It is generated from the role modules, so nobody writes it.

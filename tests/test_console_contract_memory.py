@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dogs_core.runtime.plumbing.threaded import ThreadedJobStore
+from dogs_core.runtime.plumbing.wrappers import ThreadedJobStore
 from dogs_testing.contract.audit import AuditContract
 from dogs_testing.contract.bulk import BulkContract
 from dogs_testing.contract.registry import RegistryContract

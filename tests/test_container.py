@@ -32,7 +32,7 @@ from dogs_core import (
     Workers,
 )
 from dogs_core.runtime.plumbing.settings import WorkerSettings
-from dogs_core.runtime.plumbing.threaded import ThreadedJobStore
+from dogs_core.runtime.plumbing.wrappers import ThreadedJobStore
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_mongo.container import DogsContainer, DogsSettings, redact_uri
 from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore

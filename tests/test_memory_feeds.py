@@ -22,8 +22,8 @@ from dogs_core.domain.feeds import FEED_HEARTBEAT_SECONDS
 from dogs_core.domain.records import HistoryRecord, NewJob
 from dogs_core.domain.wakeups import RecordChange
 from dogs_core.ids import new_record_id
-from dogs_core.runtime.plumbing.threaded import ThreadedJobStore
 from dogs_core.runtime.plumbing.watching import without_heartbeats
+from dogs_core.runtime.plumbing.wrappers import ThreadedJobStore
 from dogs_testing.contract.base import _history
 from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
 

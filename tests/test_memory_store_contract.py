@@ -10,7 +10,7 @@ import trio.testing
 
 from dogs_core.domain.records import JobRecord
 from dogs_core.ports import AsyncJobStore
-from dogs_core.runtime.plumbing.threaded import ThreadedJobStore
+from dogs_core.runtime.plumbing.wrappers import ThreadedJobStore
 from dogs_testing.contract import (
     ArchiveContract,
     ArchiveUnderTest,

@@ -1,7 +1,7 @@
 """Runner tasks on asyncio's real event loop.
 
 The runtime suite (``tests/runtime``) runs on trio under a virtual clock. Executions run on
-reused runner tasks through a coroutine trampoline (``dogs_core.runtime.plumbing.isolation``), so
+reused runner tasks through a coroutine trampoline (``dogs_core.runtime.plumbing.loop``), so
 this
 module checks the same path on asyncio too: cancellation at shutdown, a shielded cleanup, the
 released lock and context isolation. asyncio has no virtual clock, so it waits a few tens of

@@ -16,7 +16,7 @@ import pytest
 from dogs_core.domain.records import ClaimedJob, ClaimRequest, JobRecord, NewJob, Scheduled
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_core.ports import AsyncJobStore
-from dogs_core.runtime.plumbing.threaded import ThreadedJobStore
+from dogs_core.runtime.plumbing.wrappers import ThreadedJobStore
 from dogs_testing.memory import SyncInMemoryJobStore
 
 pytestmark = pytest.mark.anyio

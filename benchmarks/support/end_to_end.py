@@ -44,7 +44,7 @@ from dogs_core import (
     WorkerSettings,
 )
 from dogs_core.ports import AsyncJobStore
-from dogs_core.runtime.plumbing.threaded import ThreadedJobStore
+from dogs_core.runtime.plumbing.wrappers import ThreadedJobStore
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_testing import InMemoryJobStore
 

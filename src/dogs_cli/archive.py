@@ -41,7 +41,7 @@ from dogs_core.domain.archiving import (
     ArchiveReport,
     outlives_default_retention,
 )
-from dogs_core.runtime.plumbing.threaded import ThreadedJobStore
+from dogs_core.runtime.plumbing.wrappers import ThreadedJobStore
 from dogs_mongo._async.archive import MongoArchiver
 from dogs_mongo._sync.archive import MongoArchiver as SyncMongoArchiver
 from dogs_mongo.container import DogsContainer

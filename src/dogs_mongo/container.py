@@ -91,7 +91,7 @@ Providers
     ``async_mongo_client`` / ``sync_mongo_client`` / ``mongo_client`` (the client of the
     driver), ``async_store`` (:class:`~dogs_mongo.AsyncMongoJobStore`), ``sync_store``
     (:class:`~dogs_mongo.MongoJobStore`), ``store`` (what the runtime uses: the async store, or
-    the sync store in a :class:`~dogs_core.runtime.plumbing.threaded.ThreadedJobStore`, by driver),
+    the sync store in a :class:`~dogs_core.runtime.plumbing.wrappers.ThreadedJobStore`, by driver),
     ``clock`` (:class:`~dogs_core.runtime.plumbing.clock.SystemClock`), ``client(jobs=None)``
     (:class:`~dogs_core.DogsClient`), ``blocking_client(jobs=None)``
     (:class:`~dogs_core.BlockingDogsClient`), ``workers(jobs, **overrides)``
@@ -121,7 +121,7 @@ from dogs_core.runtime.client._async.client import DogsClient
 from dogs_core.runtime.client.blocking import BlockingDogsClient
 from dogs_core.runtime.plumbing.clock import SystemClock
 from dogs_core.runtime.plumbing.telemetry import TELEMETRY, Telemetry
-from dogs_core.runtime.plumbing.threaded import ThreadedJobStore
+from dogs_core.runtime.plumbing.wrappers import ThreadedJobStore
 from dogs_core.runtime.worker.blocking import BlockingWorkers
 from dogs_core.runtime.worker.workers import Workers
 from dogs_core.uris import redact_uri

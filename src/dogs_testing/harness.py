@@ -83,8 +83,8 @@ from dogs_core.jobs import Jobs
 from dogs_core.ports import Clock
 from dogs_core.runtime.client._async.client import DogsClient
 from dogs_core.runtime.plumbing.clock import LoopClock
+from dogs_core.runtime.plumbing.loop import Signal
 from dogs_core.runtime.plumbing.settings import DurationLike, WorkerSettings
-from dogs_core.runtime.plumbing.signal import Signal
 from dogs_core.runtime.worker.workers import Workers
 from dogs_testing.fakes import DEFAULT_START, FakeJobContext, LockExtension, ManualClock, _aware
 from dogs_testing.inline import InlineRun, run_job_inline, run_job_inline_sync

@@ -41,7 +41,7 @@ from dogs_core.runtime.execution.invocation import (
     on_error_arguments,
 )
 from dogs_core.runtime.plumbing.clock import LoopClock, SystemClock
-from dogs_core.runtime.plumbing.isolation import run_in_context
+from dogs_core.runtime.plumbing.loop import run_in_context
 from dogs_testing.fakes import FakeJobContext
 
 __all__ = ["InlineRun", "run_job_inline", "run_job_inline_sync"]

@@ -13,7 +13,7 @@ from flask import Flask
 from pymongo import MongoClient
 
 from dogs_core import JobContext, Jobs
-from dogs_core.runtime.plumbing.threaded import ThreadedJobStore
+from dogs_core.runtime.plumbing.wrappers import ThreadedJobStore
 from dogs_integrations.flask import Dogs, DogsNotInitializedError, SettingsError
 from dogs_testing import SyncInMemoryJobStore
 

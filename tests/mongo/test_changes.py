@@ -33,7 +33,7 @@ from dogs_core.domain.records import ClaimRequest, NewJob, to_millis
 from dogs_core.domain.wakeups import RecordChange
 from dogs_core.errors import ChangeFeedUnavailableError, TransientStoreError
 from dogs_core.ids import new_execution_id, new_record_id
-from dogs_core.runtime.plumbing.threaded import ThreadedJobStore
+from dogs_core.runtime.plumbing.wrappers import ThreadedJobStore
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_mongo import queries as q
 from dogs_mongo.mongod import find_mongod_binary

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import pytest
 from pymongo import AsyncMongoClient, MongoClient
 
-from dogs_core.runtime.plumbing.threaded import ThreadedJobStore
+from dogs_core.runtime.plumbing.wrappers import ThreadedJobStore
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_testing.contract.audit import AuditContract
 from dogs_testing.contract.bulk import BulkContract

@@ -11,7 +11,7 @@ from pymongo import AsyncMongoClient, MongoClient
 
 from dogs_core.domain.records import JobRecord
 from dogs_core.ports import AsyncJobStore
-from dogs_core.runtime.plumbing.threaded import ThreadedJobStore
+from dogs_core.runtime.plumbing.wrappers import ThreadedJobStore
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_mongo.queries import document_from_record
 from dogs_testing.contract import (

@@ -20,7 +20,7 @@ from dogs_core.runtime.client.blocking import BlockingDogsClient
 from dogs_core.runtime.client.calls import ARCHIVE_LOG_EVERY
 from dogs_core.runtime.plumbing.forwarding import ForwardingJobStore
 from dogs_core.runtime.plumbing.telemetry import Telemetry
-from dogs_core.runtime.plumbing.threaded import ThreadedJobStore
+from dogs_core.runtime.plumbing.wrappers import ThreadedJobStore
 from dogs_testing.fakes import ManualClock
 from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
 from dogs_testing.settling import settle_one_sync, terminal

@@ -30,7 +30,7 @@ from dogs_core.errors import (
 from dogs_core.runtime import DogsClient, ScheduleItem, SyncDogsClient
 from dogs_core.runtime.client.blocking import BlockingDogsClient
 from dogs_core.runtime.plumbing._sync import retry as sync_retry
-from dogs_core.runtime.plumbing.threaded import ThreadedJobStore
+from dogs_core.runtime.plumbing.wrappers import ThreadedJobStore
 from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
 from dogs_testing.wrapper import JobStoreWrapper
 from tests.runtime.conftest import Harness, RecordingStore

@@ -11,7 +11,7 @@ import anyio.lowlevel
 import pytest
 
 from dogs_core import JobContext, Jobs
-from dogs_core.runtime.plumbing.isolation import run_in_context
+from dogs_core.runtime.plumbing.loop import run_in_context
 
 from .conftest import Harness, now
 

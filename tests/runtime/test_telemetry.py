@@ -34,8 +34,8 @@ from dogs_core.domain.events import (
 from dogs_core.errors import InvalidOptionError, TransientStoreError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import DogsClient, JobContext, Workers
-from dogs_core.runtime.plumbing.store_errors import ObservedJobStore, observed
 from dogs_core.runtime.plumbing.telemetry import Telemetry
+from dogs_core.runtime.plumbing.wrappers import ObservedJobStore, observed
 from dogs_testing.faults import FaultKind, FaultPlan, FaultyJobStore
 from tests.runtime.conftest import Harness
 
@@ -484,7 +484,7 @@ def h_now() -> datetime:
 
 def test_the_sync_client_reports_store_errors_too() -> None:
     from dogs_core.runtime import SyncDogsClient
-    from dogs_core.runtime.plumbing.store_errors import ObservedSyncJobStore, observed_sync
+    from dogs_core.runtime.plumbing.wrappers import ObservedSyncJobStore, observed_sync
     from dogs_testing.memory import SyncInMemoryJobStore
 
     jobs = Jobs()

@@ -19,7 +19,7 @@ blocking :class:`~dogs_core.runtime.client._sync.client.SyncDogsClient` calls in
 thread)
 and :class:`~dogs_core.runtime.plumbing.forwarding.ForwardingJobStore`, the base of every store
 wrapper
-(:class:`~dogs_core.runtime.plumbing.threaded.ThreadedJobStore` runs a sync store's calls in worker
+(:class:`~dogs_core.runtime.plumbing.wrappers.ThreadedJobStore` runs a sync store's calls in worker
 threads for the async runtime). A store tells which roles it has through one lookup,
 :func:`store_roles`.
 """

@@ -6,7 +6,7 @@ and provide a ``store`` fixture (``anyio_backend`` has a default):
 ``store``
     A fresh, empty, set-up :class:`~dogs_core.ports.AsyncJobStore` for each test (a sync
     :class:`~dogs_core.ports.JobStore` wrapped in
-    :class:`~dogs_core.runtime.plumbing.threaded.ThreadedJobStore`). May be an async (generator)
+    :class:`~dogs_core.runtime.plumbing.wrappers.ThreadedJobStore`). May be an async (generator)
     fixture.
 ``anyio_backend``
     ``"asyncio"`` unless overridden (PyMongo's async client needs asyncio); override it with

@@ -113,7 +113,7 @@ ALL_ARCHIVE_KINDS = (ArchiveKind.HISTORY, ArchiveKind.FAILED_RECORDS)
 
 
 #: Seconds ``follow_logs`` keeps reading after what it follows has ended: the lines a worker
-#: buffered are written within about a quarter of a second (``runtime/plumbing/log_shipping.py``).
+#: buffered are written within about a quarter of a second (``runtime/plumbing/writers.py``).
 LOG_LINGER: Final = 2.0
 
 

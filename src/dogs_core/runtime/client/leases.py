@@ -38,7 +38,7 @@ from dogs_core.runtime.plumbing.clock import ServerClock
 from dogs_core.runtime.plumbing.deadlines import Deadlines
 from dogs_core.runtime.plumbing.lock import LockKeeper
 from dogs_core.runtime.plumbing.settings import DurationLike
-from dogs_core.runtime.plumbing.threaded import ThreadedJobStore
+from dogs_core.runtime.plumbing.wrappers import ThreadedJobStore
 
 __all__ = ["AsyncLeases", "LeaseHandle", "SyncLeases", "hold_lease"]
 

@@ -6,7 +6,7 @@ or above becomes a :class:`~dogs_core.domain.log_lines.LogLine`, whatever the ap
 logging configuration (the record still goes to ``logging`` as before). The
 capture numbers the lines, keeps at most ``max_log_lines`` of them, counts the others and, when
 the execution ends, adds one last line saying how many were dropped. Lines go to the workers'
-:class:`~dogs_core.runtime.plumbing.log_shipping.LogShipper`, which writes them in batches: logging
+:class:`~dogs_core.runtime.plumbing.writers.LogShipper`, which writes them in batches: logging
 never
 waits for a write and never fails the job.
 
@@ -167,7 +167,7 @@ class LogCapture:
 
 class Shipper(Protocol):
     """What a capture hands its lines to
-    (:class:`~dogs_core.runtime.plumbing.log_shipping.LogShipper`)."""
+    (:class:`~dogs_core.runtime.plumbing.writers.LogShipper`)."""
 
     def put(self, line: LogLine) -> bool:
         """Take ``line`` for a later batch, at once (``False``: dropped, the buffer is full)."""

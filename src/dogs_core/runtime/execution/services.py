@@ -32,11 +32,14 @@ from dogs_core.runtime.execution.invocation import HandlerResult, Raised
 from dogs_core.runtime.execution.settle import MAX_SETTLE_BATCH, Settler
 from dogs_core.runtime.plumbing.batching import GroupCommit
 from dogs_core.runtime.plumbing.deadlines import Deadlines
-from dogs_core.runtime.plumbing.history_writes import HISTORY_WRITE_TIMEOUT, write_history_batch
 from dogs_core.runtime.plumbing.lock import ProgressRider, RenewWrite, job_lock_write
-from dogs_core.runtime.plumbing.log_shipping import LogShipper
 from dogs_core.runtime.plumbing.settings import WorkerSettings
 from dogs_core.runtime.plumbing.telemetry import TELEMETRY, Telemetry
+from dogs_core.runtime.plumbing.writers import (
+    HISTORY_WRITE_TIMEOUT,
+    LogShipper,
+    write_history_batch,
+)
 
 __all__ = [
     "HISTORY_WRITE_TIMEOUT",

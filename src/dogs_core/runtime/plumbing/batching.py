@@ -17,8 +17,7 @@ from typing import Generic, TypeVar
 import anyio
 
 from dogs_core.errors import DogsError
-from dogs_core.runtime.plumbing.loop import new_event
-from dogs_core.runtime.plumbing.signal import Signal
+from dogs_core.runtime.plumbing.loop import Signal, new_event
 
 __all__ = ["GroupCommit"]
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import anyio
 
-from dogs_core.runtime.plumbing.signal import Signal
+from dogs_core.runtime.plumbing.loop import Signal
 
 __all__ = ["Deadline", "Deadlines"]
 

@@ -15,7 +15,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from dogs_core.errors import ChangeFeedUnavailableError
 from dogs_core.ports import AsyncJobStore, JobStore, Role, store_roles
-from dogs_core.runtime.plumbing.threaded import ThreadedJobStore
+from dogs_core.runtime.plumbing.wrappers import ThreadedJobStore
 
 __all__ = ["PortalJobStore", "PortalOwner", "as_async_store", "is_async_store"]
 

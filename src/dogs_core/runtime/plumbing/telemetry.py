@@ -8,25 +8,32 @@ never fails a job.
 
 ``Workers`` and ``DogsClient`` use the process-wide :data:`TELEMETRY` unless given a hub of
 their own (``telemetry=``), so ``dogs_core.subscribe(handler)`` is all an application needs.
+
+``tell_advanced`` tells what a workflow release wrote (shared by the releaser and the clients).
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Callable, Sequence
+from typing import Final, Protocol
 
-from dogs_core.domain.events import Event
+from dogs_core.domain.events import Event, WorkflowFinished, WorkflowStepReleased
+from dogs_core.domain.workflow_records import FinishedWorkflow, StepRelease
 from dogs_core.errors import InvalidOptionError
 
-__all__ = ["TELEMETRY", "Subscriber", "Telemetry", "next_call_id", "subscribe"]
+__all__ = ["TELEMETRY", "Subscriber", "Telemetry", "next_call_id", "subscribe", "tell_advanced"]
+
 
 logger = logging.getLogger("dogs.telemetry")
 
+
 Subscriber = Callable[[Event], object]
 
+
 _LOG_EVERY: Final = 1000
+
 
 _call_ids = itertools.count(1)
 
@@ -104,3 +111,25 @@ TELEMETRY: Final = Telemetry()
 def subscribe(subscriber: Subscriber, *kinds: type[Event]) -> Callable[[], None]:
     """Subscribe to the process-wide hub :data:`TELEMETRY` (see :meth:`Telemetry.subscribe`)."""
     return TELEMETRY.subscribe(subscriber, *kinds)
+
+
+class Written(Protocol):
+    """What one call of the release wrote (``advance.Advanced``, async or sync)."""
+
+    @property
+    def released(self) -> Sequence[StepRelease]: ...
+
+    @property
+    def finished(self) -> Sequence[FinishedWorkflow]: ...
+
+
+def tell_advanced(telemetry: Telemetry, advanced: Written) -> None:
+    """A :class:`WorkflowStepReleased` per step released and a :class:`WorkflowFinished` per
+    workflow ended by the call that returned ``advanced`` (nothing when nobody listens)."""
+    if not telemetry.active:
+        return
+    for release in advanced.released:
+        released = WorkflowStepReleased(release.workflow_id, release.step_id, release.record_id)
+        telemetry.emit(released)
+    for finished in advanced.finished:
+        telemetry.emit(WorkflowFinished(finished.workflow_id, finished.state.value))

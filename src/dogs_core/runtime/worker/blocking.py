@@ -3,7 +3,7 @@
 Like APScheduler 4, it runs the async core in an anyio ``BlockingPortal`` (an event loop in a
 background thread) instead of maintaining a second, threaded runtime. A sync store
 (:class:`~dogs_core.ports.JobStore`) is adapted with
-:class:`~dogs_core.runtime.plumbing.threaded.ThreadedJobStore`; an async store is used as is,
+:class:`~dogs_core.runtime.plumbing.wrappers.ThreadedJobStore`; an async store is used as is,
 inside the portal's loop.
 """
 

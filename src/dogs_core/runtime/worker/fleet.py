@@ -18,7 +18,7 @@ from dogs_core.domain.capacity import CapacityLedger
 from dogs_core.domain.controls import EVERY_JOB
 from dogs_core.errors import ChangeFeedUnavailableError
 from dogs_core.ports import AsyncJobStore
-from dogs_core.runtime.plumbing.signal import Signal
+from dogs_core.runtime.plumbing.loop import Signal
 from dogs_core.runtime.plumbing.watching import without_heartbeats
 
 __all__ = ["FleetHolds"]

@@ -15,8 +15,8 @@ from dogs_core.domain.hints import HintSelector, claim_hint
 from dogs_core.domain.pacing import Claim, ClaimPacer, Sleep
 from dogs_core.domain.records import Owner
 from dogs_core.ports import AsyncJobStore, Clock
+from dogs_core.runtime.plumbing.loop import Signal
 from dogs_core.runtime.plumbing.outage import log_store_failure
-from dogs_core.runtime.plumbing.signal import Signal
 from dogs_core.runtime.plumbing.telemetry import Telemetry
 from dogs_core.runtime.worker.ahead import ClaimedAhead
 from dogs_core.runtime.worker.claiming import send_claim

@@ -50,11 +50,10 @@ from dogs_core.ports import AsyncWorkflowStore, Clock, Role, has_role
 from dogs_core.runtime.plumbing._async.advance import advance, end_steps
 from dogs_core.runtime.plumbing._async.retry import retry_transient
 from dogs_core.runtime.plumbing.clock import SystemClock
+from dogs_core.runtime.plumbing.loop import Signal
 from dogs_core.runtime.plumbing.outage import log_store_failure
-from dogs_core.runtime.plumbing.signal import Signal
-from dogs_core.runtime.plumbing.telemetry import TELEMETRY, Telemetry
+from dogs_core.runtime.plumbing.telemetry import TELEMETRY, Telemetry, tell_advanced
 from dogs_core.runtime.plumbing.watching import without_heartbeats
-from dogs_core.runtime.plumbing.workflow_events import tell_advanced
 
 __all__ = [
     "DEFAULT_SWEEP_INTERVAL",

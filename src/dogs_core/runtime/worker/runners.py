@@ -7,7 +7,7 @@ claim's worth of jobs that finish without suspending runs on one runner, one aft
 Runners beyond ``keep_idle`` idle ones end (a stale execution left running holds its runner).
 Each execution gets its own copy of the runner's starting context, as a task of its own would:
 context variables a handler sets do not leak into the next job (see
-:mod:`dogs_core.runtime.plumbing.isolation`).
+:mod:`dogs_core.runtime.plumbing.loop`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from dogs_core.runtime.plumbing.isolation import run_in_context
-from dogs_core.runtime.plumbing.loop import Event, new_event
+from dogs_core.runtime.plumbing.loop import Event, new_event, run_in_context
 
 __all__ = ["RunnerPool"]
 

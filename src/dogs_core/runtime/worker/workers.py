@@ -36,12 +36,12 @@ from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock, StoreCapabilities
 from dogs_core.runtime.execution import HISTORY_WRITE_TIMEOUT, Execution, Milestone, build_services
 from dogs_core.runtime.plumbing.clock import ServerClock
-from dogs_core.runtime.plumbing.log_shipping import shipper_for
+from dogs_core.runtime.plumbing.loop import Signal
 from dogs_core.runtime.plumbing.settings import DurationLike, WorkerSettings, check_worker_arguments
-from dogs_core.runtime.plumbing.signal import Signal
-from dogs_core.runtime.plumbing.store_errors import observed
 from dogs_core.runtime.plumbing.telemetry import TELEMETRY, Telemetry
 from dogs_core.runtime.plumbing.watching import ChangeWatcher
+from dogs_core.runtime.plumbing.wrappers import observed
+from dogs_core.runtime.plumbing.writers import shipper_for
 from dogs_core.runtime.worker.ahead import ClaimedAhead, give_back
 from dogs_core.runtime.worker.beacon import Presence, beacon_for
 from dogs_core.runtime.worker.claiming import pacer_for

@@ -78,8 +78,8 @@ from dogs_core.runtime.client.shaping import check_unique
 from dogs_core.runtime.plumbing._async.clock_sync import ensure_clock
 from dogs_core.runtime.plumbing._async.retry import retry_transient
 from dogs_core.runtime.plumbing.outage import DEFAULT_OPERATION_TIMEOUT, validate_operation_timeout
-from dogs_core.runtime.plumbing.store_errors import observed
 from dogs_core.runtime.plumbing.telemetry import TELEMETRY, Telemetry
+from dogs_core.runtime.plumbing.wrappers import observed
 
 __all__ = ["DogsClient"]
 

@@ -67,8 +67,7 @@ from dogs_core.runtime.client.scheduling import (
 )
 from dogs_core.runtime.plumbing._sync.advance import end_steps, release_blocked
 from dogs_core.runtime.plumbing._sync.retry import retry_transient
-from dogs_core.runtime.plumbing.telemetry import Telemetry, next_call_id
-from dogs_core.runtime.plumbing.workflow_events import tell_advanced
+from dogs_core.runtime.plumbing.telemetry import Telemetry, next_call_id, tell_advanced
 
 __all__ = ["WorkflowClient"]
 

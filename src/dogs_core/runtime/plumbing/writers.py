@@ -1,4 +1,14 @@
-"""The log lines of every execution of one ``Workers``, written in batches (``store_logs``).
+"""The workers' background writers.
+
+The history writer: executions' rows, written by one group commit that retries each batch
+itself (``write_history_many`` is an upsert of whole rows: repeating it is safe) and never fails
+its submitters, so a finished job can queue its row without waiting for it. The settle writer
+(:mod:`dogs_core.runtime.execution.settle`) flushes the rows queued before each of its batches,
+which keeps
+the order every job needs (its row is stored before its record is settled, see
+:mod:`dogs_core.runtime.execution.arrival`).
+
+The log lines of every execution of one ``Workers``, written in batches (``store_logs``).
 
 :class:`LogShipper` is the workers' one buffer of lines. :meth:`LogShipper.put` appends a line
 from any thread and returns at once (the handler never waits for a write); the first line of a
@@ -28,34 +38,71 @@ import anyio.lowlevel
 
 from dogs_core.domain.definitions import JobDefinition
 from dogs_core.domain.log_lines import LogLine
+from dogs_core.domain.records import HistoryRecord
 from dogs_core.errors import MissingRoleError, TransientStoreError
 from dogs_core.ports import AsyncFollowingStore, AsyncJobStore, Role, has_role
-from dogs_core.runtime.plumbing.signal import Signal
+from dogs_core.runtime.plumbing._async.retry import retry_transient
+from dogs_core.runtime.plumbing.loop import Signal
+from dogs_core.runtime.plumbing.outage import log_gave_up
 
 __all__ = [
     "ATTEMPTS",
     "BATCH_SIZE",
     "FINAL_FLUSH_TIMEOUT",
     "FLUSH_DELAY",
+    "HISTORY_WRITE_TIMEOUT",
     "MAX_BUFFERED",
     "WRITE_TIMEOUT",
     "LogShipper",
     "shipper_for",
+    "write_history_batch",
 ]
 
+
+logger = logging.getLogger("dogs.execution")
+
+
+HISTORY_WRITE_TIMEOUT = 30.0  # seconds; a batch of history rows that takes longer is dropped
+
+
+async def write_history_batch(store: AsyncJobStore, records: list[HistoryRecord]) -> list[None]:
+    """Write ``records``, retrying transient errors, within :data:`HISTORY_WRITE_TIMEOUT`;
+    a batch that cannot be written is logged (one ERROR line) and dropped, never raised."""
+    what = f"history of {len(records)} execution(s)"
+    with anyio.move_on_after(HISTORY_WRITE_TIMEOUT) as scope:
+        try:
+            await retry_transient(lambda: store.write_history_many(records), what=what)
+        except Exception as error:
+            log_gave_up(logger, f"could not write the {what}", error)
+    if scope.cancelled_caught:
+        logger.error("could not write the %s within %g s", what, HISTORY_WRITE_TIMEOUT)
+    return [None] * len(records)
+
+
 logger = logging.getLogger("dogs.logs")
+
 
 #: Seconds the shipper waits after a batch's first line for more (lines reach the store within
 #: about this long, plus the write).
 FLUSH_DELAY: Final = 0.25
+
+
 #: Most lines per ``write_log_lines``.
 BATCH_SIZE: Final = 1_000
+
+
 #: Most lines waiting in the buffer; more are dropped (and counted).
 MAX_BUFFERED: Final = 50_000
+
+
 #: Writes of one batch before it is dropped (transient errors only).
 ATTEMPTS: Final = 3
+
+
 #: Seconds one write may take.
 WRITE_TIMEOUT: Final = 10.0
+
+
 #: Seconds the last write at shutdown may take.
 FINAL_FLUSH_TIMEOUT: Final = 10.0
 
