@@ -18,10 +18,10 @@ import logging
 import shlex
 import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, NoReturn, TypeVar, overload
@@ -33,7 +33,7 @@ from pymongo.errors import ConfigurationError, OperationFailure, PyMongoError
 from typer._click import exceptions as usage  # Typer's own click: what its parser raises
 from typer.core import TyperGroup
 
-from dogs_core.domain import validation
+from dogs_core.domain import filters, validation
 from dogs_core.domain.finding import OwnerMatch, ParamsMatch
 from dogs_core.errors import DogsError, JobNotRegisteredError, UnknownJobError, ValidationError
 from dogs_core.jobs import Jobs
@@ -70,6 +70,8 @@ __all__ = [
     "container_defaults",
     "duration",
     "fail",
+    "filter_flags",
+    "filter_keywords",
     "flags_named",
     "job_id_flag",
     "leaf",
@@ -595,21 +597,61 @@ def when(run_in: str | None, run_at: str | None) -> dict[str, Any]:
 
 
 def moment_flag(flag: str, text: str | None, now: datetime) -> datetime | None:
-    """``text`` of ``flag``: an ISO 8601 time with a timezone, or a duration ago (``2h``)."""
+    """``text`` of ``flag``, read as every edge reads a time
+    (:func:`dogs_core.domain.filters.parse_moment`: a duration ago such as ``2h``, or ISO 8601,
+    UTC when it names no zone)."""
     if text is None:
         return None
-    typed = text.strip()
-    try:
-        return now - validation.duration(flag, typed)
-    except ValidationError:
-        pass
-    try:
-        moment = datetime.fromisoformat(typed.replace("Z", "+00:00"))
-    except ValueError:
-        fail(f"{flag} {shlex.quote(text)}: expected a duration ago (2h) or an ISO 8601 time")
-    if moment.tzinfo is None:
-        fail(f"{flag} {shlex.quote(text)}: add a timezone, e.g. {typed}Z")
-    return moment.astimezone(UTC)
+    with flags_named({flag: (flag, text)}):
+        return filters.parse_moment(flag, text, now)
+
+
+def filter_flags(
+    table: Sequence[filters.Filter],
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a command one flag per filter of ``table`` (its ``flag`` and ``help``, declared once
+    in :mod:`dogs_core.domain.filters`); the command receives what was typed as
+    ``filter_texts`` (filter key -> text) and reads it with :func:`filter_keywords`."""
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        signature = inspect.signature(command, eval_str=True)
+        params = [p for p in signature.parameters.values() if p.name != "filter_texts"]
+        added = [
+            inspect.Parameter(
+                one.key,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=None,
+                annotation=Annotated[str | None, typer.Option(one.flag, help=one.help)],
+            )
+            for one in table
+        ]
+        first_keyword = next(
+            (i for i, p in enumerate(params) if p.kind is inspect.Parameter.KEYWORD_ONLY),
+            len(params),
+        )
+        params[first_keyword:first_keyword] = added
+
+        @functools.wraps(command)
+        def with_filters(**kwargs: Any) -> None:
+            texts = {one.key: kwargs.pop(one.key) for one in table}
+            command(**kwargs, filter_texts={k: v for k, v in texts.items() if v is not None})
+
+        setattr(with_filters, "__signature__", signature.replace(parameters=params))  # noqa: B010
+        with_filters.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+        return with_filters
+
+    return decorate
+
+
+def filter_keywords(
+    table: Sequence[filters.Filter], texts: Mapping[str, str], now: datetime
+) -> dict[str, object]:
+    """The client keywords of the filters typed
+    (:func:`dogs_core.domain.filters.filters_from_text`);
+    a bad one fails naming its flag and the text typed (exit 2)."""
+    flags = {one.key: (one.flag, texts.get(one.key)) for one in table}
+    with flags_named(flags):
+        return filters.filters_from_text(table, texts, now)
 
 
 def parse_run_at(value: str) -> datetime:

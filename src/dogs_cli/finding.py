@@ -31,23 +31,22 @@ from dogs_cli.common import (
     EXIT_NOT_DONE,
     AppDirOption,
     Connection,
-    check_search_flags,
     connected_client,
     fail,
+    filter_flags,
+    filter_keywords,
+    flags_named,
     job_id_flag,
     load_registry,
-    moment_flag,
     run,
     user_errors,
     with_connection,
 )
 from dogs_cli.output import wide_console
 from dogs_cli.tables import history_json, history_table, print_json, stamp
+from dogs_core.domain.filters import EXECUTION_FILTERS, parse_window
 from dogs_core.domain.finding import DEFAULT_ERROR_ROWS, ErrorReport, ExecutionPage, JobLookup
-from dogs_core.domain.records import HistoryStatus
 from dogs_core.domain.tracebacks import fold_traceback
-from dogs_core.domain.validation import duration as parse_duration
-from dogs_core.errors import ValidationError
 from dogs_core.runtime.client._async.client import DogsClient
 
 __all__ = ["errors", "find", "history"]
@@ -71,15 +70,6 @@ def _text(flag: str, text: str | None) -> str | None:
     return text
 
 
-def _status(text: str | None) -> str | None:
-    if text is None:
-        return None
-    if text not in {status.value for status in HistoryStatus}:
-        choices = ", ".join(status.value for status in HistoryStatus)
-        fail(f"--status {shlex.quote(text)}: expected one of {choices}")
-    return text
-
-
 def _client_call(connection: Connection, body: Any, registry: str | None = None,
                  app_dir: Path = Path(".")) -> Any:  # fmt: skip
     jobs = None if registry is None else load_registry(registry, app_dir)
@@ -96,35 +86,9 @@ def _client_call(connection: Connection, body: Any, registry: str | None = None,
 # -- dogs history ------------------------------------------------------------------------------
 
 
+@filter_flags(EXECUTION_FILTERS)
 @with_connection()
 def history(
-    name: Annotated[str | None, typer.Option("--name", help="Only this job name.")] = None,
-    job_id: Annotated[str | None, typer.Option("--job-id", help="Only this job.")] = None,
-    status: Annotated[
-        str | None,
-        typer.Option("--status", help="success, error, stale, cancelled or snoozed."),
-    ] = None,
-    error_type: Annotated[
-        str | None,
-        typer.Option("--error-type", help="Only errors of this type, e.g. app.errors.Timeout."),
-    ] = None,
-    owner: Annotated[
-        str | None,
-        typer.Option("--owner", help="Run by this host, host:pid or instance id."),
-    ] = None,
-    since: Annotated[
-        str | None, typer.Option("--since", help="Started at or after: 2h (ago) or ISO 8601.")
-    ] = None,
-    until: Annotated[
-        str | None, typer.Option("--until", help="Started before: 10m (ago) or ISO 8601.")
-    ] = None,
-    param: Annotated[
-        str | None,
-        typer.Option("--param", help="Params path equal to a value: user.id=42, plan=pro."),
-    ] = None,
-    unique_key: Annotated[
-        str | None, typer.Option("--unique-key", help="Only the job(s) of this unique key.")
-    ] = None,
     archived: Annotated[
         bool, typer.Option("--archived", help="Search the archive (dogs archive) instead.")
     ] = False,
@@ -135,49 +99,28 @@ def history(
     as_json: JsonOption = False,
     *,
     connection: Connection,
+    filter_texts: dict[str, str],
 ) -> None:
     """Finished executions, newest first, of every job or by name, job, status, error type,
     owner, start time, params or unique key; --archived searches the archive."""
-    for flag, value in (
-        ("--name", name),
-        ("--error-type", error_type),
-        ("--owner", owner),
-        ("--param", param),
-        ("--unique-key", unique_key),
-        ("--before", before),
-    ):
-        _text(flag, value)
-    job_id = job_id_flag("--job-id", _text("--job-id", job_id))
-    check_search_flags(param=param, owner=owner)
-    wanted = _status(status)
+    for one in EXECUTION_FILTERS:
+        _text(one.flag, filter_texts.get(one.key))
+    _text("--before", before)
     size = _count("--limit", limit, 1000)
     now = datetime.now(UTC)
-    start, end = moment_flag("--since", since, now), moment_flag("--until", until, now)
+    keywords = filter_keywords(EXECUTION_FILTERS, filter_texts, now)
+    if "job_id" in filter_texts:
+        keywords["job_id"] = job_id_flag("--job-id", filter_texts["job_id"])
 
     async def go(client: DogsClient) -> tuple[ExecutionPage, datetime]:
         search = client.archived_executions if archived else client.find_executions
-        page = await search(
-            name,
-            job_id=job_id,
-            status=wanted,
-            error_type=error_type,
-            owner=owner,
-            since=start,
-            until=end,
-            unique_key=unique_key,
-            params=param,
-            limit=size,
-            before=before,
-        )
+        page = await search(**keywords, limit=size, before=before)  # type: ignore[arg-type]
         return page, client.clock.now()
 
     page, read_at = _client_call(connection, go)
-    typed = {
-        "--name": name, "--job-id": job_id, "--status": status, "--error-type": error_type,
-        "--owner": owner, "--since": since, "--until": until, "--param": param,
-        "--unique-key": unique_key, "--limit": limit,
-    }  # fmt: skip
-    again = [f"{flag} {shlex.quote(value)}" for flag, value in typed.items() if value]
+    flags = {one.key: one.flag for one in EXECUTION_FILTERS}
+    again = [f"{flags[key]} {shlex.quote(value)}" for key, value in filter_texts.items()]
+    again.append(f"--limit {shlex.quote(limit)}")
     following = None
     if page.next_before is not None:
         words = ["dogs history", *again, *(["--archived"] if archived else [])]
@@ -231,10 +174,8 @@ def errors(
     its traceback (the scheduler's frames folded)."""
     _text("--name", name)
     rows = _count("--max-rows", max_rows, 500_000)
-    try:
-        length = parse_duration("--window", window)
-    except ValidationError as error:
-        fail(f"--window {shlex.quote(window)}: {error.reason}")
+    with flags_named({"--window": ("--window", window)}):
+        length = parse_window("--window", window)
 
     async def go(client: DogsClient) -> ErrorReport:
         return await client.errors(name, window=length, max_rows=rows)

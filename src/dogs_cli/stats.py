@@ -28,14 +28,15 @@ from rich.table import Table
 from dogs_cli.common import (
     Connection,
     connected_client,
-    duration,
     fail,
+    flags_named,
     run,
     user_errors,
     with_connection,
 )
 from dogs_cli.output import wide_console
 from dogs_cli.tables import print_json, stamp
+from dogs_core.domain.filters import parse_window
 from dogs_core.domain.stats import MAX_STATS_WINDOW, JobStats
 from dogs_core.runtime.client._async.client import DogsClient
 
@@ -52,12 +53,8 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON documen
 
 
 def _window(value: str) -> timedelta:
-    length = duration("--window", value)
-    if length <= timedelta(0):
-        fail(f"--window {shlex.quote(value)}: must be greater than zero")
-    if length > MAX_STATS_WINDOW:
-        fail(f"--window {shlex.quote(value)}: must be at most {MAX_STATS_WINDOW.days} days (7d)")
-    return length
+    with flags_named({"--window": ("--window", value)}):
+        return parse_window("--window", value, MAX_STATS_WINDOW)
 
 
 @with_connection()

@@ -13,10 +13,10 @@ from typing import Any, Final
 from starlette.requests import Request
 from starlette.responses import Response
 
+from dogs_core.domain.filters import EXECUTION_FILTERS, filters_from_text, parse_window
 from dogs_core.domain.records import HistoryStatus
 from dogs_core.errors import DogsError, MissingRoleError
 from dogs_dashboard.context import Dashboard
-from dogs_dashboard.pages import parse_moment
 
 __all__ = ["ERROR_WINDOWS", "archive", "errors", "executions"]
 
@@ -25,9 +25,7 @@ ERROR_WINDOWS: Final = {"1h": timedelta(hours=1), "15m": timedelta(minutes=15),
                         "6h": timedelta(hours=6), "24h": timedelta(hours=24),
                         "7d": timedelta(days=7)}  # fmt: skip
 _PAGE: Final = 50
-_EXECUTION_FIELDS: Final = (
-    "name", "status", "error_type", "owner", "since", "until", "param", "unique_key", "job_id",
-)  # fmt: skip
+_EXECUTION_FIELDS: Final = tuple(one.key for one in EXECUTION_FILTERS)
 
 
 def _text(params: Mapping[str, str], key: str) -> str | None:
@@ -35,24 +33,15 @@ def _text(params: Mapping[str, str], key: str) -> str | None:
 
 
 async def executions(dash: Dashboard, request: Request) -> Response:
-    """Finished executions of every job, newest first, by any filter, a page at a time."""
+    """Finished executions of every job, newest first, by any filter, a page at a time: the
+    filters of ``dogs history``, read by the same table (:data:`EXECUTION_FILTERS`)."""
     params = request.query_params
-    status = _text(params, "status")
-    if status is not None and status not in {s.value for s in HistoryStatus}:
-        choices = ", ".join(s.value for s in HistoryStatus)
-        return dash.error(request, 400, f"status {status!r}: expected one of {choices}")
     now = dash.client.clock.now()
     try:
+        texts = {key: params.get(key) for key in _EXECUTION_FIELDS}
+        keywords = filters_from_text(EXECUTION_FILTERS, texts, now)
         page = await dash.client.find_executions(
-            _text(params, "name"),
-            status=status,
-            error_type=_text(params, "error_type"),
-            owner=_text(params, "owner"),
-            since=parse_moment(params.get("since"), "since", now),
-            until=parse_moment(params.get("until"), "until", now),
-            params=_text(params, "param"),
-            unique_key=_text(params, "unique_key"),
-            job_id=_text(params, "job_id"),
+            **keywords,  # type: ignore[arg-type]
             limit=_PAGE,
             before=_text(params, "before"),
         )
@@ -78,14 +67,14 @@ async def executions(dash: Dashboard, request: Request) -> Response:
 async def errors(dash: Dashboard, request: Request) -> Response:
     """The errors of a window grouped by type and message fingerprint, most frequent first."""
     params = request.query_params
-    window = params.get("window") or next(iter(ERROR_WINDOWS))
-    if window not in ERROR_WINDOWS:
-        return dash.error(
-            request, 400, f"window {window!r}: expected one of {', '.join(ERROR_WINDOWS)}"
-        )
+    window = (params.get("window") or "").strip() or next(iter(ERROR_WINDOWS))
+    try:
+        length = parse_window("window", window)
+    except DogsError as error:
+        return dash.error(request, 400, str(error))
     name = _text(params, "name")
     try:
-        report = await dash.client.errors(name, window=ERROR_WINDOWS[window])
+        report = await dash.client.errors(name, window=length)
         names = await _names(dash)
     except MissingRoleError as missing:
         return dash.error(request, 501, str(missing))

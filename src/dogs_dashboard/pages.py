@@ -9,15 +9,15 @@ is served as a snapshot and read again after the response (:mod:`dogs_dashboard.
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 
 from starlette.background import BackgroundTasks
 from starlette.requests import Request
 from starlette.responses import Response
 
-from dogs_core.domain import validation
+from dogs_core.domain import filters
 from dogs_core.domain.records import HistoryRecord, JobRecord, JobState
-from dogs_core.errors import DogsError, InvalidOptionError
+from dogs_core.errors import DogsError
 from dogs_dashboard.context import Dashboard
 from dogs_dashboard.data import ListFilters, read_job, read_lines, read_overview, search_jobs
 
@@ -49,22 +49,11 @@ def refreshing(dash: Dashboard, response: Response) -> Response:
 
 
 def parse_moment(text: str | None, field: str, now: datetime) -> datetime | None:
-    """A time typed in a filter: ISO 8601 (UTC when no zone is given: a browser's
-    ``datetime-local``), or a duration ago (``2h``)."""
-    if not text:
+    """A time typed in a filter, read as every edge reads it
+    (:func:`dogs_core.domain.filters.parse_moment`); blank: not given."""
+    if not text or not text.strip():
         return None
-    typed = text.strip()
-    try:
-        return now - validation.duration(field, typed)
-    except DogsError:
-        pass
-    try:
-        moment = datetime.fromisoformat(typed.replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidOptionError(
-            field, text, "expected a duration ago (2h) or an ISO 8601 time"
-        ) from None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+    return filters.parse_moment(field, text, now)
 
 
 async def job_list(dash: Dashboard, request: Request) -> Response:

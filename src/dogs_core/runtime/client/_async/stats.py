@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from dogs_core.domain import validation
 from dogs_core.domain.definitions import (
     JobDefinition,
 )
+from dogs_core.domain.filters import parse_window
 from dogs_core.domain.stats import (
     DEFAULT_STATS_WINDOW,
     MAX_STATS_WINDOW,
@@ -55,11 +55,7 @@ class StatsClient(ClientBase):
         rows, so the window bounds its cost. Raises
         :class:`~dogs_core.errors.InvalidOptionError` naming a bad argument."""
         names = None if job is None else [stats_name(job)]
-        length = validation.positive_duration("window", window)
-        if length > MAX_STATS_WINDOW:
-            raise InvalidOptionError(
-                "window", window, f"must be at most {MAX_STATS_WINDOW.days} days"
-            )
+        length = parse_window("window", window, MAX_STATS_WINDOW)
         if until is not None and not isinstance(until, datetime):
             raise InvalidOptionError("until", until, "must be a timezone-aware datetime or None")
         if until is None:

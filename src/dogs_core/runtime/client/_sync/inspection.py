@@ -20,6 +20,7 @@ from typing import TypeVar
 from dogs_core.domain import validation
 from dogs_core.domain.definitions import JobDefinition
 from dogs_core.domain.feeds import check_history_status
+from dogs_core.domain.filters import parse_window
 from dogs_core.domain.finding import (
     DEFAULT_ERROR_ROWS,
     DEFAULT_ERROR_WINDOW,
@@ -227,7 +228,7 @@ class InspectionClient(ClientBase):
         end = until if until is not None else self.clock.now()
         start = since
         if start is None:
-            length = validation.positive_duration("window", window or DEFAULT_ERROR_WINDOW)
+            length = parse_window("window", DEFAULT_ERROR_WINDOW if window is None else window)
             start = end - length
         start, end = check_error_window(start, end)
         rows = validation.integer("max_rows", max_rows, minimum=1)
