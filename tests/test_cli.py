@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import logging
 import os
 import queue
 import signal
@@ -158,7 +159,6 @@ def test_the_worker_flags_come_from_the_worker_settings_table(runner: CliRunner)
         ["schedule", REGISTRY, "nap", "--database", "app"],
         ["status", "--database", "app"],
         ["unlock-all", "--yes", "--database", "app"],
-        ["worker", REGISTRY, "--database", "app", "--driver", "sync"],
     ],
 )
 def test_an_unreachable_server_is_a_clean_error(runner: CliRunner, args: list[str]) -> None:
@@ -166,6 +166,29 @@ def test_an_unreachable_server_is_a_clean_error(runner: CliRunner, args: list[st
     result = invoke(runner, *args, "--uri", UNREACHABLE, "--timeout", "0.2")
     assert_clean_error(result, "cannot reach MongoDB", "127.0.0.1:1", "--timeout")
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("driver", ["async", "sync"])
+def test_a_worker_waits_for_an_unreachable_server_then_exits_2(
+    runner: CliRunner, driver: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Started during an outage, the worker keeps trying for --startup-timeout (a WARNING line
+    per attempt), then exits 2 saying why."""
+    caplog.set_level(logging.WARNING, logger="dogs")
+    args = ["worker", REGISTRY, "--database", "app", "--driver", driver, "--uri", UNREACHABLE]
+    result = invoke(runner, *args, "--timeout", "0.2", "--startup-timeout", "2s")
+    assert_clean_error(
+        result, "cannot reach MongoDB", "127.0.0.1:1", "within 2s of starting (--startup-timeout)"
+    )
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("waiting up to 2s for it (--startup-timeout)" in line for line in warned), warned
+    retries = [line for line in warned if "workers starting: up to 2s" in line]
+    assert len(retries) >= 2, warned  # tried again, not given up at the first failure
+
+
+def test_a_bad_startup_timeout_names_its_flag(runner: CliRunner) -> None:
+    result = invoke(runner, "worker", REGISTRY, "--database", "app", "--startup-timeout", "soon")
+    assert_clean_error(result, "--startup-timeout")
 
 
 def test_the_uri_password_is_not_printed(runner: CliRunner) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "ScheduleNotFoundError",
     "ScheduleOutcomeUnknownError",
     "SessionNotSupportedError",
+    "StartupTimeoutError",
     "StoreError",
     "StoreUnavailableError",
     "TransactionsNotSupportedError",
@@ -153,6 +154,21 @@ class StoreUnavailableError(TransientStoreError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, write_may_have_applied=False)
+
+
+class StartupTimeoutError(StoreError, TimeoutError):
+    """Starting workers could not reach the store within ``startup_timeout`` (seconds): they
+    retried it, logging each failed attempt, then stopped without claiming anything.
+    ``last_error`` is the last failure (``None``: an attempt was still pending)."""
+
+    def __init__(self, startup_timeout: float, last_error: BaseException | None) -> None:
+        self.startup_timeout = startup_timeout
+        self.last_error = last_error
+        why = "no answer yet" if last_error is None else str(last_error)
+        super().__init__(
+            f"the store did not answer within {startup_timeout:g}s of starting "
+            f"(startup_timeout): {why}"
+        )
 
 
 class ChangeFeedUnavailableError(StoreError):

@@ -529,8 +529,11 @@ def with_connection(
     return decorate
 
 
-async def connect(container: DogsContainer) -> None:
-    """Build the store and ping the server; fail with one line when either cannot be done."""
+async def connect(container: DogsContainer, *, unreachable_ok: str | None = None) -> None:
+    """Build the store and ping the server; fail with one line when either cannot be done.
+    ``unreachable_ok``: a server that does not answer is not fatal but logged as a WARNING
+    ending with this text (what waits for it instead); a refusal or a bad configuration still
+    fails."""
     settings = container.settings()
     uri = redact_uri(settings.required_uri())
     try:
@@ -547,6 +550,14 @@ async def connect(container: DogsContainer) -> None:
         fail(f"bad MongoDB configuration for {uri}: {short_mongo_error(error)}")
     except PyMongoError as error:
         timeout = settings.server_selection_timeout or timedelta(seconds=30)
+        if unreachable_ok is not None:
+            logger.warning(
+                "cannot reach MongoDB at %s yet (%s): %s",
+                uri,
+                short_mongo_error(error),
+                unreachable_ok,
+            )
+            return
         fail(
             f"cannot reach MongoDB at {uri} within {timeout.total_seconds():g}s "
             f"(--timeout): {short_mongo_error(error)}"
