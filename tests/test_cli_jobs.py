@@ -175,6 +175,20 @@ def test_schedule_list_and_cancel(dogs: Callable[..., Any], store: MongoJobStore
 
 
 @pytest.mark.mongo
+def test_an_id_in_upper_case_finds_its_job(dogs: Callable[..., Any]) -> None:
+    job_id = schedule(dogs, "nap", "--run-in", "1h")
+    loud = job_id.upper()
+    assert loud != job_id
+    shown = dogs("jobs", "show", loud).stdout
+    assert job_id in shown
+    assert "Not found" not in shown
+    assert [job["id"] for job in as_json(dogs("jobs", "list", "--json"))["jobs"]] == [job_id]
+    assert dogs("jobs", "cancel", loud).stdout.strip() == f"Cancelled {job_id} (nap)"
+    rows = as_json(dogs("history", "--job-id", loud, "--json"))
+    assert [row["status"] for row in rows] == ["cancelled"]
+
+
+@pytest.mark.mongo
 def test_pages_follow_the_cursor(dogs: Callable[..., Any]) -> None:
     ids = [schedule(dogs, "nap", "--run-in", "1h") for _ in range(3)]
     first = dogs("jobs", "list", "--name", "nap", "--limit", "2")

@@ -13,6 +13,7 @@ __all__ = [
     "DogsError",
     "DuplicateJobNameError",
     "ExecutionCancelledError",
+    "InvalidIdError",
     "InvalidOptionError",
     "InvalidParamsError",
     "InvalidProgressError",
@@ -68,6 +69,12 @@ class ValidationError(DogsError, ValueError):
 
 class InvalidOptionError(ValidationError):
     """A job definition, worker or scheduling option is out of range or of the wrong type."""
+
+
+class InvalidIdError(InvalidOptionError):
+    """An id argument (a job's, a workflow's, an audit entry's) that is not an id: record ids
+    are UUIDs (any case), so anything else could only find nothing. ``field`` names the
+    argument, ``value`` is what was given."""
 
 
 class InvalidScheduleError(ValidationError):

@@ -17,7 +17,6 @@ import inspect
 import logging
 import shlex
 import sys
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -35,7 +34,14 @@ from typer.core import TyperGroup
 
 from dogs_core.domain import validation
 from dogs_core.domain.finding import OwnerMatch, ParamsMatch
-from dogs_core.errors import DogsError, JobNotRegisteredError, UnknownJobError, ValidationError
+from dogs_core.errors import (
+    DogsError,
+    InvalidIdError,
+    JobNotRegisteredError,
+    UnknownJobError,
+    ValidationError,
+)
+from dogs_core.ids import parse_id
 from dogs_core.jobs import Jobs
 from dogs_core.runtime._async.client import DogsClient
 from dogs_core.runtime.actors import acting_as, process_actor
@@ -299,24 +305,28 @@ def worker_flag_names(flags: Mapping[str, str], n_partitions: int) -> dict[str, 
 
 
 @overload
-def job_id_flag(flag: str, text: str) -> str: ...
+def job_id_flag(flag: str, text: str, parse: Callable[[str], str | None] = ...) -> str: ...
 @overload
-def job_id_flag(flag: str, text: None) -> None: ...
+def job_id_flag(flag: str, text: None, parse: Callable[[str], str | None] = ...) -> None: ...
 @overload
-def job_id_flag(flag: str, text: str | None) -> str | None: ...
-def job_id_flag(flag: str, text: str | None) -> str | None:
-    """A job id typed as ``flag`` (``ID``, ``--after``, ``--job-id``): Dogs job ids are UUIDs,
-    so anything else fails naming it, before any read (a typo would find nothing)."""
+def job_id_flag(
+    flag: str, text: str | None, parse: Callable[[str], str | None] = ...
+) -> str | None: ...
+def job_id_flag(
+    flag: str, text: str | None, parse: Callable[[str], str | None] = parse_id
+) -> str | None:
+    """An id typed as ``flag`` (``ID``, ``--after``, ``--job-id``), checked by the library's
+    own parser (``parse``: :func:`dogs_core.ids.parse_id` for a job's, a workflow's or an
+    audit entry's id, which are UUIDs in any case) and given in its stored form; anything else
+    fails naming the flag, before any read (a typo would find nothing)."""
     if text is None:
         return None
     try:
-        uuid.UUID(text.strip())
-    except ValueError:
-        fail(
-            f"{flag} {shlex.quote(text)}: not a job id (job ids are UUIDs, such as "
-            "0190c2c4-5d1e-7b3a-9f00-1c2d3e4f5a6b)"
-        )
-    return text.strip()
+        parsed = parse(text)
+    except InvalidIdError as error:
+        fail(f"{flag} {shlex.quote(text)}: {error.reason}")
+    assert parsed is not None
+    return parsed
 
 
 def check_search_flags(*, param: str | None = None, owner: str | None = None) -> None:

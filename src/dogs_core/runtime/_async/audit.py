@@ -31,7 +31,7 @@ from dogs_core.domain.audit import (
     recorded_result,
 )
 from dogs_core.errors import MissingRoleError
-from dogs_core.ids import new_record_id
+from dogs_core.ids import new_record_id, parse_id
 from dogs_core.ports import (
     AsyncArchiveStore,
     AsyncAuditStore,
@@ -184,9 +184,11 @@ class AuditClient(ClientBase):
         last id of the previous page), of one ``action``, ``actor`` name or job (``job_id``:
         the entries that name it, bulk chunks included). ``top_level=False`` lists the chunks of
         bulk actions too."""
+        if job_id is not None:
+            job_id = parse_id(job_id)
         query = check_audit_query(
             limit=limit,
-            before=before,
+            before=None if before is None else parse_id(before, field="before"),
             action=None if action is None else str(action),
             actor=actor,
             job_id=job_id,
@@ -199,6 +201,7 @@ class AuditClient(ClientBase):
 
     async def audit_entry(self, entry_id: str) -> AuditEntry | None:
         """One entry by id (a bulk action's entry holds its progress)."""
+        entry_id = parse_id(entry_id, field="entry_id")
         audit = audit_store_of(self.store)
         return await retry_transient(
             lambda: audit.get_audit(entry_id), what="read audit", deadline=self.operation_timeout
@@ -207,6 +210,7 @@ class AuditClient(ClientBase):
     async def job_audit(self, job_id: str, *, limit: int = 20) -> Sequence[AuditEntry]:
         """The entries that name job ``job_id``, newest first (empty when the store keeps no
         audit trail): who cancelled, retried or deleted it, and when."""
+        job_id = parse_id(job_id)
         if not has_audit(self.store):
             return []
         return await self.audit_log(job_id=job_id, limit=limit)
@@ -214,6 +218,7 @@ class AuditClient(ClientBase):
     async def job_fate(self, job_id: str) -> JobFate | None:
         """How a job whose record is gone left: deleted or cancelled (by whom, when: the audit
         trail), or archived (when: the archive); ``None`` when neither says."""
+        job_id = parse_id(job_id)
         entries = await self.job_audit(job_id)
         archived = None
         if Role.ARCHIVE in store_roles(self.store):

@@ -28,6 +28,7 @@ from dogs_core.domain.archiving import (
 from dogs_core.domain.audit import AuditAction
 from dogs_core.domain.validation import DurationLike
 from dogs_core.errors import InvalidOptionError, MissingRoleError
+from dogs_core.ids import parse_id
 from dogs_core.ports import ArchiveStore, JobStore, Role, store_roles
 from dogs_core.runtime._sync.audit import audited
 from dogs_core.runtime._sync.retry import retry_transient
@@ -119,6 +120,7 @@ class ArchiveClient(ClientBase):
     def archived_at(self, job_id: str) -> datetime | None:
         """When job ``job_id`` was moved to the archive (its failed record or its history
         rows); ``None`` when it was not, or the store has no archive."""
+        job_id = parse_id(job_id)
         if Role.ARCHIVE not in store_roles(self.store):
             return None
         archive = archive_store_of(self.store, "archived_at")
