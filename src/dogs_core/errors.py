@@ -6,6 +6,7 @@ field and the offending value so that the message alone tells the user what to f
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 __all__ = [
@@ -362,8 +363,39 @@ class MissingRoleError(DogsError, LookupError):
 
 
 def _short_repr(value: Any, limit: int = 80) -> str:
-    text = repr(value)
+    text = shown_value(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def shown_value(value: Any) -> str:
+    """``value`` as a message shows it: a duration as the text the parsers accept (``90s`` is
+    ``1m30s``, zero is ``0s``), a time in ISO 8601, anything else by its ``repr``; never a
+    Python constructor such as ``datetime.timedelta(0)``."""
+    if isinstance(value, timedelta):
+        return duration_text(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return repr(value)
+
+
+def duration_text(value: timedelta) -> str:
+    """``value`` as a duration the parsers read back: ``8d``, ``1h30m``, ``0.25s``, ``-5s``,
+    ``0s``."""
+    if value < timedelta(0):
+        return "-" + duration_text(-value)
+    whole, micros = divmod(value // timedelta(microseconds=1), 1_000_000)
+    days, rest = divmod(whole, 86_400)
+    hours, rest = divmod(rest, 3_600)
+    minutes, seconds = divmod(rest, 60)
+    parts = [
+        f"{days}d" if days else "",
+        f"{hours}h" if hours else "",
+        f"{minutes}m" if minutes else "",
+    ]
+    if seconds or micros or not any(parts):
+        fraction = f"{micros / 1_000_000:.6f}".rstrip("0").rstrip(".")[1:] if micros else ""
+        parts.append(f"{seconds}{fraction}s")
+    return "".join(parts)
 
 
 # -- finding (the inspection role) ----------------------------------------------------------------

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Generic, TypeVar
 
+from dogs_core.domain import validation
 from dogs_core.domain.records import (
     HistoryRecord,
     HistoryStatus,
@@ -55,6 +56,7 @@ __all__ = [
     "ParamsMatch",
     "RawErrorGroup",
     "RecordQuery",
+    "check_error_length",
     "check_error_window",
     "error_fingerprint",
     "merge_error_groups",
@@ -581,6 +583,17 @@ class ErrorReport:
     job_name: str | None = None
     group_limit_reached: bool = False
     distinct: int = field(default=0)
+
+
+def check_error_length(window: object) -> timedelta:
+    """The ``window`` of an error report counted back from now: a positive duration of at
+    most seven days (the history's default retention), named ``window`` when it is not."""
+    length = validation.positive_duration("window", window)
+    if length > MAX_ERROR_WINDOW:
+        raise InvalidOptionError(
+            "window", length, "must be at most 7d (the history's default retention)"
+        )
+    return length
 
 
 def check_error_window(since: object, until: object) -> tuple[datetime, datetime]:

@@ -27,7 +27,13 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from dogs_core.domain.finding import DEFAULT_ERROR_ROWS, ErrorReport, ExecutionPage, JobLookup
+from dogs_core.domain.finding import (
+    DEFAULT_ERROR_ROWS,
+    ErrorReport,
+    ExecutionPage,
+    JobLookup,
+    check_error_length,
+)
 from dogs_core.domain.records import HistoryStatus
 from dogs_core.domain.tracebacks import fold_traceback
 from dogs_core.domain.validation import duration as parse_duration
@@ -232,7 +238,7 @@ def errors(
     _text("--name", name)
     rows = _count("--max-rows", max_rows, 500_000)
     try:
-        length = parse_duration("--window", window)
+        length = check_error_length(parse_duration("--window", window))
     except ValidationError as error:
         fail(f"--window {shlex.quote(window)}: {error.reason}")
 

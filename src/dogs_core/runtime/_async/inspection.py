@@ -30,6 +30,7 @@ from dogs_core.domain.finding import (
     OwnerMatch,
     ParamsMatch,
     RecordQuery,
+    check_error_length,
     check_error_window,
     merge_error_groups,
     with_slots,
@@ -232,7 +233,7 @@ class InspectionClient(ClientBase):
         end = until if until is not None else self.clock.now()
         start = since
         if start is None:
-            length = validation.positive_duration("window", window or DEFAULT_ERROR_WINDOW)
+            length = check_error_length(window or DEFAULT_ERROR_WINDOW)
             start = end - length
         start, end = check_error_window(start, end)
         rows = validation.integer("max_rows", max_rows, minimum=1)
