@@ -70,7 +70,10 @@ def test_help_lists_the_job_commands(runner: CliRunner) -> None:
         (["jobs", "delete", UNKNOWN_ID, "--state", "failed"], ["not both"]),
         (["jobs", "delete", "--state", "running"], ["--state running", "cancel"]),
         (["jobs", "delete", "--name", "nap"], ["--state"]),
-        (["history", "--job-id", "not-a-uuid"], ["--job-id not-a-uuid", "not a job id"]),
+        (
+            ["history", "--job-id", "not-a-uuid"],
+            ["--job-id not-a-uuid", "not an id (ids are UUIDs"],
+        ),
         (["history", "--name", "nap", "--status", "bogus"], ["--status bogus", "snoozed"]),
         (["history", "--name", "nap", "--limit", "0"], ["--limit 0", "between 1 and 1,000"]),
     ],

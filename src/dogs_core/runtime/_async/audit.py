@@ -31,7 +31,7 @@ from dogs_core.domain.audit import (
     recorded_result,
 )
 from dogs_core.errors import MissingRoleError
-from dogs_core.ids import new_record_id, parse_id
+from dogs_core.ids import as_id, new_record_id, parse_id
 from dogs_core.ports import (
     AsyncArchiveStore,
     AsyncAuditStore,
@@ -147,6 +147,8 @@ def _entry_of(
     client: _Recording, action: AuditAction, arguments: dict[str, Any], result: object
 ) -> AuditEntry:
     job_id = arguments.get("job_id")
+    if isinstance(job_id, str):  # as stored, however it was typed (it was checked already)
+        job_id = arguments["job_id"] = as_id(job_id) or job_id
     what = recorded_result(result, job_id if isinstance(job_id, str) else None)
     now = client.clock.now()
     return AuditEntry(
