@@ -9,6 +9,7 @@ import logging
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -29,6 +30,7 @@ from dogs_mongo.cli import app
 from dogs_mongo.cli.common import load_registry
 from dogs_mongo.cli.output import format_age
 from dogs_mongo.container import DogsContainer
+from dogs_mongo.mongod import start_local_mongod
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REGISTRY = "tests.cli_jobs:jobs"
@@ -437,6 +439,31 @@ def _worker_args(uri: str, database: str, grace: str) -> list[str]:
 
 @pytest.mark.mongo
 @pytest.mark.slow
+@pytest.mark.mongo
+def test_a_worker_started_during_an_outage_starts_once_the_server_is_back(
+    processes: list[Process],
+) -> None:
+    """The issue's case: the server is down when ``dogs worker`` starts (nothing listens on
+    its port yet); the worker waits (a WARNING per attempt) instead of exiting 2, and starts
+    once a mongod comes up on that port."""
+    with socket.socket() as probe:  # a port nothing listens on, for now
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    uri = f"mongodb://127.0.0.1:{port}/?directConnection=true"
+    worker = Process(
+        "worker", REGISTRY, "--uri", uri, "--database", "dogs_outage", "--timeout", "0.5",
+        "--startup-timeout", "300s", "--poll-interval", "0.2",
+    )  # fmt: skip
+    processes.append(worker)
+    worker.wait_for("waiting up to 300s for it (--startup-timeout)", timeout=60)
+    worker.wait_for("workers starting: up to 300s", timeout=60)  # retried, not given up
+    with start_local_mongod(port=port):
+        worker.wait_for("workers started", timeout=120)
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 0, worker.text()
+    assert not [line for line in worker.text().splitlines() if line.startswith("Error: ")]
+
+
 def test_sigterm_drains_then_exits_zero(
     mongodb_uri: str, mongo_database_name: str, store: MongoJobStore, processes: list[Process]
 ) -> None:
