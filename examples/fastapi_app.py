@@ -26,7 +26,7 @@ from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
 
 from dogs_core import Duplicate, HistoryStatus, JobContext, Jobs
-from dogs_core.errors import JobNotFoundError, WaitTimeoutError
+from dogs_core.errors import InvalidIdError, JobNotFoundError, WaitTimeoutError
 from dogs_integrations.fastapi import DogsClientDep, DogsLifespan
 from dogs_mongo import DogsContainer
 
@@ -64,7 +64,12 @@ def create_app(container: DogsContainer) -> FastAPI:
 
     @app.get("/thumbnails/{job_id}")
     async def thumbnail(job_id: str, client: DogsClientDep, wait: float = 0) -> dict[str, Any]:
-        if await client.get_job(job_id) is None and await client.get_result(job_id) is None:
+        try:
+            missing = await client.get_job(job_id) is None
+            missing = missing and await client.get_result(job_id) is None
+        except InvalidIdError:  # not even an id: no such job either
+            raise HTTPException(404, f"no job {job_id}") from None
+        if missing:
             raise HTTPException(404, f"no job {job_id}")
         try:
             execution = await client.wait_for(job_id, timeout=wait, poll_interval=0.2)

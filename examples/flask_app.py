@@ -29,7 +29,7 @@ from typing import Any
 
 from flask import Flask, abort
 
-from dogs_core import Duplicate, JobContext, Jobs
+from dogs_core import Duplicate, InvalidIdError, JobContext, Jobs
 from dogs_integrations.flask import Dogs
 
 jobs = Jobs()
@@ -64,8 +64,11 @@ def create_app(**overrides: Any) -> Flask:
     def job(job_id: str) -> dict[str, Any]:
         # The record first: a job that ends writes its history row before its record goes,
         # so "no record, then no row" means no such job, never "it ended in between".
-        record = dogs.client.get_job(job_id)
-        execution = dogs.client.get_result(job_id)
+        try:
+            record = dogs.client.get_job(job_id)
+            execution = dogs.client.get_result(job_id)
+        except InvalidIdError:  # not even an id: no such job either
+            abort(404)
         if execution is None:
             if record is None:
                 abort(404)

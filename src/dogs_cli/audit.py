@@ -22,6 +22,7 @@ from dogs_cli.common import (
     Connection,
     connected_client,
     fail,
+    job_id_flag,
     run,
     user_errors,
     with_connection,
@@ -65,6 +66,8 @@ def audit(
     if action is not None and action not in {one.value for one in AuditAction}:
         choices = ", ".join(one.value for one in AuditAction)
         fail(f"--action {shlex.quote(action)}: expected one of {choices}")
+    job_id = job_id_flag("--job-id", job_id)
+    before = job_id_flag("--before", before)
     container = connection.logged_container()
 
     async def go() -> list[AuditEntry]:

@@ -17,7 +17,6 @@ import inspect
 import logging
 import shlex
 import sys
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -35,7 +34,14 @@ from typer.core import TyperGroup
 
 from dogs_core.domain import filters, validation
 from dogs_core.domain.finding import OwnerMatch, ParamsMatch
-from dogs_core.errors import DogsError, JobNotRegisteredError, UnknownJobError, ValidationError
+from dogs_core.errors import (
+    DogsError,
+    InvalidIdError,
+    JobNotRegisteredError,
+    UnknownJobError,
+    ValidationError,
+)
+from dogs_core.ids import parse_id
 from dogs_core.jobs import Jobs
 from dogs_core.runtime.client._async.client import DogsClient
 from dogs_core.runtime.plumbing.actors import acting_as, process_actor
@@ -301,24 +307,28 @@ def worker_flag_names(flags: Mapping[str, str], n_partitions: int) -> dict[str, 
 
 
 @overload
-def job_id_flag(flag: str, text: str) -> str: ...
+def job_id_flag(flag: str, text: str, parse: Callable[[str], str | None] = ...) -> str: ...
 @overload
-def job_id_flag(flag: str, text: None) -> None: ...
+def job_id_flag(flag: str, text: None, parse: Callable[[str], str | None] = ...) -> None: ...
 @overload
-def job_id_flag(flag: str, text: str | None) -> str | None: ...
-def job_id_flag(flag: str, text: str | None) -> str | None:
-    """A job id typed as ``flag`` (``ID``, ``--after``, ``--job-id``): Dogs job ids are UUIDs,
-    so anything else fails naming it, before any read (a typo would find nothing)."""
+def job_id_flag(
+    flag: str, text: str | None, parse: Callable[[str], str | None] = ...
+) -> str | None: ...
+def job_id_flag(
+    flag: str, text: str | None, parse: Callable[[str], str | None] = parse_id
+) -> str | None:
+    """An id typed as ``flag`` (``ID``, ``--after``, ``--job-id``), checked by the library's
+    own parser (``parse``: :func:`dogs_core.ids.parse_id` for a job's, a workflow's or an
+    audit entry's id, which are UUIDs in any case) and given in its stored form; anything else
+    fails naming the flag, before any read (a typo would find nothing)."""
     if text is None:
         return None
     try:
-        uuid.UUID(text.strip())
-    except ValueError:
-        fail(
-            f"{flag} {shlex.quote(text)}: not a job id (job ids are UUIDs, such as "
-            "0190c2c4-5d1e-7b3a-9f00-1c2d3e4f5a6b)"
-        )
-    return text.strip()
+        parsed = parse(text)
+    except InvalidIdError as error:
+        fail(f"{flag} {shlex.quote(text)}: {error.reason}")
+    assert parsed is not None
+    return parsed
 
 
 def check_search_flags(*, param: str | None = None, owner: str | None = None) -> None:
@@ -531,8 +541,11 @@ def with_connection(
     return decorate
 
 
-async def connect(container: DogsContainer) -> None:
-    """Build the store and ping the server; fail with one line when either cannot be done."""
+async def connect(container: DogsContainer, *, unreachable_ok: str | None = None) -> None:
+    """Build the store and ping the server; fail with one line when either cannot be done.
+    ``unreachable_ok``: a server that does not answer is not fatal but logged as a WARNING
+    ending with this text (what waits for it instead); a refusal or a bad configuration still
+    fails."""
     settings = container.settings()
     uri = redact_uri(settings.required_uri())
     try:
@@ -549,6 +562,14 @@ async def connect(container: DogsContainer) -> None:
         fail(f"bad MongoDB configuration for {uri}: {short_mongo_error(error)}")
     except PyMongoError as error:
         timeout = settings.server_selection_timeout or timedelta(seconds=30)
+        if unreachable_ok is not None:
+            logger.warning(
+                "cannot reach MongoDB at %s yet (%s): %s",
+                uri,
+                short_mongo_error(error),
+                unreachable_ok,
+            )
+            return
         fail(
             f"cannot reach MongoDB at {uri} within {timeout.total_seconds():g}s "
             f"(--timeout): {short_mongo_error(error)}"

@@ -45,7 +45,12 @@ from dogs_cli.common import (
 from dogs_cli.output import wide_console
 from dogs_cli.tables import history_json, history_table, print_json, stamp
 from dogs_core.domain.filters import EXECUTION_FILTERS, parse_window
-from dogs_core.domain.finding import DEFAULT_ERROR_ROWS, ErrorReport, ExecutionPage, JobLookup
+from dogs_core.domain.finding import (
+    DEFAULT_ERROR_ROWS,
+    ErrorReport,
+    ExecutionPage,
+    JobLookup,
+)
 from dogs_core.domain.tracebacks import fold_traceback
 from dogs_core.runtime.client._async.client import DogsClient
 

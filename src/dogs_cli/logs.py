@@ -26,13 +26,15 @@ from dogs_cli.common import (
     connected_client,
     fail,
     flags_named,
+    job_id_flag,
     run,
     user_errors,
     with_connection,
 )
 from dogs_cli.tables import stamp
 from dogs_core.domain import validation
-from dogs_core.domain.log_lines import LogLine
+from dogs_core.domain.log_lines import LogLine, check_line_id
+from dogs_core.ids import parse_job_or_execution_id
 from dogs_core.runtime.client._async.client import DogsClient
 
 __all__ = ["format_line", "line_json", "logs"]
@@ -102,10 +104,8 @@ def logs(
     """Print the log lines a job kept (store_logs), or those of one of its executions."""
     with flags_named({"--poll-interval": ("--poll-interval", poll_interval)}):
         pause = validation.positive_duration("--poll-interval", poll_interval).total_seconds()
-    if not job_id.strip():
-        fail(f"ID {shlex.quote(job_id)}: expected a job id or an execution id")
-    if after is not None and not after.strip():
-        fail(f"--after {shlex.quote(after)}: must not be empty")
+    job_id = job_id_flag("ID", job_id, parse_job_or_execution_id)
+    after = job_id_flag("--after", after, check_line_id)
     most = _count("--limit", limit)
     show = line_json if as_json else format_line
     container = connection.logged_container()

@@ -39,6 +39,7 @@ from dogs_cli.common import (
     connected_client,
     duration,
     fail,
+    flags_named,
     load_registry,
     run,
     user_errors,
@@ -46,8 +47,10 @@ from dogs_cli.common import (
 )
 from dogs_cli.tables import _console as console
 from dogs_cli.tables import print_json, stamp
+from dogs_core.domain.registry import WorkerState, liveness
+from dogs_core.domain.runtime_schedules import schedule_spec
 from dogs_core.domain.schedule_entries import RuntimeSchedule
-from dogs_core.errors import ScheduleInCodeError, ScheduleNotFoundError
+from dogs_core.errors import MissingRoleError, ScheduleInCodeError, ScheduleNotFoundError
 from dogs_core.runtime.client._async.client import DogsClient
 
 __all__ = ["schedules_app"]
@@ -216,8 +219,19 @@ def set_schedule(
     *,
     connection: Connection,
 ) -> None:
-    """Create or change a schedule (an upsert: the same command twice changes nothing)."""
+    """Create or change a schedule (an upsert: the same command twice changes nothing).
+    Without --registry the job's name is checked against the names the running workers run
+    (their registry): a name none of them runs is refused, as its schedule would stay due and
+    never run; with no running worker registered a warning says the name was not checked."""
     period = None if every is None else duration("--every", every)
+    flags = {
+        "run_every": ("--every", every),
+        "cron": ("--cron", cron),
+        "timezone": ("--timezone", timezone),
+        "misfire": ("--misfire", misfire),
+    }
+    with user_errors(), flags_named(flags):  # the rule, before connecting
+        schedule_spec(job, cron=cron, timezone=timezone, every=period, misfire=misfire)
     try:
         parsed = None if params is None else json.loads(params)
     except json.JSONDecodeError as error:
@@ -226,6 +240,8 @@ def set_schedule(
         fail(f"--params {shlex.quote(params or '')}: must be a JSON object")
 
     async def body(client: DogsClient) -> Any:
+        if registry is None:
+            await _check_fleet_runs(client, job)
         return await client.schedules.upsert(
             schedule_id,
             job,
@@ -244,6 +260,31 @@ def set_schedule(
     when = "paused" if next_run is None else f"next run {stamp(next_run)}"
     what = f"{schedule.rule} of {schedule.job}"
     typer.echo(f"{upserted.change.capitalize()} {schedule.id}: {what}, {when}")
+
+
+async def _check_fleet_runs(client: DogsClient, job: str) -> None:
+    """Refuse a job name that no running worker runs (the workers' registry knows what each
+    runs); warn when no running worker is registered, as the name could not be checked."""
+    try:
+        workers = await client.workers()
+    except MissingRoleError:
+        workers = []
+    now = client.clock.now()
+    live = [w for w in workers if liveness(w, now) not in (WorkerState.STOPPED, WorkerState.LOST)]
+    known = sorted({name for worker in live for name in worker.job_names})
+    if live and job not in known:
+        fail(
+            f"JOB {shlex.quote(job)}: no running worker runs this job (they run "
+            f"{', '.join(known)}): its schedule would stay due and never run. Check the "
+            "name, or pass --registry MODULE:REGISTRY to check it against your code"
+        )
+    if not live:
+        typer.echo(
+            f"Warning: no running worker is registered, so the job name {shlex.quote(job)} was not "
+            "checked: if no worker runs it, the schedule stays due and never runs (pass "
+            "--registry MODULE:REGISTRY to check it against your code).",
+            err=True,
+        )
 
 
 @schedules_app.command("pause")

@@ -12,6 +12,11 @@ or SIGINT it stops claiming, lets running jobs finish for ``--grace`` (30 s), ca
 left and releases those locks so other workers pick the jobs up at once, then exits 0. A second
 signal exits at once with a non-zero code (the locks of jobs still running then expire after
 their lock time, as after a crash).
+
+A server that does not answer at startup is waited for, as a running worker rides out an
+outage: the workers retry it for ``--startup-timeout`` (30 s), a WARNING line per attempt, then
+the command exits 2 saying so. A server that refuses (authentication) or a bad URI exits 2 at
+once.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from dogs_cli.common import (
     with_connection,
     worker_flag_names,
 )
+from dogs_core.errors import StartupTimeoutError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime.plumbing.settings import (
     WORKER_OPTIONS,
@@ -60,6 +66,8 @@ from dogs_core.runtime.plumbing.settings import (
 )
 from dogs_core.runtime.worker.health import serve_health
 from dogs_core.runtime.worker.workers import Workers
+from dogs_core.uris import redact_uri
+from dogs_mongo.container import DogsContainer
 
 __all__ = ["worker"]
 
@@ -165,9 +173,14 @@ def worker(
     health = _health_server(health_port)
     container = connection.container(worker_flag_names(worker_flags, n_partitions), **options)
 
+    startup = WorkerSettings(**options).startup_timeout
+    waits = "waiting" if startup is None else f"waiting up to {startup.total_seconds():g}s"
+
     async def serve() -> None:
         try:
-            await connect(container)
+            # A server down at startup is waited for by the workers (startup_timeout), as a
+            # running worker rides out an outage; a refusal or a bad URI fails at once.
+            await connect(container, unreachable_ok=f"{waits} for it (--startup-timeout)")
             with user_errors():
                 workers = container.workers(jobs)
             async with contextlib.AsyncExitStack() as around:
@@ -175,7 +188,11 @@ def worker(
                     await around.enter_async_context(metrics(workers))
                 with user_errors(), flags_named({"health_port": ("--health-port", health_port)}):
                     await around.enter_async_context(health(workers))
-                await _serve_workers(workers, jobs, grace_seconds)
+                try:
+                    await _serve_workers(workers, jobs, grace_seconds)
+                except Exception as error:  # the workers' task group raises a group
+                    _exit_if_unreachable(leaf(error), container)
+                    raise
         finally:
             with anyio.CancelScope(shield=True):
                 await container.aclose()
@@ -188,6 +205,16 @@ def worker(
         logger.exception("dogs worker stopped after an unexpected error")
         fail(f"workers stopped: {type(leaf(error)).__name__}: {leaf(error)}", code=1)
     logger.info("dogs worker: stopped")
+
+
+def _exit_if_unreachable(error: BaseException, container: DogsContainer) -> None:
+    """Exit 2 when the workers gave up waiting for the server at startup."""
+    if isinstance(error, StartupTimeoutError):
+        uri = redact_uri(container.settings().required_uri())
+        fail(
+            f"cannot reach MongoDB at {uri} within {error.startup_timeout:g}s of starting "
+            f"(--startup-timeout): {error.last_error or 'no answer'}"
+        )
 
 
 def _metrics_server(port: int | None) -> Callable[[Workers], AbstractAsyncContextManager[object]]:

@@ -27,6 +27,7 @@ from dogs_cli.common import (
     Connection,
     connected_client,
     fail,
+    job_id_flag,
     run,
     user_errors,
     with_connection,
@@ -70,9 +71,7 @@ def _call(container: DogsContainer, body: Callable[[DogsClient], Awaitable[T]]) 
 
 
 def _id(text: str) -> str:
-    if not text.strip():
-        fail(f"ID {shlex.quote(text)}: must not be empty")
-    return text
+    return job_id_flag("ID", text)
 
 
 @workflows_app.command("list")
@@ -121,7 +120,7 @@ def show(
 ) -> None:
     """Show one workflow: its state, each step's state, job id, dependencies and outcome, and
     its graph as text (a level at a time)."""
-    _id(workflow_id)
+    workflow_id = _id(workflow_id)
     container = connection.logged_container()
 
     async def go(client: DogsClient) -> tuple[WorkflowView, datetime]:
@@ -136,7 +135,7 @@ def show(
 def cancel(workflow_id: WorkflowIdArgument, *, connection: Connection) -> None:
     """Cancel a running workflow: nothing is released any more, its blocked steps are
     cancelled, its pending jobs removed and its running ones told to stop."""
-    _id(workflow_id)
+    workflow_id = _id(workflow_id)
     container = connection.logged_container()
     outcome: Any = _call(container, lambda client: client.cancel_workflow(workflow_id))
     if outcome.cancelled:
@@ -153,7 +152,7 @@ def cancel(workflow_id: WorkflowIdArgument, *, connection: Connection) -> None:
 def retry(workflow_id: WorkflowIdArgument, *, connection: Connection) -> None:
     """Run again the failed, skipped and cancelled steps of a workflow that has ended
     (succeeded steps keep their results)."""
-    _id(workflow_id)
+    workflow_id = _id(workflow_id)
     container = connection.logged_container()
     outcome: Any = _call(container, lambda client: client.retry_workflow(workflow_id))
     if not outcome.step_ids:

@@ -6,6 +6,7 @@ field and the offending value so that the message alone tells the user what to f
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 __all__ = [
@@ -14,6 +15,7 @@ __all__ = [
     "DogsError",
     "DuplicateJobNameError",
     "ExecutionCancelledError",
+    "InvalidIdError",
     "InvalidOptionError",
     "InvalidParamsError",
     "InvalidProgressError",
@@ -31,6 +33,7 @@ __all__ = [
     "ScheduleNotFoundError",
     "ScheduleOutcomeUnknownError",
     "SessionNotSupportedError",
+    "StartupTimeoutError",
     "StoreError",
     "StoreUnavailableError",
     "TransactionsNotSupportedError",
@@ -71,6 +74,12 @@ class ValidationError(DogsError, ValueError):
 
 class InvalidOptionError(ValidationError):
     """A job definition, worker or scheduling option is out of range or of the wrong type."""
+
+
+class InvalidIdError(InvalidOptionError):
+    """An id argument (a job's, a workflow's, an audit entry's) that is not an id: record ids
+    are UUIDs (any case), so anything else could only find nothing. ``field`` names the
+    argument, ``value`` is what was given."""
 
 
 class InvalidScheduleError(ValidationError):
@@ -157,6 +166,21 @@ class StoreUnavailableError(TransientStoreError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, write_may_have_applied=False)
+
+
+class StartupTimeoutError(StoreError, TimeoutError):
+    """Starting workers could not reach the store within ``startup_timeout`` (seconds): they
+    retried it, logging each failed attempt, then stopped without claiming anything.
+    ``last_error`` is the last failure (``None``: an attempt was still pending)."""
+
+    def __init__(self, startup_timeout: float, last_error: BaseException | None) -> None:
+        self.startup_timeout = startup_timeout
+        self.last_error = last_error
+        why = "no answer yet" if last_error is None else str(last_error)
+        super().__init__(
+            f"the store did not answer within {startup_timeout:g}s of starting "
+            f"(startup_timeout): {why}"
+        )
 
 
 class ChangeFeedUnavailableError(StoreError):
@@ -343,8 +367,39 @@ class MissingRoleError(DogsError, LookupError):
 
 
 def _short_repr(value: Any, limit: int = 80) -> str:
-    text = repr(value)
+    text = shown_value(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def shown_value(value: Any) -> str:
+    """``value`` as a message shows it: a duration as the text the parsers accept (``90s`` is
+    ``1m30s``, zero is ``0s``), a time in ISO 8601, anything else by its ``repr``; never a
+    Python constructor such as ``datetime.timedelta(0)``."""
+    if isinstance(value, timedelta):
+        return duration_text(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return repr(value)
+
+
+def duration_text(value: timedelta) -> str:
+    """``value`` as a duration the parsers read back: ``8d``, ``1h30m``, ``0.25s``, ``-5s``,
+    ``0s``."""
+    if value < timedelta(0):
+        return "-" + duration_text(-value)
+    whole, micros = divmod(value // timedelta(microseconds=1), 1_000_000)
+    days, rest = divmod(whole, 86_400)
+    hours, rest = divmod(rest, 3_600)
+    minutes, seconds = divmod(rest, 60)
+    parts = [
+        f"{days}d" if days else "",
+        f"{hours}h" if hours else "",
+        f"{minutes}m" if minutes else "",
+    ]
+    if seconds or micros or not any(parts):
+        fraction = f"{micros / 1_000_000:.6f}".rstrip("0").rstrip(".")[1:] if micros else ""
+        parts.append(f"{seconds}{fraction}s")
+    return "".join(parts)
 
 
 # -- finding (the inspection role) ----------------------------------------------------------------

@@ -8,7 +8,6 @@ is served as a snapshot and read again after the response (:mod:`dogs_dashboard.
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime
 
 from starlette.background import BackgroundTasks
@@ -17,7 +16,8 @@ from starlette.responses import Response
 
 from dogs_core.domain import filters
 from dogs_core.domain.records import HistoryRecord, JobRecord, JobState
-from dogs_core.errors import DogsError
+from dogs_core.errors import DogsError, InvalidIdError
+from dogs_core.ids import parse_id
 from dogs_dashboard.context import Dashboard
 from dogs_dashboard.data import ListFilters, read_job, read_lines, read_overview, search_jobs
 
@@ -114,12 +114,11 @@ async def job_page(dash: Dashboard, request: Request) -> Response:
     """A job's record (while it exists, or its archived copy) with its progress, the log lines
     of its running (else newest) execution, and its executions, with errors and tracebacks (the
     user's frames first); its params cut unless ``?params=all``; how it left when it is gone."""
-    job_id = str(request.path_params["job_id"])
     now = dash.client.clock.now()
     try:
-        uuid.UUID(job_id)
-    except ValueError:
-        return dash.error(request, 400, f"{job_id!r} is not a job id (job ids are UUIDs)")
+        job_id = parse_id(str(request.path_params["job_id"]))  # the client's own check
+    except InvalidIdError as error:
+        return dash.error(request, 400, str(error))
     try:
         view = await read_job(dash.client, job_id)
         record, executions = view.record, view.executions

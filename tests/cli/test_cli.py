@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import logging
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -28,6 +30,7 @@ from dogs_core import HistoryStatus, Jobs, Scheduled
 from dogs_core.runtime.plumbing.settings import WORKER_OPTIONS
 from dogs_mongo import MongoJobStore
 from dogs_mongo.container import DogsContainer
+from dogs_mongo.mongod import start_local_mongod
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REGISTRY = "tests.cli.cli_jobs:jobs"
@@ -160,7 +163,6 @@ def test_the_worker_flags_come_from_the_worker_settings_table(runner: CliRunner)
         ["schedule", REGISTRY, "nap", "--database", "app"],
         ["status", "--database", "app"],
         ["unlock-all", "--yes", "--database", "app"],
-        ["worker", REGISTRY, "--database", "app", "--driver", "sync"],
     ],
 )
 def test_an_unreachable_server_is_a_clean_error(runner: CliRunner, args: list[str]) -> None:
@@ -168,6 +170,29 @@ def test_an_unreachable_server_is_a_clean_error(runner: CliRunner, args: list[st
     result = invoke(runner, *args, "--uri", UNREACHABLE, "--timeout", "0.2")
     assert_clean_error(result, "cannot reach MongoDB", "127.0.0.1:1", "--timeout")
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("driver", ["async", "sync"])
+def test_a_worker_waits_for_an_unreachable_server_then_exits_2(
+    runner: CliRunner, driver: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Started during an outage, the worker keeps trying for --startup-timeout (a WARNING line
+    per attempt), then exits 2 saying why."""
+    caplog.set_level(logging.WARNING, logger="dogs")
+    args = ["worker", REGISTRY, "--database", "app", "--driver", driver, "--uri", UNREACHABLE]
+    result = invoke(runner, *args, "--timeout", "0.2", "--startup-timeout", "2s")
+    assert_clean_error(
+        result, "cannot reach MongoDB", "127.0.0.1:1", "within 2s of starting (--startup-timeout)"
+    )
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("waiting up to 2s for it (--startup-timeout)" in line for line in warned), warned
+    retries = [line for line in warned if "workers starting: up to 2s" in line]
+    assert len(retries) >= 2, warned  # tried again, not given up at the first failure
+
+
+def test_a_bad_startup_timeout_names_its_flag(runner: CliRunner) -> None:
+    result = invoke(runner, "worker", REGISTRY, "--database", "app", "--startup-timeout", "soon")
+    assert_clean_error(result, "--startup-timeout")
 
 
 def test_the_uri_password_is_not_printed(runner: CliRunner) -> None:
@@ -416,6 +441,31 @@ def _worker_args(uri: str, database: str, grace: str) -> list[str]:
 
 @pytest.mark.mongo
 @pytest.mark.slow
+@pytest.mark.mongo
+def test_a_worker_started_during_an_outage_starts_once_the_server_is_back(
+    processes: list[Process],
+) -> None:
+    """The issue's case: the server is down when ``dogs worker`` starts (nothing listens on
+    its port yet); the worker waits (a WARNING per attempt) instead of exiting 2, and starts
+    once a mongod comes up on that port."""
+    with socket.socket() as probe:  # a port nothing listens on, for now
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    uri = f"mongodb://127.0.0.1:{port}/?directConnection=true"
+    worker = Process(
+        "worker", REGISTRY, "--uri", uri, "--database", "dogs_outage", "--timeout", "0.5",
+        "--startup-timeout", "300s", "--poll-interval", "0.2",
+    )  # fmt: skip
+    processes.append(worker)
+    worker.wait_for("waiting up to 300s for it (--startup-timeout)", timeout=60)
+    worker.wait_for("workers starting: up to 300s", timeout=60)  # retried, not given up
+    with start_local_mongod(port=port):
+        worker.wait_for("workers started", timeout=120)
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 0, worker.text()
+    assert not [line for line in worker.text().splitlines() if line.startswith("Error: ")]
+
+
 def test_sigterm_drains_then_exits_zero(
     mongodb_uri: str, mongo_database_name: str, store: MongoJobStore, processes: list[Process]
 ) -> None:

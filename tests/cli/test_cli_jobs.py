@@ -70,7 +70,10 @@ def test_help_lists_the_job_commands(runner: CliRunner) -> None:
         (["jobs", "delete", UNKNOWN_ID, "--state", "failed"], ["not both"]),
         (["jobs", "delete", "--state", "running"], ["--state running", "cancel"]),
         (["jobs", "delete", "--name", "nap"], ["--state"]),
-        (["history", "--job-id", "not-a-uuid"], ["--job-id not-a-uuid", "not a job id"]),
+        (
+            ["history", "--job-id", "not-a-uuid"],
+            ["--job-id not-a-uuid", "not an id (ids are UUIDs"],
+        ),
         (["history", "--name", "nap", "--status", "bogus"], ["--status bogus", "snoozed"]),
         (["history", "--name", "nap", "--limit", "0"], ["--limit 0", "between 1 and 1,000"]),
     ],
@@ -172,6 +175,20 @@ def test_schedule_list_and_cancel(dogs: Callable[..., Any], store: MongoJobStore
     assert schedule(dogs, "nap", "--unique-key", "nap-1") != now, "the key is free again"
     assert "Not found" in dogs("jobs", "cancel", UNKNOWN_ID, code=1).stdout
     assert "Not found" in dogs("jobs", "show", UNKNOWN_ID, code=1).stdout
+
+
+@pytest.mark.mongo
+def test_an_id_in_upper_case_finds_its_job(dogs: Callable[..., Any]) -> None:
+    job_id = schedule(dogs, "nap", "--run-in", "1h")
+    loud = job_id.upper()
+    assert loud != job_id
+    shown = dogs("jobs", "show", loud).stdout
+    assert job_id in shown
+    assert "Not found" not in shown
+    assert [job["id"] for job in as_json(dogs("jobs", "list", "--json"))["jobs"]] == [job_id]
+    assert dogs("jobs", "cancel", loud).stdout.strip() == f"Cancelled {job_id} (nap)"
+    rows = as_json(dogs("history", "--job-id", loud, "--json"))
+    assert [row["status"] for row in rows] == ["cancelled"]
 
 
 @pytest.mark.mongo

@@ -5,6 +5,7 @@ listed, shown, paused, resumed and deleted; the errors of each, with their exit 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -15,6 +16,9 @@ from pymongo import MongoClient
 from typer.testing import CliRunner
 
 from dogs_mongo import MongoJobStore
+from dogs_mongo.container import DogsContainer
+from dogs_mongo.queries.registry import DEFAULT_WORKERS_COLLECTION
+from tests.cli import cli_jobs
 from tests.cli.test_cli import REGISTRY, assert_clean_error, invoke
 
 pytestmark = pytest.mark.mongo
@@ -67,7 +71,7 @@ def test_a_schedule_from_set_to_delete(runner: CliRunner, env: dict[str, Any]) -
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (["--every", "0"], "run_every"),
+        (["--every", "0"], "--every 0: must be greater than zero"),
         (["--cron", "0 25 * * *", "--timezone", "UTC"], "cron"),
         (["--cron", "0 3 * * *"], "timezone"),
         (["--every", "1h", "--params", "[1]"], "must be a JSON object"),
@@ -81,6 +85,45 @@ def test_bad_sets_are_one_line(
 ) -> None:
     result = invoke(runner, "schedules", "set", "s", "greet", *args, env=env)
     assert_clean_error(result, fragment)
+
+
+def test_a_job_name_no_running_worker_runs_is_refused(
+    runner: CliRunner,
+    env: dict[str, Any],
+    mongodb_uri: str,
+    sync_mongo_client: MongoClient[dict[str, Any]],
+) -> None:
+    """Without --registry the name is checked against the running workers' registry: a typo
+    would leave a schedule due forever. With no worker registered, a warning says so."""
+    unchecked = invoke(runner, "schedules", "set", "s0", "gret", "--every", "1h", env=env)
+    assert unchecked.exit_code == 0, unchecked.output
+    assert "no running worker is registered, so the job name gret was not checked" in (
+        unchecked.stderr
+    )
+    container = DogsContainer(uri=mongodb_uri, database=env["DOGS_MONGODB_DATABASE"], driver="sync")
+    workers = container.blocking_workers(cli_jobs.jobs, poll_interval=0.05)
+    workers.start()
+    try:
+        deadline = time.monotonic() + 60  # a bound on waiting for its first beat
+        registry = sync_mongo_client[env["DOGS_MONGODB_DATABASE"]][DEFAULT_WORKERS_COLLECTION]
+        while registry.count_documents({}) == 0:
+            assert time.monotonic() < deadline, "the worker never registered"
+            time.sleep(0.05)
+        typo = invoke(runner, "schedules", "set", "s1", "gret", "--every", "1h", env=env)
+        assert_clean_error(typo, "JOB gret: no running worker runs this job", "greet")
+        known = invoke(runner, "schedules", "set", "s2", "greet", "--every", "1h", env=env)
+        assert known.exit_code == 0, known.output
+        assert "Warning" not in known.stderr
+        assert known.stdout.startswith("Created s2")
+        by_code = ["schedules", "set", "s3", "greet", "--every", "1h", "--registry", REGISTRY,
+                   "--params", '{"name": "ada"}']  # fmt: skip
+        checked = invoke(runner, *by_code, env=env)
+        assert checked.exit_code == 0, checked.output
+    finally:
+        workers.stop(grace=0)
+        container.close()
+    listed = json.loads(invoke(runner, "schedules", "list", "--json", env=env).stdout)
+    assert sorted(s["id"] for s in listed if s["source"] == "runtime") == ["s0", "s2", "s3"]
 
 
 def test_tags_and_a_deadline_from_the_shell(runner: CliRunner, env: dict[str, Any]) -> None:

@@ -29,7 +29,7 @@ def runner() -> CliRunner:
     [
         (["--window", "soon"], ["--window soon", "cannot parse"]),
         (["--window", "0s"], ["--window 0s", "greater than zero"]),
-        (["--window", "8d"], ["--window 8d", "at most 7 days"]),
+        (["--window", "8d"], ["--window 8d", "at most 7d"]),
         (["--name", " "], ["--name", "must not be empty"]),
         ([], ["no MongoDB URI"]),
     ],

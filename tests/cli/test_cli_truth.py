@@ -63,13 +63,32 @@ def runner() -> CliRunner:
         (["status", "--timeout", "soon"], ["'--timeout'", "dogs status --help"]),
         (["status", "--bogus"], ["No such option: --bogus"]),
         (["jobs", "show"], ["Missing argument 'ID'"]),
-        (["jobs", "show", "not-a-uuid"], ["ID not-a-uuid: not a job id"]),
-        (["jobs", "list", "--after", "garbage"], ["--after garbage: not a job id"]),
-        (["jobs", "retry", "42"], ["ID 42: not a job id"]),
+        (["jobs", "show", "not-a-uuid"], ["ID not-a-uuid: not an id (ids are UUIDs"]),
+        (["jobs", "list", "--after", "garbage"], ["--after garbage: not an id"]),
+        (["jobs", "retry", "42"], ["ID 42: not an id"]),
+        (["workflows", "show", "not-a-uuid"], ["ID not-a-uuid: not an id"]),
+        (["workflows", "cancel", "nope"], ["ID nope: not an id"]),
+        (["audit", "--job-id", "not-a-uuid"], ["--job-id not-a-uuid: not an id"]),
+        (["audit", "--before", "x"], ["--before x: not an id"]),
+        (["jobs", "logs", "not-an-id"], ["ID not-an-id: not a job id", "nor an execution id"]),
+        (["jobs", "logs", UNKNOWN_ID, "--after", "garbage"], ["--after garbage: not a log line"]),
         (["history", "--since", "yesterday-ish"], ["--since yesterday-ish"]),
         (["history", "--param", "user id=4"], ["--param 'user id=4'", "dotted names"]),
         (["history", "--owner", " "], ["--owner", "must not be empty"]),
         (["errors", "--window", "forever"], ["--window forever"]),
+        (["errors", "--window", "8d"], ["--window 8d: must be at most 7d"]),
+        (
+            ["schedules", "set", "s1", "nap", "--every", "0"],
+            ["--every 0: must be greater than zero"],
+        ),
+        (
+            ["schedules", "set", "s1", "nap", "--cron", "61 * * * *", "--timezone", "UTC"],
+            ["--cron"],
+        ),
+        (
+            ["schedules", "set", "s1", "nap", "--cron", "0 * * * *", "--timezone", "Mars/Base"],
+            ["--timezone Mars/Base"],
+        ),
         (["errors", "--max-rows", "0"], ["--max-rows 0"]),
         (["find", " "], ["must not be empty"]),
     ],
@@ -77,7 +96,9 @@ def runner() -> CliRunner:
 def test_every_bad_value_is_one_error_line(
     runner: CliRunner, args: list[str], fragments: list[str]
 ) -> None:
-    assert_clean_error(invoke(runner, *args, "--database", "app"), *fragments)
+    result = invoke(runner, *args, "--database", "app")
+    assert_clean_error(result, *fragments)
+    assert "datetime." not in result.output  # no Python repr in a message
 
 
 def test_piped_status_and_stats_are_as_wide_as_their_content(

@@ -41,7 +41,7 @@ def test_help_lists_the_workflow_commands(runner: CliRunner) -> None:
         (["workflows", "list", "--limit", "0"], ["--limit 0", "at least 1 and at most 1000"]),
         (["workflows", "list", "--limit", "lots"], ["--limit lots", "must be an integer"]),
         (["workflows", "list", "--skip", "-1"], ["--skip -1", "at least 0"]),
-        (["workflows", "show", " "], ["ID", "must not be empty"]),
+        (["workflows", "show", " "], ["ID", "not an id"]),
         (["workflows", "list"], ["no MongoDB URI"]),
     ],
 )

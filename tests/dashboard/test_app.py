@@ -258,7 +258,7 @@ def test_a_finished_job_keeps_its_page(env: Env) -> None:
 @pytest.mark.parametrize(
     ("path", "status", "text"),
     [
-        ("/jobs/no-such-job", 400, "not a job id"),
+        ("/jobs/no-such-job", 400, "not an id (ids are UUIDs"),
         ("/jobs/01900000-0000-7000-8000-000000000000", 404, "no job"),
         ("/jobs?state=everywhere", 400, "state"),
         ("/jobs?limit=0", 400, "limit"),
@@ -340,10 +340,16 @@ def test_cancel_retry_pause_resume(env: Env) -> None:
 
 def test_an_action_says_what_happened(env: Env) -> None:
     token = env.token()
-    gone = env.post("delete", token, job_id="no-such-job", confirmed="yes", next="/jobs")
+    unknown = "01900000-0000-7000-8000-000000000000"
+    gone = env.post("delete", token, job_id=unknown, confirmed="yes", next="/jobs")
     page = env.http.get(gone.headers["location"]).text
     assert 'class="flash error"' in page
-    assert "No job no-such-job" in page
+    assert f"No job {unknown}" in page
+    bad = env.post("delete", token, job_id="no-such-job", confirmed="yes", next="/jobs")
+    page = env.http.get(bad.headers["location"]).text
+    assert 'class="flash error"' in page
+    assert "no-such-job" in page
+    assert "not an id" in page
 
 
 def test_next_never_leaves_the_app(env: Env) -> None:

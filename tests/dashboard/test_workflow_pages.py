@@ -42,9 +42,13 @@ def test_list_page_and_errors(env: Env) -> None:
     assert workflow_id not in env.http.get("/workflows?state=failed").text
     assert env.http.get("/workflows?state=nope").status_code == 400
     assert env.http.get("/workflows?skip=x").status_code == 400
-    missing = env.http.get("/workflows/nope")
+    missing = env.http.get("/workflows/01900000-0000-7000-8000-000000000000")
     assert missing.status_code == 404
     assert "not found" in missing.text
+    malformed = env.http.get("/workflows/nope")
+    assert malformed.status_code == 400
+    assert "not an id" in malformed.text
+    assert env.http.get(f"/workflows/{workflow_id.upper()}").status_code == 200
     fragment = env.http.get(f"/workflows/{workflow_id}?fragment=1")
     assert fragment.status_code == 200
     assert '<svg class="dag"' in fragment.text
@@ -56,7 +60,10 @@ def test_a_store_without_the_workflows_role_is_a_404_naming_it() -> None:
         roles = REQUIRED_ROLES  # a custom store written before workflows
 
     with TestClient(create_app(DogsClient(OldStore(), Jobs()))) as http:
-        for path, feature in (("/workflows", "list_workflows"), ("/workflows/w", "get_workflow")):
+        for path, feature in (
+            ("/workflows", "list_workflows"),
+            ("/workflows/01900000-0000-7000-8000-000000000000", "get_workflow"),
+        ):
             response = http.get(path)
             assert response.status_code == 404, path
             assert f"{feature} needs the store&#39;s &#39;workflows&#39; role" in response.text

@@ -222,8 +222,6 @@ def expected(unique: Unique, holder: JobRecord) -> object:
         HoldState.PENDING,
     )
     if holder.parked_at is not None:
-        if unique.on_conflict == "skip" and state in unique.states:
-            return Skip("holder")
         return Wait("holder", abandoned=NOW - holder.parked_at > PARK_GRACE)
     if state not in unique.states:
         return TakeKey("holder", state)

@@ -20,6 +20,7 @@ from dogs_core import DogsClient, EventJobDefinition, Jobs, Workers
 from dogs_core.domain.progress import MAX_PROGRESS_DATA_BYTES, MAX_PROGRESS_MESSAGE
 from dogs_core.errors import (
     DogsError,
+    InvalidIdError,
     InvalidOptionError,
     InvalidProgressError,
     JobNotFoundError,
@@ -76,6 +77,8 @@ def _logged() -> Jobs:
     return jobs
 
 
+UNKNOWN = "0190c2c4-0000-7000-8000-000000000000"  # an id no job has
+
 CASES = [
     Case("store_logs=LOUD", _definition(store_logs="LOUD"), InvalidOptionError, "store_logs"),
     Case("store_logs=-1", _definition(store_logs=-1), InvalidOptionError, "store_logs"),
@@ -106,33 +109,40 @@ CASES = [
         Role.FOLLOWING.value,
     ),
     Case("get_logs('')", lambda store: _client(store).get_logs(""), InvalidOptionError, "id"),
+    Case("get_logs(not an id)", lambda store: _client(store).get_logs("x"), InvalidIdError, "id"),
+    Case(
+        "get_logs(after=garbage)",
+        lambda store: _client(store).get_logs(UNKNOWN, after="garbage"),
+        InvalidIdError,
+        "after",
+    ),
     Case(
         "get_logs(unknown)",
-        lambda store: _client(store).get_logs("no-such-id"),
+        lambda store: _client(store).get_logs(UNKNOWN),
         JobNotFoundError,
         "",
     ),
     Case(
         "get_logs(limit=0)",
-        lambda store: _client(store).get_logs("x", limit=0),
+        lambda store: _client(store).get_logs(UNKNOWN, limit=0),
         InvalidOptionError,
         "limit",
     ),
     Case(
         "get_logs(after='')",
-        lambda store: _client(store).get_logs("x", after=""),
+        lambda store: _client(store).get_logs(UNKNOWN, after=""),
         InvalidOptionError,
         "after",
     ),
     Case(
         "follow_logs(poll_interval=0)",
-        lambda store: _drain(_client(store).follow_logs("x", poll_interval=0)),
+        lambda store: _drain(_client(store).follow_logs(UNKNOWN, poll_interval=0)),
         InvalidOptionError,
         "poll_interval",
     ),
     Case(
         "follow_logs(unknown)",
-        lambda store: _drain(_client(store).follow_logs("no-such-id")),
+        lambda store: _drain(_client(store).follow_logs(UNKNOWN)),
         JobNotFoundError,
         "",
     ),
@@ -144,13 +154,13 @@ CASES = [
     ),
     Case(
         "watch_progress(unknown)",
-        lambda store: _drain(_client(store).watch_progress("no-such-job")),
+        lambda store: _drain(_client(store).watch_progress(UNKNOWN)),
         JobNotFoundError,
         "",
     ),
     Case(
         "get_logs on an older store",
-        lambda store: _client(Older()).get_logs("x"),
+        lambda store: _client(Older()).get_logs(UNKNOWN),
         MissingRoleError,
         Role.FOLLOWING.value,
     ),

@@ -32,6 +32,7 @@ from dogs_core.errors import (
     JobNotRegisteredError,
     UnknownJobError,
     ValidationError,
+    shown_value,
 )
 from dogs_core.jobs import Jobs, event_job
 from dogs_core.ports import AsyncJobStore
@@ -533,7 +534,7 @@ def _check(case: Case, error: BaseException) -> None:
     message = str(error)
     assert case.field in message, f"{case.id}: the message does not name {case.field!r}: {message}"
     if case.value is not NO_VALUE:
-        shown = repr(case.value)
+        shown = shown_value(case.value)  # as messages show values: no Python constructor
         assert shown[:40] in message, f"{case.id}: the message does not show {shown}: {message}"
     if isinstance(error, ValidationError):
         assert error.value is case.value or error.value == case.value or case.value is NO_VALUE

@@ -13,6 +13,7 @@ import pytest
 from dogs_core.domain.workflows import Batch, Workflow
 from dogs_core.errors import (
     DogsError,
+    InvalidIdError,
     InvalidOptionError,
     InvalidParamsError,
     InvalidWorkflowError,
@@ -118,6 +119,8 @@ def start(build: Callable[[], Workflow], **options: Any) -> Start:
 
 # One line per case (a table is easier to read than wrapped lines).
 # ruff: noqa: E501
+UNKNOWN = "0190c2c4-0000-7000-8000-000000000000"  # an id no workflow has
+
 CASES: list[tuple[str, Start, type[DogsError], str]] = [
     ("a cycle", start(cycle), InvalidWorkflowError, "cycle"),
     ("an unknown step in after", start(lambda: one(fetch, after=["nope"])), InvalidWorkflowError, "names no step"),
@@ -143,9 +146,11 @@ CASES: list[tuple[str, Start, type[DogsError], str]] = [
     ("a state that does not exist", lambda c: c.list_workflows(state="done"), InvalidOptionError, "state"),
     ("a page of zero", lambda c: c.list_workflows(limit=0), InvalidOptionError, "limit"),
     ("an empty id", lambda c: c.get_workflow(""), InvalidOptionError, "workflow_id"),
-    ("a negative timeout", lambda c: c.wait_for_workflow("w", timeout=-1), InvalidOptionError, "timeout"),
-    ("cancel an unknown workflow", lambda c: c.cancel_workflow("nope"), WorkflowNotFoundError, "nope"),
-    ("retry an unknown workflow", lambda c: c.retry_workflow("nope"), WorkflowNotFoundError, "nope"),
+    ("a negative timeout", lambda c: c.wait_for_workflow(UNKNOWN, timeout=-1), InvalidOptionError, "timeout"),
+    ("cancel an unknown workflow", lambda c: c.cancel_workflow(UNKNOWN), WorkflowNotFoundError, UNKNOWN),
+    ("retry an unknown workflow", lambda c: c.retry_workflow(UNKNOWN), WorkflowNotFoundError, UNKNOWN),
+    ("cancel a malformed id", lambda c: c.cancel_workflow("nope"), InvalidIdError, "workflow_id='nope': not an id"),
+    ("wait for a malformed id", lambda c: c.wait_for_workflows(["nope"]), InvalidIdError, "workflow_ids='nope'"),
 ]  # fmt: skip
 
 
@@ -174,11 +179,11 @@ async def test_a_store_without_the_workflows_role_says_so_and_writes_nothing() -
     client = DogsClient(older, jobs)
     calls: dict[str, Callable[[], Awaitable[object]]] = {
         "start_workflow": lambda: client.start_workflow(one(fetch)),
-        "get_workflow": lambda: client.get_workflow("w"),
+        "get_workflow": lambda: client.get_workflow(UNKNOWN),
         "list_workflows": lambda: client.list_workflows(),
-        "wait_for_workflows": lambda: client.wait_for_workflows(["w"], timeout=1),
-        "cancel_workflow": lambda: client.cancel_workflow("w"),
-        "retry_workflow": lambda: client.retry_workflow("w"),
+        "wait_for_workflows": lambda: client.wait_for_workflows([UNKNOWN], timeout=1),
+        "cancel_workflow": lambda: client.cancel_workflow(UNKNOWN),
+        "retry_workflow": lambda: client.retry_workflow(UNKNOWN),
     }
     for feature, call in calls.items():
         with pytest.raises(MissingRoleError) as raised:

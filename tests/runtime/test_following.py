@@ -19,6 +19,7 @@ from dogs_core.domain.log_lines import LogLine
 from dogs_core.domain.progress import Progress
 from dogs_core.domain.records import HistoryStatus
 from dogs_core.errors import (
+    InvalidIdError,
     InvalidProgressError,
     JobNotFoundError,
     LockLostError,
@@ -298,7 +299,7 @@ async def test_a_store_without_the_role_is_named() -> None:
     with pytest.raises(MissingRoleError, match=r"store_logs \(of keeps\) needs .*'following'"):
         Workers(store, logged)
     with pytest.raises(MissingRoleError, match="get_logs needs the store's 'following' role"):
-        await h.client.get_logs("some-id")
+        await h.client.get_logs("0190c2c4-0000-7000-8000-000000000000")
 
 
 # -- log lines ----------------------------------------------------------------------------------
@@ -362,7 +363,12 @@ async def test_lines_of_every_execution_and_their_exceptions() -> None:
     assert [line.message for line in await h.client.get_logs(second.execution_id)] == ["try 2"]
     assert await h.client.get_logs(job_id, after=lines[0].id, limit=1) == [lines[1]]
     with pytest.raises(JobNotFoundError):
+        await h.client.get_logs("0190c2c4-0000-7000-8000-000000000000")
+    with pytest.raises(InvalidIdError, match="id='no-such-id'"):
         await h.client.get_logs("no-such-id")
+    with pytest.raises(InvalidIdError, match="after='garbage': not a log line id"):
+        await h.client.get_logs(job_id, after="garbage")
+    assert await h.client.get_logs(job_id.upper()) == lines
     assert await h.client.get_logs(first.execution_id, after=lines[-1].id) == []
 
 
@@ -527,5 +533,5 @@ async def test_watch_progress_and_follow_logs_end_with_the_job() -> None:
     assert updates == ["step 1", "step 2", "step 3", "step 4"]
     assert lines == ["step 1", "step 2", "step 3", "step 4"]
     with pytest.raises(JobNotFoundError):
-        async for _ in h.client.watch_progress("no-such-job"):
+        async for _ in h.client.watch_progress("0190c2c4-0000-7000-8000-000000000000"):
             pass

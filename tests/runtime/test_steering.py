@@ -22,7 +22,7 @@ from dogs_core import (
     Snooze,
 )
 from dogs_core.domain.records import ClaimRequest, HistoryStatus, JobState
-from dogs_core.errors import InvalidOptionError
+from dogs_core.errors import InvalidIdError, InvalidOptionError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import JobContext
 from tests.runtime.conftest import Harness, now
@@ -58,7 +58,11 @@ async def test_cancel_a_pending_job_removes_it_and_writes_a_cancelled_row() -> N
     # Cancelling again: it is over, and its history says how.
     again = await h.client.cancel(outcome.job_id)
     assert again == AlreadyFinished(outcome.job_id, "cancelled")
-    assert await h.client.cancel("no-such-job") == NotFound("no-such-job")
+    unknown = "0190c2c4-0000-7000-8000-000000000000"
+    assert await h.client.cancel(unknown) == NotFound(unknown)
+    assert await h.client.cancel(unknown.upper()) == NotFound(unknown)  # as stored
+    with pytest.raises(InvalidIdError, match="job_id='no-such-job': not an id"):
+        await h.client.cancel("no-such-job")
 
 
 async def test_cancel_a_running_async_job_stops_it_at_its_next_heartbeat() -> None:

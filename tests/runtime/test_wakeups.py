@@ -19,6 +19,7 @@ from dogs_core.domain.settle import Settlement
 from dogs_core.domain.wakeups import RecordChange
 from dogs_core.errors import (
     ChangeFeedUnavailableError,
+    InvalidIdError,
     InvalidOptionError,
     JobNotFoundError,
     TransientStoreError,
@@ -371,7 +372,15 @@ async def test_wait_for_times_out() -> None:
 async def test_wait_for_an_unknown_job_says_so() -> None:
     h = Harness(jobs_recording([]))
     with pytest.raises(JobNotFoundError):
-        await h.client.wait_for("no-such-job", timeout=HOUR)
+        await h.client.wait_for("0190c2c4-0000-7000-8000-000000000000", timeout=HOUR)
+
+
+async def test_wait_for_a_malformed_id_fails_at_once() -> None:
+    h = Harness(jobs_recording([]))
+    started = anyio.current_time()
+    with pytest.raises(InvalidIdError, match="job_id='not-a-uuid': not an id"):
+        await h.client.wait_for("not-a-uuid", timeout=HOUR)
+    assert anyio.current_time() == started  # no wait: nothing was read
 
 
 async def test_wait_for_works_by_polling_without_a_feed() -> None:
@@ -391,7 +400,7 @@ async def test_wait_for_works_by_polling_without_a_feed() -> None:
 async def test_wait_for_validates_its_arguments(kwargs: dict[str, Any], field: str) -> None:
     h = Harness(jobs_recording([]))
     with pytest.raises(InvalidOptionError) as info:
-        await h.client.wait_for("id", **kwargs)
+        await h.client.wait_for("0190c2c4-0000-7000-8000-000000000000", **kwargs)
     assert info.value.field == field
 
 

@@ -22,6 +22,7 @@ from dogs_core.domain.records import HistoryRecord, HistoryStatus, JobType
 from dogs_core.domain.workflow_records import StepState, WorkflowState
 from dogs_core.domain.workflows import MAX_WORKFLOW_STEPS, Batch, Workflow
 from dogs_core.errors import (
+    InvalidIdError,
     InvalidOptionError,
     WorkflowNotFoundError,
     WorkflowStateError,
@@ -261,9 +262,12 @@ async def test_waiting_reads_errors_and_lists() -> None:
     with pytest.raises(WorkflowTimeoutError, match="had not ended after 3s"):
         await h.client.wait_for_workflow(started.id, timeout=3)
     with pytest.raises(WorkflowNotFoundError):
-        await h.client.get_workflow("nope")
+        await h.client.get_workflow("0190c2c4-0000-7000-8000-000000000000")
     with pytest.raises(WorkflowNotFoundError):
-        await h.client.wait_for_workflow("nope")
+        await h.client.wait_for_workflow("0190c2c4-0000-7000-8000-000000000000")
+    with pytest.raises(InvalidIdError, match="workflow_id='nope': not an id"):
+        await h.client.get_workflow("nope")
+    assert (await h.client.get_workflow(started.id.upper())).id == started.id
     listed = await h.client.list_workflows()
     assert [summary.workflow.id for summary in listed] == [started.id]
     assert listed[0].counts[StepState.RELEASED] == 1
@@ -291,6 +295,8 @@ async def test_waiting_for_many_workflows_returns_them_in_the_order_given() -> N
     with pytest.raises(InvalidOptionError, match="workflow_ids="):
         await h.client.wait_for_workflows(ids[0])
     with pytest.raises(WorkflowNotFoundError):
+        await h.client.wait_for_workflows([ids[0], "0190c2c4-0000-7000-8000-000000000000"])
+    with pytest.raises(InvalidIdError, match="workflow_ids='nope'"):
         await h.client.wait_for_workflows([ids[0], "nope"])
 
 

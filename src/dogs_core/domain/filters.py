@@ -25,7 +25,7 @@ from typing import Final
 from dogs_core.domain import validation
 from dogs_core.domain.finding import MAX_ERROR_WINDOW, OwnerMatch, ParamsMatch
 from dogs_core.domain.records import HistoryStatus
-from dogs_core.errors import InvalidOptionError, ValidationError
+from dogs_core.errors import InvalidOptionError, ValidationError, duration_text
 
 __all__ = [
     "EXECUTION_FILTERS",
@@ -61,16 +61,11 @@ def parse_window(field: str, text: object, maximum: timedelta = MAX_ERROR_WINDOW
     ``maximum`` (seven days, the history's default retention)."""
     length = validation.duration(field, text.strip() if isinstance(text, str) else text)
     if length <= timedelta(0):
-        raise InvalidOptionError(field, text, "must be greater than zero, e.g. 15m, 1h or 1d")
+        raise InvalidOptionError(field, length, "must be greater than zero, e.g. 15m, 1h or 1d")
     if length > maximum:
-        raise InvalidOptionError(field, text, f"must be at most {_days(maximum)}")
+        why = " (the history's default retention)" if maximum == MAX_ERROR_WINDOW else ""
+        raise InvalidOptionError(field, length, f"must be at most {duration_text(maximum)}{why}")
     return length
-
-
-def _days(length: timedelta) -> str:
-    if length == timedelta(days=length.days):
-        return f"{length.days} days ({length.days}d)"
-    return f"{length.total_seconds():g} seconds"
 
 
 def _text(field: str, text: str, now: datetime) -> str:

@@ -18,12 +18,13 @@ lines after the last id it saw.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from dogs_core.domain.values import value
-from dogs_core.errors import InvalidOptionError
+from dogs_core.errors import InvalidIdError, InvalidOptionError
 
 __all__ = [
     "DEFAULT_LOG_LEVEL",
@@ -33,6 +34,7 @@ __all__ = [
     "MAX_LOG_MESSAGE",
     "MAX_LOG_PAGE",
     "LogLine",
+    "check_line_id",
     "check_log_options",
     "check_log_page",
     "check_owner_id",
@@ -152,6 +154,20 @@ def line_id(time: datetime, execution_id: str, seq: int) -> str:
     """The id of line ``seq`` of ``execution_id`` logged at ``time`` (see the module)."""
     millis = (time - _EPOCH) // timedelta(milliseconds=1)
     return f"{millis:013d}-{execution_id}-{seq:06d}"
+
+
+_LINE_ID: Final = re.compile(r"\d{13}-[0-9A-Za-z]{17}-\d{6}")
+
+
+def check_line_id(after: object, *, field: str = "after") -> str | None:
+    """``after`` of a caller's read: ``None`` or a line id as :func:`line_id` makes them; any
+    other text raises :class:`~dogs_core.errors.InvalidIdError` (it would page from nowhere)."""
+    if after is None:
+        return None
+    if not isinstance(after, str) or _LINE_ID.fullmatch(after.strip()) is None:
+        example = line_id(_EPOCH, "2" * 17, 0)
+        raise InvalidIdError(field, after, f"not a log line id (such as {example})")
+    return after.strip()
 
 
 def dropped_line(dropped: int, cap: int) -> str:

@@ -47,6 +47,9 @@ On a taken key (``on_conflict``, decided by :func:`resolve`)
     treated as for replace. A failed holder is never replaced: ``Duplicate``. ``"throttle"``: the
     first call of each ``period`` (counted from that call) schedules; every other call in the
     period is dropped (``Duplicate`` with ``reason="throttle"``), whatever became of the record.
+    A record **parked** by a call that is still checking its key's window is never the answer
+    (it may be dropped): the call waits for it (:class:`Wait`), so every ``Duplicate`` names a
+    record that exists or ran.
 
 Nothing here does I/O: the scheduling client (:mod:`dogs_core.runtime.uniqueness`) performs the
 decisions through the store's uniqueness role (:mod:`dogs_core.ports.uniqueness`).
@@ -474,7 +477,8 @@ class Debounce:
 @dataclass(frozen=True, slots=True)
 class Wait:
     """The holder is parked by a call still checking its window: try again in a moment (or,
-    once it is older than :data:`PARK_GRACE`, finish that call's work: ``abandoned``)."""
+    once it is older than :data:`PARK_GRACE`, finish that call's work: ``abandoned``). Whatever
+    the call's ``on_conflict``: a parked record may yet be dropped, so it is never reported."""
 
     holder: str
     abandoned: bool = False
@@ -488,8 +492,9 @@ def resolve(unique: Unique, holder: JobRecord, now: datetime) -> Conflict:
     (the decision table of the module documentation). Throttle never gets here: its key is
     held by the period alone."""
     if holder.parked_at is not None:
-        if unique.on_conflict == "skip" and hold_state(holder, now) in unique.states:
-            return Skip(holder.id)
+        # Never a Skip, even for a skip: its call may still drop it (a window opened), and a
+        # Duplicate must name a record that exists. Its call ends in two steps; then the key's
+        # holder is the published record, or the window's (whose record ran).
         return Wait(holder.id, abandoned=now - holder.parked_at > PARK_GRACE)
     state = hold_state(holder, now)
     mode = unique.on_conflict

@@ -41,7 +41,7 @@ from dogs_core.errors import (
     InvalidOptionError,
     JobContendedError,
 )
-from dogs_core.ids import new_record_id
+from dogs_core.ids import as_id, new_record_id
 from dogs_core.runtime.plumbing.actors import current_actor
 
 #: Released steps read per page by ``cancel_workflow``.
@@ -126,6 +126,8 @@ def audit_entry_of(
     now: datetime, action: AuditAction, arguments: dict[str, Any], result: object
 ) -> AuditEntry:
     job_id = arguments.get("job_id")
+    if isinstance(job_id, str):  # as stored, however it was typed (it was checked already)
+        job_id = arguments["job_id"] = as_id(job_id) or job_id
     what = recorded_result(result, job_id if isinstance(job_id, str) else None)
     return AuditEntry(
         id=new_record_id(),

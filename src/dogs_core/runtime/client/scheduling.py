@@ -48,7 +48,7 @@ from dogs_core.errors import (
     InvalidScheduleError,
     JobNotRegisteredError,
 )
-from dogs_core.ids import new_record_id
+from dogs_core.ids import new_record_id, parse_id
 from dogs_core.jobs import Jobs
 from dogs_core.ports import Clock
 from dogs_core.runtime.client.shaping import check_unique, shape
@@ -316,9 +316,9 @@ def validate_page(limit: object, skip: object) -> None:
     validation.integer("skip", skip, minimum=0)
 
 
-def validate_job_id(job_id: object, *, field: str = "job_id") -> None:
-    if not isinstance(job_id, str) or not job_id:
-        raise InvalidOptionError(field, job_id, "must be a non-empty string")
+def validate_job_id(job_id: object, *, field: str = "job_id") -> str:
+    """``job_id`` as stored (:func:`dogs_core.ids.parse_id`), else :class:`InvalidIdError`."""
+    return parse_id(job_id, field=field)
 
 
 def unique_identifier_for(jobs: Jobs | None, job: JobDefinition | str | None, key: object) -> str:

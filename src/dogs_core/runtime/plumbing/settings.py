@@ -88,6 +88,11 @@ def _tries_text(text: str) -> object:
         ) from None
 
 
+def _duration_or_none_text(text: str) -> object:
+    """A flag's duration, or 'none'/'unlimited' (``None``: no bound)."""
+    return None if text.strip().lower() in ("unlimited", "none") else text
+
+
 def _option(default: Any, check: v.Check, help: str, **cli: Any) -> dict[str, Any]:
     """The metadata of a field of :class:`WorkerSettings`: its row of the table (see
     :class:`WorkerOption`)."""
@@ -164,6 +169,13 @@ class WorkerSettings:
         slots, what it runs; one write per 10 s), where the store has one: ``dogs workers``
         and the dashboard's Workers page list it, and an operator can quiet or stop it from
         there. Off: no document, and no remote quiet or stop.
+    ``startup_timeout``
+        How long starting workers wait for the store to answer (its setup, its capabilities,
+        the first clock measure), retrying with a WARNING line per failed attempt, before they
+        stop with :class:`~dogs_core.errors.StartupTimeoutError` (``dogs worker`` exits 2).
+        30 s by default, PyMongo's server selection timeout, so that a worker started during a
+        brief outage rides it out as a running one does; ``None`` waits until the store
+        answers or :meth:`~dogs_core.runtime.Workers.stop` is called.
     ``on_max_tries_reached``
         Called (sync or async) with the claimed job when an event job is marked
         ``maxTriesReached``; its errors are logged and swallowed.
@@ -308,6 +320,16 @@ class WorkerSettings:
             "Keep a document in the workers' registry (one write per 10 s; remote quiet/stop).",
         )
     )
+    startup_timeout: timedelta | None = field(
+        metadata=_option(
+            timedelta(seconds=30),
+            v.optional(v.positive_duration),
+            "How long starting workers wait for the database before giving up, e.g. 30s "
+            "(dogs worker then exits 2), or 'none' to wait until it answers.",
+            flag="--startup-timeout",
+            from_text=_duration_or_none_text,
+        )
+    )
     adaptive_claims: frozenset[str] = field(default=frozenset())
     """Which of ``claim_batch_size`` and ``claim_concurrency`` adapt (those not given); their
     values are then the ceilings."""
@@ -360,6 +382,7 @@ class WorkerOptions(TypedDict, total=False):
     clock_sync_interval: DurationLike | None
     progress_interval: DurationLike
     registry_enabled: bool
+    startup_timeout: DurationLike | None
     cooldown_period: object
 
 

@@ -15,9 +15,12 @@
 from __future__ import annotations
 
 import logging
+import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
 from functools import partial
+from typing import TypeVar
 
 import anyio
 import anyio.abc
@@ -27,6 +30,7 @@ from dogs_core.domain.hints import DecisionReason, Hint, HintDecision, HintSelec
 from dogs_core.domain.partitions import assign_partition
 from dogs_core.domain.reconcile import BATCH_SIZE, next_reconcile_delay
 from dogs_core.domain.records import JobType
+from dogs_core.errors import StartupTimeoutError, TransientStoreError
 from dogs_core.ports import AsyncJobStore, Clock, Role, StoreCapabilities, has_role
 from dogs_core.runtime.execution import Settler
 from dogs_core.runtime.plumbing._async.clock_sync import sync_clock
@@ -48,6 +52,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger("dogs.workers")
+
+T = TypeVar("T")
 
 
 def start_maintenance(
@@ -131,15 +137,40 @@ async def ensure_recurrent_records(
         )
 
 
-async def prepare_store(store: AsyncJobStore, clock: ServerClock) -> StoreCapabilities:
-    """The store set up, its capabilities, and the clock's first offset: each retried (logged,
-    backed off) until the database answers, since claims must not start before all three."""
-    await retry_transient(store.setup, what="store setup", attempts=None)
-    capabilities = await retry_transient(
-        store.capabilities, what="capability detection", attempts=None
-    )
-    await retry_transient(lambda: sync_clock(store, clock), what="clock sync", attempts=None)
-    return capabilities
+async def prepare_store(
+    store: AsyncJobStore, clock: ServerClock, *, startup_timeout: timedelta | None = None
+) -> StoreCapabilities:
+    """The store set up, its capabilities, and the clock's first offset: each retried (a
+    WARNING line per failed attempt, backed off) until the database answers, since claims must
+    not start before all three; for at most ``startup_timeout`` (``None``: until it answers),
+    then :class:`~dogs_core.errors.StartupTimeoutError` with the last failure. The three are
+    safe to cut off midway (an index build, two reads)."""
+    failures: list[TransientStoreError] = []
+
+    async def noted(operation: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await operation()
+        except TransientStoreError as error:
+            failures.append(error)
+            del failures[:-1]
+            raise
+
+    bound = math.inf if startup_timeout is None else startup_timeout.total_seconds()
+    waiting = "" if startup_timeout is None else f" (workers starting: up to {bound:g}s)"
+    with anyio.move_on_after(bound):
+        await retry_transient(
+            lambda: noted(store.setup), what=f"store setup{waiting}", attempts=None
+        )
+        capabilities = await retry_transient(
+            lambda: noted(store.capabilities), what=f"capability detection{waiting}", attempts=None
+        )
+        await retry_transient(
+            lambda: noted(lambda: sync_clock(store, clock)),
+            what=f"clock sync{waiting}",
+            attempts=None,
+        )
+        return capabilities
+    raise StartupTimeoutError(bound, failures[-1] if failures else None)
 
 
 async def clock_sync_loop(store: AsyncJobStore, clock: ServerClock) -> None:

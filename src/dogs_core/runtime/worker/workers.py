@@ -30,7 +30,7 @@ from dogs_core.domain.hints import Hint, HintSelector
 from dogs_core.domain.records import ClaimedJob, Owner
 from dogs_core.domain.registry import WorkerAction, WorkerCommand, WorkerState
 from dogs_core.domain.schedules import parse_duration
-from dogs_core.errors import WorkersStateError
+from dogs_core.errors import StartupTimeoutError, WorkersStateError
 from dogs_core.ids import new_execution_id
 from dogs_core.jobs import Jobs
 from dogs_core.ports import AsyncJobStore, Clock, StoreCapabilities
@@ -332,6 +332,10 @@ class Workers:
                 self._startup_scope = startup
                 try:
                     await self._start_up(background)
+                except StartupTimeoutError as error:
+                    logger.error("workers stopped before claiming anything: %s", error)
+                    self._request_stop(0.0)
+                    raise
                 except Exception:
                     logger.exception("job scheduler stopped after an unexpected startup error")
                     self._request_stop(0.0)
@@ -347,7 +351,9 @@ class Workers:
         # A database that is down at startup is waited for (with logged, backed-off retries),
         # not fatal: the workers start claiming as soon as it answers, or stop() ends the wait.
         store = self.store
-        self._capabilities = await prepare_store(store, self.clock)
+        self._capabilities = await prepare_store(
+            store, self.clock, startup_timeout=self.settings.startup_timeout
+        )
         settings, clock, rng = self.settings, self.clock, self.rng
         what = (len(self._names), settings.workers_count, settings.n_partitions)
         text = "workers starting: %d job(s), workers_count=%d, n_partitions=%d, claim path %s"

@@ -26,6 +26,7 @@ from dogs_core.domain.archiving import (
 from dogs_core.domain.audit import AuditAction
 from dogs_core.domain.validation import DurationLike
 from dogs_core.errors import InvalidOptionError
+from dogs_core.ids import parse_id
 from dogs_core.ports import AsyncArchiveStore, AsyncJobStore, Role, has_role
 from dogs_core.ports.store import require_role
 from dogs_core.runtime.client._async.audit import audited
@@ -115,6 +116,7 @@ class ArchiveClient(ClientBase):
     async def archived_at(self, job_id: str) -> datetime | None:
         """When job ``job_id`` was moved to the archive (its failed record or its history
         rows); ``None`` when it was not, or the store has no archive."""
+        job_id = parse_id(job_id)
         if not has_role(self.store, Role.ARCHIVE):
             return None
         archive = require_role(self.store, Role.ARCHIVE, "archived_at")

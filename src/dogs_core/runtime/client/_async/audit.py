@@ -27,6 +27,7 @@ from dogs_core.domain.audit import (
     check_audit_query,
     job_fate,
 )
+from dogs_core.ids import parse_id
 from dogs_core.ports import (
     AsyncArchiveStore,
     AsyncAuditStore,
@@ -149,9 +150,11 @@ class AuditClient(ClientBase):
         last id of the previous page), of one ``action``, ``actor`` name or job (``job_id``:
         the entries that name it, bulk chunks included). ``top_level=False`` lists the chunks of
         bulk actions too."""
+        if job_id is not None:
+            job_id = parse_id(job_id)
         query = check_audit_query(
             limit=limit,
-            before=before,
+            before=None if before is None else parse_id(before, field="before"),
             action=None if action is None else str(action),
             actor=actor,
             job_id=job_id,
@@ -164,6 +167,7 @@ class AuditClient(ClientBase):
 
     async def audit_entry(self, entry_id: str) -> AuditEntry | None:
         """One entry by id (a bulk action's entry holds its progress)."""
+        entry_id = parse_id(entry_id, field="entry_id")
         audit = require_role(self.store, Role.AUDIT, "the audit trail")
         return await retry_transient(
             lambda: audit.get_audit(entry_id), what="read audit", deadline=self.operation_timeout
@@ -172,6 +176,7 @@ class AuditClient(ClientBase):
     async def job_audit(self, job_id: str, *, limit: int = 20) -> Sequence[AuditEntry]:
         """The entries that name job ``job_id``, newest first (empty when the store keeps no
         audit trail): who cancelled, retried or deleted it, and when."""
+        job_id = parse_id(job_id)
         if not has_role(self.store, Role.AUDIT):
             return []
         return await self.audit_log(job_id=job_id, limit=limit)
@@ -179,6 +184,7 @@ class AuditClient(ClientBase):
     async def job_fate(self, job_id: str) -> JobFate | None:
         """How a job whose record is gone left: deleted or cancelled (by whom, when: the audit
         trail), or archived (when: the archive); ``None`` when neither says."""
+        job_id = parse_id(job_id)
         entries = await self.job_audit(job_id)
         archived = None
         if has_role(self.store, Role.ARCHIVE):

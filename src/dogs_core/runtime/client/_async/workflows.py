@@ -242,7 +242,7 @@ class WorkflowClient(SteeringClient):
     async def get_workflow(self, workflow_id: str) -> WorkflowView:
         """The workflow and its steps (states, record ids, results). Raises
         :class:`~dogs_core.errors.WorkflowNotFoundError` when there is none."""
-        validate_job_id(workflow_id, field="workflow_id")
+        workflow_id = validate_job_id(workflow_id, field="workflow_id")
         store = require_role(self.store, Role.WORKFLOWS, "get_workflow")
         view = await retry_transient(
             lambda: store.get_workflow(workflow_id),
@@ -282,7 +282,7 @@ class WorkflowClient(SteeringClient):
         streams), by reads every ``poll_interval`` where there is none. Raises
         :class:`~dogs_core.errors.WorkflowTimeoutError` after ``timeout`` and
         :class:`~dogs_core.errors.WorkflowNotFoundError` for an unknown id."""
-        validate_job_id(workflow_id, field="workflow_id")
+        workflow_id = validate_job_id(workflow_id, field="workflow_id")
         (view,) = await self.wait_for_workflows(
             [workflow_id], timeout=timeout, poll_interval=poll_interval
         )
@@ -308,8 +308,7 @@ class WorkflowClient(SteeringClient):
                 workflow_ids,
                 f"must be a list of workflow ids, not {type(workflow_ids).__name__}",
             )
-        for workflow_id in workflow_ids:
-            validate_job_id(workflow_id, field="workflow_ids")
+        workflow_ids = [validate_job_id(one, field="workflow_ids") for one in workflow_ids]
         seconds, pause = validate_wait(timeout, poll_interval)
         waiting = list(dict.fromkeys(workflow_ids))
         if not waiting:
@@ -349,6 +348,7 @@ class WorkflowClient(SteeringClient):
         # checked first, so that a missing role's error names this call, not get_workflow
         require_role(self.store, Role.WORKFLOWS, "cancel_workflow")
         view = await self.get_workflow(workflow_id)
+        workflow_id = view.id  # as stored (an id is accepted in any case)
         store, _ = await self._workflows("cancel_workflow")
         changed = await retry_transient(
             lambda: store.cancel_workflow(workflow_id, now=self.clock.now()),
@@ -421,6 +421,7 @@ class WorkflowClient(SteeringClient):
         # checked first, so that a missing role's error names this call, not get_workflow
         require_role(self.store, Role.WORKFLOWS, "retry_workflow")
         view = await self.get_workflow(workflow_id)
+        workflow_id = view.id  # as stored (an id is accepted in any case)
         if view.state is WorkflowState.RUNNING:
             raise WorkflowStateError(
                 workflow_id, view.state.value, "retry it once it has ended (or cancel it first)"

@@ -262,7 +262,7 @@ class SyncDogsClient(
 
     def get_job(self, job_id: str) -> JobRecord | None:
         """One stored record by id (``None`` once an event job succeeded and was deleted)."""
-        validate_job_id(job_id)
+        job_id = validate_job_id(job_id)
         return self.store.get_record(job_id)
 
     def status(self) -> list[NameStatus]:
@@ -308,7 +308,7 @@ class SyncDogsClient(
         id never seen (it never existed), within ``HISTORY_GRACE`` (30 s) for a job whose record
         was read and is gone without a row (it keeps no history).
         """
-        validate_job_id(job_id)
+        job_id = validate_job_id(job_id)
         seconds, pause = validate_wait(timeout, poll_interval)
         since = self.clock.now()
         started = time.monotonic()

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Literal
 
-from dogs_core.domain.log_lines import LogLine, check_log_page, check_owner_id
+from dogs_core.domain.log_lines import LogLine, check_line_id, check_log_page
 from dogs_core.domain.progress import Progress
 from dogs_core.domain.records import HistoryRecord, JobRecord, JobState
 from dogs_core.errors import (
@@ -37,6 +37,7 @@ from dogs_core.errors import (
     JobNotFoundError,
     WaitTimeoutError,
 )
+from dogs_core.ids import parse_id, parse_job_or_execution_id
 from dogs_core.ports import FollowingStore, JobStore, Role
 from dogs_core.ports._sync.store import require_role
 from dogs_core.runtime.client.calls import LOG_LINGER
@@ -65,8 +66,8 @@ class FollowingClient(ClientBase):
         Raises :class:`~dogs_core.errors.JobNotFoundError` when ``id`` is neither a job (a
         record or history) nor an execution, and
         :class:`~dogs_core.errors.InvalidOptionError` for a bad argument, before reading."""
-        owner = check_owner_id(id)
-        size, after = check_log_page(limit, after)
+        owner = parse_job_or_execution_id(id)
+        size, after = check_log_page(limit, check_line_id(after))
         store = require_role(self.store, Role.FOLLOWING, "get_logs")
         lines = self._read_lines(store, owner, after, size)
         if not lines and after is None:
@@ -85,8 +86,8 @@ class FollowingClient(ClientBase):
         written, until :data:`LOG_LINGER` seconds after what it follows has ended (see the
         module). Raises :class:`~dogs_core.errors.JobNotFoundError` for an id nobody knows and
         :class:`~dogs_core.errors.WaitTimeoutError` after ``timeout`` (seconds or ``"5m"``)."""
-        owner = check_owner_id(id)
-        _, after = check_log_page(1, after)
+        owner = parse_job_or_execution_id(id)
+        _, after = check_log_page(1, check_line_id(after))
         seconds, pause = validate_wait(timeout, poll_interval)
         store = require_role(self.store, Role.FOLLOWING, "follow_logs")
         kind = self._owner_kind(store, owner)
@@ -125,7 +126,7 @@ class FollowingClient(ClientBase):
         the execution that ended it (from its history row). Raises
         :class:`~dogs_core.errors.JobNotFoundError` when the job has neither a record nor
         history, :class:`~dogs_core.errors.WaitTimeoutError` after ``timeout``."""
-        owner = check_owner_id(job_id, field="job_id")
+        owner = parse_id(job_id)
         seconds, pause = validate_wait(timeout, poll_interval)
         store = require_role(self.store, Role.FOLLOWING, "watch_progress")
         since, started = self.clock.now(), time.monotonic()

@@ -47,6 +47,7 @@ from dogs_core.domain.records import HistoryRecord, JobRecord, JobState, NameSta
 from dogs_core.domain.steering import MAX_PAGE_SIZE, JobPage, check_state
 from dogs_core.domain.tags import validate_tag_filter
 from dogs_core.errors import InvalidOptionError
+from dogs_core.ids import as_id
 from dogs_core.ports import InspectionStore, JobStore, Role, has_role
 from dogs_core.ports._sync.store import require_role
 from dogs_core.runtime.client.scheduling import (
@@ -148,7 +149,7 @@ class InspectionClient(ClientBase):
         query = dataclasses.replace(query, tags=validate_tag_filter(tags))
         size = page_size(limit)
         if after is not None:
-            validate_job_id(after, field="after")
+            after = validate_job_id(after, field="after")
         store = require_role(self.store, Role.INSPECTION, "search_jobs")
         if query.state is not None:
             self._ensure_clock()
@@ -197,7 +198,8 @@ class InspectionClient(ClientBase):
         if text is None:
             raise InvalidOptionError("query", query, "must be a job id or a unique key")
         store = require_role(self.store, Role.INSPECTION, "lookup")
-        by_id = self._found_by(store, ExecutionQuery(job_id=text), job_ids=(text,))
+        as_stored = as_id(text) or text  # an id in any case finds its job
+        by_id = self._found_by(store, ExecutionQuery(job_id=as_stored), job_ids=(as_stored,))
         if by_id:
             return JobLookup(text, "id", by_id)
         keys = [text]
@@ -255,8 +257,7 @@ class InspectionClient(ClientBase):
         """The newest error row of each of ``job_ids`` (at most 1000) that has one."""
         if isinstance(job_ids, str) or not isinstance(job_ids, Sequence):
             raise InvalidOptionError("job_ids", job_ids, "must be a sequence of job ids")
-        for job_id in job_ids:
-            validate_job_id(job_id, field="job_ids")
+        job_ids = [validate_job_id(one, field="job_ids") for one in job_ids]
         if len(job_ids) > MAX_PAGE_SIZE:
             raise InvalidOptionError("job_ids", len(job_ids), f"at most {MAX_PAGE_SIZE} ids")
         store = require_role(self.store, Role.INSPECTION, "latest_errors")
@@ -361,7 +362,7 @@ class InspectionClient(ClientBase):
         job_id: str | None,
     ) -> ExecutionQuery:
         if job_id is not None:
-            validate_job_id(job_id)
+            job_id = validate_job_id(job_id)
         identifier = None
         if unique_key is not None:
             identifier = unique_identifier_for(self.jobs, job, unique_key)

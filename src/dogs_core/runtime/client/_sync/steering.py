@@ -115,7 +115,7 @@ class SteeringClient(ClientBase):
         if size > MAX_PAGE_SIZE:
             raise InvalidOptionError("limit", limit, f"must be at most {MAX_PAGE_SIZE}")
         if after is not None:
-            validate_job_id(after, field="after")
+            after = validate_job_id(after, field="after")
         name = None if job is None else job_name(job)
         identifier = (
             None if unique_key is None else unique_identifier_for(self.jobs, job, unique_key)
@@ -151,7 +151,7 @@ class SteeringClient(ClientBase):
         optionally of one ``status``."""
         validate_page(limit, skip)
         if job_id is not None:
-            validate_job_id(job_id)
+            job_id = validate_job_id(job_id)
         if job is None and job_id is None:
             raise InvalidOptionError("job", None, "give a job (or its name), a job_id, or both")
         wanted = check_history_status(status)
@@ -167,7 +167,7 @@ class SteeringClient(ClientBase):
     def get_result(self, job_id: str) -> HistoryRecord | None:
         """The newest finished execution of job ``job_id`` (its ``result``, ``status`` and
         error), also once its record is gone; ``None`` while it has not finished once."""
-        validate_job_id(job_id)
+        job_id = validate_job_id(job_id)
         rows = retry_transient(
             lambda: self.store.read_history(job_id=job_id, limit=1),
             what="read result",
@@ -220,7 +220,7 @@ class SteeringClient(ClientBase):
         """Make a job due now. A failed job (at its attempt limit) becomes pending again with
         a fresh budget of tries; a scheduled or retrying one keeps its tries. A running job is
         left alone (``Running``)."""
-        validate_job_id(job_id)
+        job_id = validate_job_id(job_id)
         self._ensure_clock()
         return self._modify(job_id, retry_now_change)
 
@@ -235,7 +235,7 @@ class SteeringClient(ClientBase):
     ) -> RescheduleOutcome:
         """Move a job that is not running to ``run_at`` or ``run_in`` from now, and/or give it
         ``priority``. A failed job is revived as :meth:`retry_now` does."""
-        validate_job_id(job_id)
+        job_id = validate_job_id(job_id)
         if run_at is None and run_in is None and priority is None:
             raise InvalidOptionError("run_at", None, "give run_at, run_in or priority")
         delay = None if run_in is None else parse_duration(run_in, field="run_in")
@@ -262,7 +262,7 @@ class SteeringClient(ClientBase):
         """Delete a record that is not running, whatever its state, with no history row (use
         :meth:`cancel` to stop a running job). A recurrent record comes back when a worker
         that has its definition starts."""
-        validate_job_id(job_id)
+        job_id = validate_job_id(job_id)
         self._ensure_clock()
         for _ in range(RACE_ROUNDS):
             now = self.clock.now()
@@ -313,7 +313,7 @@ class SteeringClient(ClientBase):
         if (job_id is None) == (unique_key is None):
             raise InvalidOptionError("job_id", job_id, "give exactly one of job_id and unique_key")
         if job_id is not None:
-            validate_job_id(job_id)
+            job_id = validate_job_id(job_id)
             return job_id
         assert unique_key is not None
         identifier = unique_identifier_for(self.jobs, job, unique_key)
