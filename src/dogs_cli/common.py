@@ -637,20 +637,18 @@ def filter_flags(
     def decorate(command: Callable[..., None]) -> Callable[..., None]:
         signature = inspect.signature(command, eval_str=True)
         params = [p for p in signature.parameters.values() if p.name != "filter_texts"]
+        # The filters first, as a command's help lists them (each has a default, so any
+        # parameter may follow).
         added = [
             inspect.Parameter(
                 one.key,
-                inspect.Parameter.KEYWORD_ONLY,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
                 default=None,
                 annotation=Annotated[str | None, typer.Option(one.flag, help=one.help)],
             )
             for one in table
         ]
-        first_keyword = next(
-            (i for i, p in enumerate(params) if p.kind is inspect.Parameter.KEYWORD_ONLY),
-            len(params),
-        )
-        params[first_keyword:first_keyword] = added
+        params[0:0] = added
 
         @functools.wraps(command)
         def with_filters(**kwargs: Any) -> None:

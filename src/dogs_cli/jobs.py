@@ -33,13 +33,13 @@ from dogs_cli.common import (
     EXIT_NOT_DONE,
     AppDirOption,
     Connection,
-    check_search_flags,
     connected_client,
     fail,
+    filter_flags,
+    filter_keywords,
     flags_named,
     job_id_flag,
     load_registry,
-    moment_flag,
     priority_flag,
     run,
     user_errors,
@@ -54,6 +54,7 @@ from dogs_cli.tables import (
     reschedule_message,
 )
 from dogs_core.domain.audit import JobFate
+from dogs_core.domain.filters import RECORD_FILTERS, SEARCH_KEYWORDS
 from dogs_core.domain.records import HistoryRecord, HistoryStatus, JobRecord, JobState, JobType
 from dogs_core.domain.steering import (
     MAX_PAGE_SIZE,
@@ -172,36 +173,9 @@ def _registry(spec: str | None, app_dir: Path) -> Jobs | None:
 
 
 @jobs_app.command("list")
+@filter_flags(RECORD_FILTERS)
 @with_connection()
 def list_jobs(
-    name: NameOption = None,
-    state: Annotated[
-        str | None,
-        typer.Option(
-            "--state",
-            help="scheduled, due, running, retrying, stale, failed or held.",
-            show_default=False,
-        ),
-    ] = None,
-    unique_key: Annotated[
-        str | None, typer.Option("--unique-key", help="Only the job holding this unique key.")
-    ] = None,
-    param: Annotated[
-        str | None,
-        typer.Option("--param", help="Params path equal to a value: user.id=42, plan=pro."),
-    ] = None,
-    owner: Annotated[
-        str | None,
-        typer.Option("--owner", help="Run now by this host, host:pid or instance id."),
-    ] = None,
-    created_since: Annotated[
-        str | None,
-        typer.Option("--created-since", help="Created at or after: 2h (ago) or ISO 8601."),
-    ] = None,
-    created_until: Annotated[
-        str | None,
-        typer.Option("--created-until", help="Created before: 10m (ago) or ISO 8601."),
-    ] = None,
     limit: Annotated[
         str, typer.Option("--limit", help=f"Jobs per page (1 to {MAX_PAGE_SIZE}).")
     ] = "20",
@@ -217,55 +191,30 @@ def list_jobs(
     app_dir: AppDirOption = Path("."),
     *,
     connection: Connection,
+    filter_texts: dict[str, str],
 ) -> None:
     """List job records in creation order, a page at a time, by name, state, unique key, tags,
     params, owner or creation time; each with its last error."""
-    wanted = _state(state)
     size = _count("--limit", limit, maximum=MAX_PAGE_SIZE)
-    for flag, value in (
-        ("--name", name),
-        ("--unique-key", unique_key),
-        ("--param", param),
-        ("--owner", owner),
-        ("--after", after),
-    ):
-        _text(flag, value)
-    after = job_id_flag("--after", after)
-    check_search_flags(param=param, owner=owner)
-    now = datetime.now(UTC)
-    since = moment_flag("--created-since", created_since, now)
-    until = moment_flag("--created-until", created_until, now)
-    searched = any(given is not None for given in (param, owner, since, until))
+    for one in RECORD_FILTERS:
+        _text(one.flag, filter_texts.get(one.key))
+    after = job_id_flag("--after", _text("--after", after))
+    keywords = filter_keywords(RECORD_FILTERS, filter_texts, datetime.now(UTC))
+    searched = not SEARCH_KEYWORDS.isdisjoint(keywords)
     jobs = _registry(registry, app_dir)
     container = connection.logged_container()
 
     async def go(client: DogsClient) -> tuple[JobPage, datetime, dict[str, HistoryRecord] | None]:
-        if searched:
-            page = await client.search_jobs(
-                name, state=wanted, unique_key=unique_key, params=param, owner=owner,
-                created_since=since, created_until=until, tags=tag or None, limit=size,
-                after=after,
-            )  # fmt: skip
-        else:
-            page = await client.find_jobs(
-                name,
-                state=wanted,
-                unique_key=unique_key,
-                limit=size,
-                after=after,
-                tags=tag or None,
-            )
+        read = client.search_jobs if searched else client.find_jobs
+        page = await read(**keywords, tags=tag or None, limit=size, after=after)  # type: ignore[arg-type]
         return page, client.clock.now(), await _last_errors(client, page)
 
     page, read_at, errors = _call(container, go, jobs)
     following = None
     if page.next_after is not None:
-        flags = {
-            "--name": name, "--state": state, "--unique-key": unique_key, "--param": param,
-            "--owner": owner, "--created-since": created_since,
-            "--created-until": created_until, "--limit": limit,
-        }  # fmt: skip
-        given = [f"{flag} {shlex.quote(value)}" for flag, value in flags.items() if value]
+        flags = {one.key: one.flag for one in RECORD_FILTERS}
+        given = [f"{flags[key]} {shlex.quote(value)}" for key, value in filter_texts.items()]
+        given.append(f"--limit {shlex.quote(limit)}")
         given += [f"--tag {shlex.quote(value)}" for value in tag or ()]
         following = " ".join(["dogs jobs list", *given, "--after", page.next_after])
     print_page(page, read_at, as_json=as_json, next_command=following, errors=errors)

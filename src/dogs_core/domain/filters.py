@@ -24,11 +24,14 @@ from typing import Final
 
 from dogs_core.domain import validation
 from dogs_core.domain.finding import MAX_ERROR_WINDOW, OwnerMatch, ParamsMatch
-from dogs_core.domain.records import HistoryStatus
+from dogs_core.domain.records import HistoryStatus, JobState
+from dogs_core.domain.steering import check_state
 from dogs_core.errors import InvalidOptionError, ValidationError, duration_text
 
 __all__ = [
     "EXECUTION_FILTERS",
+    "RECORD_FILTERS",
+    "SEARCH_KEYWORDS",
     "Filter",
     "filters_from_text",
     "parse_moment",
@@ -131,6 +134,38 @@ EXECUTION_FILTERS: Final[tuple[Filter, ...]] = (
     ),
     Filter("unique_key", "unique_key", "--unique-key", "Only the job(s) of this unique key."),
 )
+
+
+def _state(field: str, text: str, now: datetime) -> JobState | None:
+    return check_state(text, field=field)
+
+
+#: The filters of the job records: ``find_jobs`` and ``search_jobs``, ``dogs jobs list``, the
+#: dashboard's job list. ``param``, ``owner`` and the creation times are searches
+#: (:attr:`SEARCH_KEYWORDS`): a bounded read no index serves alone.
+RECORD_FILTERS: Final[tuple[Filter, ...]] = (
+    Filter("name", "job", "--name", "Only this job name."),
+    Filter(
+        "state", "state", "--state",
+        "scheduled, due, running, retrying, stale, failed or held.", _state,
+    ),
+    Filter("unique_key", "unique_key", "--unique-key", "Only the job holding this unique key."),
+    Filter(
+        "param", "params", "--param", "Params path equal to a value: user.id=42, plan=pro.", _params
+    ),
+    Filter("owner", "owner", "--owner", "Run now by this host, host:pid or instance id.", _owner),
+    Filter(
+        "created_since", "created_since", "--created-since",
+        "Created at or after: 2h (ago) or ISO 8601 (UTC unless it names a zone).", parse_moment,
+    ),
+    Filter(
+        "created_until", "created_until", "--created-until",
+        "Created before: 10m (ago) or ISO 8601 (UTC unless it names a zone).", parse_moment,
+    ),
+)  # fmt: skip
+
+#: The record filters only ``search_jobs`` takes (``find_jobs`` reads by index alone).
+SEARCH_KEYWORDS: Final = frozenset({"params", "owner", "created_since", "created_until"})
 
 
 def filters_from_text(
