@@ -32,18 +32,18 @@ retention and more (``tests/test_examples.py`` runs exactly this).
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
 
-from dogs_core import DogsClient, JobContext, Jobs, ScheduleItem, Workers
+from dogs_core import JobContext, Jobs, ScheduleItem
 from dogs_core.ports import AsyncJobStore
+from dogs_mongo import Example, run_example
+from dogs_testing import InMemoryJobStore
 from dogs_testing.wrapper import JobStoreWrapper
 
 T = TypeVar("T")
@@ -112,11 +112,13 @@ async def thumbnail(params: dict[str, Any], ctx: JobContext) -> str:
     return f"thumb-{params['image']}.jpg"
 
 
-async def run(inner: AsyncJobStore, count: int = 20) -> MetricsJobStore:
-    store = MetricsJobStore(inner)  # the only line that changes in the application
-    client = DogsClient(store, jobs)
+async def run(example: Example, count: int = 20) -> MetricsJobStore:
+    # The only lines that change in the application: the container's store, wrapped.
+    store = MetricsJobStore(example.store)
+    example.container.store.override(store)
+    client = example.client(jobs)
     await client.schedule_many(thumbnail, [ScheduleItem({"image": i}) for i in range(count)])
-    async with Workers(store, jobs, workers_count=8, poll_interval=0.1) as workers:
+    async with example.workers(jobs, workers_count=8, poll_interval=0.1) as workers:
         while await client.find_jobs(thumbnail, limit=1):  # noqa: ASYNC110 - poll the store
             await anyio.sleep(0.02)
         await workers.stop()
@@ -126,30 +128,14 @@ async def run(inner: AsyncJobStore, count: int = 20) -> MetricsJobStore:
     return store
 
 
-async def run_on_mongodb(uri: str) -> None:
-    from pymongo import AsyncMongoClient
-
-    from dogs_mongo import AsyncMongoJobStore
-
-    database = f"dogs_custom_adapter_{uuid.uuid4().hex[:8]}"
-    mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, tz_aware=True)
-    try:
-        await run(AsyncMongoJobStore(mongo, database))
-    finally:
-        await mongo.drop_database(database)
-        await mongo.close()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="A metrics wrapper as a custom store")
-    parser.add_argument("--uri", help="MongoDB URI (default: wrap the in-memory store)")
-    args = parser.parse_args(argv)
-    if args.uri:
-        anyio.run(run_on_mongodb, args.uri)
-    else:
-        from dogs_testing import InMemoryJobStore
-
-        anyio.run(run, InMemoryJobStore())
+    run_example(
+        run,
+        argv,
+        name="custom_adapter",
+        memory=InMemoryJobStore,
+        description="A metrics wrapper as a custom store",
+    )
 
 
 if __name__ == "__main__":
