@@ -15,8 +15,6 @@ at the end. See docs/fastapi.md.
 
 from __future__ import annotations
 
-import argparse
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +26,8 @@ from fastapi.testclient import TestClient
 from dogs_core import Duplicate, HistoryStatus, JobContext, Jobs
 from dogs_core.errors import JobNotFoundError, WaitTimeoutError
 from dogs_integrations.fastapi import DogsClientDep, DogsLifespan
-from dogs_mongo import DogsContainer
+from dogs_mongo import DogsContainer, Example, example_parser, run_blocking_example
+from dogs_testing import InMemoryJobStore
 
 jobs = Jobs()
 
@@ -95,32 +94,22 @@ def check(container: DogsContainer) -> None:
     print("lifespan over: workers stopped, clients closed")
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Dogs in a FastAPI application")
-    parser.add_argument("--uri", help="MongoDB URI of a replica set (default: in memory)")
-    parser.add_argument("--serve", action="store_true", help="serve with uvicorn on :8000")
-    args = parser.parse_args(argv)
-    database = f"dogs_fastapi_{uuid.uuid4().hex[:8]}"
-    if args.uri:
-        container = DogsContainer(uri=args.uri, database=database)
+def run(example: Example) -> None:
+    if example.args.serve:
+        import uvicorn
+
+        uvicorn.run(create_app(example.container), host="127.0.0.1", port=8000)
     else:
-        from dogs_testing import InMemoryJobStore
+        check(example.container)
 
-        container = DogsContainer(store=InMemoryJobStore())
-    try:
-        if args.serve:
-            import uvicorn
 
-            uvicorn.run(create_app(container), host="127.0.0.1", port=8000)
-        else:
-            check(container)
-    finally:
-        if args.uri:
-            from pymongo import MongoClient
-
-            mongo: MongoClient[dict[str, Any]]
-            with MongoClient(args.uri) as mongo:
-                mongo.drop_database(database)
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = example_parser("Dogs in a FastAPI application")
+    parser.add_argument("--serve", action="store_true", help="serve with uvicorn on :8000")
+    # The async driver: the app's lifespan runs the workers in the event loop of the server.
+    run_blocking_example(
+        run, argv, name="fastapi", memory=InMemoryJobStore, parser=parser, driver="async"
+    )
 
 
 if __name__ == "__main__":

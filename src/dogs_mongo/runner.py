@@ -167,20 +167,26 @@ def open_blocking_example(
     args: argparse.Namespace,
     *,
     name: str | None,
-    memory: Callable[[], JobStore],
+    memory: Callable[[], JobStore] | Callable[[], AsyncJobStore],
+    driver: str = "sync",
     **options: Any,
 ) -> Iterator[Example]:
-    """:func:`open_example` for a sync script: ``driver="sync"``, ``memory`` a sync store."""
+    """:func:`open_example` for a script without an event loop of its own: ``driver="sync"``
+    and ``memory`` a sync store (run in threads) by default; ``driver="async"`` (``memory`` an
+    async store) for an application whose framework runs the event loop, such as an ASGI app
+    served or tested from a sync ``main``."""
     _check_name(name)
     uri: str | None = getattr(args, "uri", None)
     if not uri:
-        container = DogsContainer(store=ThreadedJobStore(memory()), driver="sync", **options)
+        made: Any = memory()
+        store = ThreadedJobStore(made) if driver == "sync" else made
+        container = DogsContainer(store=store, driver=driver, **options)
         try:
             yield Example(container, args, None)
         finally:
             container.close()
         return
-    container = DogsContainer(uri=uri, database=_database(args, name), driver="sync", **options)
+    container = DogsContainer(uri=uri, database=_database(args, name), driver=driver, **options)
     try:
         database: str = container.settings().database or (
             container.sync_mongo_client().get_default_database().name
@@ -189,6 +195,7 @@ def open_blocking_example(
     finally:
         try:
             if _drops(args, name):
+                # A client of its own: the app may have closed the container's clients already.
                 container.sync_mongo_client().drop_database(container.settings().database)
         finally:
             container.close()
@@ -221,12 +228,14 @@ def run_blocking_example(
     argv: Sequence[str] | None = None,
     *,
     name: str | None,
-    memory: Callable[[], JobStore],
+    memory: Callable[[], JobStore] | Callable[[], AsyncJobStore],
     description: str | None = None,
     parser: argparse.ArgumentParser | None = None,
+    driver: str = "sync",
     **options: Any,
 ) -> T:
-    """:func:`run_example` for a sync script: ``main(example)`` is called in this thread."""
+    """:func:`run_example` for a sync script: ``main(example)`` is called in this thread
+    (:func:`open_blocking_example`: ``driver="sync"`` unless told otherwise)."""
     args = (parser or example_parser(description)).parse_args(argv)
-    with open_blocking_example(args, name=name, memory=memory, **options) as example:
+    with open_blocking_example(args, name=name, memory=memory, driver=driver, **options) as example:
         return main(example)
