@@ -87,7 +87,7 @@ async def checkout(
     return "placed with its confirmation job"
 
 
-async def run_on_mongodb(example: Example) -> None:
+async def in_a_transaction(example: Example) -> None:
     # The container's own client: the order and its job are written in one of its sessions.
     mongo: AsyncMongoClient[dict[str, Any]] = example.container.async_mongo_client()
     store = example.store
@@ -113,7 +113,7 @@ async def run_on_mongodb(example: Example) -> None:
         print(f"{execution.job_name}: {execution.status.value} -> {execution.result}")
 
 
-async def run_in_memory(example: Example) -> None:
+async def without_a_database(example: Example) -> None:
     client = example.client(jobs)
     # A session needs no server until its first command, and the store refuses it before that.
     mongo: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient("mongodb://localhost/")
@@ -132,7 +132,7 @@ async def run_in_memory(example: Example) -> None:
 
 
 async def run(example: Example) -> None:
-    await (run_on_mongodb if example.on_mongodb else run_in_memory)(example)
+    await (in_a_transaction if example.on_mongodb else without_a_database)(example)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
