@@ -10,24 +10,35 @@ call to another store and timing it: call counts, latency, slow-call warnings. I
 roles of ``dogs_core.ports`` itself, one module per role (scheduling, claims, settle, history,
 feeds, steering, stats, controls, leases, maintenance, and optionally archive). The workers and
 the client take it like any store. A store of your own (a wrapper like this, or a new backend)
-proves it meets the port by passing the adapter contract suite. In your tests::
+proves it meets the port by passing the adapter contract suite, through its one entry point
+``StoreContract``. In your tests::
 
     # tests/test_metrics_store.py
     import pytest
     from dogs_core.domain.records import JobRecord
-    from dogs_testing import InMemoryJobStore, JobStoreContract
+    from dogs_testing import InMemoryJobStore, StoreContract
 
-    class TestMetricsJobStore(JobStoreContract):  # the name must start with "Test"
+    class TestMetricsJobStore(StoreContract):  # the name must start with "Test"
         @pytest.fixture
         def store(self) -> MetricsJobStore:
             return MetricsJobStore(InMemoryJobStore())
 
+        @pytest.fixture
+        def archive(self, store):  # the archive part's test hooks are the wrapped store's
+            return store.inner
+
         async def seed_record(self, store, record: JobRecord) -> None:  # optional
             await store.inner.insert_record(record)
 
-That is some 170 tests, one part per role (``SettleContract``, ``ClaimContract``...: a backend
-being written can run the parts of the roles it has so far), of claims, fencing, uniqueness,
-retention and more (``tests/test_examples.py`` runs exactly this).
+That is some 250 tests, one part per role of the port (``SettleContract``, ``ClaimContract``...,
+and the optional roles' parts), each run when the store lists its roles (this one reports the
+roles of the store it wraps: all of them) and skipped, naming the role, when not: a backend being
+written sees how much of the port it has so far. Claims, fencing, uniqueness, retention, the
+archive, workflows and more (``tests/test_examples.py`` runs exactly this).
+
+In the application the store is wired through the container: ``DogsContainer(store=...)``, or,
+as ``run`` does here on the container :func:`dogs_mongo.run_example` built, an override of its
+``store`` provider; the container's clients and workers then use it.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ without a database (``dogs_mongo`` never imports the testing kit, so the caller 
         run_example(run, argv, name="quickstart", memory=InMemoryJobStore,
                     description="Dogs quickstart (async)")
 
-``python script.py`` then runs on a fresh :class:`~dogs_testing.InMemoryJobStore`;
-``python script.py --uri mongodb://localhost:27017/?replicaSet=rs0`` on a fresh database
+``python script.py`` then runs on a chosen :class:`~dogs_testing.InMemoryJobStore`;
+``python script.py --uri mongodb://localhost:27017/?replicaSet=rs0`` on a chosen database
 ``dogs_<name>_<8 hex>`` that is dropped at the end; ``--database NAME`` uses (and keeps) that
 database instead. ``name=None`` uses the database named in the URI path, kept. Either way the
 container, its clients and its workers are closed when ``main`` returns or raises.
@@ -138,7 +138,7 @@ async def open_example(
     **options: Any,
 ) -> AsyncIterator[Example]:
     """The :class:`Example` of ``args`` (``args.uri``: MongoDB, else ``memory()``), closed (and
-    its fresh database dropped) on exit. ``options`` are more :class:`DogsContainer` options."""
+    its chosen database dropped) on exit. ``options`` are more :class:`DogsContainer` options."""
     _check_name(name)
     uri: str | None = getattr(args, "uri", None)
     if not uri:
@@ -148,16 +148,15 @@ async def open_example(
         finally:
             await container.aclose()
         return
-    container = DogsContainer(uri=uri, database=_database(args, name), **options)
+    chosen = _database(args, name)
+    container = DogsContainer(uri=uri, database=chosen, **options)
     try:
-        database: str = container.settings().database or (
-            container.async_mongo_client().get_default_database().name
-        )
+        database = chosen or container.async_mongo_client().get_default_database().name
         yield Example(container, args, database)
     finally:
         try:
-            if _drops(args, name):
-                await container.async_mongo_client().drop_database(container.settings().database)
+            if chosen is not None and _drops(args, name):
+                await container.async_mongo_client().drop_database(chosen)
         finally:
             await container.aclose()
 
@@ -186,17 +185,16 @@ def open_blocking_example(
         finally:
             container.close()
         return
-    container = DogsContainer(uri=uri, database=_database(args, name), driver=driver, **options)
+    chosen = _database(args, name)
+    container = DogsContainer(uri=uri, database=chosen, driver=driver, **options)
     try:
-        database: str = container.settings().database or (
-            container.sync_mongo_client().get_default_database().name
-        )
+        database = chosen or container.sync_mongo_client().get_default_database().name
         yield Example(container, args, database)
     finally:
         try:
-            if _drops(args, name):
-                # A client of its own: the app may have closed the container's clients already.
-                container.sync_mongo_client().drop_database(container.settings().database)
+            if chosen is not None and _drops(args, name):
+                # The sync client: the app may have closed the container's async one already.
+                container.sync_mongo_client().drop_database(chosen)
         finally:
             container.close()
 
