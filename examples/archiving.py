@@ -14,15 +14,15 @@ database on your server (the archive collections are ``<history>_archive`` and
 
 from __future__ import annotations
 
-import argparse
-import uuid
 from collections.abc import Sequence
 
 import anyio
 
-from dogs_core import DogsClient, JobContext, Jobs, Scheduled, Workers
+from dogs_core import JobContext, Jobs, Scheduled
 from dogs_core.domain.archiving import ArchiveKind
-from dogs_core.ports import AsyncArchiveStore, AsyncJobStore
+from dogs_core.ports import AsyncArchiveStore
+from dogs_mongo import Example, run_example
+from dogs_testing import InMemoryJobStore
 
 jobs = Jobs()
 
@@ -41,11 +41,11 @@ async def sync_ledger(params: dict[str, int], ctx: JobContext) -> None:
     raise LedgerDownError(f"ledger {params['n']} unreachable")
 
 
-async def run(store: AsyncJobStore) -> None:
-    client = DogsClient(store, jobs)
+async def run(example: Example) -> None:
+    client = example.client(jobs)
     receipts = [await client.schedule(send_receipt, {"n": n}) for n in range(24)]
     ledgers = [await client.schedule(sync_ledger, {"n": n}) for n in range(3)]
-    async with Workers(store, jobs, workers_count=8, poll_interval="100ms") as workers:
+    async with example.workers(jobs, workers_count=8, poll_interval="100ms") as workers:
         for outcome in [*receipts, *ledgers]:
             assert isinstance(outcome, Scheduled)
             await client.wait_for(outcome.id, timeout="30s")
@@ -66,6 +66,7 @@ async def run(store: AsyncJobStore) -> None:
     print(f"archived {report.total} documents in {report.batches} batches")
     left = await client.get_executions(send_receipt.name, limit=100)
     print(f"history rows of send_receipt left in the live collection: {len(left)}")
+    store = example.store
     assert isinstance(store, AsyncArchiveStore)
     print(f"in the history archive: {await store.count_archived(ArchiveKind.HISTORY)}")
     print(f"in the records archive: {await store.count_archived(ArchiveKind.FAILED_RECORDS)}")
@@ -73,30 +74,14 @@ async def run(store: AsyncJobStore) -> None:
     print(f"a second run moves {again.total}")
 
 
-async def run_on_mongodb(uri: str) -> None:
-    from pymongo import AsyncMongoClient
-
-    from dogs_mongo import AsyncMongoJobStore
-
-    database = f"dogs_archive_{uuid.uuid4().hex[:8]}"
-    mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, tz_aware=True)
-    try:
-        await run(AsyncMongoJobStore(mongo, database))
-    finally:
-        await mongo.drop_database(database)
-        await mongo.close()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Dogs: archive old history and failed records")
-    parser.add_argument("--uri", help="MongoDB URI (default: the in-memory store)")
-    args = parser.parse_args(argv)
-    if args.uri:
-        anyio.run(run_on_mongodb, args.uri)
-    else:
-        from dogs_testing import InMemoryJobStore
-
-        anyio.run(run, InMemoryJobStore())
+    run_example(
+        run,
+        argv,
+        name="archive",
+        memory=InMemoryJobStore,
+        description="Dogs: archive old history and failed records",
+    )
 
 
 if __name__ == "__main__":

@@ -10,40 +10,51 @@ call to another store and timing it: call counts, latency, slow-call warnings. I
 roles of ``dogs_core.ports`` itself, one module per role (scheduling, claims, settle, history,
 feeds, steering, stats, controls, leases, maintenance, and optionally archive). The workers and
 the client take it like any store. A store of your own (a wrapper like this, or a new backend)
-proves it meets the port by passing the adapter contract suite. In your tests::
+proves it meets the port by passing the adapter contract suite, through its one entry point
+``StoreContract``. In your tests::
 
     # tests/test_metrics_store.py
     import pytest
     from dogs_core.domain.records import JobRecord
-    from dogs_testing import InMemoryJobStore, JobStoreContract
+    from dogs_testing import InMemoryJobStore, StoreContract
 
-    class TestMetricsJobStore(JobStoreContract):  # the name must start with "Test"
+    class TestMetricsJobStore(StoreContract):  # the name must start with "Test"
         @pytest.fixture
         def store(self) -> MetricsJobStore:
             return MetricsJobStore(InMemoryJobStore())
 
+        @pytest.fixture
+        def archive(self, store):  # the archive part's test hooks are the wrapped store's
+            return store.inner
+
         async def seed_record(self, store, record: JobRecord) -> None:  # optional
             await store.inner.insert_record(record)
 
-That is some 170 tests, one part per role (``SettleContract``, ``ClaimContract``...: a backend
-being written can run the parts of the roles it has so far), of claims, fencing, uniqueness,
-retention and more (``tests/test_examples.py`` runs exactly this).
+That is some 250 tests, one part per role of the port (``SettleContract``, ``ClaimContract``...,
+and the optional roles' parts), each run when the store lists its roles (this one reports the
+roles of the store it wraps: all of them) and skipped, naming the role, when not: a backend being
+written sees how much of the port it has so far. Claims, fencing, uniqueness, retention, the
+archive, workflows and more (``tests/test_examples.py`` runs exactly this).
+
+In the application the store is wired through the container: ``DogsContainer(store=...)``, or,
+as ``run`` does here on the container :func:`dogs_mongo.run_example` built, an override of its
+``store`` provider; the container's clients and workers then use it.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
 
-from dogs_core import DogsClient, JobContext, Jobs, ScheduleItem, Workers
+from dogs_core import JobContext, Jobs, ScheduleItem
 from dogs_core.ports import AsyncJobStore
+from dogs_mongo import Example, run_example
+from dogs_testing import InMemoryJobStore
 from dogs_testing.wrapper import JobStoreWrapper
 
 T = TypeVar("T")
@@ -112,11 +123,13 @@ async def thumbnail(params: dict[str, Any], ctx: JobContext) -> str:
     return f"thumb-{params['image']}.jpg"
 
 
-async def run(inner: AsyncJobStore, count: int = 20) -> MetricsJobStore:
-    store = MetricsJobStore(inner)  # the only line that changes in the application
-    client = DogsClient(store, jobs)
+async def run(example: Example, count: int = 20) -> MetricsJobStore:
+    # The only lines that change in the application: the container's store, wrapped.
+    store = MetricsJobStore(example.store)
+    example.container.store.override(store)
+    client = example.client(jobs)
     await client.schedule_many(thumbnail, [ScheduleItem({"image": i}) for i in range(count)])
-    async with Workers(store, jobs, workers_count=8, poll_interval=0.1) as workers:
+    async with example.workers(jobs, workers_count=8, poll_interval=0.1) as workers:
         while await client.find_jobs(thumbnail, limit=1):  # noqa: ASYNC110 - poll the store
             await anyio.sleep(0.02)
         await workers.stop()
@@ -126,30 +139,14 @@ async def run(inner: AsyncJobStore, count: int = 20) -> MetricsJobStore:
     return store
 
 
-async def run_on_mongodb(uri: str) -> None:
-    from pymongo import AsyncMongoClient
-
-    from dogs_mongo import AsyncMongoJobStore
-
-    database = f"dogs_custom_adapter_{uuid.uuid4().hex[:8]}"
-    mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, tz_aware=True)
-    try:
-        await run(AsyncMongoJobStore(mongo, database))
-    finally:
-        await mongo.drop_database(database)
-        await mongo.close()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="A metrics wrapper as a custom store")
-    parser.add_argument("--uri", help="MongoDB URI (default: wrap the in-memory store)")
-    args = parser.parse_args(argv)
-    if args.uri:
-        anyio.run(run_on_mongodb, args.uri)
-    else:
-        from dogs_testing import InMemoryJobStore
-
-        anyio.run(run, InMemoryJobStore())
+    run_example(
+        run,
+        argv,
+        name="custom_adapter",
+        memory=InMemoryJobStore,
+        description="A metrics wrapper as a custom store",
+    )
 
 
 if __name__ == "__main__":

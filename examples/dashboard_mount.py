@@ -17,7 +17,6 @@ your MongoDB. See docs/dashboard.md.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import binascii
 import hmac
@@ -26,17 +25,17 @@ import re
 import secrets
 from collections.abc import Sequence
 
-import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from dogs_core import DogsClient, JobContext, Jobs, Scheduled, Workers
-from dogs_core.ports import AsyncJobStore
+from dogs_core import DogsClient, JobContext, Jobs, Scheduled
 from dogs_dashboard import create_app
 from dogs_dashboard.auth import DashboardUser
+from dogs_mongo import Example, example_parser, run_example
+from dogs_testing import InMemoryJobStore
 
 jobs = Jobs()
 
@@ -107,11 +106,11 @@ def build_app(client: DogsClient, password: str) -> Starlette:
     )
 
 
-async def fill(store: AsyncJobStore, client: DogsClient) -> None:
+async def fill(example: Example, client: DogsClient) -> None:
     """A few jobs that ran (three emails, one import that failed for good) and one waiting."""
     ran = [await client.schedule(send_email, {"to": f"u{n}@example.com"}) for n in range(3)]
     ran.append(await client.schedule(import_file, {"path": "orders.csv"}))
-    async with Workers(store, jobs, workers_count=4, poll_interval="100ms") as workers:
+    async with example.workers(jobs, workers_count=4, poll_interval="100ms") as workers:
         for outcome in ran:
             assert isinstance(outcome, Scheduled)
             await client.wait_for(outcome.id, timeout=30)
@@ -145,10 +144,11 @@ async def check(app: Starlette, client: DogsClient, password: str) -> None:
         print(f"POST pause import_file: {paused.status_code}, audited as {entry.actor.name}")
 
 
-async def run(store: AsyncJobStore, args: argparse.Namespace) -> None:
-    client = DogsClient(store, jobs)
-    if not args.uri:
-        await fill(store, client)
+async def run(example: Example) -> None:
+    args = example.args
+    client = example.client(jobs)
+    if not example.on_mongodb:
+        await fill(example, client)
     password = os.environ.get("DASHBOARD_PASSWORD", "change-me")
     app = build_app(client, password)
     if args.check:
@@ -161,31 +161,12 @@ async def run(store: AsyncJobStore, args: argparse.Namespace) -> None:
     await server.serve()
 
 
-async def run_on_mongodb(args: argparse.Namespace) -> None:
-    from pymongo import AsyncMongoClient
-
-    from dogs_mongo import AsyncMongoJobStore
-
-    mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(args.uri, tz_aware=True)
-    try:
-        database = mongo.get_default_database().name
-        await run(AsyncMongoJobStore(mongo, database), args)
-    finally:
-        await mongo.close()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Dogs: the dashboard mounted behind auth")
-    parser.add_argument("--uri", help="MongoDB URI with a database (default: in-memory demo)")
+    parser = example_parser("Dogs: the dashboard mounted behind auth")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--check", action="store_true", help="answer a few requests, exit")
-    args = parser.parse_args(argv)
-    if args.uri:
-        anyio.run(run_on_mongodb, args, backend="asyncio")
-    else:
-        from dogs_testing import InMemoryJobStore
-
-        anyio.run(run, InMemoryJobStore(), args, backend="asyncio")
+    # name=None: with --uri, the database named in the URI path, kept (the dashboard shows it).
+    run_example(run, argv, name=None, memory=InMemoryJobStore, parser=parser)
 
 
 if __name__ == "__main__":

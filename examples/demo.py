@@ -23,7 +23,6 @@ import logging
 import random
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,10 +43,10 @@ from dogs_core import (
     Retry,
     RetryPolicy,
     ScheduleItem,
-    Workers,
-    WorkerSettings,
 )
-from dogs_core.ports import AsyncJobStore
+from dogs_mongo import Example
+from dogs_mongo.runner import open_example
+from dogs_testing import InMemoryJobStore
 
 console = Console()
 jobs = Jobs()
@@ -115,8 +114,11 @@ def mongo_uri(uri: str | None) -> Iterator[str]:
         mongod.stop()
 
 
-async def run_demo(store: AsyncJobStore, events: int, store_name: str) -> None:
-    client = DogsClient(store, jobs, n_partitions=4)
+async def run_demo(example: Example, events: int) -> None:
+    store_name = (
+        f"MongoDB database {example.database}" if example.on_mongodb else "the in-memory store"
+    )
+    client = example.client(jobs)  # the container has n_partitions=4, as have its workers
     emails = [
         ScheduleItem(Email(to=f"user{i}@example.com", subject="Welcome"), unique_key=f"w:{i}")
         for i in range(events // 2)
@@ -136,8 +138,11 @@ async def run_demo(store: AsyncJobStore, events: int, store_name: str) -> None:
         "a unique key is held once, so nothing was added)"
     )
 
-    settings = WorkerSettings(workers_count=16, n_partitions=4, poll_interval=0.2)
-    async with Workers(store, jobs, settings) as first, Workers(store, jobs, settings) as second:
+    options = {"workers_count": 16, "poll_interval": 0.2}
+    async with (
+        example.workers(jobs, **options) as first,
+        example.workers(jobs, **options) as second,
+    ):
         with Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -208,28 +213,19 @@ def main() -> None:
     )
     if args.events < 2:
         parser.error("--events must be at least 2")
+
+    async def run(args: argparse.Namespace) -> None:
+        async with open_example(
+            args, name="demo", memory=InMemoryJobStore, n_partitions=4
+        ) as example:
+            await run_demo(example, args.events)
+
     if args.memory:
-        from dogs_testing.memory import InMemoryJobStore
-
-        anyio.run(run_demo, InMemoryJobStore(), args.events, "the in-memory store")
+        anyio.run(run, args)
         return
-    from pymongo import AsyncMongoClient
-
-    from dogs_mongo import AsyncMongoJobStore
-
     with mongo_uri(args.uri) as uri:
-        database = f"dogs_demo_{uuid.uuid4().hex[:8]}"
-
-        async def with_mongo() -> None:
-            mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, tz_aware=True)
-            try:
-                store = AsyncMongoJobStore(mongo, database)
-                await run_demo(store, args.events, f"MongoDB database {database}")
-            finally:
-                await mongo.drop_database(database)
-                await mongo.close()
-
-        anyio.run(with_mongo)
+        args.uri = uri
+        anyio.run(run, args)
 
 
 if __name__ == "__main__":

@@ -7,16 +7,14 @@ the same process (a small deployment).
 
 ``DogsLifespan`` opens the container's client inside the server's event loop, starts the
 workers (``run_workers=True``) and stops them with a grace at shutdown; ``DogsClientDep`` gives
-each handler the client. ``POST /thumbnails`` schedules a job (once per image and width: a
-unique key), ``GET /thumbnails/{job_id}?wait=5`` waits up to 5 s for its result
+each handler the client. ``POST /thumbnails`` schedules a job (once per image and width an
+hour: a unique key with a window), ``GET /thumbnails/{job_id}?wait=5`` waits up to 5 s for its result
 (``client.wait_for``). The in-memory store by default; with ``--uri`` a fresh database, dropped
 at the end. See docs/fastapi.md.
 """
 
 from __future__ import annotations
 
-import argparse
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,10 +23,11 @@ import anyio
 from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
 
-from dogs_core import Duplicate, HistoryStatus, JobContext, Jobs
+from dogs_core import Duplicate, HistoryStatus, JobContext, Jobs, Unique
 from dogs_core.errors import InvalidIdError, JobNotFoundError, WaitTimeoutError
 from dogs_integrations.fastapi import DogsClientDep, DogsLifespan
-from dogs_mongo import DogsContainer
+from dogs_mongo import DogsContainer, Example, example_parser, run_blocking_example
+from dogs_testing import InMemoryJobStore
 
 jobs = Jobs()
 
@@ -55,9 +54,10 @@ def create_app(container: DogsContainer) -> FastAPI:
 
     @app.post("/thumbnails")
     async def request_thumbnail(image: str, width: int, client: DogsClientDep) -> dict[str, Any]:
-        outcome = await client.schedule(
-            make_thumbnail, Thumbnail(image, width), unique_key=f"thumb:{image}:{width}"
-        )
+        # The same image and width within an hour is the same job, whether it is still
+        # queued or has already run (a unique key alone holds only while the job exists).
+        unique = Unique(f"thumb:{image}:{width}", period="1h")
+        outcome = await client.schedule(make_thumbnail, Thumbnail(image, width), unique=unique)
         if isinstance(outcome, Duplicate):
             return {"job_id": outcome.existing_id, "new": False}
         return {"job_id": outcome.id, "new": True}
@@ -100,32 +100,22 @@ def check(container: DogsContainer) -> None:
     print("lifespan over: workers stopped, clients closed")
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Dogs in a FastAPI application")
-    parser.add_argument("--uri", help="MongoDB URI of a replica set (default: in memory)")
-    parser.add_argument("--serve", action="store_true", help="serve with uvicorn on :8000")
-    args = parser.parse_args(argv)
-    database = f"dogs_fastapi_{uuid.uuid4().hex[:8]}"
-    if args.uri:
-        container = DogsContainer(uri=args.uri, database=database)
+def run(example: Example) -> None:
+    if example.args.serve:
+        import uvicorn
+
+        uvicorn.run(create_app(example.container), host="127.0.0.1", port=8000)
     else:
-        from dogs_testing import InMemoryJobStore
+        check(example.container)
 
-        container = DogsContainer(store=InMemoryJobStore())
-    try:
-        if args.serve:
-            import uvicorn
 
-            uvicorn.run(create_app(container), host="127.0.0.1", port=8000)
-        else:
-            check(container)
-    finally:
-        if args.uri:
-            from pymongo import MongoClient
-
-            mongo: MongoClient[dict[str, Any]]
-            with MongoClient(args.uri) as mongo:
-                mongo.drop_database(database)
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = example_parser("Dogs in a FastAPI application")
+    parser.add_argument("--serve", action="store_true", help="serve with uvicorn on :8000")
+    # The async driver: the app's lifespan runs the workers in the event loop of the server.
+    run_blocking_example(
+        run, argv, name="fastapi", memory=InMemoryJobStore, parser=parser, driver="async"
+    )
 
 
 if __name__ == "__main__":

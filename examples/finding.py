@@ -14,15 +14,12 @@ drops it at the end. See docs/finding.md.
 
 from __future__ import annotations
 
-import argparse
 import socket
-import uuid
 from collections.abc import Sequence
 
-import anyio
-
-from dogs_core import DogsClient, JobContext, Jobs, Scheduled, Workers
-from dogs_core.ports import AsyncJobStore
+from dogs_core import JobContext, Jobs, Scheduled
+from dogs_mongo import Example, run_example
+from dogs_testing import InMemoryJobStore
 
 jobs = Jobs()
 
@@ -45,15 +42,15 @@ async def import_orders(params: dict[str, str], ctx: JobContext) -> None:
     pass
 
 
-async def run(store: AsyncJobStore) -> None:
-    client = DogsClient(store, jobs)
+async def run(example: Example) -> None:
+    client = example.client(jobs)
     receipts = [
         await client.schedule(send_receipt, {"user_id": n}, unique_key=f"receipt-{n}")
         for n in (3, 17, 25, 42, 51, 60)
     ]
     for plan in ("free", "pro", "pro", "team"):
         await client.schedule(import_orders, {"plan": plan}, run_in="1h")
-    async with Workers(store, jobs, workers_count=4, poll_interval="100ms") as workers:
+    async with example.workers(jobs, workers_count=4, poll_interval="100ms") as workers:
         for outcome in receipts:
             assert isinstance(outcome, Scheduled)
             await client.wait_for(outcome.id, timeout="30s")
@@ -80,32 +77,14 @@ async def run(store: AsyncJobStore) -> None:
     print(f"import_orders waiting with plan=pro: {len(pro)}")
 
 
-async def run_on_mongodb(uri: str) -> None:
-    from pymongo import AsyncMongoClient
-
-    from dogs_mongo import AsyncMongoJobStore
-
-    database = f"dogs_finding_{uuid.uuid4().hex[:8]}"
-    mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, tz_aware=True)
-    try:
-        store = AsyncMongoJobStore(mongo, database)
-        await store.setup()
-        await run(store)
-    finally:
-        await mongo.drop_database(database)
-        await mongo.close()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Dogs: finding jobs and errors")
-    parser.add_argument("--uri", help="MongoDB URI (default: the in-memory store)")
-    args = parser.parse_args(argv)
-    if args.uri:
-        anyio.run(run_on_mongodb, args.uri)
-    else:
-        from dogs_testing import InMemoryJobStore
-
-        anyio.run(run, InMemoryJobStore())
+    run_example(
+        run,
+        argv,
+        name="finding",
+        memory=InMemoryJobStore,
+        description="Dogs: finding jobs and errors",
+    )
 
 
 if __name__ == "__main__":

@@ -14,11 +14,9 @@ server and drops it at the end. See docs/fleet-controls.md.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 import anyio
@@ -30,10 +28,10 @@ from dogs_core import (
     Jobs,
     Scheduled,
     ScheduleItem,
-    Workers,
 )
 from dogs_core.domain.controls import rate_window
-from dogs_core.ports import AsyncJobStore
+from dogs_mongo import Example, run_example
+from dogs_testing import InMemoryJobStore
 
 jobs = Jobs()
 RATE_PERIOD = timedelta(seconds=1)  # long beside a loaded machine's pickup lag
@@ -134,51 +132,29 @@ async def pause(client: DogsClient, poll_interval: float) -> None:
     print(f"send_newsletter after resume: {len(newsletters)} of 3 ran")
 
 
-async def run(store: AsyncJobStore) -> None:
-    client = DogsClient(store, jobs)
+async def run(example: Example) -> None:
+    client = example.client(jobs)
     poll_interval = 0.1
     async with contextlib.AsyncExitStack() as stack:
         for _ in range(2):  # two instances, as two processes would be
-            workers = Workers(store, jobs, workers_count=16, poll_interval=poll_interval)
+            workers = example.workers(jobs, workers_count=16, poll_interval=poll_interval)
             await stack.enter_async_context(workers)
         await limits(client)
         await pause(client, poll_interval)
 
 
-@contextlib.asynccontextmanager
-async def mongodb_store(uri: str) -> AsyncIterator[AsyncJobStore]:
-    from pymongo import AsyncMongoClient
-
-    from dogs_mongo import AsyncMongoJobStore
-
-    database = f"dogs_fleet_limits_{uuid.uuid4().hex[:8]}"
-    mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, tz_aware=True)
-    try:
-        yield AsyncMongoJobStore(mongo, database)
-    finally:
-        await mongo.drop_database(database)
-        await mongo.close()
-
-
-async def run_on_mongodb(uri: str) -> None:
-    async with mongodb_store(uri) as store:
-        await run(store)
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Dogs: global limits, rate limits and pauses")
-    parser.add_argument("--uri", help="MongoDB URI (default: the in-memory store)")
-    args = parser.parse_args(argv)
     running.now.clear()
     running.most.clear()
     partner_calls.clear()
     newsletters.clear()
-    if args.uri:
-        anyio.run(run_on_mongodb, args.uri)
-    else:
-        from dogs_testing import InMemoryJobStore
-
-        anyio.run(run, InMemoryJobStore())
+    run_example(
+        run,
+        argv,
+        name="fleet_limits",
+        memory=InMemoryJobStore,
+        description="Dogs: global limits, rate limits and pauses",
+    )
 
 
 if __name__ == "__main__":

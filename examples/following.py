@@ -22,16 +22,15 @@ With ``--uri`` it uses a fresh database on your server and drops it at the end.
 
 from __future__ import annotations
 
-import argparse
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import anyio
 
-from dogs_core import DogsClient, JobContext, Jobs, Scheduled, Workers
-from dogs_core.ports import AsyncJobStore
+from dogs_core import DogsClient, JobContext, Jobs, Scheduled
+from dogs_mongo import Example, run_example
+from dogs_testing import InMemoryJobStore
 
 jobs = Jobs()
 
@@ -92,9 +91,9 @@ async def follow(client: DogsClient, job_id: str) -> None:
         group.start_soon(lines)
 
 
-async def run(store: AsyncJobStore) -> None:
-    client = DogsClient(store, jobs)
-    async with Workers(store, jobs, poll_interval="100ms", progress_interval="100ms") as workers:
+async def run(example: Example) -> None:
+    client = example.client(jobs)
+    async with example.workers(jobs, poll_interval="100ms", progress_interval="100ms") as workers:
         outcome = await client.schedule(import_file, Import())
         assert isinstance(outcome, Scheduled)
         with anyio.fail_after(60):
@@ -116,30 +115,14 @@ async def run(store: AsyncJobStore) -> None:
     print(f"last line: {by_job[-1].level_name} {by_job[-1].message}")
 
 
-async def run_on_mongodb(uri: str) -> None:
-    from pymongo import AsyncMongoClient
-
-    from dogs_mongo import AsyncMongoJobStore
-
-    database = f"dogs_following_{uuid.uuid4().hex[:8]}"
-    mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, tz_aware=True)
-    try:
-        await run(AsyncMongoJobStore(mongo, database))
-    finally:
-        await mongo.drop_database(database)
-        await mongo.close()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Dogs: follow a running job")
-    parser.add_argument("--uri", help="MongoDB URI (default: the in-memory store)")
-    args = parser.parse_args(argv)
-    if args.uri:
-        anyio.run(run_on_mongodb, args.uri)
-    else:
-        from dogs_testing import InMemoryJobStore
-
-        anyio.run(run, InMemoryJobStore())
+    run_example(
+        run,
+        argv,
+        name="following",
+        memory=InMemoryJobStore,
+        description="Dogs: follow a running job",
+    )
 
 
 if __name__ == "__main__":

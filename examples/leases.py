@@ -15,17 +15,16 @@ docs/fleet-controls.md.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Sequence
 
 import anyio
 import anyio.to_thread
 
 from dogs_core import DogsClient, SyncDogsClient
 from dogs_core.errors import LockHeldError
-from dogs_core.ports import AsyncJobStore, JobStore
+from dogs_core.ports import JobStore
+from dogs_mongo import Example, run_example
+from dogs_testing import InMemoryJobStore
 
 LEASE = "nightly-cleanup"
 
@@ -60,8 +59,8 @@ async def host(client: DogsClient, name: str, report: FencedReport, order: list[
         report.write(lease.token, f"cleaned by {name} (token {lease.token})")
 
 
-async def run(store: AsyncJobStore) -> FencedReport:
-    client = DogsClient(store)
+async def run(example: Example) -> FencedReport:
+    client = example.client()
     report = FencedReport()
     async with client.lock(LEASE, ttl="5s") as first:
         print(f"took {first.name!r}: token {first.token}, lost: {first.lost}")
@@ -91,48 +90,30 @@ def run_blocking(store: JobStore, report: FencedReport) -> None:
         print(f"a sync script took it: token {lease.token}, its write accepted: {written}")
 
 
-@contextlib.asynccontextmanager
-async def mongodb_stores(uri: str) -> AsyncIterator[tuple[AsyncJobStore, JobStore]]:
-    from pymongo import AsyncMongoClient, MongoClient
-
-    from dogs_mongo import AsyncMongoJobStore, MongoJobStore
-
-    database = f"dogs_leases_{uuid.uuid4().hex[:8]}"
-    mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, tz_aware=True)
-    sync_mongo: MongoClient[dict[str, object]] = MongoClient(uri, tz_aware=True)
-    try:
-        yield AsyncMongoJobStore(mongo, database), MongoJobStore(sync_mongo, database)
-    finally:
-        await mongo.drop_database(database)
-        await mongo.close()
-        sync_mongo.close()
+def sync_face(example: Example) -> JobStore:
+    """The sync store of the example's database: the in-memory store's sync face, or the
+    container's ``MongoJobStore``."""
+    store = example.store
+    if isinstance(store, InMemoryJobStore):
+        return store.sync  # the async and the sync face of one store
+    sync_store: JobStore = example.container.sync_store()
+    return sync_store
 
 
-@contextlib.contextmanager
-def memory_stores() -> Iterator[tuple[AsyncJobStore, JobStore]]:
-    from dogs_testing import InMemoryJobStore
-
-    store = InMemoryJobStore()
-    yield store, store.sync  # the async and the sync face of one store
+async def run_both(example: Example) -> None:
+    report = await run(example)
+    await anyio.to_thread.run_sync(run_blocking, sync_face(example), report)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Dogs: a lease with a fencing token")
-    parser.add_argument("--uri", help="MongoDB URI (default: the in-memory store)")
-    args = parser.parse_args(argv)
     holding.update(now=0, most=0)
-    if args.uri:
-
-        async def on_mongodb() -> None:
-            async with mongodb_stores(args.uri) as (store, sync_store):
-                report = await run(store)
-                await anyio.to_thread.run_sync(run_blocking, sync_store, report)
-
-        anyio.run(on_mongodb)
-        return
-    with memory_stores() as (store, sync_store):
-        report = anyio.run(run, store)
-        run_blocking(sync_store, report)
+    run_example(
+        run_both,
+        argv,
+        name="leases",
+        memory=InMemoryJobStore,
+        description="Dogs: a lease with a fencing token",
+    )
 
 
 if __name__ == "__main__":

@@ -13,8 +13,6 @@ end. See docs/managing-jobs.md.
 
 from __future__ import annotations
 
-import argparse
-import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 
@@ -30,9 +28,9 @@ from dogs_core import (
     RetryPolicy,
     Scheduled,
     Snooze,
-    Workers,
 )
-from dogs_core.ports import AsyncJobStore
+from dogs_mongo import Example, run_example
+from dogs_testing import InMemoryJobStore
 
 jobs = Jobs()
 
@@ -145,43 +143,27 @@ async def snooze_once(client: DogsClient) -> None:
     print(f"poll_feed: {row.result}; history {statuses}")
 
 
-async def run(store: AsyncJobStore) -> None:
-    client = DogsClient(store, jobs)
+async def run(example: Example) -> None:
+    client = example.client(jobs)
     failing = await find_and_cancel(client)
-    async with Workers(store, jobs, workers_count=4, poll_interval="100ms") as workers:
+    async with example.workers(jobs, workers_count=4, poll_interval="100ms") as workers:
         await fail_then_revive(client, failing)
         await cancel_running(client)
         await snooze_once(client)
         await workers.stop()
 
 
-async def run_on_mongodb(uri: str) -> None:
-    from pymongo import AsyncMongoClient
-
-    from dogs_mongo import AsyncMongoJobStore
-
-    database = f"dogs_managing_{uuid.uuid4().hex[:8]}"
-    mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, tz_aware=True)
-    try:
-        await run(AsyncMongoJobStore(mongo, database))
-    finally:
-        await mongo.drop_database(database)
-        await mongo.close()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Dogs: find, cancel, retry and read history")
-    parser.add_argument("--uri", help="MongoDB URI (default: the in-memory store)")
-    args = parser.parse_args(argv)
     broken_imports["on"] = True
     stopped.clear()
     snoozed.clear()
-    if args.uri:
-        anyio.run(run_on_mongodb, args.uri)
-    else:
-        from dogs_testing import InMemoryJobStore
-
-        anyio.run(run, InMemoryJobStore())
+    run_example(
+        run,
+        argv,
+        name="managing",
+        memory=InMemoryJobStore,
+        description="Dogs: find, cancel, retry and read history",
+    )
 
 
 if __name__ == "__main__":

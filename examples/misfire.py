@@ -18,9 +18,7 @@ docs/recurrent-jobs.md.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -31,6 +29,9 @@ from dogs_core.domain.events import Event, JobMisfired
 from dogs_core.domain.records import to_millis
 from dogs_core.ports import AsyncJobStore
 from dogs_core.runtime.plumbing.telemetry import Telemetry
+from dogs_mongo import example_parser
+from dogs_mongo.runner import open_example
+from dogs_testing import InMemoryJobStore
 
 HOUR = timedelta(hours=1)
 BEHIND = 4 * HOUR + 30 * timedelta(minutes=1)
@@ -39,8 +40,6 @@ POLICIES: dict[str, dict[str, Any]] = {
     "report_skip": {"misfire": "skip", "misfire_grace": "1m"},
     "report_all": {"misfire": "run_all", "max_catch_up": 3},
 }
-
-StoreFactory = Callable[[], contextlib.AbstractAsyncContextManager[AsyncJobStore]]
 
 
 def hours_from(t0: datetime, moment: datetime) -> str:
@@ -114,44 +113,20 @@ async def behind_a_backlog(store: AsyncJobStore, priority: int | None) -> None:
     print(f"nightly at {said}: ran after {order.index('nightly')} of 300 older events")
 
 
-async def run(stores: StoreFactory) -> None:
-    async with stores() as store:
-        await missed_runs(store)
+async def run(args: argparse.Namespace) -> None:
+    # A container (and so a store, or a fresh database) per part: each starts empty.
+    async with open_example(args, name="misfire", memory=InMemoryJobStore) as example:
+        await example.store.setup()
+        await missed_runs(example.store)
     for priority in (None, 100):
-        async with stores() as store:
-            await behind_a_backlog(store, priority)
-
-
-@contextlib.asynccontextmanager
-async def mongodb_store(uri: str) -> AsyncIterator[AsyncJobStore]:
-    from pymongo import AsyncMongoClient
-
-    from dogs_mongo import AsyncMongoJobStore
-
-    database = f"dogs_misfire_{uuid.uuid4().hex[:8]}"
-    mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, tz_aware=True)
-    store = AsyncMongoJobStore(mongo, database)
-    try:
-        await store.setup()
-        yield store
-    finally:
-        await mongo.drop_database(database)
-        await mongo.close()
-
-
-@contextlib.asynccontextmanager
-async def memory_store() -> AsyncIterator[AsyncJobStore]:
-    from dogs_testing import InMemoryJobStore
-
-    yield InMemoryJobStore()
+        async with open_example(args, name="misfire", memory=InMemoryJobStore) as example:
+            await example.store.setup()
+            await behind_a_backlog(example.store, priority)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Dogs: misfire policies and a backlog")
-    parser.add_argument("--uri", help="MongoDB URI (default: the in-memory store)")
-    args = parser.parse_args(argv)
-    uri = args.uri
-    anyio.run(run, memory_store if uri is None else lambda: mongodb_store(uri))
+    args = example_parser("Dogs: misfire policies and a backlog").parse_args(argv)
+    anyio.run(run, args)
 
 
 if __name__ == "__main__":

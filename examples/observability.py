@@ -14,9 +14,7 @@ at the end. See docs/tracing-and-metrics.md.
 
 from __future__ import annotations
 
-import argparse
 import urllib.request
-import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -26,10 +24,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
-from dogs_core import DogsClient, JobContext, Jobs, Workers, telemetry
-from dogs_core.ports import AsyncJobStore
+from dogs_core import JobContext, Jobs, telemetry
 from dogs_integrations.otel import OpenTelemetryTracing
 from dogs_integrations.prometheus import PrometheusMetrics, serve_metrics
+from dogs_mongo import Example, run_example
+from dogs_testing import InMemoryJobStore
 
 jobs = Jobs()
 provider = TracerProvider()
@@ -85,7 +84,7 @@ def scrape(port: int) -> None:
             print(f"  {line}")
 
 
-async def run(store: AsyncJobStore) -> None:
+async def run(example: Example) -> None:
     hub = telemetry.Telemetry()
     OpenTelemetryTracing(tracer_provider=provider).attach(hub)
     metrics = PrometheusMetrics(registry=CollectorRegistry())
@@ -97,16 +96,17 @@ async def run(store: AsyncJobStore) -> None:
     async def later_job(params: object, ctx: JobContext) -> None:
         pass
 
-    client = DogsClient(store, jobs, telemetry=hub)
+    example.container.telemetry.override(hub)  # the container's clients and workers report there
+    client = example.client(jobs)
     for order in (1, 2, 3):
         await client.schedule(render_invoice, {"order": order})
-    await DogsClient(store, later, telemetry=hub).schedule(later_job, run_in=timedelta(hours=1))
-    async with Workers(store, jobs, telemetry=hub, poll_interval="100ms") as workers:
+    await example.client(later).schedule(later_job, run_in=timedelta(hours=1))
+    async with example.workers(jobs, poll_interval="100ms") as workers:
         with anyio.fail_after(30):
             while runs_ended() < 3:  # noqa: ASYNC110 - the exporter's count
                 await anyio.sleep(0.02)
         await workers.stop()
-    await metrics.refresh(store, now=datetime.now(UTC))
+    await metrics.refresh(example.store, now=datetime.now(UTC))
     describe(exporter.get_finished_spans())
     _, port, stop = serve_metrics(0, "127.0.0.1", registry=metrics.registry)
     try:
@@ -116,31 +116,15 @@ async def run(store: AsyncJobStore) -> None:
         stop()
 
 
-async def run_on_mongodb(uri: str) -> None:
-    from pymongo import AsyncMongoClient
-
-    from dogs_mongo import AsyncMongoJobStore
-
-    database = f"dogs_observability_{uuid.uuid4().hex[:8]}"
-    mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, tz_aware=True)
-    try:
-        await run(AsyncMongoJobStore(mongo, database))
-    finally:
-        await mongo.drop_database(database)
-        await mongo.close()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Dogs: OpenTelemetry spans and Prometheus metrics")
-    parser.add_argument("--uri", help="MongoDB URI (default: the in-memory store)")
-    args = parser.parse_args(argv)
     exporter.clear()
-    if args.uri:
-        anyio.run(run_on_mongodb, args.uri)
-    else:
-        from dogs_testing import InMemoryJobStore
-
-        anyio.run(run, InMemoryJobStore())
+    run_example(
+        run,
+        argv,
+        name="observability",
+        memory=InMemoryJobStore,
+        description="Dogs: OpenTelemetry spans and Prometheus metrics",
+    )
 
 
 if __name__ == "__main__":

@@ -15,17 +15,16 @@ your server and drops it at the end. See docs/bulk-actions.md, docs/workers.md, 
 
 from __future__ import annotations
 
-import argparse
-import uuid
 from collections.abc import Sequence
 
 import anyio
 
-from dogs_core import DogsClient, JobContext, Jobs, Scheduled, Workers
+from dogs_core import JobContext, Jobs, Scheduled
 from dogs_core.domain.bulk import BulkReport, bulk_selection
 from dogs_core.domain.registry import shown_state
-from dogs_core.ports import AsyncJobStore
 from dogs_core.runtime.plumbing.actors import acting_as
+from dogs_mongo import Example, run_example
+from dogs_testing import InMemoryJobStore
 
 jobs = Jobs()
 smtp = {"up": False}
@@ -49,12 +48,12 @@ def progress(report: BulkReport) -> None:
     print(f"  retried {report.changed} of {report.matched} (chunk {report.chunks})")
 
 
-async def outage(store: AsyncJobStore) -> None:
+async def outage(example: Example) -> None:
     smtp["up"] = False  # the outage begins
-    client = DogsClient(store, jobs)
+    client = example.client(jobs)
     ids = [await client.schedule(send_email, {"to": f"user{n}@example.com"}) for n in range(7)]
     ids.append(await client.schedule(resize_image, {"width": 9000}))
-    async with Workers(store, jobs, workers_count=4, poll_interval="100ms") as workers:
+    async with example.workers(jobs, workers_count=4, poll_interval="100ms") as workers:
         for outcome in ids:
             assert isinstance(outcome, Scheduled)
             await client.wait_for(outcome.id, timeout=30)
@@ -88,32 +87,14 @@ async def outage(store: AsyncJobStore) -> None:
         print(f"audit: {entry.action} of {entry.target!r} by {entry.actor}: {entry.count}")
 
 
-async def on_mongodb(uri: str) -> None:
-    from pymongo import AsyncMongoClient
-
-    from dogs_mongo import AsyncMongoJobStore
-
-    mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, tz_aware=True)
-    database = f"dogs_example_console_{uuid.uuid4().hex[:8]}"
-    try:
-        store = AsyncMongoJobStore(mongo, database)
-        await store.setup()
-        await outage(store)
-    finally:
-        await mongo.drop_database(database)
-        await mongo.close()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Dogs: the operator's console from Python")
-    parser.add_argument("--uri", help="MongoDB URI (default: the in-memory store)")
-    args = parser.parse_args(argv)
-    if args.uri:
-        anyio.run(on_mongodb, args.uri, backend="asyncio")
-        return
-    from dogs_testing import InMemoryJobStore
-
-    anyio.run(outage, InMemoryJobStore(), backend="asyncio")
+    run_example(
+        outage,
+        argv,
+        name="console",
+        memory=InMemoryJobStore,
+        description="Dogs: the operator's console from Python",
+    )
 
 
 if __name__ == "__main__":

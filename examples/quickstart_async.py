@@ -8,15 +8,14 @@ With ``--uri`` it uses a fresh database on your server and drops it at the end.
 
 from __future__ import annotations
 
-import argparse
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import anyio
 
-from dogs_core import DogsClient, Duplicate, JobContext, Jobs, Workers
-from dogs_core.ports import AsyncJobStore
+from dogs_core import Duplicate, JobContext, Jobs
+from dogs_mongo import Example, run_example
+from dogs_testing import InMemoryJobStore
 
 jobs = Jobs()
 
@@ -41,14 +40,14 @@ async def purge_sessions(ctx: JobContext) -> int:
     return 0
 
 
-async def run(store: AsyncJobStore) -> None:
-    # -- the wiring: a client schedules, workers run -------------------------------------------
-    client = DogsClient(store, jobs)
+async def run(example: Example) -> None:
+    # -- the wiring: a client schedules, workers run (both from example.container) ------------
+    client = example.client(jobs)
     for user_id, name in enumerate(["ada", "grace", "linus"], start=1):
         await client.schedule(send_welcome, Welcome(user_id, name), unique_key=f"welcome:{user_id}")
     again = await client.schedule(send_welcome, Welcome(1, "ada"), unique_key="welcome:1")
     assert isinstance(again, Duplicate)  # the same unique key is scheduled only once
-    async with Workers(store, jobs, workers_count=4, poll_interval=0.1) as workers:
+    async with example.workers(jobs, workers_count=4, poll_interval=0.1) as workers:
         while await client.find_jobs(send_welcome):  # noqa: ASYNC110 - done jobs are deleted
             await anyio.sleep(0.05)
         await workers.stop()
@@ -62,30 +61,10 @@ async def run(store: AsyncJobStore) -> None:
     print(f"{record.job_name} runs next at {record.next_run_at:%H:%M} UTC")
 
 
-async def run_on_mongodb(uri: str) -> None:
-    from pymongo import AsyncMongoClient
-
-    from dogs_mongo import AsyncMongoJobStore
-
-    database = f"dogs_quickstart_{uuid.uuid4().hex[:8]}"
-    mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, tz_aware=True)
-    try:
-        await run(AsyncMongoJobStore(mongo, database))
-    finally:
-        await mongo.drop_database(database)
-        await mongo.close()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Dogs quickstart (async)")
-    parser.add_argument("--uri", help="MongoDB URI (default: the in-memory store)")
-    args = parser.parse_args(argv)
-    if args.uri:
-        anyio.run(run_on_mongodb, args.uri)
-    else:
-        from dogs_testing import InMemoryJobStore
-
-        anyio.run(run, InMemoryJobStore())
+    run_example(
+        run, argv, name="quickstart", memory=InMemoryJobStore, description="Dogs quickstart (async)"
+    )
 
 
 if __name__ == "__main__":

@@ -18,17 +18,15 @@ See docs/schedules.md.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import anyio
 
-from dogs_core import DogsClient, JobContext, Jobs, Workers
-from dogs_core.ports import AsyncJobStore
+from dogs_core import JobContext, Jobs
+from dogs_mongo import Example, run_example
+from dogs_testing import InMemoryJobStore
 
 jobs = Jobs()
 
@@ -56,8 +54,8 @@ async def cleanup(ctx: JobContext) -> None:
     """A code-defined recurrent job: it shows in the schedules list, marked as from code."""
 
 
-async def tour(store: AsyncJobStore) -> None:
-    client = DogsClient(store, jobs)
+async def tour(example: Example) -> None:
+    client = example.client(jobs)
     schedules = client.schedules
     acme = await schedules.upsert(
         "report-acme", nightly_report, every=TICK, params={"tenant": "acme"}
@@ -71,7 +69,7 @@ async def tour(store: AsyncJobStore) -> None:
         "report-globex", "nightly_report", cron="0 3 * * *", timezone="Europe/Paris",
         params={"tenant": "globex", "fmt": "csv"},
     )  # fmt: skip
-    async with Workers(store, jobs, poll_interval=TICK / 3) as workers:
+    async with example.workers(jobs, poll_interval=TICK / 3) as workers:
         await anyio.sleep(2.5 * TICK)
         changed = await schedules.upsert(
             "report-acme", nightly_report, every=TICK, params={"tenant": "acme-corp"}
@@ -96,36 +94,15 @@ async def tour(store: AsyncJobStore) -> None:
     print(f"report-acme ran {len(RUNS)} times, for {', '.join(tenants)}")
 
 
-@contextlib.asynccontextmanager
-async def open_store(uri: str | None) -> AsyncIterator[AsyncJobStore]:
-    if uri is None:
-        from dogs_testing import InMemoryJobStore
-
-        yield InMemoryJobStore()
-        return
-    from dogs_mongo import AsyncMongoJobStore
-
-    database = f"dogs_example_{uuid.uuid4().hex[:8]}"
-    store = AsyncMongoJobStore.from_uri(uri, database)
-    try:
-        await store.setup()
-        yield store
-    finally:
-        await store.records_collection.database.client.drop_database(database)
-        await store.close()
-
-
-async def run(uri: str | None) -> None:
-    RUNS.clear()
-    async with open_store(uri) as store:
-        await tour(store)
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--uri", help="A MongoDB replica set (default: in memory).")
-    args = parser.parse_args(argv)
-    anyio.run(run, args.uri)
+    RUNS.clear()
+    run_example(
+        tour,
+        argv,
+        name="runtime_schedules",
+        memory=InMemoryJobStore,
+        description=__doc__.splitlines()[0],
+    )
 
 
 if __name__ == "__main__":

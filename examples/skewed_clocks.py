@@ -14,9 +14,7 @@ clock".
 
 from __future__ import annotations
 
-import argparse
 import logging
-import uuid
 from collections import Counter
 from collections.abc import Sequence
 from datetime import timedelta
@@ -24,8 +22,9 @@ from datetime import timedelta
 import anyio
 
 from dogs_core import DogsClient, JobContext, Jobs, Scheduled, Workers
-from dogs_core.ports import AsyncJobStore
 from dogs_core.runtime import SkewedClock, SystemClock
+from dogs_mongo import Example, run_example
+from dogs_testing import InMemoryJobStore
 
 jobs = Jobs()
 runs: Counter[str] = Counter()
@@ -37,7 +36,8 @@ async def render_invoice(params: dict[str, int], ctx: JobContext) -> None:
     await anyio.sleep(3.5 if params["n"] % 10 == 0 else 0.01)  # some outlive their lock
 
 
-async def run(store: AsyncJobStore) -> None:
+async def run(example: Example) -> None:
+    store = example.store
     ahead, behind = (
         SkewedClock(SystemClock(), timedelta(seconds=22.5)),
         SkewedClock(SystemClock(), timedelta(seconds=-22.5)),
@@ -63,32 +63,16 @@ async def run(store: AsyncJobStore) -> None:
     assert set(runs.values()) == {1}
 
 
-async def run_on_mongodb(uri: str) -> None:
-    from pymongo import AsyncMongoClient
-
-    from dogs_mongo import AsyncMongoJobStore
-
-    database = f"dogs_clocks_{uuid.uuid4().hex[:8]}"
-    mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, tz_aware=True)
-    try:
-        await run(AsyncMongoJobStore(mongo, database))
-    finally:
-        await mongo.drop_database(database)
-        await mongo.close()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Dogs: workers whose clocks disagree")
-    parser.add_argument("--uri", help="MongoDB URI (default: the in-memory store)")
-    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     runs.clear()
-    if args.uri:
-        anyio.run(run_on_mongodb, args.uri)
-    else:
-        from dogs_testing import InMemoryJobStore
-
-        anyio.run(run, InMemoryJobStore(clock=SystemClock()))
+    run_example(
+        run,
+        argv,
+        name="clocks",
+        memory=lambda: InMemoryJobStore(clock=SystemClock()),
+        description="Dogs: workers whose clocks disagree",
+    )
 
 
 if __name__ == "__main__":

@@ -13,15 +13,14 @@ docs/stats.md.
 
 from __future__ import annotations
 
-import argparse
-import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 
 import anyio
 
-from dogs_core import DogsClient, JobContext, Jobs, JobStats, Scheduled, Workers
-from dogs_core.ports import AsyncJobStore
+from dogs_core import JobContext, Jobs, JobStats, Scheduled
+from dogs_mongo import Example, run_example
+from dogs_testing import InMemoryJobStore
 
 jobs = Jobs()
 
@@ -57,11 +56,11 @@ def _line(stats: JobStats) -> str:
     )
 
 
-async def run(store: AsyncJobStore) -> None:
-    client = DogsClient(store, jobs)
+async def run(example: Example) -> None:
+    client = example.client(jobs)
     ids = [await client.schedule(resize_image, {"n": n}) for n in range(16)]
     ids += [await client.schedule(charge_card, {"n": n}) for n in range(8)]
-    async with Workers(store, jobs, workers_count=8, poll_interval="100ms") as workers:
+    async with example.workers(jobs, workers_count=8, poll_interval="100ms") as workers:
         for outcome in ids:
             assert isinstance(outcome, Scheduled)
             await client.wait_for(outcome.id, timeout="30s")
@@ -80,30 +79,10 @@ async def run(store: AsyncJobStore) -> None:
     print(f"charge_card over 5 minutes: {cards.attempts} attempts")
 
 
-async def run_on_mongodb(uri: str) -> None:
-    from pymongo import AsyncMongoClient
-
-    from dogs_mongo import AsyncMongoJobStore
-
-    database = f"dogs_stats_{uuid.uuid4().hex[:8]}"
-    mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, tz_aware=True)
-    try:
-        await run(AsyncMongoJobStore(mongo, database))
-    finally:
-        await mongo.drop_database(database)
-        await mongo.close()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Dogs: stats per job name")
-    parser.add_argument("--uri", help="MongoDB URI (default: the in-memory store)")
-    args = parser.parse_args(argv)
-    if args.uri:
-        anyio.run(run_on_mongodb, args.uri)
-    else:
-        from dogs_testing import InMemoryJobStore
-
-        anyio.run(run, InMemoryJobStore())
+    run_example(
+        run, argv, name="stats", memory=InMemoryJobStore, description="Dogs: stats per job name"
+    )
 
 
 if __name__ == "__main__":

@@ -13,21 +13,19 @@ PyMongo's ``MongoClient``).
 
 from __future__ import annotations
 
-import argparse
 import threading
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dogs_core import (
     BlockingDogsClient,
-    BlockingWorkers,
     JobContext,
     Jobs,
     Scheduled,
 )
-from dogs_core.ports import JobStore
+from dogs_mongo import Example, run_blocking_example
+from dogs_testing import SyncInMemoryJobStore
 
 jobs = Jobs()
 _threads: set[str] = set()
@@ -56,10 +54,10 @@ def checkout_view(client: BlockingDogsClient, order_id: int, amount_cents: int) 
     return "invoice queued" if isinstance(outcome, Scheduled) else "invoice already queued"
 
 
-def run(store: JobStore) -> None:
+def run(example: Example) -> None:
     with (
-        BlockingDogsClient(store, jobs) as client,
-        BlockingWorkers(store, jobs, workers_count=4, poll_interval=0.1) as workers,
+        example.blocking_client(jobs) as client,
+        example.blocking_workers(jobs, workers_count=4, poll_interval=0.1) as workers,
     ):
         for order_id, amount in [(1, 1999), (2, 4500), (1, 1999), (3, 990), (4, 12000)]:
             print(f"POST /checkout order={order_id}: {checkout_view(client, order_id, amount)}")
@@ -72,30 +70,14 @@ def run(store: JobStore) -> None:
     print(f"handlers ran in worker threads: {all(not n.startswith('Main') for n in _threads)}")
 
 
-def run_on_mongodb(uri: str) -> None:
-    from pymongo import MongoClient
-
-    from dogs_mongo import MongoJobStore
-
-    database = f"dogs_sync_app_{uuid.uuid4().hex[:8]}"
-    mongo: MongoClient[dict[str, object]] = MongoClient(uri, tz_aware=True)
-    try:
-        run(MongoJobStore(mongo, database))
-    finally:
-        mongo.drop_database(database)
-        mongo.close()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Dogs in a sync application")
-    parser.add_argument("--uri", help="MongoDB URI (default: the in-memory store)")
-    args = parser.parse_args(argv)
-    if args.uri:
-        run_on_mongodb(args.uri)
-    else:
-        from dogs_testing import SyncInMemoryJobStore
-
-        run(SyncInMemoryJobStore())
+    run_blocking_example(
+        run,
+        argv,
+        name="sync_app",
+        memory=SyncInMemoryJobStore,
+        description="Dogs in a sync application",
+    )
 
 
 if __name__ == "__main__":

@@ -12,10 +12,8 @@ a fresh database on your server and drops it at the end. See docs/telemetry.md.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
-import uuid
 from collections import Counter
 from collections.abc import Sequence
 from datetime import timedelta
@@ -23,15 +21,13 @@ from datetime import timedelta
 import anyio
 
 from dogs_core import (
-    DogsClient,
     JobContext,
     Jobs,
     RetryPolicy,
-    Workers,
-    WorkerSettings,
     telemetry,
 )
-from dogs_core.ports import AsyncJobStore
+from dogs_mongo import Example, run_example
+from dogs_testing import InMemoryJobStore
 
 jobs = Jobs()
 
@@ -68,17 +64,19 @@ class JobFields(logging.Formatter):
         return f"{record.levelname:<7} {record.name}: {record.getMessage()}  {fields}"
 
 
-async def run(store: AsyncJobStore) -> None:
+async def run(example: Example) -> None:
     hub = telemetry.Telemetry()  # an application would use the process-wide one: subscribe()
     outcomes = Outcomes()
     hub.subscribe(outcomes)
     alerts: list[str] = []
     hub.subscribe(lambda e: alerts.append(str(getattr(e, "error", ""))), telemetry.JobFailed)
 
-    client = DogsClient(store, jobs, telemetry=hub)
+    example.container.telemetry.override(hub)  # the container's clients and workers report there
+    client = example.client(jobs)
     await client.schedule_many(resize_image, [{"params": {"ms": ms}} for ms in (5, 10, 20, 50)])
-    settings = WorkerSettings(workers_count=4, poll_interval="100ms", log_jobs=True)
-    async with Workers(store, jobs, settings, telemetry=hub) as workers:
+    async with example.workers(
+        jobs, workers_count=4, poll_interval="100ms", log_jobs=True
+    ) as workers:
         with anyio.fail_after(30):
             while sum(outcomes.counts.values()) < 5:  # noqa: ASYNC110 - the subscriber's count
                 await anyio.sleep(0.02)
@@ -90,36 +88,20 @@ async def run(store: AsyncJobStore) -> None:
     print(f"alerts: {alerts}")
 
 
-async def run_on_mongodb(uri: str) -> None:
-    from pymongo import AsyncMongoClient
-
-    from dogs_mongo import AsyncMongoJobStore
-
-    database = f"dogs_telemetry_{uuid.uuid4().hex[:8]}"
-    mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, tz_aware=True)
-    try:
-        await run(AsyncMongoJobStore(mongo, database))
-    finally:
-        await mongo.drop_database(database)
-        await mongo.close()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Dogs: telemetry events and job log lines")
-    parser.add_argument("--uri", help="MongoDB URI (default: the in-memory store)")
-    args = parser.parse_args(argv)
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(JobFields())
     job_lines = logging.getLogger("dogs.jobs")
     job_lines.addHandler(handler)
     job_lines.setLevel(logging.INFO)
     try:
-        if args.uri:
-            anyio.run(run_on_mongodb, args.uri)
-        else:
-            from dogs_testing import InMemoryJobStore
-
-            anyio.run(run, InMemoryJobStore())
+        run_example(
+            run,
+            argv,
+            name="telemetry",
+            memory=InMemoryJobStore,
+            description="Dogs: telemetry events and job log lines",
+        )
     finally:
         job_lines.removeHandler(handler)
 

@@ -16,13 +16,12 @@ and writes nothing, which is what the run without ``--uri`` shows.
 
 from __future__ import annotations
 
-import argparse
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
+from pymongo import AsyncMongoClient
 
 from dogs_core import (
     DogsClient,
@@ -31,8 +30,9 @@ from dogs_core import (
     Jobs,
     ScheduleOutcome,
     SessionNotSupportedError,
-    Workers,
 )
+from dogs_mongo import Example, run_example
+from dogs_testing import InMemoryJobStore
 
 jobs = Jobs()
 
@@ -87,46 +87,34 @@ async def checkout(
     return "placed with its confirmation job"
 
 
-async def run_on_mongodb(uri: str) -> None:
-    from pymongo import AsyncMongoClient
-
-    from dogs_mongo import AsyncMongoJobStore
-
-    database = f"dogs_transactions_{uuid.uuid4().hex[:8]}"
-    mongo: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri, tz_aware=True)
-    try:
-        store = AsyncMongoJobStore(mongo, database)
-        client = DogsClient(store, jobs)
-        orders = mongo[database].orders
-        # The indexes (and so the collection) before the first transaction: created inside it,
-        # the collection would make that transaction's first attempt fail and be retried.
-        await store.setup()
-        for order_id, email, in_stock in [
-            (1, "ada@example.com", True),
-            (1, "ada@example.com", True),  # the same checkout, retried by the browser
-            (2, "grace@example.com", True),
-            (3, "linus@example.com", False),
-        ]:
-            result = await checkout(mongo, client, orders, order_id, email, in_stock=in_stock)
-            print(f"order {order_id}: {result}")
-        print(f"orders stored: {[o['_id'] async for o in orders.find({}).sort('_id', 1)]}")
-        async with Workers(store, jobs, workers_count=2, poll_interval=0.1) as workers:
-            while await client.find_jobs(send_confirmation):  # noqa: ASYNC110 - done jobs go
-                await anyio.sleep(0.05)
-            await workers.stop()
-        for execution in reversed(await client.get_executions(send_confirmation)):
-            print(f"{execution.job_name}: {execution.status.value} -> {execution.result}")
-    finally:
-        await mongo.drop_database(database)
-        await mongo.close()
+async def in_a_transaction(example: Example) -> None:
+    # The container's own client: the order and its job are written in one of its sessions.
+    mongo: AsyncMongoClient[dict[str, Any]] = example.container.async_mongo_client()
+    store = example.store
+    client = example.client(jobs)
+    orders = mongo[str(example.database)].orders
+    # The indexes (and so the collection) before the first transaction: created inside it,
+    # the collection would make that transaction's first attempt fail and be retried.
+    await store.setup()
+    for order_id, email, in_stock in [
+        (1, "ada@example.com", True),
+        (1, "ada@example.com", True),  # the same checkout, retried by the browser
+        (2, "grace@example.com", True),
+        (3, "linus@example.com", False),
+    ]:
+        result = await checkout(mongo, client, orders, order_id, email, in_stock=in_stock)
+        print(f"order {order_id}: {result}")
+    print(f"orders stored: {[o['_id'] async for o in orders.find({}).sort('_id', 1)]}")
+    async with example.workers(jobs, workers_count=2, poll_interval=0.1) as workers:
+        while await client.find_jobs(send_confirmation):  # noqa: ASYNC110 - done jobs go
+            await anyio.sleep(0.05)
+        await workers.stop()
+    for execution in reversed(await client.get_executions(send_confirmation)):
+        print(f"{execution.job_name}: {execution.status.value} -> {execution.result}")
 
 
-async def run_in_memory() -> None:
-    from pymongo import AsyncMongoClient
-
-    from dogs_testing import InMemoryJobStore
-
-    client = DogsClient(InMemoryJobStore(), jobs)
+async def without_a_database(example: Example) -> None:
+    client = example.client(jobs)
     # A session needs no server until its first command, and the store refuses it before that.
     mongo: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient("mongodb://localhost/")
     try:
@@ -143,14 +131,18 @@ async def run_in_memory() -> None:
     print("run with --uri mongodb://...?replicaSet=rs0 to commit an order and its job together")
 
 
+async def run(example: Example) -> None:
+    await (in_a_transaction if example.on_mongodb else without_a_database)(example)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Dogs: scheduling in a MongoDB transaction")
-    parser.add_argument("--uri", help="MongoDB URI of a replica set (default: no database)")
-    args = parser.parse_args(argv)
-    if args.uri:
-        anyio.run(run_on_mongodb, args.uri)
-    else:
-        anyio.run(run_in_memory)
+    run_example(
+        run,
+        argv,
+        name="transactions",
+        memory=InMemoryJobStore,
+        description="Dogs: scheduling in a MongoDB transaction",
+    )
 
 
 if __name__ == "__main__":

@@ -10,17 +10,13 @@ what ran. See docs/uniqueness.md.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
 
 from dogs_core import (
     Debounced,
-    DogsClient,
     Duplicate,
     JobContext,
     Jobs,
@@ -28,9 +24,9 @@ from dogs_core import (
     Scheduled,
     ScheduleOutcome,
     Unique,
-    Workers,
 )
-from dogs_core.ports import AsyncJobStore
+from dogs_mongo import Example, run_example
+from dogs_testing import InMemoryJobStore
 
 jobs = Jobs()
 RAN: list[tuple[str, Any]] = []
@@ -67,8 +63,8 @@ def said(outcome: ScheduleOutcome) -> str:
     return f"Duplicate ({outcome.reason})"
 
 
-async def tour(store: AsyncJobStore) -> None:
-    client = DogsClient(store, jobs)
+async def tour(example: Example) -> None:
+    client = example.client(jobs)
     # A start deadline and tags: no worker runs in the next 0.2 s, so this one expires.
     await client.schedule(
         send_report, {"n": "late"}, start_before=0.1, tags=["tenant:acme", "report"]
@@ -76,7 +72,7 @@ async def tour(store: AsyncJobStore) -> None:
     tagged = await client.find_jobs(tags="tenant:acme")
     print(f"tags: {len(tagged.jobs)} job tagged tenant:acme")
     await anyio.sleep(0.2)
-    async with Workers(store, jobs, poll_interval=0.1) as workers:
+    async with example.workers(jobs, poll_interval=0.1) as workers:
         # A key held while the record exists, then 10 minutes after it ended.
         window = Unique(key="cust:42", period="10m")
         first = await client.schedule(sync_customer, {"id": 42}, unique=window, run_in=0.3)
@@ -123,36 +119,11 @@ async def tour(store: AsyncJobStore) -> None:
     print(f"ran: {sorted((name, sorted(params.items())) for name, params in RAN)}")
 
 
-@contextlib.asynccontextmanager
-async def open_store(uri: str | None) -> AsyncIterator[AsyncJobStore]:
-    if uri is None:
-        from dogs_testing import InMemoryJobStore
-
-        yield InMemoryJobStore()
-        return
-    from dogs_mongo import AsyncMongoJobStore
-
-    database = f"dogs_example_{uuid.uuid4().hex[:8]}"
-    store = AsyncMongoJobStore.from_uri(uri, database)
-    try:
-        await store.setup()
-        yield store
-    finally:
-        await store.records_collection.database.client.drop_database(database)
-        await store.close()
-
-
-async def run(uri: str | None) -> None:
-    RAN.clear()
-    async with open_store(uri) as store:
-        await tour(store)
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--uri", help="A MongoDB replica set (default: in memory).")
-    args = parser.parse_args(argv)
-    anyio.run(run, args.uri)
+    RAN.clear()
+    run_example(
+        tour, argv, name="unique", memory=InMemoryJobStore, description=__doc__.splitlines()[0]
+    )
 
 
 if __name__ == "__main__":

@@ -11,15 +11,14 @@ database on your server and drops it at the end.
 
 from __future__ import annotations
 
-import argparse
-import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 
 import anyio
 
-from dogs_core import DogsClient, HistoryStatus, JobContext, Jobs, RetryPolicy, Scheduled, Workers
-from dogs_core.ports import AsyncJobStore
+from dogs_core import HistoryStatus, JobContext, Jobs, RetryPolicy, Scheduled
+from dogs_mongo import Example, run_example
+from dogs_testing import InMemoryJobStore
 
 jobs = Jobs()
 
@@ -34,9 +33,9 @@ async def resize(params: dict[str, int], ctx: JobContext) -> str:
     return f"resized to {params['width']}px"
 
 
-async def run(store: AsyncJobStore) -> None:
-    client = DogsClient(store, jobs)
-    async with Workers(store, jobs, workers_count=4, poll_interval="1h") as workers:
+async def run(example: Example) -> None:
+    client = example.client(jobs)
+    async with example.workers(jobs, workers_count=4, poll_interval="1h") as workers:
         with anyio.fail_after(30):
             while not workers.watching:  # noqa: ASYNC110 - a property, not an event
                 await anyio.sleep(0.01)
@@ -52,30 +51,14 @@ async def run(store: AsyncJobStore) -> None:
         await workers.stop()
 
 
-async def run_on_mongodb(uri: str) -> None:
-    from pymongo import AsyncMongoClient
-
-    from dogs_mongo import AsyncMongoJobStore
-
-    database = f"dogs_wait_for_{uuid.uuid4().hex[:8]}"
-    mongo: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(uri, tz_aware=True)
-    try:
-        await run(AsyncMongoJobStore(mongo, database))
-    finally:
-        await mongo.drop_database(database)
-        await mongo.close()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Dogs: wake-ups and wait_for")
-    parser.add_argument("--uri", help="MongoDB URI (default: the in-memory store)")
-    args = parser.parse_args(argv)
-    if args.uri:
-        anyio.run(run_on_mongodb, args.uri)
-    else:
-        from dogs_testing import InMemoryJobStore
-
-        anyio.run(run, InMemoryJobStore())
+    run_example(
+        run,
+        argv,
+        name="wait_for",
+        memory=InMemoryJobStore,
+        description="Dogs: wake-ups and wait_for",
+    )
 
 
 if __name__ == "__main__":

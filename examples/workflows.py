@@ -13,15 +13,11 @@ fetch -> (parse, index) -> report: ``index`` fails when the page is broken, and 
 
 from __future__ import annotations
 
-import argparse
-import uuid
 from collections.abc import Sequence
-from typing import Any
 
-import anyio
-
-from dogs_core import Batch, DogsClient, JobContext, Jobs, Workers, Workflow, chain
-from dogs_core.ports import AsyncJobStore
+from dogs_core import Batch, DogsClient, JobContext, Jobs, Workflow, chain
+from dogs_mongo import Example, example_parser, run_example
+from dogs_testing import InMemoryJobStore
 
 jobs = Jobs()
 
@@ -86,9 +82,12 @@ async def start_policies(client: DogsClient) -> list[str]:
     return [workflow.id for workflow in started]
 
 
-async def run(store: AsyncJobStore) -> None:
-    client = DogsClient(store, jobs)
-    async with Workers(store, jobs, workers_count=8, poll_interval=0.2) as workers:
+async def run(example: Example) -> None:
+    client = example.client(jobs)
+    if example.args.start_only:
+        await start_policies(client)
+        return
+    async with example.workers(jobs, workers_count=8, poll_interval=0.2) as workers:
         fine = await client.start_workflow(import_workflow("https://example.com"))
         view = await client.wait_for_workflow(fine.id, timeout=60)
         print(f"{view.workflow.name}: {view.state.value}")
@@ -123,39 +122,12 @@ async def run(store: AsyncJobStore) -> None:
         await workers.stop()
 
 
-async def run_on_mongodb(uri: str, database: str | None, start_only: bool) -> None:
-    from pymongo import AsyncMongoClient
-
-    from dogs_mongo import AsyncMongoJobStore
-
-    name = database or f"dogs_workflows_{uuid.uuid4().hex[:8]}"
-    mongo: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri, tz_aware=True)
-    try:
-        store = AsyncMongoJobStore(mongo, name)
-        if start_only:
-            await start_policies(DogsClient(store, jobs))
-        else:
-            await run(store)
-    finally:
-        if database is None:
-            await mongo.drop_database(name)
-        await mongo.close()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Dogs: workflows")
-    parser.add_argument("--uri", help="MongoDB URI (default: the in-memory store)")
-    parser.add_argument("--database", help="With --uri: this database, kept (default: a new one)")
+    parser = example_parser("Dogs: workflows")
     parser.add_argument(
         "--start-only", action="store_true", help="With --uri: start the policy workflows only"
     )
-    args = parser.parse_args(argv)
-    if args.uri:
-        anyio.run(run_on_mongodb, args.uri, args.database, args.start_only)
-    else:
-        from dogs_testing import InMemoryJobStore
-
-        anyio.run(run, InMemoryJobStore())
+    run_example(run, argv, name="workflows", memory=InMemoryJobStore, parser=parser)
 
 
 if __name__ == "__main__":

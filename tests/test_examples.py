@@ -38,7 +38,8 @@ from examples.custom_adapter import MetricsJobStore
 
 from dogs_core.domain.records import JobRecord
 from dogs_core.ports import AsyncJobStore
-from dogs_testing import InMemoryJobStore, JobStoreContract
+from dogs_testing import InMemoryJobStore
+from dogs_testing.contract import ArchiveUnderTest, StoreContract
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -178,12 +179,18 @@ def test_the_demo_on_mongodb(mongodb_uri: str) -> None:
     assert "on MongoDB database dogs_demo_" in out
 
 
-class TestMetricsJobStore(JobStoreContract):
+class TestMetricsJobStore(StoreContract):
     """The user-side contract test shown in examples/custom_adapter.py."""
 
     @pytest.fixture
     def store(self) -> MetricsJobStore:
         return MetricsJobStore(InMemoryJobStore())
+
+    @pytest.fixture
+    def archive(self, store: MetricsJobStore) -> ArchiveUnderTest:
+        # The archive part's copy_batch and archived_keys are test hooks of the wrapped store.
+        assert isinstance(store.inner, InMemoryJobStore)
+        return store.inner
 
     async def seed_record(self, store: AsyncJobStore, record: JobRecord) -> None:
         assert isinstance(store, MetricsJobStore)

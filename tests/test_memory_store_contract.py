@@ -1,9 +1,13 @@
-"""The adapter contract over the in-memory store: its async face (asyncio, and trio on a virtual
-clock) and its sync face run in threads through ThreadedJobStore."""
+"""The adapter contract over the in-memory store, through its one entry point (StoreContract:
+every part its roles call for): its async face (asyncio, and trio on a virtual clock) and its
+sync face run in threads through ThreadedJobStore."""
 
 from __future__ import annotations
 
-from typing import cast
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import trio.testing
@@ -11,21 +15,11 @@ import trio.testing
 from dogs_core.domain.records import JobRecord
 from dogs_core.ports import AsyncJobStore
 from dogs_core.runtime.plumbing.wrappers import ThreadedJobStore
-from dogs_testing.contract import (
-    ArchiveContract,
-    ArchiveUnderTest,
-    FollowingContract,
-    InspectionContract,
-    JobStoreContract,
-    SchedulesContract,
-    ThreadedArchive,
-    UniquenessContract,
-    WorkflowContract,
-)
+from dogs_testing.contract import PART_ROLES, StoreContract, _roles_of
 from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
 
 
-class TestInMemoryAsyncFace(JobStoreContract):
+class TestInMemoryAsyncFace(StoreContract):
     # trio on a virtual clock, as tests of jobs run it (dogs_virtual_clock): the feeds'
     # heartbeats then cost no real second; asyncio keeps the real clock.
     @pytest.fixture(params=["asyncio", "trio"])
@@ -43,7 +37,7 @@ class TestInMemoryAsyncFace(JobStoreContract):
         await store.insert_record(record)
 
 
-class TestInMemorySyncFaceInThreads(JobStoreContract):
+class TestInMemorySyncFaceInThreads(StoreContract):
     @pytest.fixture
     def store(self) -> ThreadedJobStore:
         return ThreadedJobStore(SyncInMemoryJobStore())
@@ -55,85 +49,48 @@ class TestInMemorySyncFaceInThreads(JobStoreContract):
         sync_store.insert_record(record)
 
 
-class TestInMemoryArchiveAsyncFace(ArchiveContract):
-    """Part 10, the optional archive port, over the async face."""
+def test_every_test_of_the_entry_point_belongs_to_a_part_with_roles() -> None:
+    """No test of StoreContract runs whatever the store's roles: each is of a part of
+    PART_ROLES, and every part of the suite is in StoreContract."""
+    names = [name for name in dir(StoreContract) if name.startswith("test_")]
+    assert len(names) > 200
+    assert all(_roles_of(StoreContract, name) for name in names)
+    parts = {klass for klass in StoreContract.__mro__ if klass in PART_ROLES}
+    assert parts == set(PART_ROLES)
 
+
+_PARTIAL_STORE_TEST = """
+import pytest
+from dogs_core.ports import REQUIRED_ROLES
+from dogs_testing import InMemoryJobStore
+from dogs_testing.contract import StoreContract
+
+
+class RequiredRolesOnly(InMemoryJobStore):
+    roles = REQUIRED_ROLES  # as a store being written lists only what it has
+
+
+class TestPartial(StoreContract):
     @pytest.fixture
-    def store(self) -> InMemoryJobStore:
-        return InMemoryJobStore()
-
-    @pytest.fixture
-    def archive(self, store: InMemoryJobStore) -> ArchiveUnderTest:
-        return cast(ArchiveUnderTest, store)
+    def store(self):
+        return RequiredRolesOnly()
+"""
 
 
-class TestInMemoryArchiveSyncFaceInThreads(ArchiveContract):
-    """Part 10 over the sync face, each archive call in a worker thread."""
-
-    @pytest.fixture
-    def sync_store(self) -> SyncInMemoryJobStore:
-        return SyncInMemoryJobStore()
-
-    @pytest.fixture
-    def store(self, sync_store: SyncInMemoryJobStore) -> ThreadedJobStore:
-        return ThreadedJobStore(sync_store)
-
-    @pytest.fixture
-    def archive(self, sync_store: SyncInMemoryJobStore) -> ArchiveUnderTest:
-        return cast(ArchiveUnderTest, ThreadedArchive(sync_store))
-
-
-class TestInMemoryFollowingAsyncFace(FollowingContract):
-    """The optional following role over the async face."""
-
-    @pytest.fixture
-    def store(self) -> InMemoryJobStore:
-        return InMemoryJobStore()
-
-
-class TestInMemoryInspection(InspectionContract):
-    """The optional inspection role over the async face."""
-
-    @pytest.fixture
-    def store(self) -> InMemoryJobStore:
-        return InMemoryJobStore()
-
-
-class TestInMemoryFollowingSyncFaceInThreads(FollowingContract):
-    """The following role over the sync face, each call in a worker thread."""
-
-    @pytest.fixture
-    def store(self) -> ThreadedJobStore:
-        return ThreadedJobStore(SyncInMemoryJobStore())
-
-
-class TestInMemoryWorkflowsAsyncFace(WorkflowContract):
-    """The optional workflows role over the async face."""
-
-    @pytest.fixture
-    def store(self) -> InMemoryJobStore:
-        return InMemoryJobStore()
-
-
-class TestInMemoryWorkflowsSyncFaceInThreads(WorkflowContract):
-    """The workflows role over the sync face, each call in a worker thread."""
-
-    @pytest.fixture
-    def store(self) -> ThreadedJobStore:
-        return ThreadedJobStore(SyncInMemoryJobStore())
-
-
-class TestInMemoryShapingAsyncFace(UniquenessContract, SchedulesContract):
-    """The optional uniqueness and schedules roles (issue 27) over the async face."""
-
-    @pytest.fixture
-    def store(self) -> InMemoryJobStore:
-        return InMemoryJobStore()
-
-
-class TestInMemoryShapingSyncFaceInThreads(UniquenessContract, SchedulesContract):
-    """The same over the sync face, each call in a worker thread."""
-
-    @pytest.fixture
-    def store(self) -> ThreadedJobStore:
-        return ThreadedJobStore(SyncInMemoryJobStore())
+def test_the_parts_of_roles_a_store_lacks_are_skipped(tmp_path: Path) -> None:
+    (tmp_path / "test_partial.py").write_text(_PARTIAL_STORE_TEST)
+    chosen = "test_archive_history_in_batches or test_a_beat_writes_the_document or test_claim_"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-k", chosen, "-rs", "-q"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    assert re.search(r"\b\d+ passed", out), out  # the claims part: a required role
+    assert re.search(r"\b2 skipped", out), out  # the archive and registry parts: not listed
+    assert "the store does not list the role(s) archive in its roles" in out
+    assert "the store does not list the role(s) registry in its roles" in out

@@ -2,9 +2,10 @@
 
 :class:`InMemoryJobStore` (async) and :class:`SyncInMemoryJobStore`
     A store with the semantics of the MongoDB adapter, for tests and demos.
-:class:`JobStoreContract`
-    The adapter contract suite: subclass it in a test module to check a store (needs pytest;
-    imported on first use so that the rest of the kit does not).
+:class:`StoreContract` (and :class:`JobStoreContract`, its required roles only)
+    The adapter contract suite, one entry point: subclass it in a test module to check a store,
+    every part its roles call for (needs pytest; imported on first use so that the rest of the
+    kit does not).
 :func:`run_job_inline`, :func:`run_job_inline_sync`, :class:`FakeJobContext`
     Call one handler with a fake context; no store, no workers.
 :class:`JobsHarness`
@@ -50,7 +51,7 @@ from dogs_testing.memory import InMemoryJobStore, SyncInMemoryJobStore
 from dogs_testing.wrapper import JobStoreWrapper
 
 if TYPE_CHECKING:
-    from dogs_testing.contract import JobStoreContract
+    from dogs_testing.contract import JobStoreContract, StoreContract
 
 __all__ = [
     "DEFAULT_START",
@@ -63,6 +64,7 @@ __all__ = [
     "JobsHarness",
     "LockExtension",
     "ManualClock",
+    "StoreContract",
     "SyncInMemoryJobStore",
     "run_job_inline",
     "run_job_inline_sync",
@@ -71,8 +73,8 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # The contract suite imports pytest: load it only when asked for.
-    if name == "JobStoreContract":
-        from dogs_testing.contract import JobStoreContract
+    if name in ("JobStoreContract", "StoreContract"):
+        from dogs_testing import contract
 
-        return JobStoreContract
+        return getattr(contract, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

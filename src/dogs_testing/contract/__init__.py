@@ -53,8 +53,17 @@ timeout, and the release tests use the real current time.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Final, cast
+
+import pytest
+
+from dogs_core.ports import AsyncJobStore, Role, store_roles
+from dogs_core.runtime.plumbing.wrappers import ThreadedJobStore
 from dogs_testing.contract.archive import ArchiveContract, ArchiveUnderTest, ThreadedArchive
-from dogs_testing.contract.base import T0
+from dogs_testing.contract.audit import AuditContract
+from dogs_testing.contract.base import T0, ContractBase
+from dogs_testing.contract.bulk import BulkContract
 from dogs_testing.contract.claims import ClaimContract
 from dogs_testing.contract.controls import ControlsContract
 from dogs_testing.contract.feeds import FeedContract
@@ -63,6 +72,7 @@ from dogs_testing.contract.history import HistoryContract
 from dogs_testing.contract.inspection import InspectionContract
 from dogs_testing.contract.leases import LeaseContract
 from dogs_testing.contract.maintenance import MaintenanceContract
+from dogs_testing.contract.registry import RegistryContract
 from dogs_testing.contract.scheduling import SchedulingContract
 from dogs_testing.contract.settle import SettleContract
 from dogs_testing.contract.shaping import (
@@ -75,9 +85,12 @@ from dogs_testing.contract.steering import SteeringContract
 from dogs_testing.contract.workflows import WorkflowContract
 
 __all__ = [
+    "PART_ROLES",
     "T0",
     "ArchiveContract",
     "ArchiveUnderTest",
+    "AuditContract",
+    "BulkContract",
     "ClaimContract",
     "ControlsContract",
     "FeedContract",
@@ -87,12 +100,14 @@ __all__ = [
     "JobStoreContract",
     "LeaseContract",
     "MaintenanceContract",
+    "RegistryContract",
     "SchedulesContract",
     "SchedulingContract",
     "SettleContract",
     "ShapedFieldsContract",
     "StatsContract",
     "SteeringContract",
+    "StoreContract",
     "ThreadedArchive",
     "UniquenessContract",
     "WorkflowContract",
@@ -116,3 +131,82 @@ class JobStoreContract(
     also usable alone (a store under construction may run the parts of the roles it has). See
     the module documentation for how to run it; the fixtures, hooks and helpers come from
     :class:`dogs_testing.contract.base.ContractBase`."""
+
+
+#: The roles each part of the suite tests (a store must list all of them for the part to run).
+PART_ROLES: Final[Mapping[type[ContractBase], frozenset[Role]]] = {
+    SchedulingContract: frozenset({Role.SCHEDULING}),
+    ClaimContract: frozenset({Role.CLAIMS}),
+    SettleContract: frozenset({Role.SETTLE}),
+    HistoryContract: frozenset({Role.HISTORY}),
+    FeedContract: frozenset({Role.FEEDS}),
+    SteeringContract: frozenset({Role.STEERING}),
+    StatsContract: frozenset({Role.STATS}),
+    ControlsContract: frozenset({Role.CONTROLS}),
+    LeaseContract: frozenset({Role.LEASES}),
+    MaintenanceContract: frozenset({Role.MAINTENANCE}),
+    ShapedFieldsContract: frozenset({Role.SCHEDULING}),
+    ArchiveContract: frozenset({Role.ARCHIVE}),
+    FollowingContract: frozenset({Role.FOLLOWING}),
+    InspectionContract: frozenset({Role.INSPECTION, Role.ARCHIVE}),
+    WorkflowContract: frozenset({Role.WORKFLOWS}),
+    UniquenessContract: frozenset({Role.UNIQUENESS}),
+    SchedulesContract: frozenset({Role.SCHEDULES}),
+    BulkContract: frozenset({Role.BULK}),
+    RegistryContract: frozenset({Role.REGISTRY}),
+    AuditContract: frozenset({Role.AUDIT}),
+}
+
+
+def _roles_of(test_class: type, name: str) -> frozenset[Role]:
+    """The roles the part that defines the test ``name`` of ``test_class`` calls for (none for
+    a test of the user's own)."""
+    for klass in test_class.__mro__:
+        if name in vars(klass):
+            return PART_ROLES.get(klass, frozenset())
+    return frozenset()
+
+
+class StoreContract(
+    JobStoreContract,
+    ArchiveContract,
+    FollowingContract,
+    InspectionContract,
+    WorkflowContract,
+    UniquenessContract,
+    SchedulesContract,
+    BulkContract,
+    RegistryContract,
+    AuditContract,
+):
+    """The one entry point of the contract: every part of the suite, each run when the store
+    lists the roles it calls for (:data:`PART_ROLES`, :func:`~dogs_core.ports.store_roles`)
+    and skipped, saying which role is missing, when it does not. Subclass it (the name must
+    start with ``Test``) and provide the ``store`` fixture, as for :class:`JobStoreContract`;
+    a store with optional roles is set up for them too (``setup_archive()``...).
+
+    The ``archive`` fixture of :class:`ArchiveContract` (the archive port plus two test hooks,
+    :class:`ArchiveUnderTest`) defaults to the store itself when it has the hooks, or for a
+    :class:`~dogs_core.runtime.plumbing.wrappers.ThreadedJobStore` to a
+    :class:`ThreadedArchive` of the sync store it runs in threads; override it for a store
+    whose archive is another object (a wrapper: the store it wraps), else the archive tests
+    are skipped, saying so. Every run collects the same tests whatever the store, so
+    the number of tests run and skipped says how much of the port a store has."""
+
+    @pytest.fixture(autouse=True)
+    def _declared_roles(self, request: pytest.FixtureRequest, store: AsyncJobStore) -> None:
+        missing = _roles_of(type(self), request.function.__name__) - store_roles(store)
+        if missing:
+            names = ", ".join(sorted(role.value for role in missing))
+            pytest.skip(f"the store does not list the role(s) {names} in its roles")
+
+    @pytest.fixture
+    def archive(self, store: AsyncJobStore) -> ArchiveUnderTest:
+        if isinstance(store, ThreadedJobStore):
+            return cast(ArchiveUnderTest, ThreadedArchive(store.sync_store))
+        if isinstance(store, ArchiveUnderTest):
+            return store
+        pytest.skip(
+            "the archive part drives the store's copy_batch and archived_keys test hooks, "
+            "which this store lacks: override the archive fixture"
+        )

@@ -23,7 +23,7 @@ from dogs_core.domain.audit import (
 )
 from dogs_core.ids import new_record_id
 from dogs_core.ports import AsyncAuditStore, AsyncJobStore
-from dogs_testing.contract.base import _DAY, _MIN, _S, T0, ContractBase
+from dogs_testing.contract.base import _DAY, _MIN, _S, T0, ContractBase, defined_in
 
 __all__ = ["AuditContract"]
 
@@ -64,8 +64,10 @@ class AuditContract(ContractBase):
     """The audit role's contract."""
 
     @pytest.fixture(autouse=True)
-    async def _set_up(self, store: AsyncJobStore) -> None:
-        await _audit(store).setup_audit()
+    async def _set_up_audit(self, request: pytest.FixtureRequest, store: AsyncJobStore) -> None:
+        # Only for this part's tests: in StoreContract it sits beside every other part.
+        if defined_in(AuditContract, request):
+            await _audit(store).setup_audit()
 
     async def test_recorded_once_and_read_back(self, store: AsyncJobStore) -> None:
         audit = _audit(store)

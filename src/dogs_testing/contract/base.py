@@ -29,7 +29,7 @@ from dogs_core.ids import new_execution_id, new_record_id
 from dogs_core.ports import AsyncJobStore
 from dogs_testing.settling import completed
 
-__all__ = ["T0", "ContractBase"]
+__all__ = ["T0", "ContractBase", "defined_in"]
 
 T = TypeVar("T")
 
@@ -52,6 +52,13 @@ async def _at_once(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
 
 def _holders(count: int, prefix: str = "holder") -> list[str]:
     return [f"{prefix}-{n}" for n in range(count)]
+
+
+def defined_in(part: type, request: pytest.FixtureRequest) -> bool:
+    """Whether the test ``request`` runs is one of ``part``'s own (or of its bases'), not of
+    another part combined with it in one class (:class:`~dogs_testing.contract.StoreContract`)."""
+    name = request.function.__name__
+    return any(name in vars(klass) for klass in part.__mro__)
 
 
 T0 = datetime(2100, 1, 1, tzinfo=UTC)

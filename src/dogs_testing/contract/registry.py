@@ -23,7 +23,7 @@ from dogs_core.domain.registry import (
 )
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ports import AsyncJobStore, AsyncRegistryStore
-from dogs_testing.contract.base import _MIN, _S, T0, ContractBase
+from dogs_testing.contract.base import _MIN, _S, T0, ContractBase, defined_in
 
 __all__ = ["RegistryContract"]
 
@@ -55,8 +55,10 @@ class RegistryContract(ContractBase):
     """The registry role's contract."""
 
     @pytest.fixture(autouse=True)
-    async def _set_up(self, store: AsyncJobStore) -> None:
-        await _registry(store).setup_registry()
+    async def _set_up_registry(self, request: pytest.FixtureRequest, store: AsyncJobStore) -> None:
+        # Only for this part's tests: in StoreContract it sits beside every other part.
+        if defined_in(RegistryContract, request):
+            await _registry(store).setup_registry()
 
     async def test_a_beat_writes_the_document(self, store: AsyncJobStore) -> None:
         registry = _registry(store)
