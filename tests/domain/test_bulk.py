@@ -149,7 +149,9 @@ def test_the_selection_in_words_and_back() -> None:
         .endswith("due before 2030-05-01 12:00:00 UTC")
     )
     assert BulkSelection.from_document(full.to_document()) == full
-    assert BulkSelection.from_document({}) == BulkSelection()
+    # an entry written before "all" existed, without a filter, meant every record
+    assert BulkSelection.from_document({}) == BulkSelection(all=True)
+    assert BulkSelection.from_document({"all": False}) == BulkSelection()
 
 
 @pytest.mark.parametrize(("size", "ok"), [(1, True), (5_000, True), (0, False), (5_001, False)])

@@ -232,7 +232,7 @@ async def test_bulk_cancel_and_delete_list_what_they_removed() -> None:
     running = getattr(await h.client.schedule("slow"), "id", "")
     async with h.workers() as workers:
         await anyio.sleep(2)
-        report = await h.client.bulk("cancel", bulk_selection(), chunk_size=3)
+        report = await h.client.bulk("cancel", bulk_selection(all=True), chunk_size=3)
         await anyio.sleep(35)  # the fenced-off execution stops at its next write
         await workers.stop()
     # every event job was cancelled (the running one too); the recurrent one was skipped
@@ -260,7 +260,7 @@ async def test_bulk_reschedule_never_touches_a_running_job() -> None:
     async with h.workers() as workers:
         await anyio.sleep(2)
         report = await h.client.bulk(
-            BulkAction.RESCHEDULE, bulk_selection(), run_in="2h", priority=7
+            BulkAction.RESCHEDULE, bulk_selection(all=True), run_in="2h", priority=7
         )
         await workers.stop(grace=0)
     assert report.changed == 2  # the waiting job and the recurrent record
@@ -377,7 +377,7 @@ async def test_a_store_without_the_optional_roles() -> None:
     with pytest.raises(MissingRoleError, match="'audit' role"):
         await h.client.audit_log()
     with pytest.raises(MissingRoleError, match="'bulk' role"):
-        await h.client.bulk("retry", bulk_selection())
+        await h.client.bulk("retry", bulk_selection(all=True))
     with pytest.raises(MissingRoleError, match="'registry' role"):
         await h.client.workers()
     async with h.workers() as workers:
