@@ -577,6 +577,8 @@ class BulkReport:
     """Per kind, the records of the selection when it started (``matched`` is their sum);
     ``left_out``: the records of the kinds it does not take that its filters match."""
     left_out: Mapping[RecordKind, int] = field(default_factory=dict)
+    archived: bool = False
+    """A delete that kept the records it removed in the records' archive (not ``purge``)."""
 
     @property
     def skipped_total(self) -> int:

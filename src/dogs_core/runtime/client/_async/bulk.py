@@ -527,6 +527,7 @@ class _Run:
             elapsed=timedelta(seconds=anyio.current_time() - self.started),
             complete=complete,
             audit_id=self.entry.id,
+            archived=self.archive,
         )
 
 

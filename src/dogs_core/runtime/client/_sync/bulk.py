@@ -525,6 +525,7 @@ class _Run:
             elapsed=timedelta(seconds=time.monotonic() - self.started),
             complete=complete,
             audit_id=self.entry.id,
+            archived=self.archive,
         )
 
 
