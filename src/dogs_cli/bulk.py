@@ -327,10 +327,10 @@ def _run_bulk(
         if report.matched == 0:
             typer.echo(f"Nothing to {action.value}: no {selection.describe()}.")
         else:
+            apart = "" if set(report.counts) <= {RecordKind.JOB} else f": {_kinds(report.counts)}"
             typer.echo(
-                f"Would {action.value} {report.matched} {selection.describe()}: "
-                f"{_kinds(report.counts)} (a dry run: nothing was changed). "
-                f"To do it: {_again(action, given)}"
+                f"Would {action.value} {report.matched} {selection.describe()}{apart} (a dry "
+                f"run: nothing was changed). To do it: {_again(action, given)}"
             )
         if report.left_out:
             flags_needed = " / ".join(_INCLUDE_FLAGS[kind] for kind in report.left_out)

@@ -291,7 +291,7 @@ class BulkSelection:
             "until": self.until,
             **({"tags": list(self.tags)} if self.tags else {}),
             **({"kinds": sorted(kind.value for kind in self.kinds)} if self.kinds else {}),
-            **({"all": True} if self.all else {}),
+            "all": self.all,
         }
 
     @classmethod
