@@ -243,7 +243,7 @@ _KIND_FIELDS: dict[RecordKind, dict[str, object]] = {
 def _of_kind(kind: RecordKind) -> JobRecord:
     fields = dict(_KIND_FIELDS[kind])
     name = str(fields.pop("job_name", "a"))
-    return dataclasses.replace(record(**fields), job_name=name)
+    return dataclasses.replace(record(), job_name=name, **fields)  # type: ignore[arg-type]
 
 
 @given(
