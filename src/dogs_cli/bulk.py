@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import shlex
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -59,6 +59,7 @@ from dogs_core.domain.bulk import (
     RecordKind,
     TimeField,
     bulk_selection,
+    counts_in_words,
 )
 from dogs_core.errors import ValidationError
 from dogs_core.runtime.client._async.client import DogsClient
@@ -236,16 +237,6 @@ def _again(action: BulkAction, given: dict[str, str | bool | None]) -> str:
     return " ".join(["dogs bulk", action.value, *flags, "--yes"])
 
 
-def _kinds(counts: Mapping[RecordKind, int]) -> str:
-    """``25 jobs, 2 run-time schedules``: each kind apart (plain jobs always said)."""
-    parts = []
-    for kind in RecordKind:
-        if kind in counts and (counts[kind] or kind is RecordKind.JOB):
-            words = kind.words if counts[kind] != 1 else kind.words[:-1]
-            parts.append(f"{counts[kind]} {words}")
-    return ", ".join(parts)
-
-
 _INCLUDE_FLAGS = {
     RecordKind.SCHEDULE: "--include-schedules",
     RecordKind.STEP: "--include-steps",
@@ -327,7 +318,8 @@ def _run_bulk(
         if report.matched == 0:
             typer.echo(f"Nothing to {action.value}: no {selection.describe()}.")
         else:
-            apart = "" if set(report.counts) <= {RecordKind.JOB} else f": {_kinds(report.counts)}"
+            counted = {kind for kind, count in report.counts.items() if count}
+            apart = "" if counted <= {RecordKind.JOB} else f": {counts_in_words(report.counts)}"
             typer.echo(
                 f"Would {action.value} {report.matched} {selection.describe()}{apart} (a dry "
                 f"run: nothing was changed). To do it: {_again(action, given)}"
@@ -335,7 +327,7 @@ def _run_bulk(
         if report.left_out:
             flags_needed = " / ".join(_INCLUDE_FLAGS[kind] for kind in report.left_out)
             typer.echo(
-                f"Left out: {_kinds(report.left_out)} match the same filters "
+                f"Left out: {counts_in_words(report.left_out)} match the same filters "
                 f"(add {flags_needed} to take them)."
             )
         return

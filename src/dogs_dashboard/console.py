@@ -22,9 +22,9 @@ from dogs_core.domain.audit import AuditAction, AuditEntry, outcome_words
 from dogs_core.domain.bulk import (
     BulkAction,
     BulkSelection,
-    RecordKind,
     TimeField,
     bulk_selection,
+    counts_in_words,
 )
 from dogs_core.domain.records import JobState
 from dogs_core.domain.registry import WorkerInfo, liveness, shown_state, uptime
@@ -41,7 +41,6 @@ __all__ = [
     "audit_page",
     "bulk_page",
     "bulk_progress_page",
-    "counts_in_words",
     "favicon",
     "login",
     "logout",
@@ -190,17 +189,6 @@ def selection_of(values: Mapping[str, str], now: datetime) -> BulkSelection:
         include_steps=values.get("include_steps") == "yes",
         all=values.get("all") == "yes",
     )
-
-
-def counts_in_words(counts: Mapping[RecordKind, int]) -> str:
-    """``3 jobs, 1 run-time schedule``: each kind apart (a kind with none is left out, plain
-    jobs said when counted)."""
-    parts = []
-    for kind, count in counts.items():
-        if count or kind is RecordKind.JOB:
-            words = kind.words if count != 1 else kind.words[:-1]
-            parts.append(f"{count} {words}")
-    return ", ".join(parts) or "0 jobs"
 
 
 async def bulk_page(dash: Dashboard, request: Request) -> Response:

@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from dogs_core.domain.audit import AuditEntry
-from dogs_core.domain.bulk import BulkAction
+from dogs_core.domain.bulk import BulkAction, counts_in_words
 from dogs_core.domain.registry import DEFAULT_STOP_GRACE
 from dogs_core.domain.validation import duration
 from dogs_core.errors import DogsError, InvalidOptionError, MissingRoleError
@@ -33,7 +33,7 @@ from dogs_core.ports import Role, has_role
 from dogs_core.runtime.client._async.client import DogsClient
 from dogs_core.runtime.plumbing.actors import acting_as
 from dogs_dashboard.actions import MAX_FORM_BYTES, _form, _safe_next
-from dogs_dashboard.console import DESTRUCTIVE, FILTER_FIELDS, counts_in_words, selection_of
+from dogs_dashboard.console import DESTRUCTIVE, FILTER_FIELDS, selection_of
 from dogs_dashboard.context import Dashboard
 from dogs_dashboard.csrf import COOKIE_NAME, FIELD_NAME
 

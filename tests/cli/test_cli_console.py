@@ -246,7 +246,7 @@ def test_bulk_touches_only_what_it_names(dogs: Callable[..., Any], store: MongoJ
     assert entry["target"] == "jobs"
     # a schedule named exactly is asked for
     named = dogs("bulk", "delete", "--name", "nightly")
-    assert "Would delete 1 jobs of nightly: 0 jobs, 1 run-time schedule" in named.stdout
+    assert "Would delete 1 jobs of nightly: 1 run-time schedule (a dry run" in named.stdout
     # a typo: exit 2 naming it, not a quiet 0
     typo = dogs("bulk", "retry", "--name", "send_emial", "--yes", code=2)
     assert "unknown job name 'send_emial'" in typo.stderr

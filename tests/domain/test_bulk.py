@@ -27,6 +27,7 @@ from dogs_core.domain.bulk import (
     bulk_selection,
     check_chunk_size,
     check_selection,
+    counts_in_words,
     created_id_bound,
     error_type_matches,
     record_kind,
@@ -301,6 +302,12 @@ def test_no_filter_needs_all(
 
 def test_kinds_in_words_and_their_checks() -> None:
     assert bulk_selection(all=True, include_steps=True).describe() == "jobs and workflow steps"
+    assert bulk_selection(all=True, kinds=list(RecordKind)).describe() == (
+        "jobs, run-time schedules and workflow steps"
+    )
+    counts = {RecordKind.JOB: 0, RecordKind.SCHEDULE: 1, RecordKind.STEP: 2}
+    assert counts_in_words(counts) == "1 run-time schedule, 2 workflow steps"
+    assert counts_in_words({RecordKind.JOB: 0}) == "0 jobs"
     assert bulk_selection(all=True, kinds=["schedule"]).describe() == "run-time schedules"
     assert bulk_selection(job_name="nightly").describe() == "jobs of nightly"
     with pytest.raises(InvalidOptionError, match="kinds"):

@@ -76,6 +76,7 @@ __all__ = [
     "bulk_decision",
     "bulk_selection",
     "check_chunk_size",
+    "counts_in_words",
     "created_id_bound",
     "error_type_matches",
     "record_kind",
@@ -137,6 +138,17 @@ class RecordKind(enum.StrEnum):
 
 #: What a selection takes when it names no kind.
 DEFAULT_KINDS: Final = frozenset({RecordKind.JOB})
+
+
+def counts_in_words(counts: Mapping[RecordKind, int]) -> str:
+    """``25 jobs, 1 run-time schedule``: the kinds counted, each apart (those with none left
+    out; ``0 jobs`` when none has any)."""
+    parts = []
+    for kind in RecordKind:
+        count = counts.get(kind, 0)
+        if count:
+            parts.append(f"{count} {kind.words if count != 1 else kind.words[:-1]}")
+    return ", ".join(parts) or "0 jobs"
 
 
 def record_kind(record: JobRecord) -> RecordKind:
@@ -277,7 +289,8 @@ class BulkSelection:
         kinds = self.taken_kinds
         if kinds == DEFAULT_KINDS or (self.kinds is None and self.job_name is not None):
             return "jobs"
-        return " and ".join(kind.words for kind in RecordKind if kind in kinds)
+        words = [kind.words for kind in RecordKind if kind in kinds]
+        return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
     def to_document(self) -> dict[str, Any]:
         """The selection as plain values (kept with a bulk action's audit entry, so that an
