@@ -315,7 +315,8 @@ def show(
             rows = list(page.rows)
             stamps = [archived[0].archived_at] if archived else list(page.archived_at)
             archived_at = next((moment for moment in stamps if moment is not None), None)
-        fate = None if record is not None else await client.job_fate(job_id)
+        gone = record is None or archived_at is not None  # a bulk delete archives its records
+        fate = await client.job_fate(job_id) if gone else None
         return _Shown(record, rows, client.clock.now(), archived_at, fate)
 
     shown = _call(container, go)
@@ -331,6 +332,7 @@ def show(
         as_json=as_json,
         full=full,
         archived_at=shown.archived_at,
+        fate=shown.fate,
     )
     if shown.fate is not None and shown.archived_at is None and not as_json:
         typer.echo(f"The record is gone: {shown.fate} (dogs audit --job-id {job_id}).")

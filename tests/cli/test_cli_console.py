@@ -242,6 +242,9 @@ def test_bulk_touches_only_what_it_names(dogs: Callable[..., Any], store: MongoJ
     assert "nightly" in dogs("schedules", "list").stdout
     # recoverable: the archive holds them, and the audit entry its filter
     assert set(plain) <= set(store.archived_keys(ArchiveKind.FAILED_RECORDS))
+    shown = dogs("jobs", "show", plain[0]).stdout
+    assert "is in the archive since" in shown
+    assert "deleted in bulk by" in shown
     entry = json.loads(dogs("audit", "--action", "bulk_delete", "--json").stdout)[0]
     assert entry["target"] == "jobs"
     # a schedule named exactly is asked for
