@@ -151,7 +151,8 @@ def test_bulk_retry_delete_and_the_audit_trail(
     deleted = json.loads(dogs("bulk", "delete", "--state", "failed", "--yes", "--json").stdout)
     assert (deleted["changed"], deleted["complete"]) == (1, True)
     gone = dogs("jobs", "show", other).stdout  # its history row is still there
-    assert "The record is gone: deleted in bulk by " in gone
+    assert "is in the archive since" in gone  # kept recoverable
+    assert "deleted in bulk by " in gone
     assert "(cli)" in gone
     entries = json.loads(dogs("audit", "--json").stdout)
     assert [(e["action"], e["count"], e["source"]) for e in entries] == [
