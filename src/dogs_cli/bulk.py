@@ -8,8 +8,15 @@ with progress; a dry run (the count) unless ``--yes``.
                     [--time-field created|next_run|last_run|failed] [--chunk-size 500] [--yes]
     dogs bulk cancel     [filters] [--yes]
     dogs bulk reschedule [filters] (--run-in 10m | --run-at T) [--priority N] [--yes]
-    dogs bulk delete     [filters] [--yes]
+    dogs bulk delete     [filters] [--purge] [--yes]
     dogs bulk resume AUDIT_ID                 # an interrupted one, from where it stopped
+
+Every action touches only what it names: without a filter it refuses unless ``--all`` (exit 2);
+runtime schedules (``dogs schedules``) and workflow steps are never taken unless
+``--include-schedules`` / ``--include-steps`` (or ``--name`` is a schedule's id: naming it
+asks for it); the dry run counts jobs, schedules and steps apart; a ``--name`` that matches
+nothing and that neither the registry nor the store knows is a typo (exit 2). A delete keeps
+what it removes in the records' archive unless ``--purge`` (docs/bulk-actions.md: recovering).
 
 Each is :meth:`~dogs_core.runtime.client._async.client.DogsClient.bulk` (or ``resume_bulk``): chunk
 after chunk, each record changed only while it is as the chunk read it (a job a worker claimed
@@ -49,8 +56,10 @@ from dogs_core.domain.bulk import (
     BulkAction,
     BulkReport,
     BulkSelection,
+    RecordKind,
     TimeField,
     bulk_selection,
+    counts_in_words,
 )
 from dogs_core.errors import ValidationError
 from dogs_core.runtime.client._async.client import DogsClient
@@ -119,6 +128,30 @@ TimeFieldOption = Annotated[
         rich_help_panel=_FILTERS,
     ),
 ]
+AllOption = Annotated[
+    bool,
+    typer.Option(
+        "--all",
+        help="Mean every job: required when no filter is given.",
+        rich_help_panel=_FILTERS,
+    ),
+]
+SchedulesOption = Annotated[
+    bool,
+    typer.Option(
+        "--include-schedules",
+        help="Take run-time schedules too (dogs schedules; left out unless --name is one).",
+        rich_help_panel=_FILTERS,
+    ),
+]
+StepsOption = Annotated[
+    bool,
+    typer.Option(
+        "--include-steps",
+        help="Take workflow steps too (left out otherwise: removing one fails its workflow).",
+        rich_help_panel=_FILTERS,
+    ),
+]
 ChunkOption = Annotated[
     str, typer.Option("--chunk-size", help=f"Records per chunk (1 to {MAX_CHUNK_SIZE}).")
 ]
@@ -156,6 +189,9 @@ def _selection(
     since: str | None,
     until: str | None,
     time_field: str,
+    every: bool = False,
+    include_schedules: bool = False,
+    include_steps: bool = False,
 ) -> BulkSelection:
     now = datetime.now(UTC)
     named = {
@@ -176,6 +212,9 @@ def _selection(
             time_field=time_field,
             since=_moment("--since", since, now),
             until=_moment("--until", until, now),
+            include_schedules=include_schedules,
+            include_steps=include_steps,
+            all=every,
         )
 
 
@@ -189,9 +228,19 @@ def _chunk_size(text: str) -> int:
     return size
 
 
-def _again(action: BulkAction, given: dict[str, str | None]) -> str:
-    flags = [f"{flag} {shlex.quote(value)}" for flag, value in given.items() if value]
+def _again(action: BulkAction, given: dict[str, str | bool | None]) -> str:
+    flags = [
+        flag if value is True else f"{flag} {shlex.quote(value)}"
+        for flag, value in given.items()
+        if value
+    ]
     return " ".join(["dogs bulk", action.value, *flags, "--yes"])
+
+
+_INCLUDE_FLAGS = {
+    RecordKind.SCHEDULE: "--include-schedules",
+    RecordKind.STEP: "--include-steps",
+}
 
 
 # -- progress --------------------------------------------------------------------------------
@@ -231,7 +280,7 @@ def _run_bulk(
     as_json: bool,
     connection: Connection,
     options: dict[str, Any] | None = None,
-    flags: dict[str, str | None] | None = None,
+    flags: dict[str, str | bool | None] | None = None,
 ) -> None:
     selection = _selection(**filters)
     size = _chunk_size(chunk_size)
@@ -252,7 +301,7 @@ def _run_bulk(
     if as_json:
         print_json(bulk_json(report))
     elif report.dry_run:
-        given = {
+        given: dict[str, str | bool | None] = {
             "--name": filters["name"],
             "--state": filters["state"],
             "--error-type": filters["error_type"],
@@ -261,14 +310,25 @@ def _run_bulk(
             "--time-field": None
             if filters["time_field"] == TimeField.CREATED
             else filters["time_field"],
+            "--include-schedules": filters.get("include_schedules", False),
+            "--include-steps": filters.get("include_steps", False),
+            "--all": filters.get("every", False),
             **(flags or {}),
         }
         if report.matched == 0:
             typer.echo(f"Nothing to {action.value}: no {selection.describe()}.")
         else:
+            counted = {kind for kind, count in report.counts.items() if count}
+            apart = "" if counted <= {RecordKind.JOB} else f": {counts_in_words(report.counts)}"
             typer.echo(
-                f"Would {action.value} {report.matched} {selection.describe()} (a dry run: "
-                f"nothing was changed). To do it: {_again(action, given)}"
+                f"Would {action.value} {report.matched} {selection.describe()}{apart} (a dry "
+                f"run: nothing was changed). To do it: {_again(action, given)}"
+            )
+        if report.left_out:
+            flags_needed = " / ".join(_INCLUDE_FLAGS[kind] for kind in report.left_out)
+            typer.echo(
+                f"Left out: {counts_in_words(report.left_out)} match the same filters "
+                f"(add {flags_needed} to take them)."
             )
         return
     else:
@@ -300,6 +360,9 @@ def retry(
     since: SinceOption = None,
     until: UntilOption = None,
     time_field: TimeFieldOption = TimeField.CREATED.value,
+    every: AllOption = False,
+    include_schedules: SchedulesOption = False,
+    include_steps: StepsOption = False,
     chunk_size: ChunkOption = str(DEFAULT_CHUNK_SIZE),
     yes: YesOption = False,
     as_json: JsonOption = False,
@@ -316,6 +379,9 @@ def retry(
         since=since,
         until=until,
         time_field=time_field,
+        every=every,
+        include_schedules=include_schedules,
+        include_steps=include_steps,
     )
     _run_bulk(
         BulkAction.RETRY,
@@ -337,6 +403,9 @@ def cancel(
     since: SinceOption = None,
     until: UntilOption = None,
     time_field: TimeFieldOption = TimeField.CREATED.value,
+    every: AllOption = False,
+    include_schedules: SchedulesOption = False,
+    include_steps: StepsOption = False,
     chunk_size: ChunkOption = str(DEFAULT_CHUNK_SIZE),
     yes: YesOption = False,
     as_json: JsonOption = False,
@@ -353,6 +422,9 @@ def cancel(
         since=since,
         until=until,
         time_field=time_field,
+        every=every,
+        include_schedules=include_schedules,
+        include_steps=include_steps,
     )
     _run_bulk(
         BulkAction.CANCEL,
@@ -374,6 +446,9 @@ def reschedule(
     since: SinceOption = None,
     until: UntilOption = None,
     time_field: TimeFieldOption = TimeField.CREATED.value,
+    every: AllOption = False,
+    include_schedules: SchedulesOption = False,
+    include_steps: StepsOption = False,
     run_in: Annotated[
         str | None, typer.Option("--run-in", help="Delay from now, e.g. 10m.")
     ] = None,
@@ -406,6 +481,9 @@ def reschedule(
         since=since,
         until=until,
         time_field=time_field,
+        every=every,
+        include_schedules=include_schedules,
+        include_steps=include_steps,
     )
     with flags_named({"priority": ("--priority", priority)}):
         _run_bulk(
@@ -430,6 +508,13 @@ def delete(
     since: SinceOption = None,
     until: UntilOption = None,
     time_field: TimeFieldOption = TimeField.CREATED.value,
+    every: AllOption = False,
+    include_schedules: SchedulesOption = False,
+    include_steps: StepsOption = False,
+    purge: Annotated[
+        bool,
+        typer.Option("--purge", help="Drop the records instead of keeping them in the archive."),
+    ] = False,
     chunk_size: ChunkOption = str(DEFAULT_CHUNK_SIZE),
     yes: YesOption = False,
     as_json: JsonOption = False,
@@ -437,7 +522,7 @@ def delete(
     connection: Connection,
 ) -> None:
     """Delete every selected job that is not running, without history rows (the audit trail
-    lists them)."""
+    lists them); each is kept in the records' archive unless --purge."""
     filters = _filters(
         name=name,
         state=state,
@@ -446,6 +531,9 @@ def delete(
         since=since,
         until=until,
         time_field=time_field,
+        every=every,
+        include_schedules=include_schedules,
+        include_steps=include_steps,
     )
     _run_bulk(
         BulkAction.DELETE,
@@ -454,6 +542,8 @@ def delete(
         yes=yes,
         as_json=as_json,
         connection=connection,
+        options={"purge": True} if purge else None,
+        flags={"--purge": purge},
     )
 
 

@@ -162,6 +162,9 @@ def bulk_json(report: BulkReport) -> dict[str, Any]:
         "elapsed_seconds": report.elapsed.total_seconds(),
         "complete": report.complete,
         "audit_id": report.audit_id,
+        "counts": {kind.value: count for kind, count in report.counts.items()},
+        "left_out": {kind.value: count for kind, count in report.left_out.items()},
+        "archived": report.archived,
     }
 
 
@@ -177,6 +180,8 @@ def bulk_summary(report: BulkReport) -> str:
         text += f"; skipped: {skipped}"
     if report.audit_id is not None:
         text += f" (audit {report.audit_id})"
+    if report.archived and report.changed:
+        text += "; kept in the records' archive (docs/bulk-actions.md: recovering one)"
     return text + "."
 
 

@@ -257,14 +257,18 @@ def show(
         record = await client.get_job(job_id)
         rows = await client.get_executions(job_id=job_id, limit=count)
         archived_at = None
-        if record is None and not rows and has_role(client.store, Role.INSPECTION):
+        if record is None and has_role(client.store, Role.INSPECTION):
+            # a bulk delete archives the record while its history rows stay live
             archived, _ = await client.archived_jobs(job_ids=[job_id], limit=1)
-            page = await client.archived_executions(job_id=job_id, limit=count)
+            stamps = [archived[0].archived_at] if archived else []
+            if not rows:
+                page = await client.archived_executions(job_id=job_id, limit=count)
+                rows = list(page.rows)
+                stamps += list(page.archived_at)
             record = archived[0].item if archived else None
-            rows = list(page.rows)
-            stamps = [archived[0].archived_at] if archived else list(page.archived_at)
             archived_at = next((moment for moment in stamps if moment is not None), None)
-        fate = None if record is not None else await client.job_fate(job_id)
+        gone = record is None or archived_at is not None  # a bulk delete archives its records
+        fate = await client.job_fate(job_id) if gone else None
         return _Shown(record, rows, client.clock.now(), archived_at, fate)
 
     shown = _call(container, go)
@@ -280,6 +284,7 @@ def show(
         as_json=as_json,
         full=full,
         archived_at=shown.archived_at,
+        fate=shown.fate,
     )
     if shown.fate is not None and shown.archived_at is None and not as_json:
         typer.echo(f"The record is gone: {shown.fate} (dogs audit --job-id {job_id}).")

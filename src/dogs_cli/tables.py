@@ -339,6 +339,7 @@ def print_job(
     as_json: bool,
     full: bool = False,
     archived_at: datetime | None = None,
+    fate: object | None = None,
 ) -> None:
     """``dogs jobs show``: the record (or that it is gone, or archived at ``archived_at``), its
     last executions, and the traceback of its newest error with the scheduler's and the
@@ -354,7 +355,13 @@ def print_job(
         )
         return
     console = _console()
-    if archived_at is not None:
+    if archived_at is not None and getattr(fate, "audit_id", None) is not None:
+        console.print(
+            f"Job {job_id} is in the archive since {_moment(archived_at, now)}: {fate} "
+            f"(dogs audit --job-id {job_id}); docs/bulk-actions.md says how to recover it.",
+            highlight=False,
+        )
+    elif archived_at is not None:
         console.print(
             f"Job {job_id} is in the archive: `dogs archive` moved it there "
             f"{_moment(archived_at, now)}.",
@@ -403,7 +410,8 @@ def _record_table(
     table = Table(title=title, show_header=False)
     table.add_column("Field", style="bold")
     table.add_column("Value", overflow="fold")
-    state = "failed (archived)" if archived else record.state(now).value
+    # a bulk delete archives records in any state, not only failed ones
+    state = f"{record.state(now).value} (archived)" if archived else record.state(now).value
     fields: list[tuple[str, str]] = [
         ("Job", f"{record.job_name} ({record.type.value})"),
         ("State", state),

@@ -63,6 +63,7 @@ from dogs_core.domain.workflows import Batch, FailurePolicy, Workflow, chain
 from dogs_core.errors import (
     DogsError,
     DuplicateJobNameError,
+    EmptySelectionError,
     ExecutionCancelledError,
     InvalidIdError,
     InvalidOptionError,
@@ -138,6 +139,7 @@ __all__ = [
     "DogsError",
     "Duplicate",
     "DuplicateJobNameError",
+    "EmptySelectionError",
     "EventJobDefinition",
     "ExecutionCancelledError",
     "FailurePolicy",

@@ -14,6 +14,7 @@ __all__ = [
     "ChangeFeedUnavailableError",
     "DogsError",
     "DuplicateJobNameError",
+    "EmptySelectionError",
     "ExecutionCancelledError",
     "InvalidIdError",
     "InvalidOptionError",
@@ -439,6 +440,24 @@ class InvalidTagsError(InvalidOptionError):
 class UniqueError(InvalidOptionError):
     """A ``unique=`` option (or its combination with the other arguments of ``schedule``) that
     cannot be used; ``field`` is ``unique.<option>``. Nothing was written."""
+
+
+class EmptySelectionError(ValidationError):
+    """A bulk action without any filter, not marked as meant for every record: it refuses
+    (``BulkSelection(all=True)``, ``dogs bulk ... --all``, the dashboard's "every job").
+    Nothing was written."""
+
+    def __init__(self, described: str) -> None:
+        super().__init__(
+            "selection",
+            described,
+            "no filter given: that would take every record",
+            message=(
+                f"no filter given: a bulk action would take all {described}; name a filter "
+                "(--name, --state, --tag, --error-type, --since/--until), or say you mean "
+                "every one (all=True, dogs bulk ... --all)"
+            ),
+        )
 
 
 class AmbiguousBulkInsert(Exception):

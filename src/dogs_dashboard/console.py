@@ -19,7 +19,13 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from dogs_core.domain.audit import AuditAction, AuditEntry, outcome_words
-from dogs_core.domain.bulk import BulkAction, BulkSelection, TimeField, bulk_selection
+from dogs_core.domain.bulk import (
+    BulkAction,
+    BulkSelection,
+    TimeField,
+    bulk_selection,
+    counts_in_words,
+)
 from dogs_core.domain.records import JobState
 from dogs_core.domain.registry import WorkerInfo, liveness, shown_state, uptime
 from dogs_core.domain.validation import duration
@@ -30,6 +36,7 @@ from dogs_dashboard.context import Dashboard, root_of
 from dogs_dashboard.csrf import COOKIE_NAME, FIELD_NAME
 
 __all__ = [
+    "DESTRUCTIVE",
     "FILTER_FIELDS",
     "audit_page",
     "bulk_page",
@@ -42,9 +49,23 @@ __all__ = [
     "workers_page",
 ]
 
-#: The query fields of a bulk selection (the jobs list's "select all matching" sets them).
-FILTER_FIELDS = ("name", "state", "tag", "error_type", "since", "until", "time_field")
+#: The query fields of a bulk selection (the jobs list's "select all matching" sets them), and
+#: the boxes that widen it: every job (no filter), runtime schedules, workflow steps.
+FILTER_FIELDS = (
+    "name",
+    "state",
+    "tag",
+    "error_type",
+    "since",
+    "until",
+    "time_field",
+    "all",
+    "include_schedules",
+    "include_steps",
+)
 _AUDIT_PAGE = 50
+#: The bulk actions that remove records: the operator types the count (or the job name).
+DESTRUCTIVE = frozenset({BulkAction.DELETE.value, BulkAction.CANCEL.value})
 
 
 def _age(delta: timedelta) -> str:
@@ -164,6 +185,9 @@ def selection_of(values: Mapping[str, str], now: datetime) -> BulkSelection:
         time_field=values.get("time_field") or TimeField.CREATED.value,
         since=_moment("since", values.get("since"), now),
         until=_moment("until", values.get("until"), now),
+        include_schedules=values.get("include_schedules") == "yes",
+        include_steps=values.get("include_steps") == "yes",
+        all=values.get("all") == "yes",
     )
 
 
@@ -179,9 +203,20 @@ async def bulk_page(dash: Dashboard, request: Request) -> Response:
     count: int | None = None
     problem = None
     selection = None
+    counted = ""
+    left_out = ""
     try:
         selection = selection_of(filters, dash.client.clock.now())
-        count = await dash.client.bulk_count(selection)
+        if selection.unfiltered and not selection.all:
+            problem = (
+                "No filter: choose a job, a state, a tag, an error or a time range, or tick "
+                "'every job' to act on all of them."
+            )
+        else:
+            taken, others = await dash.client.bulk_counts(selection)
+            count = sum(taken.values())
+            counted = counts_in_words(taken)
+            left_out = counts_in_words(others) if others else ""
     except (DogsError, ValueError) as error:
         problem = str(error)
     names = sorted(row.job_name for row in await dash.client.status())
@@ -194,6 +229,9 @@ async def bulk_page(dash: Dashboard, request: Request) -> Response:
         filters=filters,
         described=None if selection is None else selection.describe(),
         count=count,
+        counted=counted,
+        left_out=left_out,
+        destructive=action in DESTRUCTIVE,
         problem=problem,
         names=names,
         states=[state.value for state in JobState],

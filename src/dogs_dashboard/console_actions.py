@@ -4,6 +4,12 @@ are (:mod:`dogs_dashboard.actions`): read-only mode or a read-only user (403), t
 (403), the action and its fields (400), then the confirmation (a confirm page without
 JavaScript). Each is recorded in the audit trail under the request's user.
 
+A bulk delete or cancel removes records, so a bare "OK" does not start it (Sidekiq Web's rule):
+the operator types the number of records it will remove, or the job name it is limited to
+(``typed``), and the server counts the selection again and refuses (400, the confirm page
+again, nothing written) unless what was typed is that count or that name. A selection without
+a filter needs its "every job" box (``all=yes``).
+
 A bulk action runs on the server, chunk after chunk, after the response: the browser goes to its
 progress page at once (``/bulk/{audit_id}``), which follows the action's audit entry live. If
 the server dies meanwhile the entry stops moving, and after a minute the page offers Resume.
@@ -19,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from dogs_core.domain.audit import AuditEntry
-from dogs_core.domain.bulk import BulkAction
+from dogs_core.domain.bulk import BulkAction, counts_in_words
 from dogs_core.domain.registry import DEFAULT_STOP_GRACE
 from dogs_core.domain.validation import duration
 from dogs_core.errors import DogsError, InvalidOptionError, MissingRoleError
@@ -27,7 +33,7 @@ from dogs_core.ports import Role, has_role
 from dogs_core.runtime.client._async.client import DogsClient
 from dogs_core.runtime.plumbing.actors import acting_as
 from dogs_dashboard.actions import MAX_FORM_BYTES, _form, _safe_next
-from dogs_dashboard.console import FILTER_FIELDS, selection_of
+from dogs_dashboard.console import DESTRUCTIVE, FILTER_FIELDS, selection_of
 from dogs_dashboard.context import Dashboard
 from dogs_dashboard.csrf import COOKIE_NAME, FIELD_NAME
 
@@ -60,7 +66,11 @@ async def perform(dash: Dashboard, request: Request) -> Response:
     if not target:
         return dash.error(request, 400, f"{OPS[op]}: missing for {op}")
     back = _safe_next(request, form.get("next"))
-    if form.get("confirmed") != "yes":
+    if op == "bulk" and target in DESTRUCTIVE:
+        refused = await _typed_confirmation(dash, request, target, form)
+        if refused is not None:
+            return refused
+    elif form.get("confirmed") != "yes":
         kept = {key: value for key, value in form.items() if key not in (FIELD_NAME, "confirmed")}
         return dash.render(
             request,
@@ -86,6 +96,63 @@ async def perform(dash: Dashboard, request: Request) -> Response:
     response.background = BackgroundTask(_run, dash.client, entry)
     logger.info("dashboard: %s by %s: %s (%s)", op, user, entry.target, entry.id)
     return response
+
+
+async def _typed_confirmation(
+    dash: Dashboard, request: Request, action: str, form: dict[str, str]
+) -> Response | None:
+    """``None`` when the operator typed what the selection removes now (its count, or its job
+    name); else the confirm page asking for it (400 when something else was typed)."""
+    try:
+        selection = selection_of(
+            {field: form.get(field, "") for field in FILTER_FIELDS}, dash.client.clock.now()
+        )
+        taken, _ = await dash.client.bulk_counts(selection)
+    except (DogsError, ValueError) as error:
+        return dash.redirect_with(
+            _safe_next(request, form.get("next")), str(error), "error", request
+        )
+    total = sum(taken.values())
+    if total == 0:
+        return dash.redirect_with(
+            _safe_next(request, form.get("next")),
+            f"Nothing to {action}: no {selection.describe()} match now",
+            "error",
+            request,
+        )
+    typed = form.get("typed", "").strip()
+    if form.get("confirmed") == "yes" and (
+        typed == str(total) or (selection.job_name is not None and typed == selection.job_name)
+    ):
+        return None
+    name = selection.job_name
+    ask = f"Type {total}" + (f" or {name}" if name else "") + f" to {action} them."
+    problem = None
+    if typed:
+        problem = f"You typed {typed!r}: {total} match now. " + ask
+    kept = {
+        key: value
+        for key, value in form.items()
+        if key not in (FIELD_NAME, "confirmed", "typed", "count")
+    }
+    return dash.render(
+        request,
+        "ops_confirm.html",
+        "ops_confirm.html",
+        400 if form.get("confirmed") == "yes" else 200,
+        op=action,
+        fields={**kept, "count": str(total)},
+        question=(
+            f"{action.capitalize()} {counts_in_words(taken)} ({selection.describe()})? "
+            + ("They are kept in the archive. " if action == "delete" else "")
+            + "Running jobs are left alone"
+            + (" (cancel stops them)" if action == "cancel" else "")
+            + ". "
+            + ask
+        ),
+        typed_required=True,
+        problem=problem,
+    )
 
 
 def _question(op: str, target: str, form: dict[str, str]) -> str:

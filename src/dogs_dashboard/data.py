@@ -238,14 +238,18 @@ async def read_job(client: DogsClient, job_id: str, *, limit: int = 50) -> JobVi
     """A job's record and newest executions; from the archive when nothing is live."""
     record = await client.get_job(job_id)
     executions = await client.get_executions(job_id=job_id, limit=limit)
-    if record is not None or executions or not has_role(client.store, Role.INSPECTION):
+    if record is not None or not has_role(client.store, Role.INSPECTION):
         return JobView(record, executions)
+    # a bulk delete archives the record while its history rows stay live
     archived, _ = await client.archived_jobs(job_ids=[job_id], limit=1)
-    page = await client.archived_executions(job_id=job_id, limit=limit)
-    stamps = [archived[0].archived_at] if archived else list(page.archived_at)
+    stamps = [archived[0].archived_at] if archived else []
+    if not executions:
+        page = await client.archived_executions(job_id=job_id, limit=limit)
+        executions = list(page.rows)
+        stamps += list(page.archived_at)
     return JobView(
         archived[0].item if archived else None,
-        list(page.rows),
+        executions,
         next((moment for moment in stamps if moment is not None), None),
     )
 

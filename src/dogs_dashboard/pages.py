@@ -126,7 +126,7 @@ async def job_page(dash: Dashboard, request: Request) -> Response:
     except DogsError as error:
         return dash.error(request, 400, str(error))
     fate = None
-    if record is None and view.archived_at is None:
+    if record is None or view.archived_at is not None:  # a bulk delete archives what it removes
         try:
             fate = await dash.client.job_fate(job_id)
         except DogsError:

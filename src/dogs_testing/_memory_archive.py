@@ -26,7 +26,7 @@ from dogs_core.domain.archiving import (
 from dogs_core.domain.records import HistoryRecord, JobRecord
 from dogs_testing._memory_state import MemoryState, _history_row, _is_terminal, _out, _unindex
 
-__all__ = ["ArchivedCopy", "MemoryArchive"]
+__all__ = ["ArchivedCopy", "MemoryArchive", "archive_of"]
 
 
 @dataclasses.dataclass(slots=True)
@@ -39,15 +39,21 @@ class ArchivedCopy:
     pending: bool = True
 
 
+def archive_of(state: MemoryState, kind: ArchiveKind) -> dict[str, ArchivedCopy]:
+    """The archive of ``kind`` kept beside ``state`` (created on first use; the bulk role's
+    deletes keep their records in the records' archive too)."""
+    archives: dict[ArchiveKind, dict[str, ArchivedCopy]] = state.__dict__.setdefault(
+        "_archives", {ArchiveKind.HISTORY: {}, ArchiveKind.FAILED_RECORDS: {}}
+    )
+    return archives[kind]
+
+
 class MemoryArchive(MemoryState):
     """The archive part of the sync face, over :class:`MemoryState`; its two archives are kept
     beside the state (created on first use), keyed by execution id (history) and record id."""
 
     def _archive(self, kind: ArchiveKind) -> dict[str, ArchivedCopy]:
-        archives: dict[ArchiveKind, dict[str, ArchivedCopy]] = self.__dict__.setdefault(
-            "_archives", {ArchiveKind.HISTORY: {}, ArchiveKind.FAILED_RECORDS: {}}
-        )
-        return archives[kind]
+        return archive_of(self, kind)
 
     def setup_archive(self) -> None:
         """Nothing to create in memory."""

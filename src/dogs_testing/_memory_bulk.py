@@ -11,10 +11,12 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from dogs_core.domain import validation
+from dogs_core.domain.archiving import ArchiveKind, check_archived_at
 from dogs_core.domain.bulk import BulkChunk, BulkSelection, TimeField, created_id_bound
 from dogs_core.domain.records import JobRecord, JobState, to_millis
 from dogs_core.domain.steering import JobChange
 from dogs_core.errors import InvalidOptionError
+from dogs_testing._memory_archive import ArchivedCopy, archive_of
 from dogs_testing._memory_state import MemoryState, _ms, _out
 from dogs_testing._memory_steering import _changed
 
@@ -94,11 +96,16 @@ class MemoryBulk(MemoryState):
         return changed
 
     def delete_unchanged(
-        self, snapshots: Sequence[JobRecord], *, unless_running_at: datetime | None
+        self,
+        snapshots: Sequence[JobRecord],
+        *,
+        unless_running_at: datetime | None,
+        archived_at: datetime | None = None,
     ) -> list[JobRecord]:
         for snapshot in snapshots:
             if not isinstance(snapshot, JobRecord):
                 raise InvalidOptionError("snapshots", snapshot, "must be JobRecords")
+        stamp = None if archived_at is None else check_archived_at(archived_at)
         at = _ms(unless_running_at)
         deleted: list[JobRecord] = []
         with self._state():
@@ -108,6 +115,10 @@ class MemoryBulk(MemoryState):
                     continue
                 if _running(current, at):
                     continue
+                if stamp is not None:
+                    # one atomic step here: the copy and the delete (MongoDB's three steps)
+                    archive = archive_of(self, ArchiveKind.FAILED_RECORDS)
+                    archive[current.id] = ArchivedCopy(_out(current), stamp, pending=False)
                 self._put(current, None)
                 deleted.append(snapshot)
         return deleted

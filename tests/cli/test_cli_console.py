@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from dogs_core.domain.archiving import ArchiveKind
 from dogs_core.domain.records import (
     HistoryRecord,
     HistoryStatus,
@@ -150,7 +151,8 @@ def test_bulk_retry_delete_and_the_audit_trail(
     deleted = json.loads(dogs("bulk", "delete", "--state", "failed", "--yes", "--json").stdout)
     assert (deleted["changed"], deleted["complete"]) == (1, True)
     gone = dogs("jobs", "show", other).stdout  # its history row is still there
-    assert "The record is gone: deleted in bulk by " in gone
+    assert "is in the archive since" in gone  # kept recoverable
+    assert "deleted in bulk by " in gone
     assert "(cli)" in gone
     entries = json.loads(dogs("audit", "--json").stdout)
     assert [(e["action"], e["count"], e["source"]) for e in entries] == [
@@ -203,3 +205,64 @@ def test_workers_list_show_quiet_and_stop(dogs: Callable[..., Any], store: Mongo
         ("worker_stop", "abcDEF123worker", "done"),
         ("worker_quiet", "abcDEF123worker", "done"),
     ]
+
+
+@pytest.mark.mongo
+def test_bulk_touches_only_what_it_names(dogs: Callable[..., Any], store: MongoJobStore) -> None:
+    store.setup()
+    store.setup_archive()
+    plain = [failed(store, "send_email", "ValueError") for _ in range(2)]
+    dogs("schedules", "set", "nightly", "send_email", "--every", "1h")
+    step = JobRecord(
+        id=new_record_id(),
+        job_name="send_email",
+        type=JobType.EVENT,
+        priority=100,
+        next_run_at=datetime.now(UTC) + timedelta(hours=1),
+        workflow={"id": "wf-1", "step": "b", "generation": 0},
+    )
+    store.records_collection.insert_one(document_from_record(step))
+    # no filter: refused, without --all, nothing written
+    for action in ("delete", "retry", "cancel"):
+        refused = dogs("bulk", action, "--yes", code=2)
+        assert "no filter given" in refused.stderr
+        assert "--all" in refused.stderr
+    actions = [e["action"] for e in json.loads(dogs("audit", "--json").stdout)]
+    assert not [action for action in actions if action.startswith("bulk")]
+    # --all: plain jobs only; the dry run counts the schedule and the step apart
+    dry = dogs("bulk", "delete", "--all")
+    assert "Would delete 2 jobs (a dry run" in dry.stdout
+    assert "dogs bulk delete --all --yes" in dry.stdout
+    assert "Left out: 1 run-time schedule, 1 workflow step match" in dry.stdout
+    assert "--include-schedules / --include-steps" in dry.stdout
+    done = dogs("bulk", "delete", "--all", "--yes")
+    assert "Deleted 2 of 2 jobs" in done.stdout
+    assert "kept in the records' archive" in done.stdout
+    assert all(store.get_record(job_id) is None for job_id in plain)
+    assert store.get_record(step.id) is not None
+    assert "nightly" in dogs("schedules", "list").stdout
+    # recoverable: the archive holds them, and the audit entry its filter
+    assert set(plain) <= set(store.archived_keys(ArchiveKind.FAILED_RECORDS))
+    shown = dogs("jobs", "show", plain[0]).stdout
+    assert "is in the archive since" in shown
+    assert "deleted in bulk by" in shown
+    entry = json.loads(dogs("audit", "--action", "bulk_delete", "--json").stdout)[0]
+    assert entry["target"] == "jobs"
+    # a schedule named exactly is asked for
+    named = dogs("bulk", "delete", "--name", "nightly")
+    assert "Would delete 1 jobs of nightly: 1 run-time schedule (a dry run" in named.stdout
+    # a typo: exit 2 naming it, not a quiet 0
+    typo = dogs("bulk", "retry", "--name", "send_emial", "--yes", code=2)
+    assert "unknown job name 'send_emial'" in typo.stderr
+    assert "send_email" in typo.stderr  # the known names
+    assert "--state bogus" in dogs("bulk", "retry", "--state", "bogus", code=2).stderr
+    # a known name that matches nothing is fine
+    assert (
+        "Nothing to retry" in dogs("bulk", "retry", "--name", "send_email", "--state", "due").stdout
+    )
+    # --purge drops them: nothing more in the archive
+    purged = dogs("bulk", "delete", "--all", "--include-steps", "--purge", "--yes")
+    assert "Deleted 1 of 1 jobs and workflow steps" in purged.stdout
+    assert "archive" not in purged.stdout
+    assert store.get_record(step.id) is None
+    assert step.id not in store.archived_keys(ArchiveKind.FAILED_RECORDS)

@@ -90,7 +90,17 @@ def test_a_tagged_list_then_a_bulk_delete(
     tagged = [_failed(store, "import_orders", tags=("tenant:acme",)) for _ in range(3)]
     kept = _failed(store, "import_orders", tags=("tenant:other",))
     browser.get(served.url + "/jobs?tag=tenant:acme")
-    assert "tagged tenant:acme" in _select_all_and_confirm(browser, "delete", total="3")
+    # a wrong count typed: the server refuses and deletes nothing
+    click(browser, '#select-all a[data-bulk="delete"]')
+    browser.find_element(By.CSS_SELECTOR, "#bulk-typed").send_keys("2")
+    old = browser.find_element(By.CSS_SELECTOR, "main")
+    click(browser, "#bulk-go")
+    wait_for(browser, lambda: old.id != browser.find_element(By.CSS_SELECTOR, "main").id)
+    assert "Type 3 to delete them" in text(browser, "#confirm-question")
+    assert all(store.get_record(job_id) is not None for job_id in tagged)
+    browser.get(served.url + "/jobs?tag=tenant:acme")
+    said = _select_all_and_confirm(browser, "delete", total="3")
+    assert "Delete 3 jobs (jobs tagged tenant:acme): they are kept in the archive" in said
     wait_for(browser, lambda: text(browser, "#bulk-changed") == "3")
     assert [store.get_record(job_id) for job_id in tagged] == [None, None, None]
     assert store.get_record(kept) is not None
@@ -190,15 +200,21 @@ def test_the_workers_pages_a_remote_quiet_then_a_remote_stop(
 
 
 def _select_all_and_confirm(browser: WebDriver, action: str, *, total: str) -> str:
-    """On a job list: select every match for ``action``, check the count, go, accept the
-    confirm dialog and wait for the next page; the dialog's text."""
+    """On a job list: select every match for ``action``, check the count, go, confirm and wait
+    for the next page; what the confirmation said. A delete or cancel has no confirm dialog:
+    the operator types the count it removes (Sidekiq-style)."""
     click(browser, f'#select-all a[data-bulk="{action}"]')
     assert text(browser, "#bulk-total") == total
     old = browser.find_element(By.CSS_SELECTOR, "main")
-    click(browser, "#bulk-go")
-    dialog = browser.switch_to.alert
-    said = dialog.text
-    dialog.accept()
+    if action in ("delete", "cancel"):
+        said = text(browser, "#bulk-typed-question")
+        browser.find_element(By.CSS_SELECTOR, "#bulk-typed").send_keys(total)
+        click(browser, "#bulk-go")
+    else:
+        click(browser, "#bulk-go")
+        dialog = browser.switch_to.alert
+        said = dialog.text
+        dialog.accept()
     wait_for(browser, lambda: old.id != browser.find_element(By.CSS_SELECTOR, "main").id)
     return said
 

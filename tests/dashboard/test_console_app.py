@@ -19,6 +19,7 @@ from starlette.responses import PlainTextResponse
 from starlette.testclient import TestClient
 
 from dogs_core import DogsClient, JobContext, Jobs
+from dogs_core.domain.archiving import ArchiveKind
 from dogs_core.domain.records import JobRecord, JobStatus, JobType, Scheduled
 from dogs_core.domain.registry import RunningExecution, WorkerAction, WorkerInfo, WorkerState
 from dogs_core.errors import InvalidOptionError
@@ -311,7 +312,7 @@ def test_select_all_then_a_bulk_retry_with_its_progress_page(env: Env) -> None:
     started = env.http.post(
         "/ops/bulk",
         data={
-            "csrf_token": env.token("/bulk"),
+            "csrf_token": env.token("/"),
             "confirmed": "yes",
             "action": "retry",
             "name": "send_email",
@@ -340,8 +341,10 @@ def test_bulk_cancel_reschedule_and_delete_from_the_dashboard(env: Env) -> None:
     failed = [env.failed() for _ in range(2)]
 
     def bulk(action: str, state: str, **fields: str) -> str:
-        data = {"csrf_token": env.token("/bulk"), "confirmed": "yes", "action": action,
-                "name": "send_email", "state": state, **fields}  # fmt: skip
+        # a delete or cancel starts only once the operator typed the count it removes
+        typed = {"typed": "2"} if action in ("delete", "cancel") else {}
+        data = {"csrf_token": env.token("/"), "confirmed": "yes", "action": action,
+                "name": "send_email", "state": state, **typed, **fields}  # fmt: skip
         started = env.http.post("/ops/bulk", data=data, follow_redirects=False)
         assert started.status_code == 303
         page = env.http.get(started.headers["location"]).text
@@ -362,7 +365,93 @@ def test_bulk_cancel_reschedule_and_delete_from_the_dashboard(env: Env) -> None:
     audit = env.http.get("/audit").text
     for action in ("bulk_reschedule", "bulk_delete", "bulk_cancel"):
         assert action in audit
-    assert "deleted in bulk" in env.http.get(f"/jobs/{failed[0]}").text
+    gone = env.http.get(f"/jobs/{failed[0]}").text
+    assert "deleted in bulk" in gone
+    assert 'id="archived"' in gone  # kept recoverable
+
+
+def test_a_bulk_delete_without_the_typed_count_is_refused_and_writes_nothing(env: Env) -> None:
+    failed = [env.failed() for _ in range(3)]
+    form = env.http.get("/bulk?action=delete&name=send_email&state=failed").text
+    # the page names what it removes and how many, and asks for the count typed, not confirm()
+    assert 'id="bulk-kinds">3 jobs<' in form
+    assert 'id="bulk-typed"' in form
+    assert "data-confirm" not in form.split('id="bulk-typed-form"', 1)[1].split("</form>", 1)[0]
+    base = {"csrf_token": env.token("/"), "action": "delete", "name": "send_email",
+            "state": "failed", "count": "3", "next": "/bulk"}  # fmt: skip
+    for typed in ({}, {"typed": ""}, {"typed": "2"}, {"typed": "yes"}, {"typed": "4"}):
+        refused = env.http.post(
+            "/ops/bulk", data={**base, "confirmed": "yes", **typed}, follow_redirects=False
+        )
+        assert refused.status_code == 400, typed
+        assert "Type 3 or send_email to delete them" in refused.text
+        assert 'id="confirm-typed"' in refused.text
+    asked = env.http.post("/ops/bulk", data=base, follow_redirects=False)  # no JavaScript
+    assert asked.status_code == 200
+    assert "Delete 3 jobs (failed jobs of send_email)?" in asked.text
+    assert all(env.store.sync.get_record(job_id) is not None for job_id in failed)
+    assert env.http.portal.call(lambda: env.client.audit_log(action="bulk_delete")) == []  # type: ignore[union-attr]
+    by_name = env.http.post(
+        "/ops/bulk",
+        data={**base, "confirmed": "yes", "typed": "send_email"},
+        follow_redirects=False,
+    )
+    assert by_name.status_code == 303
+    page = env.http.get(by_name.headers["location"]).text
+    assert 'id="bulk-changed">3<' in page
+    assert all(env.store.sync.get_record(job_id) is None for job_id in failed)
+    # kept recoverable: the records' archive holds them
+    kept = env.store.sync.archived(ArchiveKind.FAILED_RECORDS)
+    assert set(failed) <= set(kept)
+
+
+def test_a_bulk_action_without_a_filter_needs_every_job_ticked(env: Env) -> None:
+    scheduled = [env.schedule(run_in="1h") for _ in range(2)]
+    page = env.http.get("/bulk?action=delete").text
+    assert "tick &#39;every job&#39;" in page or "tick 'every job'" in page
+    assert 'id="bulk-typed"' not in page
+    refused = env.http.post(
+        "/ops/bulk",
+        data={
+            "csrf_token": env.token("/"),
+            "action": "delete",
+            "confirmed": "yes",
+            "typed": "2",
+            "next": "/bulk",
+        },
+        follow_redirects=False,
+    )
+    assert refused.status_code == 303
+    assert "no filter given" in env.http.get(refused.headers["location"]).text
+    assert all(env.store.sync.get_record(job_id) is not None for job_id in scheduled)
+    ticked = env.http.get("/bulk?action=delete&all=yes").text
+    assert 'id="bulk-total">2<' in ticked
+    started = env.http.post(
+        "/ops/bulk",
+        data={
+            "csrf_token": env.token("/"),
+            "action": "delete",
+            "confirmed": "yes",
+            "all": "yes",
+            "typed": "2",
+            "next": "/bulk",
+        },
+        follow_redirects=False,
+    )
+    assert started.status_code == 303
+    assert 'id="bulk-changed">2<' in env.http.get(started.headers["location"]).text
+
+
+def test_the_bulk_form_counts_schedules_apart_and_leaves_them_out(env: Env) -> None:
+    env.schedule(run_in="1h")
+    env.http.portal.call(  # type: ignore[union-attr]
+        lambda: env.client.schedules.upsert("nightly", send_email, every="1h")
+    )
+    page = env.http.get("/bulk?action=delete&all=yes").text
+    assert 'id="bulk-total">1<' in page
+    assert "Not selected: 1 run-time schedule match" in page
+    both = env.http.get("/bulk?action=delete&all=yes&include_schedules=yes").text
+    assert 'id="bulk-kinds">1 job, 1 run-time schedule<' in both
 
 
 def test_a_bulk_form_with_a_bad_filter_says_why(env: Env) -> None:

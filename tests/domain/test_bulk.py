@@ -4,6 +4,7 @@ a resumable action keeps."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,6 +17,7 @@ from dogs_core.domain.bulk import (
     BulkReport,
     BulkSelection,
     Modify,
+    RecordKind,
     Remove,
     RescheduleTo,
     Skip,
@@ -24,11 +26,15 @@ from dogs_core.domain.bulk import (
     bulk_decision,
     bulk_selection,
     check_chunk_size,
+    check_selection,
+    counts_in_words,
     created_id_bound,
     error_type_matches,
+    record_kind,
 )
 from dogs_core.domain.records import Hold, HoldReason, JobRecord, JobState, JobStatus, JobType
-from dogs_core.errors import InvalidOptionError
+from dogs_core.domain.runtime_schedules import ScheduleSpec
+from dogs_core.errors import EmptySelectionError, InvalidOptionError
 
 NOW = datetime(2030, 5, 1, 12, 0, tzinfo=UTC)
 S = timedelta(seconds=1)
@@ -149,7 +155,9 @@ def test_the_selection_in_words_and_back() -> None:
         .endswith("due before 2030-05-01 12:00:00 UTC")
     )
     assert BulkSelection.from_document(full.to_document()) == full
-    assert BulkSelection.from_document({}) == BulkSelection()
+    # an entry written before "all" existed, without a filter, meant every record
+    assert BulkSelection.from_document({}) == BulkSelection(all=True)
+    assert BulkSelection.from_document({"all": False}) == BulkSelection()
 
 
 @pytest.mark.parametrize(("size", "ok"), [(1, True), (5_000, True), (0, False), (5_001, False)])
@@ -221,3 +229,90 @@ def test_the_report_totals_its_skips() -> None:
         BulkAction.DELETE, BulkSelection(), False, 5, skipped={"running": 2, "x": 1}
     )
     assert report.skipped_total == 3
+
+
+# -- only what it names (issue 40) --------------------------------------------------------------
+
+_SPEC = ScheduleSpec(job="a", every=timedelta(hours=1))
+_KIND_FIELDS: dict[RecordKind, dict[str, object]] = {
+    RecordKind.JOB: {},
+    RecordKind.SCHEDULE: {"schedule": _SPEC, "job_name": "nightly"},
+    RecordKind.STEP: {"workflow": {"id": "wf", "step": "b"}},
+}
+
+
+def _of_kind(kind: RecordKind) -> JobRecord:
+    fields = dict(_KIND_FIELDS[kind])
+    name = str(fields.pop("job_name", "a"))
+    return dataclasses.replace(record(), job_name=name, **fields)  # type: ignore[arg-type]
+
+
+@given(
+    kinds=st.none() | st.frozensets(st.sampled_from(list(RecordKind)), min_size=1),
+    job_name=st.sampled_from([None, "a", "nightly"]),
+    kind=st.sampled_from(list(RecordKind)),
+)
+def test_a_selection_takes_a_kind_only_when_it_names_it(
+    kinds: frozenset[RecordKind] | None, job_name: str | None, kind: RecordKind
+) -> None:
+    one = _of_kind(kind)
+    assert record_kind(one) is kind
+    selection = BulkSelection(job_name=job_name, kinds=kinds, all=True)
+    taken = selection.matches(one, NOW, None)
+    named = job_name is None or one.job_name == job_name
+    if kinds is not None:
+        assert taken == (kind in kinds and named)
+    else:
+        # plain jobs; a schedule only named by its id; a step never by default
+        by_name = kind is RecordKind.SCHEDULE and job_name == "nightly"
+        assert taken == (named and (kind is RecordKind.JOB or by_name))
+    # counting each kind apart adds up to the selection
+    assert taken == any(selection.of_kind(k).matches(one, NOW, None) for k in selection.taken_kinds)
+
+
+@given(
+    name=st.sampled_from([None, "a"]),
+    state=st.sampled_from([None, JobState.FAILED]),
+    tags=st.sampled_from([(), ("t",)]),
+    schedules=st.booleans(),
+    steps=st.booleans(),
+    every=st.booleans(),
+)
+def test_no_filter_needs_all(
+    name: str | None,
+    state: JobState | None,
+    tags: tuple[str, ...],
+    schedules: bool,
+    steps: bool,
+    every: bool,
+) -> None:
+    selection = bulk_selection(
+        job_name=name, state=state, tags=tags or None,
+        include_schedules=schedules, include_steps=steps, all=every,
+    )  # fmt: skip
+    unfiltered = name is None and state is None and not tags
+    assert selection.unfiltered is unfiltered
+    if unfiltered and not every:
+        with pytest.raises(EmptySelectionError, match="no filter given"):
+            check_selection(selection)
+    else:
+        assert check_selection(selection) is selection
+    assert BulkSelection.from_document(selection.to_document()) == selection
+
+
+def test_kinds_in_words_and_their_checks() -> None:
+    assert bulk_selection(all=True, include_steps=True).describe() == "jobs and workflow steps"
+    assert bulk_selection(all=True, kinds=list(RecordKind)).describe() == (
+        "jobs, run-time schedules and workflow steps"
+    )
+    counts = {RecordKind.JOB: 0, RecordKind.SCHEDULE: 1, RecordKind.STEP: 2}
+    assert counts_in_words(counts) == "1 run-time schedule, 2 workflow steps"
+    assert counts_in_words({RecordKind.JOB: 0}) == "0 jobs"
+    assert bulk_selection(all=True, kinds=["schedule"]).describe() == "run-time schedules"
+    assert bulk_selection(job_name="nightly").describe() == "jobs of nightly"
+    with pytest.raises(InvalidOptionError, match="kinds"):
+        bulk_selection(kinds=["schedules"])
+    with pytest.raises(InvalidOptionError, match="kinds"):
+        bulk_selection(kinds=[])
+    with pytest.raises(InvalidOptionError, match="all"):
+        bulk_selection(all="yes")  # type: ignore[arg-type]

@@ -13,11 +13,18 @@ import anyio
 import pytest
 
 from dogs_core import Jobs
+from dogs_core.domain.archiving import ArchiveKind
 from dogs_core.domain.audit import AuditAction, AuditOutcome
-from dogs_core.domain.bulk import BulkAction, BulkReport, bulk_selection
+from dogs_core.domain.bulk import BulkAction, BulkReport, RecordKind, bulk_selection
 from dogs_core.domain.records import HistoryStatus, JobState, JobType
 from dogs_core.domain.registry import WorkerState, liveness
-from dogs_core.errors import InvalidOptionError, MissingRoleError, TransientStoreError
+from dogs_core.errors import (
+    EmptySelectionError,
+    InvalidOptionError,
+    MissingRoleError,
+    TransientStoreError,
+    UnknownJobError,
+)
 from dogs_core.ports import REQUIRED_ROLES
 from dogs_core.runtime import JobContext
 from dogs_core.runtime.plumbing.actors import acting_as
@@ -232,7 +239,7 @@ async def test_bulk_cancel_and_delete_list_what_they_removed() -> None:
     running = getattr(await h.client.schedule("slow"), "id", "")
     async with h.workers() as workers:
         await anyio.sleep(2)
-        report = await h.client.bulk("cancel", bulk_selection(), chunk_size=3)
+        report = await h.client.bulk("cancel", bulk_selection(all=True), chunk_size=3)
         await anyio.sleep(35)  # the fenced-off execution stops at its next write
         await workers.stop()
     # every event job was cancelled (the running one too); the recurrent one was skipped
@@ -260,7 +267,7 @@ async def test_bulk_reschedule_never_touches_a_running_job() -> None:
     async with h.workers() as workers:
         await anyio.sleep(2)
         report = await h.client.bulk(
-            BulkAction.RESCHEDULE, bulk_selection(), run_in="2h", priority=7
+            BulkAction.RESCHEDULE, bulk_selection(all=True), run_in="2h", priority=7
         )
         await workers.stop(grace=0)
     assert report.changed == 2  # the waiting job and the recurrent record
@@ -377,7 +384,7 @@ async def test_a_store_without_the_optional_roles() -> None:
     with pytest.raises(MissingRoleError, match="'audit' role"):
         await h.client.audit_log()
     with pytest.raises(MissingRoleError, match="'bulk' role"):
-        await h.client.bulk("retry", bulk_selection())
+        await h.client.bulk("retry", bulk_selection(all=True))
     with pytest.raises(MissingRoleError, match="'registry' role"):
         await h.client.workers()
     async with h.workers() as workers:
@@ -418,3 +425,53 @@ async def test_workflow_and_schedule_changes_are_recorded_with_their_actor() -> 
     assert {e.actor.name for e in entries} == {"dave"}
     assert entries[2].details["change"] == "created"
     assert entries[4].details["paused"] is True
+
+
+async def test_a_bulk_action_takes_only_what_it_names() -> None:
+    jobs, _ = _jobs()
+    h = Harness(jobs)
+    plain = [getattr(await h.client.schedule("flaky", run_in="1h"), "id", "") for _ in range(3)]
+    await h.client.schedules.upsert("tenant-7", "flaky", every="1h")
+    # no filter, no all: refused before anything is written, the dry run too
+    for dry_run in (False, True):
+        with pytest.raises(EmptySelectionError, match="no filter given"):
+            await h.client.bulk("delete", bulk_selection(), dry_run=dry_run)
+    with pytest.raises(EmptySelectionError):
+        await h.client.prepare_bulk("retry", bulk_selection(include_schedules=True))
+    assert await h.client.audit_log(action="bulk_delete") == []
+    # a typo'd name: UnknownJobError naming the known ones, nothing written
+    with pytest.raises(UnknownJobError, match=r"'flakey'.*flaky"):
+        await h.client.bulk("retry", bulk_selection(job_name="flakey"))
+    with pytest.raises(UnknownJobError):
+        await h.client.bulk("retry", bulk_selection(job_name="flakey"), dry_run=True)
+    assert await h.client.audit_log(action="bulk_retry") == []
+    # a name the registry knows, matching nothing, is no error
+    none = await h.client.bulk("retry", bulk_selection(job_name="slow"))
+    assert none.matched == 0
+    # the dry run counts each kind apart; the schedule is left out, and said so
+    dry = await h.client.bulk("delete", bulk_selection(all=True), dry_run=True)
+    assert (dry.matched, dict(dry.counts), dict(dry.left_out)) == (
+        3,
+        {RecordKind.JOB: 3},
+        {RecordKind.SCHEDULE: 1},
+    )
+    with pytest.raises(InvalidOptionError, match="purge"):
+        await h.client.bulk("retry", bulk_selection(all=True), purge=True)
+    report = await h.client.bulk("delete", bulk_selection(job_name="flaky"))
+    assert (report.changed, report.archived) == (3, True)
+    assert await h.client.schedules.get("tenant-7") is not None
+    entry = await h.client.audit_entry(report.audit_id or "")
+    assert entry is not None
+    assert entry.bulk is not None
+    assert entry.bulk.selection["jobName"] == "flaky"  # the filter, with the deletion
+    assert (entry.details["purge"], entry.details["counts"]) == (False, {"job": 3, "schedule": 0})
+    for job_id in plain:
+        assert await h.client.get_job(job_id) is None
+        assert (await h.client.job_fate(job_id)) is not None
+    archived = h.store.sync.archived(ArchiveKind.FAILED_RECORDS)
+    assert sorted(archived) == sorted(plain)
+    # the schedule, named exactly, is asked for; --purge keeps nothing
+    named = await h.client.bulk("delete", bulk_selection(job_name="tenant-7"), purge=True)
+    assert (named.changed, named.archived) == (1, False)
+    assert await h.client.schedules.get("tenant-7") is None
+    assert "tenant-7" not in h.store.sync.archived(ArchiveKind.FAILED_RECORDS)

@@ -16,10 +16,25 @@ The selection is extensible: a filter is a field of :class:`BulkSelection` with 
 translation in ``dogs_mongo.queries.bulk``. Filters: the job name, the state at the moment of
 the read, the type of the error of the record's newest execution, and a time range on one of
 the record's times (:class:`TimeField`).
+
+A bulk action touches only what it names (issue 40):
+
+- **No filter means nothing** unless the caller says ``all`` (``BulkSelection(all=True)``,
+  ``dogs bulk ... --all``, the dashboard's "every job" box): :func:`check_selection` raises
+  :class:`~dogs_core.errors.EmptySelectionError` and nothing is written.
+- **Kinds** (:class:`RecordKind`): a plain job, a runtime schedule's record
+  (``client.schedules``: its ``schedule`` field is set) and a workflow step's record (its
+  ``workflow`` field is set). A selection takes plain jobs only, unless it names the other
+  kinds (``kinds``, ``--include-schedules``, ``--include-steps``), or its ``job_name`` is a
+  schedule's id: naming a schedule exactly asks for it (a schedule's id is its record's job
+  name, unique among recurrent records). A step is never taken by its job name alone: steps
+  share their event job's name with plain jobs, so only ``--include-steps`` asks for them.
+  A dry run counts each kind apart (:attr:`BulkReport.counts`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -41,7 +56,7 @@ from dogs_core.domain.records import (
 from dogs_core.domain.steering import JobChange, retry_now_change
 from dogs_core.domain.tags import validate_tag_filter
 from dogs_core.domain.validation import DurationLike
-from dogs_core.errors import InvalidOptionError
+from dogs_core.errors import EmptySelectionError, InvalidOptionError
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -52,6 +67,7 @@ __all__ = [
     "BulkReport",
     "BulkSelection",
     "Modify",
+    "RecordKind",
     "Remove",
     "RescheduleTo",
     "Skip",
@@ -60,8 +76,10 @@ __all__ = [
     "bulk_decision",
     "bulk_selection",
     "check_chunk_size",
+    "counts_in_words",
     "created_id_bound",
     "error_type_matches",
+    "record_kind",
 ]
 
 #: Records read and changed per chunk when none is given: one read and one bulk write each.
@@ -97,6 +115,51 @@ class TimeField(enum.StrEnum):
     """``max_tries_reached_at``: when it reached its attempt limit (failed records only)."""
 
 
+class RecordKind(enum.StrEnum):
+    """What a job record is, for a bulk selection: only plain jobs are taken unless asked."""
+
+    JOB = "job"
+    """A job scheduled by code or a call (event or code-defined recurrent)."""
+    SCHEDULE = "schedule"
+    """The recurrent record of a runtime schedule (``client.schedules``; its ``schedule``
+    field is set). Deleting it removes the schedule."""
+    STEP = "step"
+    """A workflow step's record (its ``workflow`` field is set). Deleting it fails its
+    workflow ("its record is gone")."""
+
+    @property
+    def words(self) -> str:
+        return {
+            RecordKind.JOB: "jobs",
+            RecordKind.SCHEDULE: "run-time schedules",
+            RecordKind.STEP: "workflow steps",
+        }[self]
+
+
+#: What a selection takes when it names no kind.
+DEFAULT_KINDS: Final = frozenset({RecordKind.JOB})
+
+
+def counts_in_words(counts: Mapping[RecordKind, int]) -> str:
+    """``25 jobs, 1 run-time schedule``: the kinds counted, each apart (those with none left
+    out; ``0 jobs`` when none has any)."""
+    parts = []
+    for kind in RecordKind:
+        count = counts.get(kind, 0)
+        if count:
+            parts.append(f"{count} {kind.words if count != 1 else kind.words[:-1]}")
+    return ", ".join(parts) or "0 jobs"
+
+
+def record_kind(record: JobRecord) -> RecordKind:
+    """The :class:`RecordKind` of ``record``."""
+    if record.workflow is not None:
+        return RecordKind.STEP
+    if record.schedule is not None:
+        return RecordKind.SCHEDULE
+    return RecordKind.JOB
+
+
 class SkipReason(enum.StrEnum):
     """Why a selected record was left alone."""
 
@@ -124,6 +187,10 @@ class BulkSelection:
     ``QuotaExceeded``). Rows written by Node Dogs workers have no error type. ``since``
     (inclusive) and ``until`` (exclusive) bound the record's ``time_field``. ``tags``: the
     record carries every one of them (``schedule(tags=...)``).
+
+    ``kinds``: the :class:`RecordKind` s taken (``None``: plain jobs, and a runtime schedule
+    whose id is ``job_name``). ``all``: the caller means every record when no filter is given
+    (a bulk action refuses an unfiltered selection without it, :func:`check_selection`).
     """
 
     job_name: str | None = None
@@ -133,14 +200,43 @@ class BulkSelection:
     since: datetime | None = None
     until: datetime | None = None
     tags: tuple[str, ...] = ()
+    kinds: frozenset[RecordKind] | None = None
+    all: bool = False
 
     @property
     def has_time_range(self) -> bool:
         return self.since is not None or self.until is not None
 
+    @property
+    def unfiltered(self) -> bool:
+        """No filter narrows it: it holds every record of its kinds."""
+        return (
+            self.job_name is None
+            and self.state is None
+            and self.error_type is None
+            and not self.has_time_range
+            and not self.tags
+        )
+
+    @property
+    def taken_kinds(self) -> frozenset[RecordKind]:
+        """The kinds it takes: ``kinds``, or plain jobs plus, named by ``job_name``, a
+        runtime schedule."""
+        if self.kinds is not None:
+            return self.kinds
+        if self.job_name is not None:
+            return DEFAULT_KINDS | {RecordKind.SCHEDULE}
+        return DEFAULT_KINDS
+
+    def of_kind(self, kind: RecordKind) -> BulkSelection:
+        """The same filters, taking ``kind`` alone (a dry run counts each kind apart)."""
+        return dataclasses.replace(self, kinds=frozenset({kind}))
+
     def matches(self, record: JobRecord, now: datetime, last_error_type: str | None) -> bool:
         """Whether ``record`` is selected at ``now``, its newest row's error type being
         ``last_error_type`` (the rule both stores follow)."""
+        if record_kind(record) not in self.taken_kinds:
+            return False
         if self.job_name is not None and record.job_name != self.job_name:
             return False
         if self.state is not None and record.state(now) is not self.state:
@@ -167,7 +263,7 @@ class BulkSelection:
 
     def describe(self) -> str:
         """The selection in words, for logs, confirmations and the audit trail."""
-        parts = [f"{self.state.value} " if self.state is not None else "", "jobs"]
+        parts = [f"{self.state.value} " if self.state is not None else "", self._kind_words()]
         if self.job_name is not None:
             parts.append(f" of {self.job_name}")
         if self.tags:
@@ -189,6 +285,13 @@ class BulkSelection:
                 parts.append(f", {label} before {_iso(self.until)}")
         return "".join(parts).strip()
 
+    def _kind_words(self) -> str:
+        kinds = self.taken_kinds
+        if kinds == DEFAULT_KINDS or (self.kinds is None and self.job_name is not None):
+            return "jobs"
+        words = [kind.words for kind in RecordKind if kind in kinds]
+        return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
     def to_document(self) -> dict[str, Any]:
         """The selection as plain values (kept with a bulk action's audit entry, so that an
         interrupted run can be resumed)."""
@@ -200,12 +303,15 @@ class BulkSelection:
             "since": self.since,
             "until": self.until,
             **({"tags": list(self.tags)} if self.tags else {}),
+            **({"kinds": sorted(kind.value for kind in self.kinds)} if self.kinds else {}),
+            "all": self.all,
         }
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any]) -> BulkSelection:
-        """The inverse of :meth:`to_document` (checked as :func:`bulk_selection` checks)."""
-        return bulk_selection(
+        """The inverse of :meth:`to_document` (checked as :func:`bulk_selection` checks). An
+        entry written before ``all`` existed, without a filter, meant every record."""
+        selection = bulk_selection(
             job_name=document.get("jobName"),
             state=document.get("state"),
             error_type=document.get("errorType"),
@@ -213,7 +319,11 @@ class BulkSelection:
             since=document.get("since"),
             until=document.get("until"),
             tags=document.get("tags"),
+            kinds=document.get("kinds"),
         )
+        if document.get("all", "all" not in document and selection.unfiltered):
+            selection = dataclasses.replace(selection, all=True)
+        return selection
 
 
 def bulk_selection(
@@ -225,9 +335,15 @@ def bulk_selection(
     since: datetime | None = None,
     until: datetime | None = None,
     tags: str | Iterable[str] | None = None,
+    kinds: Iterable[RecordKind | str] | None = None,
+    include_schedules: bool = False,
+    include_steps: bool = False,
+    all: bool = False,
 ) -> BulkSelection:
     """A checked :class:`BulkSelection`; raises ``InvalidOptionError`` naming the field
-    (``tags``: one tag or several, the records carrying all of them)."""
+    (``tags``: one tag or several, the records carrying all of them). ``include_schedules``
+    and ``include_steps`` add runtime schedules and workflow steps to the kinds taken
+    (``kinds``, when given, names them all)."""
     name = validation.optional_text("job_name", job_name)
     wanted = _state(state)
     kind = validation.optional_text("error_type", error_type)
@@ -242,7 +358,39 @@ def bulk_selection(
     high = _moment("until", until)
     if low is not None and high is not None and low >= high:
         raise InvalidOptionError("until", until, f"must be later than since ({_iso(low)})")
-    return BulkSelection(name, wanted, kind, chosen, low, high, validate_tag_filter(tags) or ())
+    validation.boolean("all", all)
+    taken = _kinds(kinds, include_schedules, include_steps)
+    return BulkSelection(
+        name, wanted, kind, chosen, low, high, validate_tag_filter(tags) or (), taken, all
+    )
+
+
+def _kinds(
+    kinds: Iterable[RecordKind | str] | None, include_schedules: object, include_steps: object
+) -> frozenset[RecordKind] | None:
+    validation.boolean("include_schedules", include_schedules)
+    validation.boolean("include_steps", include_steps)
+    if kinds is None:
+        if not include_schedules and not include_steps:
+            return None
+        taken = set(DEFAULT_KINDS)
+    else:
+        if isinstance(kinds, str):
+            kinds = [kinds]
+        taken = set()
+        for one in kinds:
+            try:
+                taken.add(RecordKind(str(one)))
+            except ValueError:
+                choices = ", ".join(kind.value for kind in RecordKind)
+                raise InvalidOptionError("kinds", one, f"expected one of {choices}") from None
+        if not taken:
+            raise InvalidOptionError("kinds", kinds, "must name at least one kind")
+    if include_schedules:
+        taken.add(RecordKind.SCHEDULE)
+    if include_steps:
+        taken.add(RecordKind.STEP)
+    return frozenset(taken)
 
 
 def _state(value: object) -> JobState | None:
@@ -438,6 +586,12 @@ class BulkReport:
     elapsed: timedelta = timedelta(0)
     complete: bool = True
     audit_id: str | None = None
+    counts: Mapping[RecordKind, int] = field(default_factory=dict)
+    """Per kind, the records of the selection when it started (``matched`` is their sum);
+    ``left_out``: the records of the kinds it does not take that its filters match."""
+    left_out: Mapping[RecordKind, int] = field(default_factory=dict)
+    archived: bool = False
+    """A delete that kept the records it removed in the records' archive (not ``purge``)."""
 
     @property
     def skipped_total(self) -> int:
@@ -462,11 +616,16 @@ def bulk_action(action: object) -> BulkAction:
         raise InvalidOptionError("action", action, f"expected one of {choices}") from None
 
 
-def check_selection(selection: object) -> None:
+def check_selection(selection: object) -> BulkSelection:
+    """``selection`` as a bulk action may take it: a :class:`BulkSelection` with a filter, or
+    ``all`` (else :class:`~dogs_core.errors.EmptySelectionError`; nothing is written)."""
     if not isinstance(selection, BulkSelection):
         raise InvalidOptionError(
             "selection", selection, "must be a BulkSelection (dogs_core.bulk_selection(...))"
         )
+    if selection.unfiltered and not selection.all:
+        raise EmptySelectionError(selection.describe())
+    return selection
 
 
 def reschedule_to(

@@ -21,13 +21,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from pymongo import DeleteOne, UpdateOne
+from pymongo import DeleteOne, ReplaceOne, UpdateOne
 from pymongo.errors import OperationFailure
 from pymongo.synchronous.collection import Collection
 
 from dogs_core.domain import validation
+from dogs_core.domain.archiving import ArchiveKind, check_archived_at
 from dogs_core.domain.bulk import BulkChunk, BulkSelection, error_type_matches
 from dogs_core.domain.records import JobRecord
 from dogs_core.domain.steering import JobChange
@@ -35,7 +36,11 @@ from dogs_core.errors import InvalidOptionError
 from dogs_mongo import queries as q
 from dogs_mongo._sync.feeds import _resolve
 from dogs_mongo.errors import read_without_missing_hint, translate_errors
+from dogs_mongo.queries import archive as qa
 from dogs_mongo.queries import bulk as qb
+
+if TYPE_CHECKING:
+    from dogs_mongo._sync.archive import MongoArchiver
 
 __all__ = ["MongoBulk"]
 
@@ -119,23 +124,60 @@ class MongoBulk:
         return matched
 
     def delete_unchanged(
-        self, snapshots: Sequence[JobRecord], *, unless_running_at: datetime | None
+        self,
+        snapshots: Sequence[JobRecord],
+        *,
+        unless_running_at: datetime | None,
+        archived_at: datetime | None = None,
     ) -> list[JobRecord]:
         for snapshot in snapshots:
             if not isinstance(snapshot, JobRecord):
                 raise InvalidOptionError("snapshots", snapshot, "must be JobRecords")
+        stamp = None if archived_at is None else check_archived_at(archived_at)
         if not snapshots:
             return []
-        operations = [
-            DeleteOne(qb.bulk_fence(snapshot, unless_running_at=unless_running_at))
-            for snapshot in snapshots
-        ]
+        fences = [qb.bulk_fence(one, unless_running_at=unless_running_at) for one in snapshots]
+        archive = None if stamp is None else self._records_archive()
+        if archive is not None and stamp is not None:
+            self._copy_to_archive(archive, fences, stamp)
+        operations = [DeleteOne(fence) for fence in fences]
         with translate_errors("delete_unchanged", write=True):
             result = self._fenced.bulk_write(operations, ordered=False)
+        if archive is not None:
+            self._settle_archived(archive, [snapshot.id for snapshot in snapshots])
         deleted = int(result.deleted_count)
         if deleted == len(snapshots):
             return list(snapshots)
         return self._deleted_among(snapshots, deleted)
+
+    def _records_archive(self) -> Collection[Document]:
+        return cast("MongoArchiver", self).archive_collection(ArchiveKind.FAILED_RECORDS)
+
+    def _copy_to_archive(
+        self, archive: Collection[Document], fences: Sequence[Document], stamp: datetime
+    ) -> None:
+        """The archive's step 3 for a bulk delete: the records still as their snapshots, copied
+        pending (a crash before the settle is settled by the next archive batch)."""
+        with translate_errors("delete_unchanged (archive copies)", write=True):
+            documents: list[Document] = self._records.find({"$or": list(fences)}).to_list(None)
+            if documents:
+                copies = [qa.archive_copy(document, stamp) for document in documents]
+                requests = [ReplaceOne({"_id": c["_id"]}, c, upsert=True) for c in copies]
+                archive.bulk_write(requests, ordered=False)
+
+    def _settle_archived(self, archive: Collection[Document], ids: list[str]) -> None:
+        """The archive's step 5: a copy whose record is still live (changed meanwhile: not
+        deleted) is removed; the others are settled."""
+        with translate_errors("delete_unchanged (archive settle)", write=True):
+            cursor = self._records.find(qa.ids_filter(ids), {"_id": 1})
+            survivors = [document["_id"] for document in cursor.to_list(None)]
+            if survivors:
+                archive.delete_many(qa.pending_copies_filter(survivors))
+            gone = [record_id for record_id in ids if record_id not in set(survivors)]
+            if gone:
+                archive.update_many(
+                    {**qa.ids_filter(gone), **qa.PENDING_FILTER}, qa.confirm_update()
+                )
 
     def _deleted_among(self, snapshots: Sequence[JobRecord], deleted: int) -> list[JobRecord]:
         """Which of ``snapshots`` this call deleted, knowing it deleted ``deleted``: the gone

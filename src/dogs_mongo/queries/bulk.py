@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from dogs_core.domain.bulk import BulkSelection, TimeField, created_id_bound
+from dogs_core.domain.bulk import BulkSelection, RecordKind, TimeField, created_id_bound
 from dogs_core.domain.records import JobRecord, to_millis
 from dogs_mongo.queries.indexes import TAGS_INDEX_KEYS
 from dogs_mongo.queries.states import not_locked_after, state_filter, state_hint
@@ -29,6 +29,7 @@ __all__ = [
     "bulk_query",
     "error_types_pipeline",
     "finished_since",
+    "kinds_filter",
 ]
 
 _TIME_FIELDS: Mapping[TimeField, str] = {
@@ -48,9 +49,28 @@ class BulkQuery:
         self.hint = hint
 
 
+def kinds_filter(kinds: frozenset[RecordKind]) -> list[dict[str, Any]]:
+    """The conditions that leave out the kinds not in ``kinds``
+    (:func:`~dogs_core.domain.bulk.record_kind`: a step has ``workflow``, a runtime schedule
+    ``schedule``; a plain job neither). ``null`` matches a missing field: Node Dogs writes
+    neither."""
+    conditions: list[dict[str, Any]] = []
+    if RecordKind.STEP not in kinds:
+        conditions.append({"workflow": None})
+    if RecordKind.SCHEDULE not in kinds:
+        conditions.append(
+            {"schedule": None}
+            if RecordKind.STEP not in kinds
+            else {"$or": [{"schedule": None}, {"workflow": {"$ne": None}}]}
+        )
+    if RecordKind.JOB not in kinds:
+        conditions.append({"$or": [{"schedule": {"$ne": None}}, {"workflow": {"$ne": None}}]})
+    return conditions
+
+
 def bulk_query(selection: BulkSelection, *, now: datetime, after: str | None) -> BulkQuery:
     """Every filter of ``selection`` but the error type, at ``now``, ids after ``after``."""
-    conditions: list[dict[str, Any]] = []
+    conditions: list[dict[str, Any]] = kinds_filter(selection.taken_kinds)
     if selection.state is not None:
         conditions += state_filter(selection.state, now)
     id_range: dict[str, Any] = {}

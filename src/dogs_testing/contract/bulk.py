@@ -12,11 +12,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, cast
 
-from dogs_core.domain.bulk import BulkSelection, TimeField, bulk_selection
-from dogs_core.domain.records import HistoryStatus, JobState
+from dogs_core.domain.bulk import BulkSelection, RecordKind, TimeField, bulk_selection
+from dogs_core.domain.records import HistoryStatus, JobState, JobType
+from dogs_core.domain.runtime_schedules import ScheduleSpec
 from dogs_core.domain.steering import JobChange, retry_now_change
 from dogs_core.ids import new_execution_id
-from dogs_core.ports import AsyncBulkStore, AsyncJobStore
+from dogs_core.ports import AsyncArchiveStore, AsyncBulkStore, AsyncJobStore, AsyncScheduleStore
 from dogs_testing.contract.base import _DAY, _H, _MIN, _S, T0, ContractBase, _history, _job
 from dogs_testing.settling import settle_one, terminal
 
@@ -214,3 +215,69 @@ class BulkContract(ContractBase):
         assert await self.complete(store, claimed.job_id, claimed.lock_id)
         deleted = await _bulk(store).delete_unchanged(list(snapshots), unless_running_at=None)
         assert [record.id for record in deleted] == [kept]
+
+    async def _kinds(self, store: AsyncJobStore) -> tuple[str, str, str]:
+        """A plain job of ``a``, runtime schedule ``nightly`` (running ``a``) and a step of a
+        workflow running ``a``: their ids."""
+        plain = await self._scheduled(store, "a")
+        spec = ScheduleSpec(job="a", every=_H)
+        schedule = dataclasses.replace(
+            _job("nightly", at=T0 + _H), type=JobType.RECURRENT, schedule=spec
+        )
+        assert await cast(AsyncScheduleStore, store).insert_schedule(schedule)
+        step = dataclasses.replace(
+            _job("a", at=T0 + _H), workflow={"id": "wf-1", "step": "b", "generation": 0}
+        )
+        step_id = str(cast(Any, await store.insert_job(step)).id)
+        return plain, schedule.id, step_id
+
+    async def test_schedules_and_steps_are_taken_only_when_asked(
+        self, store: AsyncJobStore
+    ) -> None:
+        plain, schedule, step = await self._kinds(store)
+
+        async def ids(selection: BulkSelection) -> list[str]:
+            chunk = await _bulk(store).select_for_bulk(selection, now=T0, after=None, limit=10)
+            assert await _bulk(store).count_for_bulk(selection, now=T0) == len(chunk.records)
+            return sorted(record.id for record in chunk.records)
+
+        assert await ids(bulk_selection(all=True)) == [plain]
+        assert await ids(bulk_selection(job_name="a")) == [plain]  # a step is not named by it
+        assert await ids(bulk_selection(job_name="nightly")) == [schedule]  # named: asked for
+        with_schedules = bulk_selection(all=True, include_schedules=True)
+        assert await ids(with_schedules) == sorted([plain, schedule])
+        assert await ids(bulk_selection(all=True, include_steps=True)) == sorted([plain, step])
+        everything = bulk_selection(all=True, include_schedules=True, include_steps=True)
+        assert await ids(everything) == sorted([plain, schedule, step])
+        for kind, wanted in (
+            (RecordKind.JOB, plain),
+            (RecordKind.SCHEDULE, schedule),
+            (RecordKind.STEP, step),
+        ):
+            assert await ids(bulk_selection(all=True).of_kind(kind)) == [wanted]
+        assert await ids(bulk_selection(job_name="a", kinds=["step"])) == [step]
+        assert await ids(bulk_selection(state="scheduled", kinds=["job", "schedule"])) == sorted(
+            [plain, schedule]
+        )
+
+    async def test_a_delete_with_archived_at_keeps_what_it_removed(
+        self, store: AsyncJobStore
+    ) -> None:
+        kept, dropped = await self._scheduled(store, "a"), await self._scheduled(store, "b")
+        changed = await self._scheduled(store, "a")
+        chunk = await _bulk(store).select_for_bulk(
+            bulk_selection(all=True), now=T0, after=None, limit=10
+        )
+        snapshots = {record.id: record for record in chunk.records}
+        assert await store.modify_record(changed, JobChange(next_run_at=T0 + _DAY), now=T0)
+        deleted = await _bulk(store).delete_unchanged(
+            [snapshots[kept], snapshots[changed]], unless_running_at=T0, archived_at=T0
+        )
+        assert [record.id for record in deleted] == [kept]
+        purged = await _bulk(store).delete_unchanged([snapshots[dropped]], unless_running_at=T0)
+        assert [record.id for record in purged] == [dropped]
+        archive = cast(AsyncArchiveStore, store)
+        assert await archive.archived_at(kept) == T0  # settled, recoverable
+        assert await archive.archived_at(changed) is None  # left live: no copy
+        assert await store.get_record(changed) is not None
+        assert await archive.archived_at(dropped) is None  # purged

@@ -10,6 +10,16 @@ Fencing: a bulk write changes a record only while it is **unchanged since the ch
 ``priority`` as in the snapshot given), in one atomic step per record, so a record claimed,
 settled or steered meanwhile is left alone (and reported as not changed). A write made for a
 record that is not running at ``now`` also requires its lock not to be live at ``now``.
+
+Kinds: a selection takes only the :class:`~dogs_core.domain.bulk.RecordKind` s it names
+(:attr:`~dogs_core.domain.bulk.BulkSelection.taken_kinds`: plain jobs by default; runtime
+schedules and workflow steps only when asked), in every read and count.
+
+Archiving: a bulk delete with ``archived_at`` keeps each record it deletes in the records'
+archive (the archive role's ``<records>_archive`` collection, stamped ``archivedAt``), as the
+archive role moves failed records: copied first (pending), deleted fenced, then settled (the
+copy of a record left live is removed). A crash between the steps is settled by the next
+archive batch, which settles pending copies first.
 """
 
 from __future__ import annotations
@@ -52,9 +62,14 @@ class BulkStore(Protocol):
         ...
 
     def delete_unchanged(
-        self, snapshots: Sequence[JobRecord], *, unless_running_at: datetime | None
+        self,
+        snapshots: Sequence[JobRecord],
+        *,
+        unless_running_at: datetime | None,
+        archived_at: datetime | None = None,
     ) -> list[JobRecord]:
         """Delete each record if it is unchanged since its snapshot (and, with
         ``unless_running_at``, its lock is not live then); the snapshots of the records this
-        call deleted."""
+        call deleted. With ``archived_at``, each deleted record is kept in the records'
+        archive, stamped ``archived_at`` (see the module documentation)."""
         ...

@@ -182,11 +182,20 @@ class ForwardingJobStore(ABC):
         return cast("int", await self._forward("modify_unchanged", changes, now=now))
 
     async def delete_unchanged(
-        self, snapshots: Sequence[JobRecord], *, unless_running_at: datetime | None
+        self,
+        snapshots: Sequence[JobRecord],
+        *,
+        unless_running_at: datetime | None,
+        archived_at: datetime | None = None,
     ) -> list[JobRecord]:
         return cast(
             "list[JobRecord]",
-            await self._forward("delete_unchanged", snapshots, unless_running_at=unless_running_at),
+            await self._forward(
+                "delete_unchanged",
+                snapshots,
+                unless_running_at=unless_running_at,
+                archived_at=archived_at,
+            ),
         )
 
     async def claim(self, request: ClaimRequest) -> ClaimedJob | None:

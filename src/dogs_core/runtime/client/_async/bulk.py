@@ -14,6 +14,13 @@ a delete or cancel removed are listed chunk by chunk under it.
 Between chunks the action yields for ``pause`` seconds (0 by default: one chunk's writes are
 one round trip, and claims interleave with them).
 
+A bulk action touches only what it names: a selection without a filter is refused unless it
+says ``all`` (:class:`~dogs_core.errors.EmptySelectionError`); runtime schedules and workflow
+steps are taken only when asked (:class:`~dogs_core.domain.bulk.RecordKind`); a job name that
+matches nothing and that neither the registry nor the store knows is a typo
+(:class:`~dogs_core.errors.UnknownJobError`). Nothing is written then. A delete keeps every
+record it removes in the records' archive unless ``purge`` (the audit entry says which).
+
 This module is the source of truth; ``_sync/bulk.py`` is generated from it.
 """
 
@@ -45,6 +52,7 @@ from dogs_core.domain.bulk import (
     BulkReport,
     BulkSelection,
     Modify,
+    RecordKind,
     Remove,
     RescheduleTo,
     Skip,
@@ -56,10 +64,10 @@ from dogs_core.domain.bulk import (
     reschedule_to,
     why_not_resumable,
 )
-from dogs_core.domain.records import DEFAULT_RETENTION, HistoryRecord, JobRecord
+from dogs_core.domain.records import DEFAULT_RETENTION, HistoryRecord, JobRecord, NameStatus
 from dogs_core.domain.steering import cancel_rows
 from dogs_core.domain.validation import DurationLike
-from dogs_core.errors import InvalidOptionError
+from dogs_core.errors import InvalidOptionError, UnknownJobError
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_core.ports import AsyncBulkStore, AsyncJobStore, Role, has_role
 from dogs_core.ports.store import require_role
@@ -95,16 +103,59 @@ class BulkClient(ClientBase):
             setattr(self, "_bulk_runner", runner)  # noqa: B010 - one id per client
         return runner
 
+    async def status(self) -> list[NameStatus]:
+        raise NotImplementedError  # DogsClient's
+
     async def bulk_count(self, selection: BulkSelection) -> int:
-        """How many records ``selection`` holds now (the dry run of a bulk action)."""
+        """How many records ``selection`` holds now (the dry run of a bulk action). Raises
+        :class:`~dogs_core.errors.EmptySelectionError` for a selection without a filter and
+        without ``all``, :class:`~dogs_core.errors.UnknownJobError` when it matches nothing
+        and its job name is unknown (a typo)."""
+        checked = check_selection(selection)
+        count = await self._count(checked)
+        if count == 0:
+            await self._check_name_known(checked)
+        return count
+
+    async def bulk_counts(
+        self, selection: BulkSelection
+    ) -> tuple[dict[RecordKind, int], dict[RecordKind, int]]:
+        """Per :class:`RecordKind`, how many records ``selection`` holds now, and how many of
+        the kinds it does not take its filters match (what a dry run shows apart)."""
+        checked = check_selection(selection)
+        taken: dict[RecordKind, int] = {}
+        left_out: dict[RecordKind, int] = {}
+        for kind in RecordKind:
+            count = await self._count(checked.of_kind(kind))
+            if kind in checked.taken_kinds:
+                taken[kind] = count
+            elif count:
+                left_out[kind] = count
+        if not sum(taken.values()):
+            await self._check_name_known(checked)
+        return taken, left_out
+
+    async def _count(self, selection: BulkSelection) -> int:
         store = require_role(self.store, Role.BULK, "bulk actions")
-        check_selection(selection)
         await self._ensure_clock()
         return await retry_transient(
             lambda: store.count_for_bulk(selection, now=self.clock.now()),
             what="count for bulk",
             deadline=self.operation_timeout,
         )
+
+    async def _check_name_known(self, selection: BulkSelection) -> None:
+        """A job name that matched nothing: known to the registry or to the store (a record
+        of it exists, whatever its state or kind), or a typo."""
+        name = selection.job_name
+        jobs = self.jobs
+        if name is None or (jobs is not None and name in jobs):
+            return
+        stored = {row.job_name for row in await self.status()}
+        if name in stored:
+            return
+        known = set(jobs.names if jobs is not None else ()) | stored
+        raise UnknownJobError(name, sorted(known)[:20])
 
     async def bulk(
         self,
@@ -115,6 +166,7 @@ class BulkClient(ClientBase):
         run_in: DurationLike | None = None,
         priority: int | None = None,
         dry_run: bool = False,
+        purge: bool = False,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         max_chunks: int | None = None,
         pause: float = 0.0,
@@ -123,21 +175,31 @@ class BulkClient(ClientBase):
         """Apply ``action`` (``"retry"``, ``"cancel"``, ``"reschedule"`` with ``run_at``,
         ``run_in`` and/or ``priority``, or ``"delete"``) to every record ``selection`` holds,
         ``chunk_size`` records at a time (1..5,000), until none is left or ``max_chunks``
-        chunks were done; ``on_progress(report)`` after each chunk. ``dry_run`` only counts.
-        Returns what it did; the report's ``audit_id`` resumes an interrupted one
-        (:meth:`resume_bulk`)."""
+        chunks were done; ``on_progress(report)`` after each chunk. ``dry_run`` only counts,
+        each kind apart (the report's ``counts`` and ``left_out``). A delete keeps the
+        records it removes in the records' archive unless ``purge``. Returns what it did; the
+        report's ``audit_id`` resumes an interrupted one (:meth:`resume_bulk`)."""
         validation.boolean("dry_run", dry_run)
         if dry_run:
             chosen = bulk_action(action)
             reschedule_to(chosen, run_at, run_in, priority)
-            count = await self.bulk_count(selection)
-            return BulkReport(chosen, selection, dry_run=True, matched=count)
+            _purge(chosen, purge)
+            counts, left_out = await self.bulk_counts(selection)
+            return BulkReport(
+                chosen,
+                selection,
+                dry_run=True,
+                matched=sum(counts.values()),
+                counts=counts,
+                left_out=left_out,
+            )
         entry = await self.prepare_bulk(
             action,
             selection,
             run_at=run_at,
             run_in=run_in,
             priority=priority,
+            purge=purge,
             chunk_size=chunk_size,
         )
         return await self.run_bulk(
@@ -152,15 +214,28 @@ class BulkClient(ClientBase):
         run_at: datetime | None = None,
         run_in: DurationLike | None = None,
         priority: int | None = None,
+        purge: bool = False,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
     ) -> AuditEntry:
         """Check the arguments, count the selection and write the action's audit entry
-        (running, held by this client), without changing any record: :meth:`run_bulk` does."""
+        (running, held by this client; its selection and, for a delete, whether it purges),
+        without changing any record: :meth:`run_bulk` does."""
         chosen = bulk_action(action)
         to = reschedule_to(chosen, run_at, run_in, priority)
+        purging = _purge(chosen, purge)
         size = check_chunk_size(chunk_size)
-        matched = await self.bulk_count(selection)
+        checked = check_selection(selection)
+        if chosen is BulkAction.DELETE and not purging:
+            require_role(self.store, Role.ARCHIVE, "keeping deleted records (or purge=True)")
+        counts, _ = await self.bulk_counts(checked)
+        matched = sum(counts.values())
         now = self.clock.now()
+        details: dict[str, object] = {
+            "matched": matched,
+            "counts": {kind.value: count for kind, count in counts.items()},
+        }
+        if chosen is BulkAction.DELETE:
+            details["purge"] = purging
         entry = AuditEntry(
             id=new_record_id(),
             at=now,
@@ -168,7 +243,7 @@ class BulkClient(ClientBase):
             action=AUDITED_AS[chosen].value,
             target=selection.describe(),
             outcome=AuditOutcome.RUNNING,
-            details={"matched": matched},
+            details=details,
             bulk=BulkProgress(
                 selection=selection.to_document(),
                 matched=matched,
@@ -257,6 +332,8 @@ class _Run:
         self.selection = BulkSelection.from_document(self.progress.selection)
         self.to = RescheduleTo.from_document(self.progress.to)
         self.audited = has_role(client.store, Role.AUDIT)
+        # entries written before deletes were archived hold no "purge": they purged
+        self.archive = self.action is BulkAction.DELETE and entry.details.get("purge") is False
         self.started = anyio.current_time()
 
     async def until_done(
@@ -345,8 +422,11 @@ class _Run:
         removed: list[JobRecord] = []
         if remove:
             unless = None if self.action is BulkAction.CANCEL else now
+            stamp = now if self.archive else None
             removed = await retry_transient(
-                lambda: self.store.delete_unchanged(remove, unless_running_at=unless),
+                lambda: self.store.delete_unchanged(
+                    remove, unless_running_at=unless, archived_at=stamp
+                ),
                 what="bulk delete",
                 deadline=timeout,
             )
@@ -389,6 +469,7 @@ class _Run:
             details={
                 "action": self.action.value,
                 "jobNames": sorted({r.job_name for r in removed}),
+                **({"archived": self.archive} if self.action is BulkAction.DELETE else {}),
             },
             parent_id=self.entry.id,
             updated_at=now,
@@ -446,7 +527,15 @@ class _Run:
             elapsed=timedelta(seconds=anyio.current_time() - self.started),
             complete=complete,
             audit_id=self.entry.id,
+            archived=self.archive,
         )
+
+
+def _purge(action: BulkAction, purge: object) -> bool:
+    validation.boolean("purge", purge)
+    if purge and action is not BulkAction.DELETE:
+        raise InvalidOptionError("purge", purge, f"only a delete purges, not a {action}")
+    return bool(purge)
 
 
 def _retention(client: BulkClient, name: str) -> timedelta | None:
