@@ -42,6 +42,7 @@ from dogs_cli.common import (
     connected_client,
     fail,
     flags_named,
+    moment_flag,
     run,
     user_errors,
     when,
@@ -49,7 +50,6 @@ from dogs_cli.common import (
 )
 from dogs_cli.console_tables import bulk_json, bulk_summary
 from dogs_cli.tables import print_json
-from dogs_core.domain import validation
 from dogs_core.domain.bulk import (
     DEFAULT_CHUNK_SIZE,
     MAX_CHUNK_SIZE,
@@ -61,7 +61,6 @@ from dogs_core.domain.bulk import (
     bulk_selection,
     counts_in_words,
 )
-from dogs_core.errors import ValidationError
 from dogs_core.runtime.client._async.client import DogsClient
 
 __all__ = ["bulk_app"]
@@ -162,25 +161,6 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON documen
 # -- inputs ----------------------------------------------------------------------------------
 
 
-def _moment(flag: str, text: str | None, now: datetime) -> datetime | None:
-    """An ISO 8601 time with a timezone, or a duration ago (``2h``)."""
-    if text is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
-        try:
-            return now - validation.duration(flag, text)
-        except ValidationError:
-            fail(
-                f"{flag} {shlex.quote(text)}: expected an ISO 8601 time with a timezone "
-                "(2026-05-01T02:00Z) or a duration ago (2h)"
-            )
-    if moment.tzinfo is None:
-        fail(f"{flag} {shlex.quote(text)}: add a timezone, e.g. {text}Z or {text}+02:00")
-    return moment
-
-
 def _selection(
     name: str | None,
     state: str | None,
@@ -210,8 +190,8 @@ def _selection(
             error_type=error_type,
             tags=tag or None,
             time_field=time_field,
-            since=_moment("--since", since, now),
-            until=_moment("--until", until, now),
+            since=moment_flag("--since", since, now),
+            until=moment_flag("--until", until, now),
             include_schedules=include_schedules,
             include_steps=include_steps,
             all=every,

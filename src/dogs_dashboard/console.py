@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from importlib import resources
 from typing import Any
 
@@ -28,12 +28,12 @@ from dogs_core.domain.bulk import (
 )
 from dogs_core.domain.records import JobState
 from dogs_core.domain.registry import WorkerInfo, liveness, shown_state, uptime
-from dogs_core.domain.validation import duration
 from dogs_core.errors import DogsError, MissingRoleError
 from dogs_dashboard.actions import _form
 from dogs_dashboard.auth import SESSION_COOKIE, CredentialsAuth
 from dogs_dashboard.context import Dashboard, root_of
 from dogs_dashboard.csrf import COOKIE_NAME, FIELD_NAME
+from dogs_dashboard.pages import parse_moment
 
 __all__ = [
     "DESTRUCTIVE",
@@ -162,18 +162,6 @@ async def audit_page(dash: Dashboard, request: Request) -> Response:
 # -- bulk actions -----------------------------------------------------------------------------
 
 
-def _moment(field: str, text: str | None, now: datetime) -> datetime | None:
-    """An ISO 8601 time (UTC when it has no timezone, as a datetime-local input sends it), or a
-    duration ago (``2h``)."""
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
-        return now - duration(field, text)
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
 def selection_of(values: Mapping[str, str], now: datetime) -> BulkSelection:
     """The selection of a form or a query (``FILTER_FIELDS``); ``InvalidOptionError`` names a
     bad field."""
@@ -183,8 +171,8 @@ def selection_of(values: Mapping[str, str], now: datetime) -> BulkSelection:
         error_type=(values.get("error_type") or "").strip() or None,
         tags=(values.get("tag") or "").strip() or None,
         time_field=values.get("time_field") or TimeField.CREATED.value,
-        since=_moment("since", values.get("since"), now),
-        until=_moment("until", values.get("until"), now),
+        since=parse_moment(values.get("since"), "since", now),
+        until=parse_moment(values.get("until"), "until", now),
         include_schedules=values.get("include_schedules") == "yes",
         include_steps=values.get("include_steps") == "yes",
         all=values.get("all") == "yes",

@@ -39,7 +39,6 @@ def runner() -> CliRunner:
     [
         (["bulk", "retry", "--state", "bogus"], ["--state bogus", "expected one of"]),
         (["bulk", "retry", "--since", "yesterday"], ["--since yesterday", "duration ago"]),
-        (["bulk", "retry", "--since", "2030-01-01T09:00"], ["--since", "add a timezone"]),
         (["bulk", "retry", "--since", "1h", "--until", "2h"], ["--until", "later than since"]),
         (["bulk", "retry", "--time-field", "birthday"], ["--time-field birthday"]),
         (["bulk", "retry", "--error-type", "Bad Error"], ["--error-type", "class name"]),
