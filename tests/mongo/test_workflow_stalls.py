@@ -34,6 +34,7 @@ from dogs_core.ids import new_record_id
 from dogs_core.runtime.releaser import WorkflowReleaser
 from dogs_mongo import AsyncMongoJobStore
 from dogs_mongo.queries import workflows as qw
+from tests.reliability.children import wait_until
 
 pytestmark = [pytest.mark.mongo, pytest.mark.anyio]
 
@@ -76,17 +77,21 @@ async def started_with_first_steps_run(
         ids.append((await client.start_workflow(wf)).id)
     records = [(await client.get_workflow(i)).step("first").record_id for i in ids]
     async with Workers(store, jobs, poll_interval=0.05, release_workflows=False) as workers:
-        with anyio.fail_after(BOUND):
-            while await store.history_collection.count_documents({"jobId": {"$in": records}}) < (
-                WORKFLOWS
-            ):
-                await anyio.sleep(0.05)
+        await wait_until(
+            lambda: _counted(store, {"jobId": {"$in": records}}, WORKFLOWS),
+            BOUND,
+            "the first steps ran",
+        )
         await workers.stop()
     rows = {}
     for record_id in records:
         (row,) = await client.get_executions(job_id=str(record_id))
         rows[str(record_id)] = row
     return client, ids, rows
+
+
+async def _counted(store: AsyncMongoJobStore, filter_: dict[str, Any], count: int) -> bool:
+    return await store.history_collection.count_documents(filter_) >= count
 
 
 async def run_until_ended(
@@ -139,11 +144,13 @@ async def test_a_releaser_killed_inside_its_release_holds_no_step(
     views = await run_until_ended(store, client, jobs, ids)
     assert [view.state for view in views] == [WorkflowState.SUCCEEDED] * WORKFLOWS
     assert ran == Counter(dict.fromkeys(ids, 1))  # every second step ran once
+
     # What the kill left is gone: the released record made due (and run), or the orphan removed.
-    with anyio.fail_after(BOUND):
-        while await store.records_collection.count_documents(qw.staged_filter()):
-            await store.repair_releases()
-            await anyio.sleep(0.1)
+    async def repaired() -> bool:
+        await store.repair_releases()
+        return await store.records_collection.count_documents(qw.staged_filter()) == 0
+
+    await wait_until(repaired, BOUND, "no staged record is left")
     assert await store.records_collection.count_documents({}) == 0
 
 
