@@ -18,8 +18,9 @@ that ran them survived. Three paths, one rule:
   neither reads each of its own rows from a change stream nor looks each end up twice. A row
   of this instance that no settlement handed over (a row written another way) is found by
   the other instances' feeds and by the sweep;
-* **the sweep**, every ``sweep_interval`` and at start: the steps whose end's consequences a
-  crashed releaser left half written (``pending_steps``), then a page of released steps read
+* **the sweep**, every ``sweep_interval`` and at start: the releases a crash cut between
+  their writes (``repair_releases``), the steps whose end's consequences a crashed releaser
+  left half written (``pending_steps``), then a page of released steps read
   with their records and newest rows (what the feed missed: a gap in the feed, a Node
   worker's job marked failed without a row, a record deleted by hand). While sweeps find no
   workflow under way (no pending and no released step), the wait between them doubles up to
@@ -28,7 +29,12 @@ that ran them survived. Three paths, one rule:
 
 What an end leads to is written by :func:`~dogs_core.runtime._async.advance.end_steps`, every
 write fenced, so several releasers (one per instance) may see the same row: one writes each
-decision, and the others write nothing.
+decision, and the others write nothing. Each workflow's consequences are written apart
+(:meth:`WorkflowReleaser._advance`), so one that cannot be written now (a document another
+process's transaction holds) waits for a later round without holding up the others. A record
+gone without any row ends its step only :data:`~dogs_core.domain.workflow_release.
+MISSING_ROW_GRACE` after this releaser first saw it so: a Node worker removes a record before
+it writes its row.
 """
 
 from __future__ import annotations
