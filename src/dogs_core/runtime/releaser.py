@@ -388,6 +388,7 @@ class WorkflowReleaser:
         )
         self._cursor = page[-1].id if len(page) == self.sweep_page else None
         self._idle = not pending and not page
+        logger.debug("workflow sweep: %d pending, %d released steps", len(pending), len(page))
         if page:
             endings, _ = await self._decide(page)
             done.add(await self._end(endings))

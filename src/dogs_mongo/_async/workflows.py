@@ -119,7 +119,6 @@ class MongoWorkflows:
             for collection, specs in (
                 (self.workflows_collection, qw.WORKFLOW_INDEXES),
                 (self.workflow_steps_collection, qw.STEP_INDEXES),
-                (self._records, qw.RECORD_INDEXES),
             ):
                 await collection.create_indexes([spec.as_index_model() for spec in specs])
 

@@ -30,7 +30,6 @@ from dogs_mongo.queries.indexes import IndexSpec
 __all__ = [
     "DEFAULT_WORKFLOWS_COLLECTION",
     "DEFAULT_WORKFLOW_STEPS_COLLECTION",
-    "RECORD_INDEXES",
     "SMALL_FAN_IN",
     "STAGED_UNTIL",
     "STEP_INDEXES",
@@ -85,13 +84,6 @@ STEP_INDEXES: Final[tuple[IndexSpec, ...]] = (
 #: or Dogs 4.6.8's (``nextRunAt <= now``), ever matches it (the date of a unique call's parked
 #: record). ``workflow.stagedAt`` marks it.
 STAGED_UNTIL: Final = PARKED_AT
-
-#: On Dogs' records collection (additive, created by ``setup_workflows``): the staged records,
-#: for ``repair_releases`` (sparse: a record is staged for a few milliseconds, unless a crash
-#: cut its release).
-RECORD_INDEXES: Final[tuple[IndexSpec, ...]] = (
-    IndexSpec("jobs_dogs_records_workflow_staged", (("workflow.stagedAt", 1),), {"sparse": True}),
-)
 
 
 def staged_record(document: dict[str, Any], at: datetime) -> dict[str, Any]:
