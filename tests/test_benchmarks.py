@@ -16,6 +16,7 @@ from benchmarks import (
     backlog,
     claims,
     crash_fleet,
+    crash_workflows,
     dashboard_pages,
     explain_stats,
     floor,
@@ -364,6 +365,19 @@ def test_crash_fleet_quick(mongodb_uri: str, capsys: pytest.CaptureFixture[str])
     out = capsys.readouterr().out
     assert "ran to the end, record gone, no history row" in out
     assert "Result: ok" in out
+
+
+def test_crash_workflows_quick(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert crash_workflows.main(["--quick", "--uri", mongodb_uri]) == 0
+    out = capsys.readouterr().out
+    assert "SIGKILLs inside releases" in out
+    assert "Longest hold after the last kill" in out
+    assert "Result: ok" in out
+
+
+def test_crash_workflows_rejects_a_bad_size() -> None:
+    with pytest.raises(SystemExit):
+        crash_workflows.main(["--workflows", "0"])
 
 
 def test_crash_fleet_rejects_a_bad_size() -> None:

@@ -165,8 +165,16 @@ def test_an_error_ends_its_step_only_once_its_job_has_ended() -> None:
 
 def test_a_job_gone_without_a_row_fails_its_step_after_the_grace() -> None:
     assert evidence_ending(STEP, _record(), None, now=NOW) is None
-    assert evidence_ending(STEP, None, None, now=NOW + MISSING_ROW_GRACE / 2) is None
-    late = evidence_ending(STEP, None, None, now=NOW + MISSING_ROW_GRACE)
+    # The grace counts from the first sight of the gap, never from the release: a step that
+    # ran long, its record just removed by a Node worker whose row follows, is not judged.
+    long_after = NOW + 100 * MISSING_ROW_GRACE
+    assert evidence_ending(STEP, None, None, now=long_after) is None
+    assert evidence_ending(STEP, None, None, now=long_after, missing_since=long_after) is None
+    half = long_after + MISSING_ROW_GRACE / 2
+    assert evidence_ending(STEP, None, None, now=half, missing_since=long_after) is None
+    late = evidence_ending(
+        STEP, None, None, now=long_after + MISSING_ROW_GRACE, missing_since=long_after
+    )
     assert late is not None
     assert late.state is StepState.FAILED
     assert late.outcome.status is None

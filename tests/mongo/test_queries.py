@@ -98,6 +98,13 @@ ADDITIVE_RECORD_INDEXES: list[dict[str, Any]] = [
         "name": "jobs_dogs_records_schedules",
         "partialFilterExpression": {"schedule.job": {"$exists": True}},
     },
+    # Issue 40: a workflow step's record staged by its release (sparse: no other record).
+    {
+        "v": 2,
+        "key": {"workflow.stagedAt": 1},
+        "name": "jobs_dogs_records_workflow_staged",
+        "sparse": True,
+    },
 ]
 
 # The indexes we add to Dogs' (docs/differences.md): the history of one job id, newest first;
@@ -161,7 +168,7 @@ def test_record_indexes_are_dogs_indexes_in_creation_order_then_one_additive_ind
         *DOGS_RECORD_INDEXES,
         *ADDITIVE_RECORD_INDEXES,
     ]
-    assert q.RECORD_INDEXES[-3].name == q.FAILED_INDEX_NAME
+    assert q.RECORD_INDEXES[-4].name == q.FAILED_INDEX_NAME
     for entry in [*DOGS_RECORD_INDEXES, *ADDITIVE_RECORD_INDEXES]:
         assert list(next(s for s in q.RECORD_INDEXES if s.name == entry["name"]).keys) == list(
             entry["key"].items()

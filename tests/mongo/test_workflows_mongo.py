@@ -21,8 +21,10 @@ from pymongo import AsyncMongoClient
 
 from dogs_core import DogsClient, JobContext, Jobs, Workers
 from dogs_core.domain.workflow_records import StepState, WorkflowState
+from dogs_core.domain.workflow_release import MISSING_ROW_GRACE
 from dogs_core.domain.workflows import Workflow
 from dogs_core.ids import new_execution_id, new_record_id
+from dogs_core.runtime.worker.releaser import WorkflowReleaser
 from dogs_mongo import AsyncMongoJobStore
 
 pytestmark = [pytest.mark.mongo, pytest.mark.anyio]
@@ -78,6 +80,28 @@ def node_claim(database: Any, *, names: list[str], partition: int, now: datetime
         {"lockId": lock_id, "lockedUntil": now + timedelta(seconds=30), "lastRunAt": now}
     )
     return lock_id, command
+
+
+def node_history(job_id: str, lock_id: str) -> Any:
+    """Node's history upsert of a success of ``job_id``'s run ``lock_id``, written now: its
+    ``expiresAt`` a week ahead, as Node writes it (the copied command's is a fixed date, past
+    since 2026-12-07: mongod's TTL monitor would remove the row before a late reader saw it,
+    and the step would end ``failed``, "its record is gone and it left no history row")."""
+    upsert = copy.deepcopy(NODE_HISTORY)
+    now = datetime.now(UTC)
+    upsert["q"]["executionId"] = lock_id
+    upsert["u"]["$setOnInsert"]["_id"] = new_record_id()
+    upsert["u"]["$set"].update(
+        {
+            "jobId": job_id,
+            "executionId": lock_id,
+            "jobName": "node_echo",
+            "startedAt": now,
+            "endedAt": now,
+            "expiresAt": now + timedelta(days=7),
+        }
+    )
+    return upsert
 
 
 def registry(ran: list[str]) -> tuple[Jobs, Jobs]:
@@ -141,12 +165,7 @@ async def test_node_never_claims_a_blocked_step_and_its_end_releases_the_next_on
             {"_id": record["_id"], "type": "event", "lockId": lock_id}
         )
         assert removed.deleted_count == 1
-        upsert = copy.deepcopy(NODE_HISTORY)
-        upsert["q"]["executionId"] = lock_id
-        upsert["u"]["$setOnInsert"]["_id"] = new_record_id()
-        upsert["u"]["$set"].update(
-            {"jobId": record["_id"], "executionId": lock_id, "jobName": "node_echo"}
-        )
+        upsert = node_history(record["_id"], lock_id)
         await store.history_collection.update_one(upsert["q"], upsert["u"], upsert=True)
         done = await client.wait_for_workflow(started.id, timeout=60, poll_interval=0.2)
         await workers.stop()
@@ -160,6 +179,81 @@ async def test_node_never_claims_a_blocked_step_and_its_end_releases_the_next_on
         assert step.state is StepState.SUCCEEDED
         assert step.outcome is not None
         assert step.outcome.result == {"echoed": {"echoed": {"x": 2}}}
+
+
+class Later:
+    """The releaser's clock an hour after the release: the step's job ran that long."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + timedelta(hours=1)
+
+
+async def test_a_look_between_nodes_remove_and_its_row_does_not_fail_the_step(
+    async_mongo_client: AsyncMongoClient[dict[str, Any]], mongo_database_name: str
+) -> None:
+    """Node Dogs removes a finished record, then writes its row (fire-and-forget; under load,
+    seconds later). A sweep that looks in between sees neither: the step is judged gone only
+    a grace after that first sight (docs/workflows.md), so the row, once written, ends it as
+    the success it was; a step that ran for an hour is not judged at first sight."""
+    jobs, _ = registry([])
+    store = AsyncMongoJobStore(async_mongo_client, mongo_database_name)
+    await store.setup()
+    client = DogsClient(store, jobs, n_partitions=1)
+    wf = Workflow("remove-then-row")
+    node = wf.add("node_echo", {"x": 2}, name="node")
+    wf.add("report", name="report", after=[node])
+    started = await client.start_workflow(wf)
+    database = store.records_collection.database
+    far = datetime(2200, 1, 1, tzinfo=UTC)
+    lock_id, command = node_claim(database, names=["node_echo"], partition=0, now=far)
+    record = (await database.command(command))["value"]
+    releaser = WorkflowReleaser(store, clock=Later(), watch=False)
+    assert (await releaser.sweep()).ended == []  # running: its record is held
+
+    removed = await store.records_collection.delete_one({"_id": record["_id"], "lockId": lock_id})
+    assert removed.deleted_count == 1
+    between = await releaser.sweep()  # Node's row is not written yet
+    assert between.ended == []
+    assert (await client.get_workflow(started.id)).step("node").state is StepState.RELEASED
+
+    upsert = node_history(record["_id"], lock_id)
+    await store.history_collection.update_one(upsert["q"], upsert["u"], upsert=True)
+    after = await releaser.sweep()
+    assert [ending.state for ending in after.ended] == [StepState.SUCCEEDED]
+    view = await client.get_workflow(started.id)
+    assert view.step("node").state is StepState.SUCCEEDED
+    assert view.step("report").state is StepState.RELEASED
+    assert view.state is WorkflowState.RUNNING
+
+
+async def test_a_record_gone_without_a_row_fails_its_step_a_grace_after_its_first_sight(
+    async_mongo_client: AsyncMongoClient[dict[str, Any]], mongo_database_name: str
+) -> None:
+    jobs, _ = registry([])
+    store = AsyncMongoJobStore(async_mongo_client, mongo_database_name)
+    await store.setup()
+    client = DogsClient(store, jobs, n_partitions=1)
+    wf = Workflow("deleted")
+    wf.add("node_echo", name="node")
+    started = await client.start_workflow(wf)
+    await store.records_collection.delete_many({})  # by hand: no row will ever come
+
+    class Clock:
+        at = datetime.now(UTC)
+
+        def now(self) -> datetime:
+            return self.at
+
+    clock = Clock()
+    releaser = WorkflowReleaser(store, clock=clock, watch=False)
+    assert (await releaser.sweep()).ended == []  # the first sight
+    clock.at += MISSING_ROW_GRACE / 2
+    assert (await releaser.sweep()).ended == []
+    clock.at += MISSING_ROW_GRACE / 2
+    (ending,) = (await releaser.sweep()).ended
+    assert ending.state is StepState.FAILED
+    assert "no history row" in (ending.outcome.error_message or "")
+    assert (await client.get_workflow(started.id)).state is WorkflowState.FAILED
 
 
 async def test_a_workflow_in_the_callers_transaction_exists_only_if_it_commits(

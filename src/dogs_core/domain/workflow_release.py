@@ -54,9 +54,11 @@ __all__ = [
     "workflow_end",
 ]
 
-#: How long a released step's record may be gone without any history row before the step
-#: counts as failed (its record was deleted, or its job keeps no history). A Python worker
-#: writes the row before it deletes the record; a Node worker writes it just after.
+#: How long a released step's record must have been seen gone, without any history row, before
+#: the step counts as failed (its record was deleted, or its job keeps no history). A Python
+#: worker writes the row before it deletes the record; a Node worker writes it just after,
+#: fire-and-forget: under load, seconds later. Counted from the first sight of the gap, never
+#: from the release (a step that ran for an hour is not judged at first sight).
 MISSING_ROW_GRACE: Final = timedelta(seconds=30)
 
 _ENDED_BY_ROW: Final = {
@@ -89,13 +91,15 @@ def evidence_ending(
     newest: HistoryRecord | None,
     *,
     now: datetime,
+    missing_since: datetime | None = None,
     grace: timedelta = MISSING_ROW_GRACE,
 ) -> StepEnding | None:
     """Whether the released ``step`` has ended, from its record (``None``: gone) and the
     newest history row of that record, as ``wait_for`` decides a job's end: a success row
     ends it; otherwise its job has ended once its record is gone or failed (its attempt
     limit), with the newest row's status (``cancelled`` by an operator, else ``failed``); a
-    record gone without any row counts as failed after ``grace``."""
+    record gone without any row counts as failed once it has been so for ``grace`` since
+    ``missing_since`` (when the caller first saw it so; ``None``: not known, it waits)."""
     if newest is not None and newest.job_id != step.record_id:
         newest = None
     if newest is not None and newest.status is HistoryStatus.SUCCESS:
@@ -108,7 +112,7 @@ def evidence_ending(
             assert record is not None
             ended_at = record.max_tries_reached_at or now
             return _ending(step, StepState.FAILED, None, ended_at, "its attempt limit")
-        if now - step.released_at < grace:
+        if missing_since is None or now - missing_since < grace:
             return None
         reason = "its record is gone and it left no history row"
         return _ending(step, StepState.FAILED, None, now, reason)

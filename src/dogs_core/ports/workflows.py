@@ -116,10 +116,22 @@ class AsyncWorkflowStore(Protocol):
     async def release_steps(
         self, releases: Sequence[StepRelease], *, now: datetime
     ) -> list[StepRelease]:
-        """Release each step still blocked at its generation: in one atomic step, its state
-        ``released`` with ``record_id`` and its record inserted
-        (:func:`~dogs_core.domain.workflow_start.release_job`, with its dependencies'
-        outcomes as stored now). The releases this call wrote."""
+        """Release each step still blocked at its generation: its state ``released`` with
+        ``record_id`` and its record inserted (:func:`~dogs_core.domain.workflow_start.
+        release_job`, with its dependencies' outcomes as stored now). A step's record is
+        claimable only once its step says ``released`` with that record id, and never twice;
+        a store may write the two in separate steps that a crash can cut, as long as
+        :meth:`repair_releases` finishes or undoes what it left. The releases this call
+        wrote."""
+        ...
+
+    async def repair_releases(self, *, limit: int = 1000) -> int:
+        """Finish or undo releases a crash cut between their writes (a store whose
+        :meth:`release_steps` is one atomic write has none: it returns 0): a step's record
+        written but not yet claimable becomes claimable when its step is released with it, and
+        is removed when its step went on without it (released with another record, skipped,
+        cancelled); it is left while its step is still blocked (a release may be under way).
+        How many records it repaired (at most ``limit`` looked at)."""
         ...
 
     async def skip_steps(self, skips: Sequence[StepSkip], *, now: datetime) -> list[StepSkip]:

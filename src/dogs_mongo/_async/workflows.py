@@ -3,11 +3,13 @@ workflows and steps in collections of their own, each step's record inserted int
 records collection only when it is released.
 
 Atomic writes. Inserting a workflow (its document, its steps and the records of the steps that
-start at once) and releasing steps (each step's compare-and-set ``blocked -> released`` and
-its record) are MongoDB transactions: the caller's with ``session=``, else one of this store
-(``with_transaction``, which retries a transient conflict). So a replica set is needed (as for
-change streams); a standalone server raises
-:class:`~dogs_core.errors.TransactionsNotSupportedError`.
+start at once) and retrying one are MongoDB transactions: the caller's with ``session=``, else
+one of this store (``with_transaction``, which retries a transient conflict). So a replica set
+is needed (as for change streams); a standalone server raises
+:class:`~dogs_core.errors.TransactionsNotSupportedError`. A release is no transaction
+(:meth:`MongoWorkflows.release_steps`: a dead releaser's open transaction would hold its steps
+until MongoDB aborts it), and each of its operations is bounded
+(:data:`WORKFLOW_OPERATION_SECONDS`), so that no release waits on a transaction it does not own.
 Every other write is one compare-and-set per step (a ``bulkWrite`` of ``updateOne`` s whose
 filter repeats the state and the fence), and a call learns which of them it wrote itself from
 a token it stamps (``writtenBy``).
@@ -19,14 +21,15 @@ Part of the async adapter (the source of truth): ``scripts/generate_sync.py`` ge
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import nullcontext
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
+import pymongo
 from pymongo import ASCENDING, DESCENDING, ReturnDocument, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
-from pymongo.errors import OperationFailure
+from pymongo.errors import BulkWriteError, OperationFailure
 
 from dogs_core.domain.records import HistoryRecord, JobRecord, JobStatus, NewJob, to_millis
 from dogs_core.domain.workflow_records import (
@@ -55,13 +58,20 @@ from dogs_mongo._async.scheduling import _checked_document, _in_transaction
 from dogs_mongo.errors import translate_errors
 from dogs_mongo.queries import workflows as qw
 
-__all__ = ["CONFLICT_SECONDS", "MongoWorkflows"]
+__all__ = ["CONFLICT_SECONDS", "WORKFLOW_OPERATION_SECONDS", "MongoWorkflows"]
 
 #: Seconds a transaction of the workflows is run again after transient conflicts before the
 #: call gives up (a TransientStoreError, retried by its caller: see ``_transaction``).
 CONFLICT_SECONDS: Final = 2.0
 
+#: Seconds each operation of a release may take (``pymongo.timeout``: ``maxTimeMS`` on the
+#: server): a write that waits on a document another process's transaction holds (a killed
+#: one's stays open until MongoDB aborts it) gives up, and the workflow waits for a later
+#: round while the others go on.
+WORKFLOW_OPERATION_SECONDS: Final = 5.0
+
 Document = dict[str, Any]
+_DUPLICATE_KEY: Final = 11000
 
 #: The states a retry puts back to blocked, and the workflow states it retries.
 _RETRIED: Final = [StepState.FAILED.value, StepState.SKIPPED.value, StepState.CANCELLED.value]
@@ -91,6 +101,10 @@ class MongoWorkflows:
     _workflows: AsyncCollection[Document]
     _steps: AsyncCollection[Document]
     _steps_fast: AsyncCollection[Document]
+    _before_durable: dict[str, AsyncCollection[Document]]
+    workflow_operation_seconds: float = WORKFLOW_OPERATION_SECONDS
+    """Bounds each operation of a release (:data:`WORKFLOW_OPERATION_SECONDS`)."""
+    release_fault: Callable[[str], Awaitable[None]] | None = None
 
     @property
     def workflows_collection(self) -> AsyncCollection[Document]:
@@ -144,13 +158,10 @@ class MongoWorkflows:
             await self._records.insert_many(records, session=session)
 
     async def _transaction(self, operation: str, body: Any) -> Any:
-        """``body(session)`` in a transaction of this store's client, its PyMongo errors
-        translated. ``with_transaction`` runs the body again after a transient conflict, but
-        not past :data:`CONFLICT_SECONDS`: a transaction that a killed process left open holds
-        its documents until MongoDB aborts it (``transactionLifetimeLimitSeconds``, 60 s by
-        default), and a releaser must not wait for it with every other release behind; it
-        raises :class:`~dogs_core.errors.TransientStoreError` instead, and the steps are
-        released by a later round (the sweep)."""
+        """``body(session)`` in a transaction of this store's client (inserting workflows,
+        retrying one: never a release), its PyMongo errors translated. ``with_transaction``
+        runs the body again after a transient conflict, but not past :data:`CONFLICT_SECONDS`:
+        it raises :class:`~dogs_core.errors.TransientStoreError` instead."""
         began = time.monotonic()
         attempts = 0
 
@@ -300,7 +311,8 @@ class MongoWorkflows:
             for ending in endings
         ]
         ids = [ending.step_id for ending in endings]
-        written = await self._stamped("end_steps", requests, ids, token)
+        with self._bounded():
+            written = await self._stamped("end_steps", requests, ids, token)
         return [ending for ending in endings if ending.step_id in written]
 
     async def _stamped(
@@ -310,14 +322,19 @@ class MongoWorkflows:
         ids: list[str],
         token: str,
         session: Any = None,
+        *,
+        durable: bool = False,
     ) -> dict[str, Document]:
         """Send the compare-and-sets ``requests`` (filter, update) on the steps ``ids``, each
         stamping ``token``; the documents of the steps they wrote, by id (one request: one
         ``findOneAndUpdate``; more: a ``bulkWrite``, then the stamped ones read, unless every
         request wrote and only the ids are asked for, outside a transaction). Outside a
         transaction with ``w: 1``: a decision is written again after a failover rolled it back
-        (the sweep), and nothing follows from it before a majority write that carries it."""
-        steps = self._steps_fast if session is None else self.workflow_steps_collection
+        (the sweep), and nothing follows from it before a majority write that carries it;
+        ``durable`` under the store's write concern (a release: the record is made due
+        next, which must never follow a write a failover may roll back)."""
+        fast = session is None and not durable
+        steps = self._steps_fast if fast else self.workflow_steps_collection
         projection = None if session is not None else {"_id": 1}
         # Inside a transaction PyMongo's errors pass as they are: with_transaction retries on
         # their labels (the transaction's own translate_errors translates what is left).
@@ -412,49 +429,148 @@ class MongoWorkflows:
     async def release_steps(
         self, releases: Sequence[StepRelease], *, now: datetime
     ) -> list[StepRelease]:
+        """No transaction (a killed releaser's open transaction would hold its steps until
+        MongoDB aborts it, ``transactionLifetimeLimitSeconds``): three single-document writes
+        per step, in an order a crash may cut anywhere (:meth:`repair_releases` finishes or
+        undoes what it leaves): the record inserted *staged* (due at
+        :data:`~dogs_mongo.queries.workflows.STAGED_UNTIL`, which no claim of ours or of Dogs
+        4.6.8 matches), the step's compare-and-set ``blocked -> released`` with that record id,
+        then the record made due. A record is made due only once its step is released with it,
+        and a staged record never ran, so making it due again is safe; the record of a
+        release that lost its compare-and-set is removed while still staged."""
         if not releases:
             return []
-        token = new_execution_id()
+        with self._bounded():
+            return await self._release(releases, now)
+
+    async def _release(self, releases: Sequence[StepRelease], now: datetime) -> list[StepRelease]:
         at = to_millis(now)
-
-        async def body(session: Any) -> set[str]:
-            requests = [
-                (
-                    {
-                        "_id": release.step_id,
-                        "state": StepState.BLOCKED.value,
-                        "generation": release.generation,
-                    },
-                    {
-                        "$set": {
-                            "state": StepState.RELEASED.value,
-                            "recordId": release.record_id,
-                            "releasedAt": at,
-                            "writtenBy": token,
-                        }
-                    },
-                )
-                for release in releases
+        by_step = {release.step_id: release for release in releases}
+        steps = self.workflow_steps_collection
+        blocked: list[Document] = []
+        written: set[str] = set()
+        with translate_errors("release_steps", write=False):
+            async for doc in steps.find({"_id": {"$in": list(by_step)}}):
+                release = by_step[str(doc["_id"])]
+                if doc.get("recordId") == release.record_id:
+                    written.add(release.step_id)  # an earlier attempt of this call released it
+                elif doc.get("state") == StepState.BLOCKED.value and (
+                    int(doc.get("generation") or 0) == release.generation
+                ):
+                    blocked.append(doc)
+        for doc in blocked:
+            doc.update(recordId=by_step[str(doc["_id"])].record_id, releasedAt=at)
+        if blocked:
+            written |= await self._stage_and_release(blocked, by_step, at)
+        with translate_errors("release_steps", write=True):
+            mine = [by_step[step_id].record_id for step_id in written]
+            if mine:
+                # The store's write concern: the records feed reports the record once it is
+                # majority-committed, which w: 1 would leave to the next journal flush.
+                await self._fenced.update_many(qw.staged_filter(mine), qw.unstage_update(at))
+            others = [
+                by_step[str(doc["_id"])].record_id
+                for doc in blocked
+                if str(doc["_id"]) not in written
             ]
-            ids = [release.step_id for release in releases]
-            written = await self._stamped("release_steps", requests, ids, token, session)
-            if written:
-                jobs = await self._release_jobs(list(written.values()), at, session)
-                await self._records.insert_many(
-                    [_checked_document(job) for job in jobs], session=session
-                )
-            return set(written)
-
-        # The store's write concern (majority by default), not w: 1: the records feed (a change
-        # stream) reports the record once it is majority-committed, and w: 1 would leave that
-        # to the next journal flush (up to 100 ms later).
-        written = await self._transaction("release_steps", body)
+            if others:
+                await self._before_durable["records"].delete_many(qw.staged_filter(others))
         return [release for release in releases if release.step_id in written]
+
+    async def _stage_and_release(
+        self, blocked: list[Document], by_step: dict[str, StepRelease], at: datetime
+    ) -> set[str]:
+        """The staged records of ``blocked`` inserted, then their steps' compare-and-sets:
+        the steps this call released."""
+        jobs = await self._release_jobs(blocked, at, None)
+        staged = [qw.staged_record(_checked_document(job), at) for job in jobs]
+        with translate_errors("release_steps", write=True):
+            try:
+                # w: 1: the majority write of the step's release below carries it (oplog order).
+                await self._before_durable["records"].insert_many(staged, ordered=False)
+            except BulkWriteError as error:
+                # A retry of an insert that landed (the record ids are this call's own).
+                if any(e.get("code") != _DUPLICATE_KEY for e in error.details["writeErrors"]):
+                    raise
+        await self._release_fault("staged")
+        token = new_execution_id()
+        requests = [
+            (
+                {
+                    "_id": str(doc["_id"]),
+                    "state": StepState.BLOCKED.value,
+                    "generation": by_step[str(doc["_id"])].generation,
+                },
+                {
+                    "$set": {
+                        "state": StepState.RELEASED.value,
+                        "recordId": doc["recordId"],
+                        "releasedAt": at,
+                        "writtenBy": token,
+                    }
+                },
+            )
+            for doc in blocked
+        ]
+        ids = [str(doc["_id"]) for doc in blocked]
+        written = await self._stamped("release_steps", requests, ids, token, durable=True)
+        await self._release_fault("released")
+        return set(written)
+
+    async def repair_releases(self, *, limit: int = 1000) -> int:
+        if limit < 0:
+            raise ValueError(f"limit={limit!r}: must not be negative")
+        with self._bounded(), translate_errors("repair_releases", write=True):
+            cursor = self._records.find(
+                qw.staged_filter(), {"_id": 1, "workflow.step": 1, "workflow.stagedAt": 1}
+            ).limit(limit)
+            staged = {
+                str(doc["_id"]): str((doc.get("workflow") or {}).get("step"))
+                async for doc in cursor
+            }
+            if not staged:
+                return 0
+            cursor = self.workflow_steps_collection.find(
+                {"_id": {"$in": list(set(staged.values()))}}, {"state": 1, "recordId": 1}
+            )
+            steps = {str(doc["_id"]): doc async for doc in cursor}
+            due: list[str] = []
+            gone: list[str] = []
+            for record_id, step_id in staged.items():
+                step = steps.get(step_id)
+                if step is not None and step.get("recordId") == record_id:
+                    if step.get("state") == StepState.RELEASED.value:
+                        due.append(record_id)
+                elif step is None or step.get("state") != StepState.BLOCKED.value:
+                    gone.append(record_id)
+            at = to_millis(datetime.now(UTC))
+            repaired = 0
+            if due:
+                result = await self._fenced.update_many(
+                    qw.staged_filter(due), qw.unstage_update(at)
+                )
+                repaired += result.modified_count
+            if gone:
+                removed = await self._fenced.delete_many(qw.staged_filter(gone))
+                repaired += removed.deleted_count
+        return repaired
+
+    def _bounded(self) -> Any:
+        """Each operation of the release bounded (``maxTimeMS`` and the client's own timeout):
+        a write that waits on a document held by a transaction it does not own (another
+        process's, even a dead one's) gives up, and the round goes on without that workflow."""
+        return pymongo.timeout(self.workflow_operation_seconds)
+
+    async def _release_fault(self, point: str) -> None:
+        """A test's hook between the release's writes (``staged``, ``released``): a process
+        killed there (see tests/mongo/test_workflow_stalls.py)."""
+        if self.release_fault is not None:
+            await self.release_fault(point)
 
     async def _release_jobs(
         self, documents: list[Document], now: datetime, session: Any
     ) -> list[NewJob]:
-        """The records of the steps just released (their dependencies' outcomes as stored)."""
+        """The records of the steps being released (their dependencies' outcomes as stored)."""
         steps = self.workflow_steps_collection
         released = [qw.step_from_document(doc) for doc in documents]
         parent_ids = {parent for step in released if not step.summary for parent in step.after}
@@ -515,14 +631,15 @@ class MongoWorkflows:
             for skip in skips
         ]
         ids = [skip.step_id for skip in skips]
-        written = await self._stamped("skip_steps", requests, ids, token)
+        with self._bounded():
+            written = await self._stamped("skip_steps", requests, ids, token)
         return [skip for skip in skips if skip.step_id in written]
 
     # -- the workflow's end ---------------------------------------------------------------------
 
     async def fail_workflow(self, workflow_id: str, *, now: datetime) -> bool:
         at = to_millis(now)
-        with translate_errors("fail_workflow", write=True):
+        with self._bounded(), translate_errors("fail_workflow", write=True):
             # The blocked steps first: once none is, nothing can be released any more.
             await self.workflow_steps_collection.update_many(
                 {"workflowId": workflow_id, "state": StepState.BLOCKED.value},
@@ -546,7 +663,7 @@ class MongoWorkflows:
         ids = list(dict.fromkeys(workflow_ids))
         if not ids:
             return []
-        with translate_errors("finish_workflows", write=True):
+        with self._bounded(), translate_errors("finish_workflows", write=True):
             # The counts tell which are still live: a step only leaves blocked and released
             # (until a retry, which needs the workflow ended first), so an end read here holds.
             counts = await self._counts(ids)
@@ -592,7 +709,7 @@ class MongoWorkflows:
         ids = list(dict.fromkeys(step_ids))
         if not ids:
             return
-        with translate_errors("settle_steps", write=True):
+        with self._bounded(), translate_errors("settle_steps", write=True):
             await self._steps_fast.update_many(
                 {"_id": {"$in": ids}, "pending": True}, {"$unset": {"pending": ""}}
             )

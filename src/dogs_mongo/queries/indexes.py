@@ -88,6 +88,8 @@ FAILED_INDEX_NAME: Final = "jobs_dogs_records_failed"
 TAGS_INDEX_NAME: Final = "jobs_dogs_records_tags"
 #: The runtime schedules by event job and next run (a worker's due schedules).
 SCHEDULES_INDEX_NAME: Final = "jobs_dogs_records_schedules"
+#: Workflow steps' records staged by a release (``queries.workflows.staged_filter``).
+WORKFLOW_STAGED_INDEX_NAME: Final = "jobs_dogs_records_workflow_staged"
 
 RECORD_INDEXES: Final[tuple[IndexSpec, ...]] = (
     IndexSpec(
@@ -124,6 +126,9 @@ RECORD_INDEXES: Final[tuple[IndexSpec, ...]] = (
         (("schedule.job", 1), ("nextRunAt", 1)),
         {"partialFilterExpression": {"schedule.job": {"$exists": True}}},
     ),
+    # Additive, issue 40: a workflow step's record staged by its release (a few milliseconds,
+    # unless a crash cut the release: the sweep's repair reads them). Sparse: no other record.
+    IndexSpec(WORKFLOW_STAGED_INDEX_NAME, (("workflow.stagedAt", 1),), {"sparse": True}),
 )
 
 #: The tags index's keys: the hint of every read that selects by tags (``find_jobs``, bulk).

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from dogs_core.domain.records import HistoryStatus, to_millis
+from dogs_core.domain.uniqueness import PARKED_AT
 from dogs_core.domain.workflow_records import (
     Gate,
     StepOutcome,
@@ -30,12 +31,16 @@ __all__ = [
     "DEFAULT_WORKFLOWS_COLLECTION",
     "DEFAULT_WORKFLOW_STEPS_COLLECTION",
     "SMALL_FAN_IN",
+    "STAGED_UNTIL",
     "STEP_INDEXES",
     "WORKFLOW_INDEXES",
     "outcome_document",
+    "staged_filter",
+    "staged_record",
     "step_changes_pipeline",
     "step_document",
     "step_from_document",
+    "unstage_update",
     "workflow_changes_pipeline",
     "workflow_document",
     "workflow_from_document",
@@ -72,6 +77,33 @@ STEP_INDEXES: Final[tuple[IndexSpec, ...]] = (
         {"partialFilterExpression": {"pending": True}},
     ),
 )
+
+
+#: The ``nextRunAt`` of a step's record written but not yet released (a release is three
+#: writes: the record staged, the step released with it, the record made due): no claim, ours
+#: or Dogs 4.6.8's (``nextRunAt <= now``), ever matches it (the date of a unique call's parked
+#: record). ``workflow.stagedAt`` marks it.
+STAGED_UNTIL: Final = PARKED_AT
+
+
+def staged_record(document: dict[str, Any], at: datetime) -> dict[str, Any]:
+    """A released step's record ``document`` as first written: staged (never claimed)."""
+    marker = dict(document.get("workflow") or {})
+    marker["stagedAt"] = at
+    return {**document, "nextRunAt": STAGED_UNTIL, "workflow": marker}
+
+
+def staged_filter(record_ids: Sequence[str] | None = None) -> dict[str, Any]:
+    """The staged records (of ``record_ids``)."""
+    filter_: dict[str, Any] = {"workflow.stagedAt": {"$exists": True}}
+    if record_ids is not None:
+        filter_["_id"] = {"$in": list(record_ids)}
+    return filter_
+
+
+def unstage_update(at: datetime) -> dict[str, Any]:
+    """A staged record made due ``at`` (its step is released with it)."""
+    return {"$set": {"nextRunAt": at}, "$unset": {"workflow.stagedAt": ""}}
 
 
 def workflow_document(workflow: WorkflowRecord) -> dict[str, Any]:

@@ -694,6 +694,9 @@ class ForwardingJobStore(ABC):
     ) -> list[StepRelease]:
         return cast("list[StepRelease]", await self._forward("release_steps", releases, now=now))
 
+    async def repair_releases(self, *, limit: int = 1000) -> int:
+        return cast("int", await self._forward("repair_releases", limit=limit))
+
     async def skip_steps(self, skips: Sequence[StepSkip], *, now: datetime) -> list[StepSkip]:
         return cast("list[StepSkip]", await self._forward("skip_steps", skips, now=now))
 

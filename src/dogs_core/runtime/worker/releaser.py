@@ -18,8 +18,9 @@ that ran them survived. Three paths, one rule:
   neither reads each of its own rows from a change stream nor looks each end up twice. A row
   of this instance that no settlement handed over (a row written another way) is found by
   the other instances' feeds and by the sweep;
-* **the sweep**, every ``sweep_interval`` and at start: the steps whose end's consequences a
-  crashed releaser left half written (``pending_steps``), then a page of released steps read
+* **the sweep**, every ``sweep_interval`` and at start: the releases a crash cut between
+  their writes (``repair_releases``), the steps whose end's consequences a crashed releaser
+  left half written (``pending_steps``), then a page of released steps read
   with their records and newest rows (what the feed missed: a gap in the feed, a Node
   worker's job marked failed without a row, a record deleted by hand). While sweeps find no
   workflow under way (no pending and no released step), the wait between them doubles up to
@@ -29,20 +30,27 @@ that ran them survived. Three paths, one rule:
 What an end leads to is written by :func:`~dogs_core.runtime.plumbing._async.advance.end_steps`,
 every
 write fenced, so several releasers (one per instance) may see the same row: one writes each
-decision, and the others write nothing.
+decision, and the others write nothing. Each workflow's consequences are written apart
+(:meth:`WorkflowReleaser._advance`), so one that cannot be written now (a document another
+process's transaction holds) waits for a later round without holding up the others. A record
+gone without any row ends its step only :data:`~dogs_core.domain.workflow_release.
+MISSING_ROW_GRACE` after this releaser first saw it so: a Node worker removes a record before
+it writes its row.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from typing import Final
 
 import anyio
 import anyio.abc
 
-from dogs_core.domain.records import HistoryRecord
+from dogs_core.domain.records import HistoryRecord, JobRecord
 from dogs_core.domain.workflow_records import ReleasedStep, StepEnding
 from dogs_core.domain.workflow_release import Advanced, Ended, evidence_ending, row_ending
 from dogs_core.errors import ChangeFeedUnavailableError
@@ -61,6 +69,7 @@ __all__ = [
     "RECHECK_DELAYS",
     "ROWS_PAGE",
     "SWEEP_PAGE",
+    "WORKFLOWS_AT_ONCE",
     "WorkflowReleaser",
 ]
 
@@ -76,8 +85,13 @@ SWEEP_PAGE: Final = 500
 RECHECK_DELAYS: Final = (0.005, 0.02, 0.1, 0.5, 2.0)
 #: Rows looked up together (a round of a busy fleet may bring more: they go in pages).
 ROWS_PAGE: Final = 1000
+#: Workflows whose ends' consequences one round writes at the same time.
+WORKFLOWS_AT_ONCE: Final = 16
 #: Seconds before a failed feed is opened again.
 _REOPEN_DELAY: Final = 1.0
+#: Seconds after which a record first seen gone without a row is forgotten (seen so again, its
+#: grace starts over: a later failure, never an earlier one).
+_FORGET_MISSING: Final = 600.0
 
 
 class WorkflowReleaser:
@@ -115,6 +129,8 @@ class WorkflowReleaser:
         self._offers = Signal()
         self._rows_seen = Signal()
         self._idle = False
+        self._missing: dict[str, datetime] = {}
+        """Record ids of released steps first seen gone without any history row, and when."""
         self.watching = False
         """Whether the history feed is open."""
 
@@ -236,8 +252,10 @@ class WorkflowReleaser:
         settling: list[ReleasedStep] = []
         for step in steps:
             record, newest = evidence.get(step.record_id, (None, None))
-            ending = evidence_ending(step, record, newest, now=now)
+            missing_since = self._missing_since(step, record, newest, now)
+            ending = evidence_ending(step, record, newest, now=now, missing_since=missing_since)
             if ending is not None:
+                self._missing.pop(step.record_id, None)
                 endings.append(ending)
             elif rows is not None and record is not None:
                 row = rows.get(step.record_id)
@@ -259,10 +277,71 @@ class WorkflowReleaser:
             if not left:
                 return
 
+    def _missing_since(
+        self,
+        step: ReleasedStep,
+        record: JobRecord | None,
+        newest: HistoryRecord | None,
+        now: datetime,
+    ) -> datetime | None:
+        """Since when this releaser has seen ``step``'s record gone without a row of it
+        (``None``: it is there, or has a row). A Node worker removes the record before it
+        writes the row: a look between the two is a first sight, which ends nothing."""
+        if record is not None or (newest is not None and newest.job_id == step.record_id):
+            self._missing.pop(step.record_id, None)
+            return None
+        return self._missing.setdefault(step.record_id, now)
+
+    def _forget_missing(self, now: datetime) -> None:
+        horizon = now - timedelta(seconds=_FORGET_MISSING)
+        for record_id, since in list(self._missing.items()):
+            if since < horizon:
+                del self._missing[record_id]
+
     async def _end(self, endings: Sequence[StepEnding]) -> Advanced:
-        advanced = await end_steps(self._store, endings, now=self.clock.now)
+        advanced = await end_steps(self._store, endings, now=self.clock.now, then=self._advance)
         self._tell(advanced)
         return advanced
+
+    async def _advance(self, ended: Sequence[Ended], budget: float | None = None) -> Advanced:
+        """:func:`~dogs_core.runtime.plumbing._async.advance.advance` for each workflow apart and at
+        once (at most :data:`WORKFLOWS_AT_ONCE`): a workflow
+        whose writes fail or wait (on a document another process's transaction holds, say)
+        keeps its steps ``pending`` for a later round while the others go on; past ``budget``
+        seconds it is left for a later round (every write is fenced and a release's are
+        repaired, so cutting one anywhere is safe). Raises only when every workflow failed."""
+        by_workflow: dict[str, list[Ended]] = {}
+        for step in ended:
+            by_workflow.setdefault(step.workflow_id, []).append(step)
+        done = Advanced()
+        if len(by_workflow) <= 1 and budget is None:
+            return await advance(self._store, ended, now=self.clock.now)
+        failures: list[tuple[str, Exception | None]] = []
+        limiter = anyio.CapacityLimiter(WORKFLOWS_AT_ONCE)
+
+        async def one(workflow_id: str, steps: list[Ended]) -> None:
+            async with limiter:
+                with anyio.move_on_after(math.inf if budget is None else budget) as scope:
+                    try:
+                        done.add(await advance(self._store, steps, now=self.clock.now))
+                    except Exception as error:
+                        failures.append((workflow_id, error))
+                if scope.cancelled_caught:
+                    failures.append((workflow_id, None))
+
+        async with anyio.create_task_group() as group:
+            for workflow_id, steps in by_workflow.items():
+                group.start_soon(one, workflow_id, steps)
+        if failures:
+            workflow_id, error = failures[0]
+            if len(failures) == len(by_workflow) and error is not None:
+                raise error
+            left = f"workflow release: {len(failures)} of {len(by_workflow)} workflows left "
+            if error is None:
+                logger.warning("%sfor a later round (%s over its %gs)", left, workflow_id, budget)
+            else:
+                log_store_failure(logger, f"{left}for a later round ({workflow_id})", error)
+        return done
 
     def _tell(self, advanced: Advanced) -> None:
         tell_advanced(self.telemetry, advanced)
@@ -291,10 +370,16 @@ class WorkflowReleaser:
         """One round: finish what crashed releasers left, then decide a page of released
         steps from their records and rows."""
         store = self._store
+        try:
+            await store.repair_releases(limit=self.sweep_page)
+        except Exception as error:  # the next round tries again; the rest does not need it
+            log_store_failure(logger, "workflow sweep: repairing releases failed", error)
+        self._forget_missing(self.clock.now())
         pending = await retry_transient(
             lambda: store.pending_steps(limit=self.sweep_page), what="read pending steps"
         )
-        done = await advance(store, [Ended.of_step(step) for step in pending], now=self.clock.now)
+        ended = [Ended.of_step(step) for step in pending]
+        done = await self._advance(ended, budget=max(self.sweep_interval, 1.0))
         self._tell(done)
         cursor = self._cursor
         page = await retry_transient(
@@ -303,6 +388,7 @@ class WorkflowReleaser:
         )
         self._cursor = page[-1].id if len(page) == self.sweep_page else None
         self._idle = not pending and not page
+        logger.debug("workflow sweep: %d pending, %d released steps", len(pending), len(page))
         if page:
             endings, _ = await self._decide(page)
             done.add(await self._end(endings))

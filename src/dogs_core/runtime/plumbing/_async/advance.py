@@ -50,15 +50,21 @@ T = TypeVar("T")
 
 
 async def end_steps(
-    store: AsyncWorkflowStore, endings: Sequence[StepEnding], *, now: Callable[[], datetime]
+    store: AsyncWorkflowStore,
+    endings: Sequence[StepEnding],
+    *,
+    now: Callable[[], datetime],
+    then: Callable[[list[Ended]], Awaitable[Advanced]] | None = None,
 ) -> Advanced:
-    """Write ``endings`` and what follows the ones this call wrote."""
+    """Write ``endings`` and what follows the ones this call wrote (through ``then``, by
+    default :func:`advance`)."""
     if not endings:
         return Advanced()
     written = await retry_transient(
         lambda: store.end_steps(endings, now=now()), what="end workflow steps"
     )
-    advanced = await advance(store, [Ended.of_ending(ending) for ending in written], now=now)
+    ended = [Ended.of_ending(ending) for ending in written]
+    advanced = await advance(store, ended, now=now) if then is None else await then(ended)
     advanced.ended[:0] = written
     return advanced
 

@@ -53,15 +53,21 @@ T = TypeVar("T")
 
 
 def end_steps(
-    store: WorkflowStore, endings: Sequence[StepEnding], *, now: Callable[[], datetime]
+    store: WorkflowStore,
+    endings: Sequence[StepEnding],
+    *,
+    now: Callable[[], datetime],
+    then: Callable[[list[Ended]], Advanced] | None = None,
 ) -> Advanced:
-    """Write ``endings`` and what follows the ones this call wrote."""
+    """Write ``endings`` and what follows the ones this call wrote (through ``then``, by
+    default :func:`advance`)."""
     if not endings:
         return Advanced()
     written = retry_transient(
         lambda: store.end_steps(endings, now=now()), what="end workflow steps"
     )
-    advanced = advance(store, [Ended.of_ending(ending) for ending in written], now=now)
+    ended = [Ended.of_ending(ending) for ending in written]
+    advanced = advance(store, ended, now=now) if then is None else then(ended)
     advanced.ended[:0] = written
     return advanced
 
