@@ -1,6 +1,7 @@
 """What an execution reads and writes besides its fenced writes (its history rows, and the
-record it reads back to learn why it lost its lock) and the callbacks that go with its
-endings (``on_stale``, ``on_max_tries_reached``).
+record it reads back to learn why it lost its lock, its success row superseded when its
+settlement was refused) and the callbacks that go with its endings (``on_stale``,
+``on_max_tries_reached``).
 
 An execution's row is written *before* its fenced completion (see
 :mod:`dogs_core.runtime.takeover` for the window this opens and how it is closed): a worker
@@ -15,6 +16,7 @@ from datetime import datetime
 import anyio
 
 from dogs_core.domain.definitions import JobDefinition, load_params
+from dogs_core.domain.history import superseded_row
 from dogs_core.domain.lock_loss import LockLoss, lock_loss_of
 from dogs_core.domain.outcome import Release, Stale, decide
 from dogs_core.domain.records import ClaimedJob, HistoryRecord
@@ -34,6 +36,7 @@ __all__ = [
     "run_on_stale",
     "settle_stale",
     "submit_history",
+    "supersede",
 ]
 
 logger = logging.getLogger("dogs.execution")
@@ -93,6 +96,26 @@ async def _own_row(services: ExecutionServices, job: ClaimedJob) -> HistoryRecor
 
 #: How many of a job's newest rows are searched for this execution's own.
 _OWN_ROW_LOOKBACK = 20
+
+
+async def supersede(services: ExecutionServices, row: HistoryRecord) -> bool | None:
+    """After ``row``'s success was refused because its lock had moved on: turn the claimer's
+    ``stale`` row of this execution into ``superseded`` (:func:`~dogs_core.domain.history.
+    superseded_row`). ``True``: replaced, the claimer ran the job again and its outcome is
+    the job's; ``False``: this execution's own ``success`` row won, and the claimer completes
+    it without running it again; ``None``: the store could not tell (logged). Shielded and
+    bounded, as it follows a stale execution whose tasks a stop cancels."""
+    replaced: bool | None = None
+    try:
+        with anyio.CancelScope(shield=True), anyio.fail_after(HISTORY_WRITE_TIMEOUT):
+            replaced = await retry_transient(
+                lambda: services.store.supersede_history(superseded_row(row)),
+                what=f"mark the success of {row.execution_id} superseded",
+                attempts=None,
+            )
+    except Exception as error:
+        log_gave_up(logger, f"could not mark the success of {row.execution_id} superseded", error)
+    return replaced
 
 
 async def reached_max_tries(services: ExecutionServices, calls: UserCalls, job: ClaimedJob) -> None:

@@ -1,11 +1,21 @@
 """A claim that took over an expired lock: complete the killed attempt's finished work instead
-of running it again, or queue that attempt's ``stale`` row and run the job.
+of running it again, or write that attempt's ``stale`` row and run the job.
 
 The decision is :mod:`dogs_core.domain.takeover`'s; this module reads the killed attempt's
 history row and performs what was decided. An execution writes its row before its fenced
 completion, so a worker killed between the two leaves a ``success`` row and a locked record:
 the next claimer finds the row here and performs the completion (event: delete; recurrent:
 reschedule to its next slot) without running the handler, and writes no row.
+
+The attempt may also be alive, its success still on its way after an outage longer than its
+lock. So a claimer that finds no row writes the attempt's ``stale`` row (naming itself in
+``superseded_by``) *before* it runs anything, and reads the row back: the first row of an
+execution wins, so exactly one of the two is that attempt's row. Its ``success`` won: the work
+is done, completed here as above. The ``stale`` row won: the job runs again, and the attempt,
+its settlement refused, turns that row into ``superseded`` (:mod:`dogs_core.runtime.recording`).
+Either way the job has one counted success: a ``success`` row is never written for an attempt
+whose job ran again. A claim by the worker that is itself still settling the job waits for that
+settlement first (:meth:`~dogs_core.runtime.settle.Settler.settled_here`).
 """
 
 from __future__ import annotations
@@ -41,8 +51,6 @@ class Takeover:
     completed: bool
     """The attempt had succeeded: its completion is performed here and the handler must not
     run."""
-    killed_row: HistoryRecord | None = None
-    """The ``stale`` row to queue for the attempt (it wrote none); ``None``: nothing to write."""
 
 
 _NOTHING_TO_DO = Takeover(completed=False)
@@ -55,14 +63,18 @@ async def take_over(
     row is logged and the job runs (at-least-once: a second run is safer than none)."""
     if job.previous_attempt is None:
         return _NOTHING_TO_DO
+    await services.settler.settled_here(job.job_id)
     previous = await _read_previous_row(services, job)
+    if previous is None:
+        killed = killed_attempt_record(job, definition, now=services.clock.now())
+        if killed is not None and await _write_row(services, killed):
+            previous = await _read_previous_row(services, job)  # which of the two rows won
     now = services.clock.now()
     command = completion_of_finished_attempt(
         definition, job, previous, services.policy, now, services.rng.random()
     )
     if command is None:
-        killed = None if previous is not None else killed_attempt_record(job, definition, now=now)
-        return Takeover(completed=False, killed_row=killed)
+        return _NOTHING_TO_DO
     attempt = job.previous_attempt.execution_id
     what = (job.job_name, job.job_id, attempt)
     logger.warning(
@@ -80,6 +92,17 @@ async def take_over(
     except Exception as error:
         log_gave_up(logger, f"could not complete {job.job_name} ({job.job_id})", error)
     return Takeover(completed=True)
+
+
+async def _write_row(services: ExecutionServices, row: HistoryRecord) -> bool:
+    """Write the killed attempt's ``stale`` row through the history writer (which retries);
+    whether it was handed over (the writer logs a batch it could not write)."""
+    try:
+        await services.history.submit(row)
+    except Exception as error:  # the writer stopped (the workers are stopping)
+        log_gave_up(logger, f"could not write history for {row.execution_id}", error)
+        return False
+    return True
 
 
 async def _read_previous_row(services: ExecutionServices, job: ClaimedJob) -> HistoryRecord | None:
