@@ -85,18 +85,21 @@ class Settler:
 
         return let_go
 
-    async def settled_here(self, job_id: str) -> bool:
-        """Wait until no settlement of ``job_id`` by this worker is in flight: a claim of a job
-        whose lock expired while this worker was still saving its outcome (an outage longer
-        than the lock) waits for that outcome, so that it completes a saved success instead of
-        running the job again. Whether it waited."""
-        waited = False
-        while (event := self._held.get(job_id)) is not None:
-            if not waited:
-                logger.info("%s: this worker is still settling it; waiting for that first", job_id)
-            waited = True
-            await event.wait()
-        return waited
+    async def settled_here(self, job_id: str, *, within: float) -> bool:
+        """Wait, at most ``within`` seconds, until no settlement of ``job_id`` by this worker is
+        in flight: a claim of a job whose lock expired while this worker was still saving its
+        outcome (an outage longer than the lock) waits for that outcome, so that it completes
+        a saved success instead of running the job again. Whether none is in flight now (a
+        settlement still in flight after ``within`` is then treated as another worker's
+        would be: the claimer's ``stale`` row races its row)."""
+        event = self._held.get(job_id)
+        if event is None:
+            return True
+        logger.info("%s: this worker is still settling it; waiting for that first", job_id)
+        with anyio.move_on_after(within):
+            while (event := self._held.get(job_id)) is not None:
+                await event.wait()
+        return job_id not in self._held
 
     @property
     def batches(self) -> GroupCommit[Settlement, bool]:

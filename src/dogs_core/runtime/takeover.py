@@ -15,7 +15,8 @@ is done, completed here as above. The ``stale`` row won: the job runs again, and
 its settlement refused, turns that row into ``superseded`` (:mod:`dogs_core.runtime.recording`).
 Either way the job has one counted success: a ``success`` row is never written for an attempt
 whose job ran again. A claim by the worker that is itself still settling the job waits for that
-settlement first (:meth:`~dogs_core.runtime.settle.Settler.settled_here`).
+settlement first (:meth:`~dogs_core.runtime.settle.Settler.settled_here`), for half its lock
+at most: past that, that settlement is treated as another worker's would be.
 """
 
 from __future__ import annotations
@@ -63,7 +64,12 @@ async def take_over(
     row is logged and the job runs (at-least-once: a second run is safer than none)."""
     if job.previous_attempt is None:
         return _NOTHING_TO_DO
-    await services.settler.settled_here(job.job_id)
+    # Half the claim's lock: time enough for a settlement the store is answering again, and
+    # the stale row below still lands while this claim holds the record.
+    within = services.settings.default_lock_time.total_seconds() / 2
+    if not await services.settler.settled_here(job.job_id, within=within):
+        what = (job.job_name, job.job_id, job.previous_attempt.execution_id)
+        logger.warning("%s (%s): the settlement of attempt %s is still in flight here", *what)
     previous = await _read_previous_row(services, job)
     if previous is None:
         killed = killed_attempt_record(job, definition, now=services.clock.now())
