@@ -28,6 +28,7 @@ import anyio
 
 from dogs_core.domain.definitions import JobDefinition
 from dogs_core.domain.history import killed_attempt_record
+from dogs_core.domain.outcome import decide_before_run
 from dogs_core.domain.records import ClaimedJob, HistoryRecord
 from dogs_core.domain.settle import Settlement
 from dogs_core.domain.takeover import (
@@ -71,8 +72,12 @@ async def take_over(
         what = (job.job_name, job.job_id, job.previous_attempt.execution_id)
         logger.warning("%s (%s): the settlement of attempt %s is still in flight here", *what)
     previous = await _read_previous_row(services, job)
-    if previous is None:
-        killed = killed_attempt_record(job, definition, now=services.clock.now())
+    now = services.clock.now()
+    # A job that will not run (decide_before_run: terminal, expired, deferred) needs no race:
+    # the attempt's own row, if it comes, stays its row.
+    runs = decide_before_run(definition, job, services.policy, now) is None
+    if previous is None and runs:
+        killed = killed_attempt_record(job, definition, now=now)
         if killed is not None and await _write_row(services, killed):
             previous = await _read_previous_row(services, job)  # which of the two rows won
     now = services.clock.now()
