@@ -262,7 +262,7 @@ def _renew_running_locks(client: MongoClient[Document], database: str, now: date
 
 
 def _history_document(row: HistoryRecord) -> Document:
-    (upsert,) = q.history_many_updates([row], lambda: row.execution_id)
+    (upsert,) = q.history_many_updates([row])
     document: Document = upsert[1]["$setOnInsert"]
     return document
 

@@ -8,9 +8,9 @@ the same process (a small deployment).
 ``DogsLifespan`` opens the container's client inside the server's event loop, starts the
 workers (``run_workers=True``) and stops them with a grace at shutdown; ``DogsClientDep`` gives
 each handler the client. ``POST /thumbnails`` schedules a job (once per image and width an
-hour: a unique key with a window), ``GET /thumbnails/{job_id}?wait=5`` waits up to 5 s for its result
-(``client.wait_for``). The in-memory store by default; with ``--uri`` a fresh database, dropped
-at the end. See docs/fastapi.md.
+hour: a unique key with a window), ``GET /thumbnails/{job_id}?wait=5`` waits up to 5 s for its
+result (``client.wait_for``). The in-memory store by default; with ``--uri`` a fresh database,
+dropped at the end. See docs/fastapi.md.
 """
 
 from __future__ import annotations

@@ -622,6 +622,7 @@ def test_hand_built_copies_keep_every_field() -> None:
         workflow_id="w",
         outcome="failed",
         ran=False,
+        superseded_by="taker",
     )
     assert {f.name for f in dataclasses.fields(HistoryRecord)} == {
         f.name

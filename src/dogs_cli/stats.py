@@ -182,6 +182,7 @@ def stats_json(row: JobStats) -> dict[str, Any]:
         "cancelled": row.cancelled,
         "snoozed": row.snoozed,
         "expired": row.expired,
+        "superseded": row.superseded,
         "attempt_success_rate": row.attempt_success_rate,
         "job_success_rate": row.job_success_rate,
         "errors_by_type": dict(row.errors_by_type),

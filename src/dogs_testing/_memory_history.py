@@ -31,6 +31,18 @@ class MemoryHistory(MemoryState):
             for row in rows:
                 self._insert_history(row)
 
+    def supersede_history(self, row: HistoryRecord) -> bool:
+        """The execution's ``stale`` row replaced in place (its ``superseded_by`` kept)."""
+        new = _history_row(row)
+        with self._state():
+            old = self._history.get(new.execution_id)
+            if old is None or old.status is not HistoryStatus.STALE:
+                return False
+            self._history[new.execution_id] = dataclasses.replace(
+                new, superseded_by=old.superseded_by
+            )
+            return True
+
     def read_history(
         self,
         job_name: str | None = None,

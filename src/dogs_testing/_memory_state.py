@@ -152,6 +152,7 @@ def _history_row(record: HistoryRecord) -> HistoryRecord:
         workflow_id=record.workflow_id,
         outcome=record.outcome,
         ran=record.ran,
+        superseded_by=record.superseded_by,
     )
 
 

@@ -240,7 +240,10 @@ def test_counts_add_up(spec: list[tuple[str, int, int, HistoryStatus]]) -> None:
         if s.runs == s.expired:  # expired rows never ran: they have no duration
             assert s.duration_p50_ms is None
             continue
-        assert s.succeeded + s.errors + s.stale + s.cancelled + s.snoozed + s.expired == s.runs
+        assert (
+            s.succeeded + s.errors + s.stale + s.cancelled + s.snoozed + s.expired + s.superseded
+            == s.runs
+        )
         assert sum(s.errors_by_type.values()) == s.errors
         assert s.retried + s.failed <= s.errors
         assert s.duration_p50_ms is not None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -905,13 +906,20 @@ def test_history_many_updates_keep_the_first_row_of_each_execution_whole() -> No
     first = _heartbeat_row(status=HistoryStatus.CANCELLED, error_message="cancelled")
     later = _heartbeat_row(status=HistoryStatus.SUCCESS, result={"late": True})
     other = _heartbeat_row(execution_id="other")
-    updates = q.history_many_updates([first, other, later], lambda: next(ids))
+    updates = q.history_many_updates([first, other, later], lambda execution_id: next(ids))
     assert updates == [
         ({"executionId": first.execution_id}, q.history_update(first, "h0")),
         ({"executionId": "other"}, q.history_update(other, "h1")),
     ]
     with pytest.raises(TypeError, match="tries must be an int"):  # a dropped row is checked too
-        q.history_many_updates([first, dataclasses.replace(later, tries=0.5)], lambda: "x")  # type: ignore[arg-type]
+        q.history_many_updates([first, dataclasses.replace(later, tries=0.5)], lambda _: "x")  # type: ignore[arg-type]
+    # By default an execution's row has one _id, a UUID named after it (Dogs' UUID strings).
+    (default,) = q.history_many_updates([first])
+    assert default[1]["$setOnInsert"]["_id"] == q.history_row_id(first.execution_id)
+    assert str(uuid.UUID(q.history_row_id(first.execution_id))) == q.history_row_id(
+        first.execution_id
+    )
+    assert q.history_row_id("other") != q.history_row_id(first.execution_id)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -420,8 +420,8 @@ async def test_stored_bson_types_match_dogs(async_store: AsyncMongoJobStore) -> 
         "errorTraceback": "null",
         "owner": "null",
     }
-    assert len(row["_id"]) == 36  # a UUIDv7 string
-    assert row["_id"][14] == "7"
+    assert len(row["_id"]) == 36  # a UUID string, named after the execution (one row each)
+    assert row["_id"] == q.history_row_id(row["executionId"])
 
 
 # ---------------------------------------------------------------------------------------------

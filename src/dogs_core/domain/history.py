@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import traceback
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,6 +20,7 @@ __all__ = [
     "error_type",
     "history_record",
     "killed_attempt_record",
+    "superseded_row",
     "workflow_id_of",
 ]
 
@@ -36,6 +38,7 @@ OUTCOME_OF_STATUS: dict[HistoryStatus, str] = {
     HistoryStatus.CANCELLED: "cancelled",
     HistoryStatus.SNOOZED: "snoozed",
     HistoryStatus.EXPIRED: "expired",
+    HistoryStatus.SUPERSEDED: "superseded",
 }
 
 
@@ -129,6 +132,19 @@ def killed_attempt_record(
         owner=attempt.owner,
         workflow_id=workflow_id_of(job),
         outcome=OUTCOME_OF_STATUS[HistoryStatus.STALE],
+        superseded_by=job.execution_id,
+    )
+
+
+def superseded_row(row: HistoryRecord) -> HistoryRecord:
+    """``row`` (a ``success`` whose settlement was refused: the lock had moved on) as the
+    ``superseded`` row that replaces the claimer's ``stale`` row for its execution: its times,
+    result and progress kept, its ``superseded_by`` the store's (the claimer's)."""
+    return dataclasses.replace(
+        row,
+        status=HistoryStatus.SUPERSEDED,
+        outcome=OUTCOME_OF_STATUS[HistoryStatus.SUPERSEDED],
+        superseded_by=None,
     )
 
 

@@ -67,9 +67,15 @@ class HistoryStatus(enum.StrEnum):
     """How one execution ended. The first row written for an execution wins.
 
     Dogs writes the first three. ``cancelled`` (by an operator, or at shutdown),
-    ``snoozed`` (the handler asked to run again later) and ``expired`` (an event job not started
-    by its ``start_before`` deadline, discarded without running) are ours
+    ``snoozed`` (the handler asked to run again later), ``expired`` (an event job not started
+    by its ``start_before`` deadline, discarded without running) and ``superseded`` are ours
     (docs/differences.md).
+
+    ``superseded``: the handler ran to success but its settlement was refused because the lock
+    had moved on to the execution named by the row's ``superseded_by`` (an outage longer than
+    the lock, a takeover), whose claim had found no row of this one and run the job again. The
+    job's counted success is that execution's, never this row (docs/reliability.md, "One
+    counted success").
     """
 
     SUCCESS = "success"
@@ -78,6 +84,7 @@ class HistoryStatus(enum.StrEnum):
     CANCELLED = "cancelled"
     SNOOZED = "snoozed"
     EXPIRED = "expired"
+    SUPERSEDED = "superseded"
 
 
 class JobState(enum.StrEnum):
@@ -404,6 +411,10 @@ class HistoryRecord:
     """``False`` for the ``cancelled`` row of a job cancelled before any execution started it
     (additive ``ran: false``), and for the ``expired`` row of one not started by its deadline: its
     times are the cancel's (or the discard's), it has no duration."""
+    superseded_by: str | None = None
+    """The execution that took the job over from this one (additive ``supersededBy``): on the
+    ``stale`` row a claimer writes for the attempt whose expired lock it took, and on the
+    ``superseded`` row that attempt turns it into when it had run to success after all."""
 
     @property
     def duration_ms(self) -> int:

@@ -118,6 +118,10 @@ class JobStats:
     expired: int = 0
     """Rows of status ``expired`` (not started by their ``start_before`` deadline: never run,
     and left out of the durations)."""
+    superseded: int = 0
+    """Rows of status ``superseded``: attempts that ran to success after their lock had moved
+    on to an attempt that ran the job again (an outage longer than the lock). Not successes:
+    the job's one counted success is the other attempt's."""
 
     @property
     def attempts(self) -> int:
@@ -261,6 +265,7 @@ def stats_of_name(
         cancelled=statuses.get(HistoryStatus.CANCELLED.value, 0),
         expired=statuses.get(HistoryStatus.EXPIRED.value, 0),
         snoozed=statuses.get(HistoryStatus.SNOOZED.value, 0),
+        superseded=statuses.get(HistoryStatus.SUPERSEDED.value, 0),
         retried=(error_outcomes or {}).get(RETRIED, 0),
         failed=(error_outcomes or {}).get(FAILED, 0),
         errors_by_type=dict(sorted(errors_by_type.items())),

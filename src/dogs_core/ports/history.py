@@ -21,6 +21,16 @@ class AsyncHistoryStore(Protocol):
         Empty input writes nothing."""
         ...
 
+    async def supersede_history(self, row: HistoryRecord) -> bool:
+        """Replace the ``stale`` row of execution ``row.execution_id`` with ``row`` (a
+        ``superseded`` row: a success whose settlement was refused because the lock had moved
+        on), keeping the stored row's ``superseded_by`` (the claimer that wrote the ``stale``
+        row names itself there) and its place; atomically per row. ``True`` when it replaced
+        one; ``False`` when the execution has no row, or its row is not ``stale`` (its own row
+        won: the claimer read it and completed it, nothing ran again). The one change a stored
+        row ever sees: a ``success`` row is never replaced."""
+        ...
+
     async def read_history(
         self,
         job_name: str | None = None,

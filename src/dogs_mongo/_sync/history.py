@@ -23,7 +23,6 @@ from dogs_core.domain import validation
 from dogs_core.domain.feeds import check_history_filter, check_history_status
 from dogs_core.domain.records import HistoryRecord, HistoryStatus
 from dogs_core.errors import TransientStoreError
-from dogs_core.ids import new_record_id
 from dogs_mongo import queries as q
 from dogs_mongo.errors import translate_errors
 
@@ -58,7 +57,7 @@ class MongoHistory:
         """:meth:`write_history_many` through ``collection`` (its write concern)."""
         requests = [
             UpdateOne(filter_, update, upsert=True)
-            for filter_, update in q.history_many_updates(records, new_record_id)
+            for filter_, update in q.history_many_updates(records)
         ]
         sent = 0
         for batch in q.batches(requests):
@@ -66,13 +65,19 @@ class MongoHistory:
                 with translate_errors(operation, write=True):
                     collection.bulk_write(list(batch), ordered=False)
             except BulkWriteError as error:
+                # A duplicate _id is a concurrent upsert of the same execution's row that
+                # inserted first (q.history_row_id): its row won, as the first row should.
+                write_errors = [
+                    e for e in error.details.get("writeErrors") or () if e.get("code") != 11000
+                ]
                 concern_errors = error.details.get("writeConcernErrors")
-                if concern_errors and not error.details.get("writeErrors"):
+                if concern_errors and not write_errors:
                     raise TransientStoreError(
                         f"{operation}: write concern error ({concern_errors[0]})",
                         write_may_have_applied=True,
                     ) from error
-                raise
+                if write_errors:
+                    raise
             except TransientStoreError as error:
                 if not sent or error.write_may_have_applied:
                     raise
@@ -82,6 +87,14 @@ class MongoHistory:
                     write_may_have_applied=True,
                 ) from error
             sent += len(batch)
+
+    def supersede_history(self, row: HistoryRecord) -> bool:
+        """One fenced ``updateOne`` of the execution's ``stale`` row
+        (:func:`~dogs_mongo.queries.supersede_update`), with the history write concern."""
+        filter_, update = q.supersede_update(row)
+        with translate_errors("supersede_history", write=True):
+            result = self._history.update_one(filter_, update)
+        return bool(result.matched_count)
 
     def read_history(
         self,

@@ -119,7 +119,9 @@ from dogs_mongo.queries.history import (
     history_filter,
     history_from_document,
     history_many_updates,
+    history_row_id,
     history_update,
+    supersede_update,
 )
 from dogs_mongo.queries.indexes import (
     CONTROL_INDEXES,
@@ -288,6 +290,7 @@ __all__ = [
     "history_filter",
     "history_from_document",
     "history_many_updates",
+    "history_row_id",
     "history_update",
     "ids_filter",
     "lease_from_document",
@@ -338,6 +341,7 @@ __all__ = [
     "stats_minutes_pipeline",
     "stats_summary_pipeline",
     "status_counts_pipeline",
+    "supersede_update",
     "take_rate_token_filter",
     "take_rate_token_update",
     "unchanged_filter",

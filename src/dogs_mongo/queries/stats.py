@@ -51,6 +51,7 @@ _STATUS_FIELDS: Final = (
     ("cancelled", HistoryStatus.CANCELLED),
     ("snoozed", HistoryStatus.SNOOZED),
     ("expired", HistoryStatus.EXPIRED),
+    ("superseded", HistoryStatus.SUPERSEDED),
 )
 #: The error rows' outcomes counted (additive ``outcome``; Node Dogs rows have none).
 _OUTCOME_FIELDS: Final = (("retried", RETRIED), ("failedJobs", FAILED))

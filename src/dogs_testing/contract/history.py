@@ -41,6 +41,37 @@ class HistoryContract(ContractBase):
         assert await store.read_history("a") == [first]
         assert await store.read_history("b") == []
 
+    async def test_supersede_history_replaces_a_stale_row_only(self, store: AsyncJobStore) -> None:
+        """A success refused because the lock moved on turns the claimer's ``stale`` row into
+        its ``superseded`` row, keeping who took over; a row that is not ``stale`` (its own
+        success won) and a missing row are left alone."""
+        stale = dataclasses.replace(
+            _history("e1", status=HistoryStatus.STALE, error_message="killed or hung"),
+            superseded_by="taker",
+        )
+        success = _history("e2", started_at=T0 + _S, result={"kept": True})
+        await store.write_history_many([stale, success])
+        mine = dataclasses.replace(
+            stale,
+            status=HistoryStatus.SUPERSEDED,
+            error_message=None,
+            result={"ran": "to the end"},
+            ended_at=stale.ended_at + _S,
+            outcome="superseded",
+            superseded_by=None,
+        )
+        assert await store.supersede_history(mine) is True
+        assert await store.supersede_history(mine) is False, "no longer stale: once"
+        refused = dataclasses.replace(success, status=HistoryStatus.SUPERSEDED)
+        assert await store.supersede_history(refused) is False, "a success is never replaced"
+        absent = dataclasses.replace(mine, execution_id="e3")
+        assert await store.supersede_history(absent) is False
+        expected = [success, dataclasses.replace(mine, superseded_by="taker")]
+        assert await store.read_history("a") == [_as_stored(row) for row in expected]
+        assert await store.read_history("a", status=HistoryStatus.SUPERSEDED) == [
+            _as_stored(expected[1])
+        ]
+
     async def test_write_history_many(self, store: AsyncJobStore) -> None:
         rows = [
             _history(

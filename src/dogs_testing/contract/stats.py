@@ -60,6 +60,7 @@ class StatsContract(ContractBase):
                 _row("st", at=2 * _MIN, ms=20, status=HistoryStatus.STALE),
                 _row("c", at=2 * _MIN, ms=30, status=HistoryStatus.CANCELLED),
                 _row("z", at=2 * _MIN, ms=40, status=HistoryStatus.SNOOZED),
+                _row("sup", at=2 * _MIN, ms=50, status=HistoryStatus.SUPERSEDED),
                 _row("before", at=-_MS),
                 _row("end", at=3 * _MIN),  # until is excluded
                 _row("b1", name="b", at=_MIN + _S, ms=5),
@@ -70,19 +71,20 @@ class StatsContract(ContractBase):
         assert [s.job_name for s in stats] == ["a", "b"]
         assert stats[0] == JobStats(
             job_name="a",
-            runs=8,
+            runs=9,
             succeeded=2,
             errors=3,
             stale=1,
             cancelled=1,
             snoozed=1,
+            superseded=1,  # ran, but not a success: another attempt's is the job's
             retried=1,
             failed=1,
             errors_by_type={"app.Boom": 2, "unknown": 1},
             duration_p50_ms=50.0,
             duration_p95_ms=400.0,
             duration_max_ms=400.0,
-            throughput=((T0, 2), (T0 + _MIN, 3), (T0 + 2 * _MIN, 3)),
+            throughput=((T0, 2), (T0 + _MIN, 3), (T0 + 2 * _MIN, 4)),
             since=T0,
             until=T0 + 3 * _MIN,
             first_started_at=T0,
@@ -90,7 +92,7 @@ class StatsContract(ContractBase):
         )
         assert stats[0].attempt_success_rate == pytest.approx(2 / 6)
         assert stats[0].job_success_rate == pytest.approx(2 / 3)
-        assert stats[0].per_minute == pytest.approx(8 / 2)  # over the 2 active minutes
+        assert stats[0].per_minute == pytest.approx(9 / 2)  # over the 2 active minutes
         assert stats[1].throughput == ((T0, 0), (T0 + _MIN, 1), (T0 + 2 * _MIN, 0))
 
     async def test_stats_of_some_names(self, store: AsyncJobStore) -> None:

@@ -272,13 +272,15 @@ def ended_execution(
     """The execution that ended a job, from its record and its newest history row; ``None``
     while it may still run. An event job has ended once its record is gone (it succeeded or was
     discarded) or is terminal (its attempt limit); a recurrent job never ends, so its "end" is
-    its first execution that finished at or after ``since``."""
+    its first execution that finished at or after ``since`` (a ``superseded`` one does not
+    count: the execution that took its lock over ends that run)."""
     if newest is None:
         return None
     if record is None:
         return newest
     if record.type is JobType.RECURRENT:
-        return newest if newest.ended_at >= since else None
+        counts = newest.status is not HistoryStatus.SUPERSEDED
+        return newest if counts and newest.ended_at >= since else None
     if record.status is JobStatus.MAX_TRIES_REACHED:
         return newest
     return None

@@ -1,7 +1,9 @@
 """A claimed job before its handler runs: a claim that took over a killed attempt's lock (its
-row read back: its success settled without a second run, or its ``stale`` row queued:
-``take_over``), and a claimed record that is not run but pushed back (another deployment's type,
-missed slots: ``tell_deferred``, ``settle_instead_of_running``)."""
+row read back: its success settled without a second run; else its ``stale`` row written
+before anything runs, naming the claimer, and read back: the first row of an execution wins, so
+the job has one counted success: ``take_over``), and a claimed record that is not run but
+pushed back (another deployment's type, missed slots: ``tell_deferred``,
+``settle_instead_of_running``)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import anyio
 from dogs_core.domain.definitions import JobDefinition, RecurrentJobDefinition
 from dogs_core.domain.events import JobExpired, JobMisfired
 from dogs_core.domain.history import history_record, killed_attempt_record
-from dogs_core.domain.outcome import Defer, Delete, MarkTerminal
+from dogs_core.domain.outcome import Defer, Delete, MarkTerminal, decide_before_run
 from dogs_core.domain.records import ClaimedJob, HistoryRecord, HistoryStatus
 from dogs_core.domain.settle import Settlement
 from dogs_core.domain.takeover import (
@@ -42,8 +44,6 @@ class Takeover:
     completed: bool
     """The attempt had succeeded: its completion is performed here and the handler must not
     run."""
-    killed_row: HistoryRecord | None = None
-    """The ``stale`` row to queue for the attempt (it wrote none); ``None``: nothing to write."""
 
 
 _NOTHING_TO_DO = Takeover(completed=False)
@@ -56,14 +56,27 @@ async def take_over(
     row is logged and the job runs (at-least-once: a second run is safer than none)."""
     if job.previous_attempt is None:
         return _NOTHING_TO_DO
+    # Half the claim's lock: time enough for a settlement the store is answering again, and
+    # the stale row below still lands while this claim holds the record.
+    within = services.settings.default_lock_time.total_seconds() / 2
+    if not await services.settler.settled_here(job.job_id, within=within):
+        what = (job.job_name, job.job_id, job.previous_attempt.execution_id)
+        logger.warning("%s (%s): the settlement of attempt %s is still in flight here", *what)
     previous = await _read_previous_row(services, job)
+    now = services.clock.now()
+    # A job that will not run (decide_before_run: terminal, expired, deferred) needs no race:
+    # the attempt's own row, if it comes, stays its row.
+    runs = decide_before_run(definition, job, services.policy, now) is None
+    if previous is None and runs:
+        killed = killed_attempt_record(job, definition, now=now)
+        if killed is not None and await _write_row(services, killed):
+            previous = await _read_previous_row(services, job)  # which of the two rows won
     now = services.clock.now()
     command = completion_of_finished_attempt(
         definition, job, previous, services.policy, now, services.rng.random()
     )
     if command is None:
-        killed = None if previous is not None else killed_attempt_record(job, definition, now=now)
-        return Takeover(completed=False, killed_row=killed)
+        return _NOTHING_TO_DO
     attempt = job.previous_attempt.execution_id
     what = (job.job_name, job.job_id, attempt)
     logger.warning(
@@ -81,6 +94,17 @@ async def take_over(
     except Exception as error:
         log_gave_up(logger, f"could not complete {job.job_name} ({job.job_id})", error)
     return Takeover(completed=True)
+
+
+async def _write_row(services: ExecutionServices, row: HistoryRecord) -> bool:
+    """Write the killed attempt's ``stale`` row through the history writer (which retries);
+    whether it was handed over (the writer logs a batch it could not write)."""
+    try:
+        await services.history.submit(row)
+    except Exception as error:  # the writer stopped (the workers are stopping)
+        log_gave_up(logger, f"could not write history for {row.execution_id}", error)
+        return False
+    return True
 
 
 async def _read_previous_row(services: ExecutionServices, job: ClaimedJob) -> HistoryRecord | None:

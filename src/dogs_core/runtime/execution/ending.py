@@ -1,10 +1,16 @@
 """How an execution ends: what a handler's result comes to, ``on_error`` asked
 (``what_happened``); its history rows (``submit_history``); why it lost its lock (``lock_loss``:
-its record and its own row read back, ``domain/lock_loss.py`` decides); the end of a stale one
-(``settle_stale``: its row, then its demotion) and of one cancelled at shutdown
+its record and its own row read back, ``domain/lock_loss.py`` decides); its success row
+superseded when its settlement was refused because its job ran again (``supersede``); the end of
+a stale one (``settle_stale``: its row, then its demotion) and of one cancelled at shutdown
 (``release_at_shutdown``); ``on_stale`` and ``on_max_tries_reached``; and a record with a unique
 window, whose key's hold is written before the settlement that removes or fails it
-(``open_window``)."""
+(``open_window``).
+
+An execution's row is written *before* its fenced completion (see
+:mod:`dogs_core.runtime.execution.arrival` for the window this opens and how it is closed): a
+worker killed right after the completion has already left its row, so no job ends without one.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ from dogs_core.domain.definitions import (
     load_params,
     normalize_on_error_result,
 )
+from dogs_core.domain.history import superseded_row
 from dogs_core.domain.lock_loss import LockLoss, lock_loss_of
 from dogs_core.domain.outcome import (
     Cancelled,
@@ -60,6 +67,7 @@ __all__ = [
     "run_on_stale",
     "settle_stale",
     "submit_history",
+    "supersede",
     "what_happened",
 ]
 
@@ -154,6 +162,26 @@ async def _own_row(services: ExecutionServices, job: ClaimedJob) -> HistoryRecor
 
 #: How many of a job's newest rows are searched for this execution's own.
 _OWN_ROW_LOOKBACK = 20
+
+
+async def supersede(services: ExecutionServices, row: HistoryRecord) -> bool | None:
+    """After ``row``'s success was refused because its lock had moved on: turn the claimer's
+    ``stale`` row of this execution into ``superseded`` (:func:`~dogs_core.domain.history.
+    superseded_row`). ``True``: replaced, the claimer ran the job again and its outcome is
+    the job's; ``False``: this execution's own ``success`` row won, and the claimer completes
+    it without running it again; ``None``: the store could not tell (logged). Shielded and
+    bounded, as it follows a stale execution whose tasks a stop cancels."""
+    replaced: bool | None = None
+    try:
+        with anyio.CancelScope(shield=True), anyio.fail_after(HISTORY_WRITE_TIMEOUT):
+            replaced = await retry_transient(
+                lambda: services.store.supersede_history(superseded_row(row)),
+                what=f"mark the success of {row.execution_id} superseded",
+                attempts=None,
+            )
+    except Exception as error:
+        log_gave_up(logger, f"could not mark the success of {row.execution_id} superseded", error)
+    return replaced
 
 
 async def reached_max_tries(services: ExecutionServices, calls: UserCalls, job: ClaimedJob) -> None:

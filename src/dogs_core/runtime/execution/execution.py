@@ -49,7 +49,7 @@ from dogs_core.runtime.execution.ending import (
     release_at_shutdown,
     run_on_stale,
     settle_stale,
-    submit_history,
+    supersede,
     what_happened,
 )
 from dogs_core.runtime.execution.gates import FleetGate, gate_for
@@ -126,6 +126,8 @@ class Execution:
         self._handler_scope: anyio.CancelScope | None = None  # while the handler may run
         self._gate: FleetGate | None = None
         self._settling: Command | None = None  # the command with the settler
+        self._settling_row: HistoryRecord | None = None  # and the row it carries
+        self._let_go: Callable[[], None] | None = None  # the settler's hold on the job
         self._started_at: datetime | None = None
         self._t0: float | None = None  # loop time the handler started (event durations)
         self._t1: float | None = None  # and ended: the row's two moments, so the log agrees
@@ -189,8 +191,6 @@ class Execution:
         if instead is not None:
             await settle_instead_of_running(services, self._calls, job, definition, instead)
             return
-        if takeover.killed_row is not None:
-            self._tasks.spawn(submit_history, services, takeover.killed_row)
         lock_time = definition.effective_lock_time(services.settings.default_lock_time)
         if not await self._through_gate(lock_time):
             return  # refused by a fleet limit: given back, its try not counted
@@ -342,7 +342,11 @@ class Execution:
         slot is free now if the workers allow (they bound the settlements in flight), else
         once it is written."""
         self.phase = Phase.SETTLING
-        self._settling = command
+        self._settling, self._settling_row = command, row
+        # Until this execution knows how its settlement went, a claim of the job by these
+        # workers (the lock expired meanwhile: an outage) waits for it
+        # (runtime/execution/arrival.py).
+        self._let_go = self.services.settler.hold(self.job.job_id)
         self._tasks.open += 1  # the settlement, until its callback has run
         settlement = Settlement(self.job.job_id, self.job.lock_id, command, row)
         callback = functools.partial(self._settled, settlement, result)
@@ -375,17 +379,21 @@ class Execution:
         except Exception as raised:
             what_failed = f"error running {job.job_name} ({job.job_id})"
             log_gave_up(logger, f"{what_failed}; its lock will expire and it will rerun", raised)
+            self._done_settling()
             self._tasks.free(stale=False)
             return
         self._written(command, result, owned)
 
     def _written(self, command: Command, result: HandlerResult, owned: bool) -> None:
         """How the settlement went: the ending event, the slot, or the lost lock."""
-        if owned or command.history is not None:  # a lost write's row still tells the end
+        # A lost write's row still tells the end, but for a refused success: the stale
+        # handling tells whether it stands or was superseded.
+        if owned or command.history not in (None, HistoryStatus.SUCCESS):
             self._tell(ended_event, command, result)
         if not owned:
             self._lock.lost()
             return
+        self._done_settling()
         if isinstance(command, MarkTerminal):
             self._tasks.spawn(self._reached_max_tries)
         else:
@@ -419,6 +427,10 @@ class Execution:
     async def _handle_stale(self, reason: StaleReason) -> None:
         services, job, definition = self.services, self.job, self.definition
         try:
+            refused = self._settling_row
+            if refused is not None and refused.status is HistoryStatus.SUCCESS:
+                await self._refused_success(refused, reason)
+                return
             ended_at = services.clock.now()
             if definition.on_stale is not None:
                 services.host.spawn_background(
@@ -443,8 +455,37 @@ class Execution:
             row = None if written else self._row(HistoryStatus.STALE, ended_at)
             await settle_stale(services, job, definition, row=row, now=ended_at)
         finally:
+            self._done_settling()
             # Freed only after the demotion, so the retry queues behind other work.
             self._tasks.free(stale=True)
+
+    async def _refused_success(self, row: HistoryRecord, reason: StaleReason) -> None:
+        """The handler ran to success but the settlement found the lock moved on (an outage
+        longer than the lock, a takeover): the row says which success counts. No demotion:
+        the record is another execution's now."""
+        job, command = self.job, self._settling
+        assert command is not None
+        superseded = await supersede(self.services, row)
+        what = (job.execution_id, job.job_name, job.job_id)
+        if superseded:
+            logger.warning(
+                "execution %s of %s (%s) ran to success, but its lock had moved on to an "
+                "execution that runs the job again; its row is marked superseded",
+                *what,
+                extra=job_extra(job),
+            )
+            self._tell(JobStale, "superseded")
+            return
+        if superseded is None:
+            self._tell(JobStale, reason.value)
+            return
+        logger.info(
+            "execution %s of %s (%s) ran to success and its row won; the execution that took "
+            "its lock over completes it without running it again",
+            *what,
+            extra=job_extra(job),
+        )
+        self._tell(ended_event, command, Returned(row.result))
 
     # -- helpers ----------------------------------------------------------------------------------
 
@@ -459,7 +500,14 @@ class Execution:
             if ended is not None:
                 telemetry.emit(ended)
 
+    def _done_settling(self) -> None:
+        """This execution knows how its settlement went: a claim of its job may go on."""
+        if self._let_go is not None:
+            self._let_go()
+            self._let_go = None
+
     def _ended(self) -> None:
+        self._done_settling()
         # Break the cycles (context, lock keeper) so the execution is freed by reference
         # counting now, not by the garbage collector later.
         self.context._detach()

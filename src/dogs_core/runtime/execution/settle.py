@@ -11,12 +11,20 @@ row lands before its record is settled in one call (docs/reliability.md, "Histor
 A submitter either waits (:meth:`Settler.settle`: retried on transient errors, and an
 ambiguous miss read back) or is called back with the first attempt's verdict
 (:meth:`Settler.settle_soon`), so that a finished job keeps no task waiting for its write.
+
+An execution whose settlement is in flight holds its job here (:meth:`Settler.hold`) until it
+knows how the settlement went: when an outage outlasts its lock, this very worker may claim the
+job again, and that claim waits for it (:meth:`Settler.settled_here`) instead of running the
+job a second time while its success is still being saved.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Final
+
+import anyio
 
 from dogs_core.domain.outcome import (
     Command,
@@ -36,6 +44,8 @@ from dogs_core.runtime.plumbing.batching import GroupCommit
 
 __all__ = ["MAX_SETTLE_BATCH", "Settler", "label_of"]
 
+logger = logging.getLogger("dogs.execution")
+
 #: Settlements per ``settle_many`` (and rows per history write: the same batches).
 MAX_SETTLE_BATCH: Final = 500
 
@@ -47,7 +57,7 @@ class Settler:
     """The workers' settle writer: batches of settlements (and the rows they carry). Serve it
     with :meth:`run` in a task that outlives every execution."""
 
-    __slots__ = ("_batches", "_store", "step_ended")
+    __slots__ = ("_batches", "_held", "_store", "step_ended")
 
     def __init__(self, store: AsyncJobStore) -> None:
         self._store = store
@@ -61,6 +71,36 @@ class Settler:
         self._batches: GroupCommit[Settlement, bool] = GroupCommit(
             store.settle_many, what="settle", max_batch=MAX_SETTLE_BATCH, key=_record_of
         )
+        # Job id -> set once the execution settling it knows how its settlement went.
+        self._held: dict[str, anyio.Event] = {}
+
+    def hold(self, job_id: str) -> Callable[[], None]:
+        """Hold ``job_id`` while this worker's settlement of it is in flight; the function
+        returned lets it go (once; later calls do nothing)."""
+        event = self._held[job_id] = anyio.Event()
+
+        def let_go() -> None:
+            if self._held.get(job_id) is event:
+                del self._held[job_id]
+            event.set()
+
+        return let_go
+
+    async def settled_here(self, job_id: str, *, within: float) -> bool:
+        """Wait, at most ``within`` seconds, until no settlement of ``job_id`` by this worker is
+        in flight: a claim of a job whose lock expired while this worker was still saving its
+        outcome (an outage longer than the lock) waits for that outcome, so that it completes
+        a saved success instead of running the job again. Whether none is in flight now (a
+        settlement still in flight after ``within`` is then treated as another worker's
+        would be: the claimer's ``stale`` row races its row)."""
+        event = self._held.get(job_id)
+        if event is None:
+            return True
+        logger.info("%s: this worker is still settling it; waiting for that first", job_id)
+        with anyio.move_on_after(within):
+            while (event := self._held.get(job_id)) is not None:
+                await event.wait()
+        return job_id not in self._held
 
     @property
     def batches(self) -> GroupCommit[Settlement, bool]:

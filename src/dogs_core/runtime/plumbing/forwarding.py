@@ -311,6 +311,9 @@ class ForwardingJobStore(ABC):
     async def write_history_many(self, records: Sequence[HistoryRecord]) -> None:
         await self._forward("write_history_many", records)
 
+    async def supersede_history(self, row: HistoryRecord) -> bool:
+        return cast("bool", await self._forward("supersede_history", row))
+
     async def read_history(
         self,
         job_name: str | None = None,
