@@ -360,10 +360,13 @@ def test_backlog_rejects_a_bad_size(argv: list[str]) -> None:
         backlog.main(["--quick", *argv])
 
 
-def test_crash_fleet_quick(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert crash_fleet.main(["--quick", "--uri", mongodb_uri]) == 0
+def test_crash_fleet_quick(capsys: pytest.CaptureFixture[str]) -> None:
+    # Its own mongod (no --uri): the quick size SIGKILLs mongod once, for 3 s, and restarts it.
+    assert crash_fleet.main(["--quick"]) == 0
     out = capsys.readouterr().out
     assert "ran to the end, record gone, no history row" in out
+    assert "Faults: 3 worker kills, 1 mongod outages" in out
+    assert "jobs with two counted successes" in out
     assert "Result: ok" in out
 
 
@@ -383,6 +386,10 @@ def test_crash_workflows_rejects_a_bad_size() -> None:
 def test_crash_fleet_rejects_a_bad_size() -> None:
     with pytest.raises(SystemExit):
         crash_fleet.main(["--jobs", "0"])
+    with pytest.raises(SystemExit):  # an outage no longer than the lock proves nothing
+        crash_fleet.main(["--outage-seconds", "2"])
+    with pytest.raises(SystemExit):  # a server given by --uri is not ours to kill
+        crash_fleet.main(["--uri", "mongodb://localhost", "--outages", "1"])
 
 
 def test_following_quick(

@@ -12,12 +12,15 @@ import contextlib
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pymongo import AsyncMongoClient, MongoClient
 from rich.console import Console
 
 from benchmarks.support.timing import process_cpu_seconds
+
+if TYPE_CHECKING:
+    from dogs_mongo.mongod import MongodProcess
 
 __all__ = [
     "LOCAL_CACHE_GB",
@@ -42,6 +45,8 @@ class MongoServer:
     max_wire_version: int
     started_here: bool
     pid: int | None = None
+    #: The mongod started here (None for ``--uri``): what an outage benchmark crashes.
+    local: MongodProcess | None = None
 
     def cpu_seconds(self) -> float | None:
         """CPU time (user + system) mongod has used so far, when it runs on this machine."""
@@ -84,7 +89,12 @@ def mongo_server(uri: str | None, console: Console) -> Iterator[MongoServer]:
         version, wire = _server_facts(process.uri)
         pid = process.process.pid if process.process is not None else None
         yield MongoServer(
-            uri=process.uri, version=version, max_wire_version=wire, started_here=True, pid=pid
+            uri=process.uri,
+            version=version,
+            max_wire_version=wire,
+            started_here=True,
+            pid=pid,
+            local=process,
         )
     finally:
         process.stop()

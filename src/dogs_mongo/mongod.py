@@ -169,6 +169,25 @@ class MongodProcess:
         if self.ephemeral:
             shutil.rmtree(self.root, ignore_errors=True)
 
+    def crash(self) -> None:
+        """SIGKILL mongod and keep its data (an outage, for fault tests and the crash benchmark):
+        no shutdown, no flush beyond the journal; :meth:`restart` brings the same server back."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        if self.running:
+            assert self.process is not None
+            self.process.kill()
+            self.process.wait()
+
+    def restart(self, timeout: float = 60.0) -> None:
+        """Start a crashed or stopped server again on its port and data, and wait until it is a
+        writable primary (journal recovery and the election take a few seconds)."""
+        if self.running:
+            raise MongodError(f"mongod on {self.host} is still running; crash() or stop() it first")
+        self._spawn()
+        self._wait_until_primary(time.monotonic() + timeout)
+
     def __enter__(self) -> MongodProcess:
         return self
 
