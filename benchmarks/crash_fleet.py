@@ -51,7 +51,7 @@ from typing import Any
 
 from pymongo import MongoClient
 
-from benchmarks.crash_fleet_jobs import RUNS
+from benchmarks.crash_fleet_jobs import LOCK_SECONDS, RUNS
 from benchmarks.support.cli import add_quick, add_uri, new_parser
 from benchmarks.support.report import announce, command_line, new_console, print_table
 from benchmarks.support.server import MongoServer, mongo_server, scratch_database
@@ -62,8 +62,6 @@ from dogs_mongo import queries as q
 __all__ = ["FleetReport", "main", "run_fleet"]
 
 ROOT = Path(__file__).resolve().parent.parent
-#: The lock of ``crash_fleet_jobs.work``: an outage must outlast it.
-LOCK_SECONDS = 2.0
 Document = dict[str, Any]
 
 
@@ -110,7 +108,7 @@ class WorkerProcess:
             "--uri", uri, "--database", database, "--workers-count", "8",
             "--poll-interval", "0.5", "--grace", "10s", "--log-level", "warning",
             # The claim's lock too (a worker killed between its claim and its first renewal).
-            "--lock-time", "2s",
+            "--lock-time", f"{LOCK_SECONDS}s",
         ]  # fmt: skip
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=out)

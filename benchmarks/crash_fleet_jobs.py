@@ -20,9 +20,11 @@ from pymongo.asynchronous.collection import AsyncCollection
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import JobContext
 
-__all__ = ["RUNS", "jobs"]
+__all__ = ["LOCK_SECONDS", "RUNS", "jobs"]
 
 RUNS = "runs"
+#: The lock of ``work`` (renewed by heartbeats); the benchmark's outages outlast it.
+LOCK_SECONDS = 2
 jobs = Jobs()
 _runs: AsyncCollection[dict[str, Any]] | None = None
 
@@ -52,7 +54,7 @@ async def _record(ctx: JobContext, phase: str) -> None:
     )
 
 
-@jobs.event(lock_time=2, heartbeat=True, max_tries=100)
+@jobs.event(lock_time=LOCK_SECONDS, heartbeat=True, max_tries=100)
 async def work(params: dict[str, float], ctx: JobContext) -> None:
     await _record(ctx, "start")
     await anyio.sleep(params["seconds"])

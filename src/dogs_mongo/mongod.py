@@ -175,10 +175,7 @@ class MongodProcess:
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
-        if self.running:
-            assert self.process is not None
-            self.process.kill()
-            self.process.wait()
+        _stop_process(self.process, graceful=False, timeout=15.0)
 
     def restart(self, timeout: float = 60.0) -> None:
         """Start a crashed or stopped server again on its port and data, and wait until it is a
