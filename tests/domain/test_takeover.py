@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 from dogs_core.domain.definitions import JobDefinition
@@ -13,7 +14,11 @@ from dogs_core.domain.records import (
     JobType,
     PreviousAttempt,
 )
-from dogs_core.domain.takeover import completion_of_finished_attempt, previous_attempt_row
+from dogs_core.domain.takeover import (
+    completion_of_finished_attempt,
+    previous_attempt_row,
+    unsettled_success,
+)
 from dogs_core.jobs import Jobs
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -95,3 +100,33 @@ def test_the_previous_row_is_found_by_its_execution_id() -> None:
     assert previous_attempt_row(_job(JobType.EVENT), rows) == rows[1]
     assert previous_attempt_row(_job(JobType.EVENT, previous=None), rows) is None
     assert previous_attempt_row(_job(JobType.EVENT), rows[:1]) is None
+
+
+def _attempt(tries: int, started: datetime = NOW) -> PreviousAttempt:
+    return PreviousAttempt("dead-claimer", started, started + timedelta(seconds=30), tries=tries)
+
+
+def test_a_success_an_earlier_try_left_unsettled_is_found_without_its_own_row() -> None:
+    # The claimer that was completing it died: no row of its own; the success is the newest row.
+    event, _ = _definitions()
+    ok = _row(HistoryStatus.SUCCESS, "first")  # tries 1
+    later = dataclasses.replace(_job(JobType.EVENT), tries=3, previous_attempt=_attempt(2))
+    assert previous_attempt_row(later, [ok]) == ok
+    assert unsettled_success(_attempt(2), [ok]) == ok
+    assert isinstance(completion_of_finished_attempt(event, later, ok, POLICY, NOW, 0.5), Delete)
+
+
+def test_a_success_is_unsettled_only_when_it_is_newest_and_of_fewer_tries() -> None:
+    ok = _row(HistoryStatus.SUCCESS, "first")
+    # a landed recurrent success resets tries: the next slot's claim has no more tries than it
+    assert unsettled_success(_attempt(1), [ok]) is None
+    # a newer row of another kind (an error of the next slot) means the success was settled
+    error = dataclasses.replace(
+        _row(HistoryStatus.ERROR, "next"), started_at=NOW + timedelta(minutes=1)
+    )
+    assert unsettled_success(_attempt(2, NOW + timedelta(minutes=2)), [ok, error]) is None
+    # a success started after the attempt it is matched with is not its predecessor
+    assert unsettled_success(_attempt(2, NOW - timedelta(minutes=1)), [ok]) is None
+    assert unsettled_success(_attempt(2), []) is None
+    superseded = _row(HistoryStatus.SUPERSEDED, "first")
+    assert unsettled_success(_attempt(2), [superseded]) is None

@@ -62,12 +62,12 @@ class HangingStore(RecordingStore):
         return await super().settle_many([dataclasses.replace(s, row=None) for s in settlements])
 
 
-async def _killed_after_the_row(h: Harness, store: HangingStore) -> None:
-    """Run the first workers instance until its completion hangs, then kill it."""
+async def _killed_after_the_row(h: Harness, store: HangingStore, *, after: float = 3) -> None:
+    """Run a workers instance until its completion hangs (``after`` seconds), then kill it."""
     store.hang = True
     with anyio.CancelScope() as crash:
         async with h.workers():
-            await anyio.sleep(3)
+            await anyio.sleep(after)
             store.hooks.release_error = StoreError("the process is gone")
             store.dead = True
             crash.cancel()
@@ -117,6 +117,39 @@ async def test_a_success_killed_before_its_delete_is_completed_without_a_second_
     assert [(r.status, r.tries, r.execution_id) for r in rows] == [
         (HistoryStatus.SUCCESS, 1, record.lock_id)
     ], "one row: the killed attempt's success (no stale row, no row of the survivor)"
+
+
+async def test_a_claimer_killed_while_completing_a_success_leaves_it_to_the_next() -> None:
+    # Issue 40: the claimer that takes the lock over finds the success and completes it; killed
+    # before that completion lands, it ran nothing and wrote no row. The next claimer takes
+    # over *its* lock, finds no row for it, and must still see the unsettled success.
+    jobs = Jobs()
+    runs: list[int] = []
+
+    @jobs.event(lock_time=LOCK)
+    async def job(params: Params, ctx: JobContext) -> None:
+        runs.append(ctx.tries)
+
+    store = HangingStore()
+    h = Harness(jobs, store=store)
+    outcome = await h.client.schedule(job)
+    job_id = getattr(outcome, "id", "")
+    await _killed_after_the_row(h, store)
+    (first,) = store.records()
+    second = Harness(jobs, store=store, clock=h.clock, seed=1)
+    await _killed_after_the_row(second, store, after=LOCK + 5)
+    (record,) = store.records()
+    assert record.lock_id not in (None, first.lock_id), "the second claimer's lock is left"
+    assert record.tries == 2
+    third = Harness(jobs, store=store, clock=h.clock, seed=2)
+    async with third.workers() as workers:
+        await anyio.sleep(LOCK + 5)
+        await workers.stop()
+    assert runs == [1], "the handler ran once, through two takeovers"
+    assert store.records() == [], "the third claimer completed the success"
+    rows = [(r.status, r.execution_id) for r in store.job_history(job_id)]
+    one_row = [(HistoryStatus.SUCCESS, first.lock_id)]
+    assert rows == one_row, "one row: no stale row for the claimer that ran nothing"
 
 
 async def test_a_recurrent_success_killed_before_its_reschedule_moves_to_its_next_slot() -> None:

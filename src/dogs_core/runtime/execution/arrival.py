@@ -1,9 +1,9 @@
 """A claimed job before its handler runs: a claim that took over a killed attempt's lock (its
-row read back: its success settled without a second run; else its ``stale`` row written
-before anything runs, naming the claimer, and read back: the first row of an execution wins, so
-the job has one counted success: ``take_over``), and a claimed record that is not run but
-pushed back (another deployment's type, missed slots: ``tell_deferred``,
-``settle_instead_of_running``)."""
+row read back, or the success an earlier try left unsettled: that success settled without a
+second run; else its ``stale`` row written before anything runs, naming the claimer, and read
+back: the first row of an execution wins, so the job has one counted success: ``take_over``),
+and a claimed record that is not run but pushed back (another deployment's type, missed slots:
+``tell_deferred``, ``settle_instead_of_running``)."""
 
 from __future__ import annotations
 
@@ -77,8 +77,8 @@ async def take_over(
     )
     if command is None:
         return _NOTHING_TO_DO
-    attempt = job.previous_attempt.execution_id
-    what = (job.job_name, job.job_id, attempt)
+    assert previous is not None  # a completion is decided from a success row
+    what = (job.job_name, job.job_id, previous.execution_id)
     logger.warning(
         "%s (%s): the attempt %s ran to success before its worker stopped; completing it "
         "without running it again",
