@@ -47,7 +47,7 @@ class ServedDashboard:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60) -> None:
+    def start(self, timeout: float = 180) -> None:
         self._thread = threading.Thread(target=self._run, name="dashboard", daemon=True)
         self._thread.start()
         if not self._ready.wait(timeout):
