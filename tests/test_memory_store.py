@@ -598,6 +598,8 @@ def test_hand_built_copies_keep_every_field() -> None:
         "tags", "start_before", "unique_window", "debounce_until", "parked_at", "parked_run_at",
         "schedule", "behind_until",
         "held",
+        # Issue 37: durable steps, copied by the claim (and handed to the execution).
+        "steps",
     }  # fmt: skip
     row = HistoryRecord(
         execution_id="e",

@@ -28,6 +28,7 @@ __all__ = [
     "JobTimeoutError",
     "LockLostError",
     "MissingRoleError",
+    "NondeterminismError",
     "QueryTooBroadError",
     "RenewalProtocolError",
     "ScheduleInCodeError",
@@ -35,6 +36,7 @@ __all__ = [
     "ScheduleOutcomeUnknownError",
     "SessionNotSupportedError",
     "StartupTimeoutError",
+    "StepError",
     "StoreError",
     "StoreUnavailableError",
     "TransactionsNotSupportedError",
@@ -110,6 +112,33 @@ class ScheduleInCodeError(DogsError, ValueError):
 
 class InvalidParamsError(ValidationError):
     """Job params fail the job's model or cannot be stored as a BSON document."""
+
+
+class StepError(ValidationError):
+    """A durable step (``ctx.step``) was called in a way that cannot be recorded: a bad or
+    reused name, a result that cannot be stored or is too large, too many steps, two steps at
+    once, or a step after the handler ended. Nothing was recorded. ``field`` is ``"step"`` and
+    ``value`` the step's name."""
+
+    def __init__(self, job: str, step: object, reason: str) -> None:
+        super().__init__("step", step, reason, message=f"job {job}: step {step!r} {reason}")
+
+
+class NondeterminismError(DogsError, RuntimeError):
+    """A handler run again called its steps in another order than the run that recorded them:
+    step number ``index`` was recorded as ``recorded`` and is now called ``called``. Replaying
+    it would hand one step's result to another, so the job fails (and is retried by its
+    policy; a handler whose steps changed on purpose needs a new job name or its record's
+    steps cleared)."""
+
+    def __init__(self, job_name: str, job_id: str, index: int, recorded: str, called: str) -> None:
+        self.job_name, self.job_id = job_name, job_id
+        self.index, self.recorded, self.called = index, recorded, called
+        super().__init__(
+            f"job {job_name!r} ({job_id}): step {index + 1} was recorded as {recorded!r} but "
+            f"this run calls {called!r}: the handler must call its steps in the same order on "
+            "every run"
+        )
 
 
 class UnknownJobError(DogsError, LookupError):

@@ -57,6 +57,8 @@ class MemorySettle(MemoryState):
                 priority=old.priority if priority is None else priority,
                 tries=tries,
                 held=old.held if hold is None else _stored_hold(hold),
+                # a reset of the tries starts a new run: the ended run's steps go
+                steps=() if reset and command.tries is None else old.steps,
                 **_NO_LOCK,
             )
         elif isinstance(command, MarkTerminal):

@@ -421,6 +421,7 @@ class MemoryState:
             parked_run_at=old.parked_run_at,
             schedule=old.schedule,
             held=old.held,
+            steps=old.steps,
         )
         # A claim changes no field any index depends on (partition, name, priority, next run,
         # type, status, identifier, expiry): replacing the record is all `_put` would do. (It
@@ -451,6 +452,7 @@ class MemoryState:
             unique_window=new.unique_window,
             schedule=new.schedule,
             held_since=None if old.holding is None else old.holding.since,
+            steps=copy.deepcopy(new.steps) if new.steps else (),
         )
 
     def _insert_history(self, row: HistoryRecord) -> None:

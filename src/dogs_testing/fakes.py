@@ -5,14 +5,14 @@
     event loop (a scheduling client under test, a custom ``next_run`` function).
 :class:`FakeJobContext`
     The :class:`~dogs_core.runtime.execution.context.JobContext` surface, recording lock extensions
-    and
-    clears, so a test can check that a long job keeps its lock.
+    and clears, so a test can check that a long job keeps its lock, and durable steps
+    (``recorded_steps``; ``steps=`` replays recorded ones, as a retry would).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -23,7 +23,8 @@ import anyio.lowlevel
 from dogs_core.domain.definitions import JobDefinition
 from dogs_core.domain.records import DEFAULT_PRIORITY, ClaimedJob, JobType
 from dogs_core.domain.schedules import parse_duration
-from dogs_core.errors import ExecutionCancelledError, InvalidOptionError
+from dogs_core.domain.steps import RecordedStep
+from dogs_core.errors import ExecutionCancelledError, InvalidOptionError, LockLostError, StepError
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_core.ports import Clock
 from dogs_core.runtime.execution.context import JobContext
@@ -119,6 +120,7 @@ class FakeJobContext(JobContext):
         execution_id: str | None = None,
         lock_time: DurationLike | None = None,
         clock: Clock | None = None,
+        steps: Sequence[RecordedStep] = (),
     ) -> None:
         # JobContext.__init__ needs an Execution; every member it provides is overridden here.
         if isinstance(tries, bool) or not isinstance(tries, int) or tries < 1:
@@ -144,6 +146,7 @@ class FakeJobContext(JobContext):
             priority=definition.priority if definition is not None else DEFAULT_PRIORITY,
             locked_until=self._locked_until,
             was_stale=was_stale,
+            steps=tuple(steps),
         )
         self._cancelled = False
         self._lock_lost = False
@@ -152,6 +155,9 @@ class FakeJobContext(JobContext):
         """Every extension asked for, in order (granted or not)."""
         self.stale_timeout_cleared = False
         """Whether :meth:`clear_stale_timeout` was called."""
+        self.recorded_steps: list[RecordedStep] = []
+        """The steps this run recorded (``ctx.step``), in order; ``steps`` given at creation
+        are replayed, as a retry of the job would."""
         self.logger: logging.LoggerAdapter[logging.Logger] = logging.LoggerAdapter(
             logging.getLogger(f"dogs.job.{name}"),
             {"job_name": name, "job_id": self._record.job_id, "execution_id": self.execution_id},
@@ -235,6 +241,23 @@ class FakeJobContext(JobContext):
         the execution is cancelled, as for a job with ``cancel_on_stale=True``."""
         self._lock_lost = True
         self._cancelled = True
+
+    def _check_open(self) -> None:
+        if self._finished:
+            raise StepError(repr(self.job_name), None, "was called after its handler ended")
+        if self._lock_lost:
+            raise LockLostError(self.job_name, self.job_id, self.execution_id)
+
+    def _check_steps(self) -> None:
+        return None
+
+    async def _record_step(
+        self, index: int, name: str, result: Any, duration_ms: int
+    ) -> RecordedStep:
+        self._check_open()
+        step = RecordedStep(name, result, self._clock.now(), self.execution_id, duration_ms)
+        self.recorded_steps.append(step)
+        return step
 
     def _extend(self, duration: timedelta, *, automatic: bool) -> bool:
         now = self._clock.now()

@@ -66,6 +66,7 @@ of the port has its module, as the MongoDB store's do (``_memory_scheduling``,
 feeds over ``_memory_feeds``' hub, ``_memory_steering``, ``_memory_stats``, ``_memory_controls``,
 ``_memory_leases``, ``_memory_maintenance``, ``_memory_archive``, ``_memory_following``,
 ``_memory_workflows``, ``_memory_uniqueness``, ``_memory_schedules``, ``_memory_registry``,
+``_memory_steps``,
 ``_memory_audit``, ``_memory_bulk``, ``_memory_inspection``); this module composes them
 into the two faces of the port.
 """
@@ -100,6 +101,7 @@ from dogs_testing._memory_settle import MemorySettle
 from dogs_testing._memory_state import _out, _stored
 from dogs_testing._memory_stats import MemoryStats
 from dogs_testing._memory_steering import MemorySteering
+from dogs_testing._memory_steps import MemorySteps
 from dogs_testing._memory_uniqueness import MemoryUniqueness
 from dogs_testing._memory_watching import MemoryFeeds
 from dogs_testing._memory_workflows import MemoryWorkflows
@@ -128,6 +130,8 @@ class SyncInMemoryJobStore(
     MemoryRegistry,
     MemoryAudit,
     MemoryBulk,
+    # durable jobs: the optional steps role
+    MemorySteps,
 ):
     """The in-memory store, sync face (:class:`~dogs_core.ports.JobStore`). Thread-safe.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -17,6 +18,7 @@ import pytest
 import trio.testing
 
 from dogs_core.domain.records import HistoryStatus, JobStatus
+from dogs_core.domain.schedules import RetryPolicy
 from dogs_core.errors import ExecutionCancelledError
 from dogs_core.jobs import Jobs
 from dogs_core.runtime import JobContext, current_job
@@ -148,3 +150,36 @@ async def test_a_failing_sync_handler_is_retried_then_marked_and_nothing_stays_l
     assert hook_calls == ["sync_raises"]
     statuses = [r.status for r in await h.store.read_history("sync_raises", limit=10)]
     assert statuses == [HistoryStatus.ERROR] * 3
+
+
+async def test_a_sync_handler_records_its_steps_with_step_blocking() -> None:
+    jobs = Jobs()
+    calls: list[str] = []
+
+    def charge(order: int) -> str:
+        calls.append("charge")
+        return f"ch_{order}"
+
+    retry = RetryPolicy(base=timedelta(seconds=1), jitter=0)
+
+    @jobs.event(max_tries=2, retry=retry, lock_time=3600)
+    def pay(params: Params, ctx: JobContext) -> str:
+        charged = ctx.step_blocking("charge", charge, 7)
+        if ctx.tries == 1:
+            raise RuntimeError("retry me")
+        return charged
+
+    h = Harness(jobs)
+    outcome = await h.client.schedule(pay)
+    async with h.workers(poll_interval=1) as workers:
+        for _ in range(600):
+            if any(r.status is HistoryStatus.SUCCESS for r in h.store.history("pay")):
+                break
+            await anyio.sleep(1)
+        await workers.stop()
+    assert calls == ["charge"], "replayed on the retry, not called again"
+    rows = h.store.job_history(getattr(outcome, "id", ""))
+    assert [(r.status, r.result) for r in rows] == [
+        (HistoryStatus.ERROR, None),
+        (HistoryStatus.SUCCESS, "ch_7"),
+    ]

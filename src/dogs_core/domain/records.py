@@ -16,6 +16,7 @@ from typing import Any
 
 from dogs_core.domain.progress import Progress
 from dogs_core.domain.runtime_schedules import ScheduleSpec
+from dogs_core.domain.steps import RecordedStep
 from dogs_core.domain.values import value
 
 __all__ = [
@@ -257,6 +258,8 @@ class JobRecord:
     held: Hold | None = None
     """The fleet limit that last gave it back (additive ``heldBack``); in force only while
     :attr:`holding` says so."""
+    steps: tuple[RecordedStep, ...] = ()
+    """The durable steps its runs recorded (additive ``steps``; :mod:`dogs_core.domain.steps`)."""
 
     def state(self, now: datetime) -> JobState:
         """The :class:`JobState` of this record at ``now``."""
@@ -349,6 +352,9 @@ class ClaimedJob:
     held_since: datetime | None = None
     """Since when the job has been held back by a fleet limit, when the record's hold was in
     force at the claim (:attr:`JobRecord.holding`): a refusal again keeps that start."""
+    steps: tuple[RecordedStep, ...] = ()
+    """The durable steps earlier runs recorded (additive ``steps``), in order: ``ctx.step``
+    replays them (:mod:`dogs_core.domain.steps`)."""
 
     @property
     def lock_id(self) -> str:

@@ -8,8 +8,8 @@ The job store is cut into roles, one module each, declared once (async):
 :mod:`~dogs_core.ports.maintenance`, and the optional :mod:`~dogs_core.ports.archive`,
 :mod:`~dogs_core.ports.following`, :mod:`~dogs_core.ports.workflows`,
 :mod:`~dogs_core.ports.uniqueness`, :mod:`~dogs_core.ports.schedules`,
-:mod:`~dogs_core.ports.registry`, :mod:`~dogs_core.ports.audit`, :mod:`~dogs_core.ports.bulk` and
-:mod:`~dogs_core.ports.inspection`.
+:mod:`~dogs_core.ports.registry`, :mod:`~dogs_core.ports.audit`, :mod:`~dogs_core.ports.bulk`,
+:mod:`~dogs_core.ports.inspection` and :mod:`~dogs_core.ports.steps`.
 :class:`AsyncJobStore` is the union of the required ones; what the conventions of every role
 are (fencing, errors, times) is in :mod:`dogs_core.ports.common`.
 
@@ -41,6 +41,7 @@ from dogs_core.ports._sync.scheduling import SchedulingStore
 from dogs_core.ports._sync.settle import SettleStore
 from dogs_core.ports._sync.stats import StatsStore
 from dogs_core.ports._sync.steering import SteeringStore
+from dogs_core.ports._sync.steps import StepStore
 from dogs_core.ports._sync.store import JobStore
 from dogs_core.ports._sync.uniqueness import UniquenessStore
 from dogs_core.ports._sync.workflows import WorkflowStore
@@ -70,6 +71,7 @@ from dogs_core.ports.scheduling import AsyncSchedulingStore
 from dogs_core.ports.settle import AsyncSettleStore
 from dogs_core.ports.stats import AsyncStatsStore
 from dogs_core.ports.steering import AsyncSteeringStore
+from dogs_core.ports.steps import AsyncStepStore
 from dogs_core.ports.store import AsyncJobStore, require_role
 from dogs_core.ports.uniqueness import AsyncUniquenessStore
 from dogs_core.ports.workflows import AsyncWorkflowStore
@@ -96,6 +98,7 @@ __all__ = [
     "AsyncSettleStore",
     "AsyncStatsStore",
     "AsyncSteeringStore",
+    "AsyncStepStore",
     "AsyncUniquenessStore",
     "AsyncWorkflowStore",
     "AuditStore",
@@ -117,6 +120,7 @@ __all__ = [
     "SettleStore",
     "StatsStore",
     "SteeringStore",
+    "StepStore",
     "StoreCapabilities",
     "UniquenessStore",
     "WorkflowStore",

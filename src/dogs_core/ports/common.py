@@ -91,6 +91,10 @@ class Role(enum.StrEnum):
     BULK = "bulk"
     """Optional: bulk actions by filter, chunk by chunk (:mod:`dogs_core.ports.bulk`)."""
 
+    # -- durable jobs (issue 37) --
+    STEPS = "steps"
+    """Optional: durable steps recorded on records (:mod:`dogs_core.ports.steps`)."""
+
 
 #: The roles a store may lack: a feature that needs one raises
 #: :class:`~dogs_core.errors.MissingRoleError` naming it.
@@ -105,6 +109,7 @@ OPTIONAL_ROLES: Final = frozenset(
         Role.AUDIT,
         Role.BULK,
         Role.INSPECTION,
+        Role.STEPS,
     }
 )
 

@@ -24,6 +24,7 @@ from dogs_core.ports.scheduling import AsyncSchedulingStore
 from dogs_core.ports.settle import AsyncSettleStore
 from dogs_core.ports.stats import AsyncStatsStore
 from dogs_core.ports.steering import AsyncSteeringStore
+from dogs_core.ports.steps import AsyncStepStore
 from dogs_core.ports.uniqueness import AsyncUniquenessStore
 from dogs_core.ports.workflows import AsyncWorkflowStore
 
@@ -94,6 +95,10 @@ def require_role(store: object, role: Literal[Role.BULK], feature: str) -> Async
 def require_role(
     store: object, role: Literal[Role.INSPECTION], feature: str
 ) -> AsyncInspectionStore: ...
+
+
+@overload
+def require_role(store: object, role: Literal[Role.STEPS], feature: str) -> AsyncStepStore: ...
 
 
 def require_role(store: object, role: Role, feature: str) -> object:

@@ -2,7 +2,8 @@
 one base class per role of the port (``scheduling.py``, ``claims.py``, ``settle.py``,
 ``history.py``, ``feeds.py``, ``steering.py``, ``stats.py``, ``controls.py``, ``leases.py``,
 ``maintenance.py``, ``archive.py``, ``following.py``, ``workflows.py``, ``uniqueness.py``,
-``schedules.py``, ``registry.py``, ``audit.py``, ``bulk.py``, ``inspection.py``), which share
+``schedules.py``, ``registry.py``, ``audit.py``, ``bulk.py``, ``inspection.py``, ``steps.py``),
+which share
 them.
 
 The async adapter (``_async/store.py``) is the source of truth; the sync adapter
@@ -47,6 +48,7 @@ from dogs_mongo._async.scheduling import MongoScheduling
 from dogs_mongo._async.settle import MongoSettle
 from dogs_mongo._async.stats import MongoStats
 from dogs_mongo._async.steering import MongoSteering
+from dogs_mongo._async.steps import MongoSteps
 from dogs_mongo._async.uniqueness import MongoUniqueness
 from dogs_mongo._async.workflows import MongoWorkflows
 from dogs_mongo.client_check import refuse_motor
@@ -99,6 +101,8 @@ class AsyncMongoJobStore(
     MongoAudit,
     MongoBulk,
     MongoInspection,
+    # durable jobs: the optional steps role
+    MongoSteps,
 ):
     """:class:`~dogs_core.ports.AsyncJobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 

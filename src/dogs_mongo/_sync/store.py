@@ -5,7 +5,8 @@
 one base class per role of the port (``scheduling.py``, ``claims.py``, ``settle.py``,
 ``history.py``, ``feeds.py``, ``steering.py``, ``stats.py``, ``controls.py``, ``leases.py``,
 ``maintenance.py``, ``archive.py``, ``following.py``, ``workflows.py``, ``uniqueness.py``,
-``schedules.py``, ``registry.py``, ``audit.py``, ``bulk.py``, ``inspection.py``), which share
+``schedules.py``, ``registry.py``, ``audit.py``, ``bulk.py``, ``inspection.py``, ``steps.py``),
+which share
 them.
 
 The async adapter (``_async/store.py``) is the source of truth; the sync adapter
@@ -50,6 +51,7 @@ from dogs_mongo._sync.scheduling import MongoScheduling
 from dogs_mongo._sync.settle import MongoSettle
 from dogs_mongo._sync.stats import MongoStats
 from dogs_mongo._sync.steering import MongoSteering
+from dogs_mongo._sync.steps import MongoSteps
 from dogs_mongo._sync.uniqueness import MongoUniqueness
 from dogs_mongo._sync.workflows import MongoWorkflows
 from dogs_mongo.client_check import refuse_motor
@@ -102,6 +104,8 @@ class MongoJobStore(
     MongoAudit,
     MongoBulk,
     MongoInspection,
+    # durable jobs: the optional steps role
+    MongoSteps,
 ):
     """:class:`~dogs_core.ports.JobStore` on MongoDB, storage-compatible with @orion-js/dogs.
 

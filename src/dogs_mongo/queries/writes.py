@@ -21,6 +21,7 @@ from dogs_mongo.queries.common import (
 )
 from dogs_mongo.queries.shaping import shaping_fields
 from dogs_mongo.queries.states import not_failed_filter, not_locked_after
+from dogs_mongo.queries.steps import STEPS_FIELD
 
 # --------------------------------------------------------------------------------------------
 # Fenced writes (docs/concepts.md#locks-and-lockid-fencing) and their updates
@@ -106,15 +107,18 @@ def reschedule_update(
     *, next_run_at: datetime, priority: int | None, reset_tries: bool, tries: int | None = None
 ) -> dict[str, Any]:
     """Set the next run (and priority, and ``tries``: the given count, else 0 when
-    ``reset_tries``) and end the lock: Dogs' three lock fields and our additive ones."""
+    ``reset_tries``) and end the lock: Dogs' three lock fields and our additive ones. A reset
+    of the tries starts a new run: the durable steps of the one that ended go too."""
     to_set: dict[str, Any] = {"nextRunAt": to_millis(next_run_at)}
+    to_unset = dict(_LOCK_FIELDS_UNSET)
     if priority is not None:
         to_set["priority"] = _require_int("priority", priority)
     if tries is not None:
         to_set["tries"] = _require_int("tries", tries)
     elif reset_tries:
         to_set["tries"] = 0
-    return {"$set": to_set, "$unset": dict(_LOCK_FIELDS_UNSET)}
+        to_unset[STEPS_FIELD] = ""
+    return {"$set": to_set, "$unset": to_unset}
 
 
 def mark_max_tries_filter(job_id: str, lock_id: str) -> dict[str, Any]:

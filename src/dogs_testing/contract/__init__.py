@@ -33,7 +33,8 @@ part, :class:`ArchiveContract` (:mod:`dogs_testing.contract.archive`), for a sto
 uniqueness and schedules roles, :class:`UniquenessContract` and :class:`SchedulesContract`
 (:mod:`dogs_testing.contract.shaping`, whose :class:`ShapedFieldsContract` part, the additive
 record fields, is in the whole suite); so has the optional inspection role,
-:class:`InspectionContract` (:mod:`dogs_testing.contract.inspection`).
+:class:`InspectionContract` (:mod:`dogs_testing.contract.inspection`); so has the optional
+steps role, :class:`StepsContract` (:mod:`dogs_testing.contract.steps`).
 
 Example::
 
@@ -82,6 +83,7 @@ from dogs_testing.contract.shaping import (
 )
 from dogs_testing.contract.stats import StatsContract
 from dogs_testing.contract.steering import SteeringContract
+from dogs_testing.contract.steps import StepsContract
 from dogs_testing.contract.workflows import WorkflowContract
 
 __all__ = [
@@ -107,6 +109,7 @@ __all__ = [
     "ShapedFieldsContract",
     "StatsContract",
     "SteeringContract",
+    "StepsContract",
     "StoreContract",
     "ThreadedArchive",
     "UniquenessContract",
@@ -155,6 +158,7 @@ PART_ROLES: Final[Mapping[type[ContractBase], frozenset[Role]]] = {
     BulkContract: frozenset({Role.BULK}),
     RegistryContract: frozenset({Role.REGISTRY}),
     AuditContract: frozenset({Role.AUDIT}),
+    StepsContract: frozenset({Role.STEPS}),
 }
 
 
@@ -178,6 +182,7 @@ class StoreContract(
     BulkContract,
     RegistryContract,
     AuditContract,
+    StepsContract,
 ):
     """The one entry point of the contract: every part of the suite, each run when the store
     lists the roles it calls for (:data:`PART_ROLES`, :func:`~dogs_core.ports.store_roles`)

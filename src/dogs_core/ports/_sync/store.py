@@ -26,6 +26,7 @@ from dogs_core.ports._sync.scheduling import SchedulingStore
 from dogs_core.ports._sync.settle import SettleStore
 from dogs_core.ports._sync.stats import StatsStore
 from dogs_core.ports._sync.steering import SteeringStore
+from dogs_core.ports._sync.steps import StepStore
 from dogs_core.ports._sync.uniqueness import UniquenessStore
 from dogs_core.ports._sync.workflows import WorkflowStore
 from dogs_core.ports.common import Role, check_role
@@ -89,6 +90,10 @@ def require_role(store: object, role: Literal[Role.BULK], feature: str) -> BulkS
 def require_role(
     store: object, role: Literal[Role.INSPECTION], feature: str
 ) -> InspectionStore: ...
+
+
+@overload
+def require_role(store: object, role: Literal[Role.STEPS], feature: str) -> StepStore: ...
 
 
 def require_role(store: object, role: Role, feature: str) -> object:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
-from collections.abc import Generator, Mapping, MutableMapping
+import time
+from collections.abc import Awaitable, Callable, Generator, Mapping, MutableMapping
 from contextvars import ContextVar, Token
-from typing import Any, Final, Protocol
+from typing import Any, Final, ParamSpec, Protocol, TypeVar, overload
 
 import anyio.from_thread
 
@@ -14,14 +16,23 @@ from dogs_core.domain.definitions import JobDefinition
 from dogs_core.domain.history import workflow_id_of
 from dogs_core.domain.records import ClaimedJob
 from dogs_core.domain.schedules import parse_duration
+from dogs_core.domain.steps import RecordedStep, StepBook
 from dogs_core.domain.workflow_marker import BatchSummary, Upstream, read_batch, read_upstream
-from dogs_core.errors import ExecutionCancelledError, LockLostError, WorkflowUpstreamError
+from dogs_core.errors import (
+    ExecutionCancelledError,
+    LockLostError,
+    StepError,
+    WorkflowUpstreamError,
+)
 from dogs_core.runtime.execution.log_capture import LogCapture
 from dogs_core.runtime.plumbing.settings import DurationLike
 
 __all__ = ["ExecutionControls", "JobContext", "Reported", "current_job"]
 
 logger = logging.getLogger("dogs.execution")
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 class LockControls(Protocol):
@@ -37,6 +48,12 @@ class LockControls(Protocol):
     def report_progress(self, fraction: object, message: object, data: object) -> None: ...
 
     def log_capture(self) -> LogCapture | None: ...
+
+    def check_steps(self) -> None: ...
+
+    async def record_step(
+        self, index: int, name: str, result: Any, duration_ms: int
+    ) -> RecordedStep: ...
 
 
 class ExecutionControls(LockControls, Protocol):
@@ -243,6 +260,114 @@ class JobContext:
         self._execution.report_progress(fraction, message, data)
         return _REPORTED
 
+    # -- durable steps (docs/durable-jobs.md) -------------------------------------------------
+
+    @overload
+    async def step(
+        self, name: str, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
+    ) -> T: ...
+
+    @overload
+    async def step(
+        self, name: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> T: ...
+
+    async def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` as the durable step ``name`` and return its result, as
+        recorded: the first time, ``fn`` runs (awaited when it returns an awaitable) and its
+        result is written on the job's record, fenced by this execution's lock; on any later run
+        of the job (a retry, the takeover after a crash) the recorded result is returned and
+        ``fn`` is not called. The result comes back as stored (BSON types: a tuple becomes a
+        list), the same on every run.
+
+        Steps are matched by their order and name: a run that calls another step where one was
+        recorded raises :class:`~dogs_core.errors.NondeterminismError`. Call them one at a time,
+        each name once per run. Raises :class:`~dogs_core.errors.StepError` for a bad or reused
+        name, a result that cannot be stored or is over the limits
+        (:mod:`dogs_core.domain.steps`), or a step after the handler ended;
+        :class:`~dogs_core.errors.LockLostError` when the execution lost its lock (stop: another
+        execution owns the job); :class:`~dogs_core.errors.MissingRoleError` when the store has
+        no steps role. An exception ``fn`` raises propagates (the step is not recorded, and the
+        job is retried by its policy), with a note naming the step.
+        """
+        book = self._step_book()
+        recorded = book.begin(name)
+        if recorded is not None:
+            return recorded.result
+        try:
+            self._check_steps()
+            started = time.perf_counter()
+            result = fn(*args, **kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+            return await self._end_step(book, name, result, started)
+        except BaseException as error:
+            book.abandon()
+            _note_step(error, name, self.job_name)
+            raise
+
+    def step_blocking(
+        self, name: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """:meth:`step` for sync handlers, which run in a worker thread: ``fn`` is called in this
+        thread (it must not be a coroutine function) and the result recorded before it returns."""
+        if inspect.iscoroutinefunction(fn):
+            raise StepError(
+                repr(self.job_name),
+                name,
+                "is a coroutine function: step_blocking takes a plain "
+                "function; await ctx.step(...) in an async handler",
+            )
+        book = self._step_book()
+        recorded = book.begin(name)
+        if recorded is not None:
+            return recorded.result  # type: ignore[no-any-return]
+        try:
+            self._check_steps()
+            started = time.perf_counter()
+            result = fn(*args, **kwargs)
+            stored = anyio.from_thread.run(self._end_step, book, name, result, started)
+            return stored  # type: ignore[no-any-return]
+        except BaseException as error:
+            book.abandon()
+            _note_step(error, name, self.job_name)
+            raise
+
+    @property
+    def steps(self) -> tuple[RecordedStep, ...]:
+        """The steps recorded so far for this job: the earlier runs' and this run's."""
+        return self._step_book().steps
+
+    def _step_book(self) -> StepBook:
+        book: StepBook | None = self.__dict__.get("_book")
+        if book is None:
+            book = self.__dict__["_book"] = StepBook(self.job_name, self.job_id, self.record.steps)
+        self._check_open()
+        return book
+
+    def _check_open(self) -> None:
+        """Refuse a step once the handler ended or the execution lost its lock."""
+        if isinstance(self._execution, _Ended):
+            raise StepError(repr(self.job_name), None, "was called after its handler ended")
+        if self._lost:
+            job = self._job
+            raise LockLostError(job.job_name, job.job_id, job.execution_id)
+
+    def _check_steps(self) -> None:
+        self._execution.check_steps()
+
+    async def _end_step(self, book: StepBook, name: str, result: object, started: float) -> Any:
+        stored = book.check_result(name, result)
+        elapsed = round((time.perf_counter() - started) * 1000)
+        step = await self._record_step(book.next_index, name, stored, elapsed)
+        book.recorded(step)
+        return step.result
+
+    async def _record_step(
+        self, index: int, name: str, result: Any, duration_ms: int
+    ) -> RecordedStep:
+        return await self._execution.record_step(index, name, result, duration_ms)
+
     def clear_stale_timeout(self) -> None:
         """Disarm the stale watchdog for good: later lock extensions are refused.
 
@@ -289,6 +414,20 @@ class _Ended:
 
     def log_capture(self) -> LogCapture | None:
         return None
+
+    def check_steps(self) -> None:
+        raise StepError("of an ended execution", None, "was called after its handler ended")
+
+    async def record_step(
+        self, index: int, name: str, result: Any, duration_ms: int
+    ) -> RecordedStep:
+        raise StepError("of an ended execution", name, "was called after its handler ended")
+
+
+def _note_step(error: BaseException, name: str, job_name: str) -> None:
+    """Say in ``error``'s traceback which step raised it (once: a nested step adds its own)."""
+    if isinstance(error, Exception) and not isinstance(error, StepError | LockLostError):
+        error.add_note(f"(in step {name!r} of job {job_name!r})")
 
 
 class Reported:

@@ -38,6 +38,7 @@ from dogs_core.domain.outcome import (
 from dogs_core.domain.records import ClaimedJob, HistoryRecord, HistoryStatus, JobType
 from dogs_core.domain.renewal import StaleReason
 from dogs_core.domain.settle import Settlement
+from dogs_core.domain.steps import RecordedStep
 from dogs_core.errors import ExecutionCancelledError, TransientStoreError
 from dogs_core.runtime.execution.arrival import settle_instead_of_running, take_over
 from dogs_core.runtime.execution.context import JobContext, reset_current, set_current
@@ -75,6 +76,7 @@ from dogs_core.runtime.execution.services import (
     reporting_renewals,
 )
 from dogs_core.runtime.execution.settle import Verdict, label_of
+from dogs_core.runtime.execution.steps import check_steps, record_step
 from dogs_core.runtime.plumbing._async.retry import retry_transient
 from dogs_core.runtime.plumbing.outage import log_gave_up
 
@@ -147,6 +149,16 @@ class Execution:
     def report_progress(self, fraction: object, message: object, data: object) -> None:
         report, running = (fraction, message, data), self.phase is Phase.RUNNING
         report_progress(self.services, self.job, self._lock, report, running=running)
+
+    def check_steps(self) -> None:
+        check_steps(self.services)
+
+    async def record_step(
+        self, index: int, name: str, result: Any, duration_ms: int
+    ) -> RecordedStep:
+        return await record_step(
+            self.services, self.job, self._lock, index, name, result, duration_ms
+        )
 
     def log_capture(self) -> LogCapture | None:
         services = self.services

@@ -55,6 +55,7 @@ from dogs_core.domain.runtime_schedules import ScheduleSpec
 from dogs_core.domain.settle import Settlement
 from dogs_core.domain.stats import JobStats
 from dogs_core.domain.steering import JobChange
+from dogs_core.domain.steps import RecordedStep
 from dogs_core.domain.uniqueness import HoldState, PendingUpdate, UniqueHold
 from dogs_core.domain.wakeups import RecordChange
 from dogs_core.domain.workflow_records import (
@@ -595,6 +596,9 @@ class ForwardingJobStore(ABC):
                 "delete_records", job_name=job_name, state=state, now=now, dry_run=dry_run
             ),
         )
+
+    async def record_step(self, job_id: str, lock_id: str, index: int, step: RecordedStep) -> bool:
+        return cast("bool", await self._forward("record_step", job_id, lock_id, index, step))
 
     async def read_unique_hold(self, key: str) -> UniqueHold | None:
         return cast("UniqueHold | None", await self._forward("read_unique_hold", key))

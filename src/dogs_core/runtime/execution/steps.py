@@ -1,0 +1,67 @@
+"""The durable steps of one execution (``ctx.step``; :mod:`dogs_core.domain.steps` decides
+what replays): the one fenced write that records a step's result, retried while the store is
+briefly away, within half the job's lock time. A write that matches nothing means another
+execution owns the job now: the execution goes stale and the handler is told
+(:class:`~dogs_core.errors.LockLostError`), so it never runs past a step it could not record.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from dogs_core.domain.records import ClaimedJob
+from dogs_core.domain.steps import RecordedStep
+from dogs_core.errors import LockLostError
+from dogs_core.ports import Role, require_role
+from dogs_core.ports.common import check_role
+from dogs_core.runtime.execution.holding import JobLock
+from dogs_core.runtime.execution.services import ExecutionServices, job_extra
+from dogs_core.runtime.plumbing._async.retry import retry_transient
+
+__all__ = ["check_steps", "record_step"]
+
+logger = logging.getLogger("dogs.execution")
+
+
+def check_steps(services: ExecutionServices) -> None:
+    """Raise :class:`~dogs_core.errors.MissingRoleError` unless the store records steps (asked
+    before a step's function runs, so that a store without the role runs none)."""
+    check_role(services.store, Role.STEPS, "ctx.step")
+
+
+async def record_step(
+    services: ExecutionServices,
+    job: ClaimedJob,
+    lock: JobLock,
+    index: int,
+    name: str,
+    result: Any,
+    duration_ms: int,
+) -> RecordedStep:
+    """Record step number ``index`` of ``job`` (fenced by its lock) and return it."""
+    store = require_role(services.store, Role.STEPS, "ctx.step")
+    step = RecordedStep(name, result, services.clock.now(), job.execution_id, duration_ms)
+    within = job_lock_seconds(services, job) / 2
+    landed = await retry_transient(
+        lambda: store.record_step(job.job_id, job.lock_id, index, step),
+        what=f"record step {name!r} of {job.job_name}",
+        attempts=None,
+        deadline=within,
+    )
+    if not landed:
+        lock.lost()
+        what = (job.job_name, job.job_id, name, job.execution_id)
+        logger.warning(
+            "%s (%s): step %r not recorded: execution %s lost its lock", *what, extra=job_extra(job)
+        )
+        raise LockLostError(job.job_name, job.job_id, job.execution_id)
+    logger.debug("%s (%s): step %r recorded", job.job_name, job.job_id, name)
+    return step
+
+
+def job_lock_seconds(services: ExecutionServices, job: ClaimedJob) -> float:
+    """The lock the execution holds, in seconds (from the claim to its ``locked_until``)."""
+    claimed = job.last_run_at or services.clock.now()
+    seconds = (job.locked_until - claimed).total_seconds()
+    return seconds if seconds > 0 else services.settings.default_lock_time.total_seconds()

@@ -1,0 +1,36 @@
+"""The steps role of the in-memory store (optional in the port; this store has it): a durable
+step kept on its record by a fenced write under the state's one lock, as MongoDB's single-document
+update does. See :mod:`dogs_core.ports.steps` and :mod:`dogs_testing.memory`.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+from dogs_core.domain.records import to_millis
+from dogs_core.domain.steps import RecordedStep
+from dogs_core.errors import InvalidOptionError
+from dogs_testing._memory_state import MemoryState
+
+__all__ = ["MemorySteps"]
+
+
+class MemorySteps(MemoryState):
+    """Durable steps on records."""
+
+    def record_step(self, job_id: str, lock_id: str, index: int, step: RecordedStep) -> bool:
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise InvalidOptionError("index", index, "must be an int >= 0")
+        if not isinstance(step, RecordedStep):
+            raise InvalidOptionError("step", step, "must be a RecordedStep")
+        stored = dataclasses.replace(
+            step, result=copy.deepcopy(step.result), recorded_at=to_millis(step.recorded_at)
+        )
+        with self._state():
+            old = self._fenced(job_id, lock_id)
+            if old is None:
+                return False
+            steps = (*old.steps[:index], stored)
+            self._put(old, dataclasses.replace(old, steps=steps))
+            return True
