@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 from dogs_core.domain.records import to_millis
 from dogs_core.domain.steps import RecordedStep
-from dogs_core.errors import InvalidOptionError
+from dogs_core.errors import InvalidOptionError, TransactionsNotSupportedError
 from dogs_testing._memory_state import MemoryState
 
 __all__ = ["MemorySteps"]
@@ -34,3 +36,16 @@ class MemorySteps(MemoryState):
             steps = (*old.steps[:index], stored)
             self._put(old, dataclasses.replace(old, steps=steps))
             return True
+
+    def record_step_in_transaction(
+        self,
+        job_id: str,
+        lock_id: str,
+        index: int,
+        make_step: Callable[[Any], Any],
+    ) -> RecordedStep | None:
+        raise TransactionsNotSupportedError(
+            "record_step_in_transaction: transactional steps need MongoDB transactions; the "
+            "in-memory store has none (test the step's function on its own, or with "
+            "FakeJobContext, which passes session=None)"
+        )

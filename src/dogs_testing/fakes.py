@@ -11,8 +11,9 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -258,6 +259,17 @@ class FakeJobContext(JobContext):
         step = RecordedStep(name, result, self._clock.now(), self.execution_id, duration_ms)
         self.recorded_steps.append(step)
         return step
+
+    async def _record_step_in_transaction(
+        self, index: int, name: str, call: Callable[[Any], Any], stored: Callable[[object], Any]
+    ) -> RecordedStep:
+        # No database here: the function gets ``session=None`` (give it your own fake).
+        started = self._clock.now()
+        result = call(None)
+        if inspect.isawaitable(result):
+            result = await result
+        elapsed = round((self._clock.now() - started).total_seconds() * 1000)
+        return await self._record_step(index, name, stored(result), elapsed)
 
     def _extend(self, duration: timedelta, *, automatic: bool) -> bool:
         now = self._clock.now()

@@ -9,6 +9,13 @@ Recording
     ``index`` (from 0) and drops any after it, so a retried write lands once. Only the
     execution holding the lock writes, one step at a time, so ``index`` is the number of steps
     the record has.
+Recording in a transaction
+    ``record_step_in_transaction`` runs ``make_step(session)`` (the step's function, given the
+    store's database session, and the :class:`~dogs_core.domain.steps.RecordedStep` it made) and
+    the same fenced write in one transaction of the store's database: the function's own writes
+    through ``session`` and the recorded step commit together or not at all. ``None`` when the
+    fence matched nothing (the transaction is aborted). A store without transactions raises
+    :class:`~dogs_core.errors.TransactionsNotSupportedError` and runs nothing.
 Reading
     A claim hands the record's steps to the execution
     (:attr:`~dogs_core.domain.records.ClaimedJob.steps`), in order, with the record: replaying
@@ -21,7 +28,8 @@ Clearing
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, runtime_checkable
 
 from dogs_core.domain.steps import RecordedStep
 
@@ -34,4 +42,14 @@ class AsyncStepStore(Protocol):
 
     async def record_step(self, job_id: str, lock_id: str, index: int, step: RecordedStep) -> bool:
         """Fenced: make ``step`` the record's step number ``index`` (the later ones dropped)."""
+        ...
+
+    async def record_step_in_transaction(
+        self,
+        job_id: str,
+        lock_id: str,
+        index: int,
+        make_step: Callable[[Any], Awaitable[RecordedStep]],
+    ) -> RecordedStep | None:
+        """``make_step(session)`` and the fenced write of its step, in one transaction."""
         ...

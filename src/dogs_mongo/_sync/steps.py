@@ -3,7 +3,8 @@
 # and run `python scripts/generate_sync.py`.
 """The steps role of the MongoDB store (:class:`~dogs_core.ports.StepStore`): a durable
 step recorded on its record by one fenced ``updateOne`` (:mod:`dogs_mongo.queries.steps` builds
-it), under the store's write concern like every fenced write.
+it), under the store's write concern like every fenced write; a transactional step's function
+and that write in one transaction of the store's client.
 
 Part of the async adapter (the source of truth): ``scripts/generate_sync.py`` generates
 ``_sync/steps.py`` from this module. :class:`MongoSteps` is a base of the store class and uses
@@ -12,13 +13,16 @@ its records collection. A claim reads the steps back with the record (no read of
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from pymongo import MongoClient
 from pymongo.synchronous.collection import Collection
 
 from dogs_core.domain.steps import RecordedStep
 from dogs_core.errors import InvalidOptionError
 from dogs_mongo import queries as q
+from dogs_mongo._sync.transactions import run_transaction
 from dogs_mongo.errors import translate_errors
 from dogs_mongo.queries import steps as qs
 
@@ -27,18 +31,60 @@ __all__ = ["MongoSteps"]
 Document = dict[str, Any]
 
 
+class _FenceLost(Exception):
+    """The step's fenced write matched nothing: the transaction is aborted."""
+
+
 class MongoSteps:
     """Durable steps on records."""
 
+    _client: Any
     _fenced: Collection[Document]
 
     def record_step(self, job_id: str, lock_id: str, index: int, step: RecordedStep) -> bool:
         """One fenced pipeline ``updateOne``: the record's first ``index`` steps, then ``step``."""
-        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-            raise InvalidOptionError("index", index, "must be an int >= 0")
+        _check_index(index)
         if not isinstance(step, RecordedStep):
             raise InvalidOptionError("step", step, "must be a RecordedStep")
         update = qs.record_step_update(index, step)
         with translate_errors("record_step", write=True):
             result = self._fenced.update_one(q.fenced_filter(job_id, lock_id), update)
         return result.matched_count == 1
+
+    def record_step_in_transaction(
+        self,
+        job_id: str,
+        lock_id: str,
+        index: int,
+        make_step: Callable[[Any], RecordedStep],
+    ) -> RecordedStep | None:
+        """The step's function and the same fenced ``updateOne``, in one transaction of the
+        store's client (``with_transaction``: run again after a transient conflict)."""
+        _check_index(index)
+        client: MongoClient[Document] = self._client
+
+        def body(session: Any) -> RecordedStep:
+            step = make_step(session)
+            update = qs.record_step_update(index, step)
+            fenced = q.fenced_filter(job_id, lock_id)
+            result = self._fenced.update_one(fenced, update, session=session)
+            if result.matched_count != 1:
+                raise _FenceLost
+            return step
+
+        try:
+            step: RecordedStep = run_transaction(
+                client,
+                self._fenced.write_concern,
+                "record_step_in_transaction",
+                body,
+                feature="transactional steps",
+            )
+        except _FenceLost:
+            return None
+        return step
+
+
+def _check_index(index: object) -> None:
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise InvalidOptionError("index", index, "must be an int >= 0")

@@ -23,7 +23,6 @@ Part of the async adapter (the source of truth): ``scripts/generate_sync.py`` ge
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import nullcontext
 from datetime import UTC, datetime
@@ -31,7 +30,7 @@ from typing import Any, Final
 
 import pymongo
 from pymongo import ASCENDING, DESCENDING, ReturnDocument, UpdateOne
-from pymongo.errors import BulkWriteError, OperationFailure
+from pymongo.errors import BulkWriteError
 from pymongo.synchronous.collection import Collection
 
 from dogs_core.domain.records import HistoryRecord, JobRecord, JobStatus, NewJob, to_millis
@@ -53,19 +52,15 @@ from dogs_core.domain.workflow_records import (
 from dogs_core.domain.workflow_release import workflow_end
 from dogs_core.domain.workflow_start import release_job
 from dogs_core.domain.workflows import FailurePolicy
-from dogs_core.errors import TransactionsNotSupportedError, TransientStoreError
 from dogs_core.ids import new_execution_id
 from dogs_mongo import queries as q
 from dogs_mongo._sync.feeds import _feed
 from dogs_mongo._sync.scheduling import _checked_document, _in_transaction
+from dogs_mongo._sync.transactions import CONFLICT_SECONDS, run_transaction
 from dogs_mongo.errors import translate_errors
 from dogs_mongo.queries import workflows as qw
 
 __all__ = ["CONFLICT_SECONDS", "WORKFLOW_OPERATION_SECONDS", "MongoWorkflows"]
-
-#: Seconds a transaction of the workflows is run again after transient conflicts before the
-#: call gives up (a TransientStoreError, retried by its caller: see ``_transaction``).
-CONFLICT_SECONDS: Final = 2.0
 
 #: Seconds each operation of a release may take (``pymongo.timeout``: ``maxTimeMS`` on the
 #: server): a write that waits on a document another process's transaction holds (a killed
@@ -83,7 +78,6 @@ _RETRYABLE: Final = [
     WorkflowState.COMPLETED.value,
     WorkflowState.CANCELLED.value,
 ]
-_NO_TRANSACTIONS: Final = (20, 263)  # IllegalOperation, OperationNotSupportedInTransaction
 _RELEASED_FIELDS: Final = {
     "childCount": 1,
     "workflowId": 1,
@@ -160,37 +154,10 @@ class MongoWorkflows:
 
     def _transaction(self, operation: str, body: Any) -> Any:
         """``body(session)`` in a transaction of this store's client (inserting workflows,
-        retrying one: never a release), its PyMongo errors translated. ``with_transaction``
-        runs the body again after a transient conflict, but not past :data:`CONFLICT_SECONDS`:
-        it raises :class:`~dogs_core.errors.TransientStoreError` instead."""
-        began = time.monotonic()
-        attempts = 0
-
-        def bounded(session: Any) -> Any:
-            nonlocal attempts
-            attempts += 1
-            if attempts > 1 and time.monotonic() - began > CONFLICT_SECONDS:
-                raise TransientStoreError(
-                    f"{operation}: its transaction kept conflicting with another for "
-                    f"{CONFLICT_SECONDS:g}s (another writer, or the open transaction of a "
-                    "killed process, which MongoDB aborts after transactionLifetimeLimitSeconds)",
-                    write_may_have_applied=False,
-                )
-            return body(session)
-
-        try:
-            with translate_errors(operation, write=True):
-                with self._client.start_session() as session:
-                    return session.with_transaction(
-                        bounded, write_concern=self._fenced.write_concern
-                    )
-        except OperationFailure as error:
-            if error.code in _NO_TRANSACTIONS or "replica set" in str(error):
-                raise TransactionsNotSupportedError(
-                    f"{operation}: workflows need MongoDB transactions, which this deployment "
-                    f"does not have ({error}); run a replica set (even of one node)"
-                ) from error
-            raise
+        retrying one: never a release): :func:`~dogs_mongo._async.transactions.run_transaction`."""
+        return run_transaction(
+            self._client, self._fenced.write_concern, operation, body, feature="workflows"
+        )
 
     # -- reading --------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Generator, Mapping, MutableMapping
 from contextvars import ContextVar, Token
-from typing import Any, Final, ParamSpec, Protocol, TypeVar, overload
+from typing import Any, Final, Literal, ParamSpec, Protocol, TypeVar, overload
 
 import anyio.from_thread
 
@@ -53,6 +53,10 @@ class LockControls(Protocol):
 
     async def record_step(
         self, index: int, name: str, result: Any, duration_ms: int
+    ) -> RecordedStep: ...
+
+    async def record_step_in_transaction(
+        self, index: int, name: str, call: Callable[[Any], Any], stored: Callable[[object], Any]
     ) -> RecordedStep: ...
 
 
@@ -264,6 +268,17 @@ class JobContext:
 
     @overload
     async def step(
+        self,
+        name: str,
+        fn: Callable[..., Awaitable[T]],
+        /,
+        *args: Any,
+        transactional: Literal[True],
+        **kwargs: Any,
+    ) -> T: ...
+
+    @overload
+    async def step(
         self, name: str, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
     ) -> T: ...
 
@@ -272,13 +287,27 @@ class JobContext:
         self, name: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
     ) -> T: ...
 
-    async def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    async def step(  # type: ignore[misc]  # P.kwargs of the plain forms could hold "transactional"
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        transactional: bool = False,
+        **kwargs: Any,
+    ) -> Any:
         """Run ``fn(*args, **kwargs)`` as the durable step ``name`` and return its result, as
         recorded: the first time, ``fn`` runs (awaited when it returns an awaitable) and its
         result is written on the job's record, fenced by this execution's lock; on any later run
         of the job (a retry, the takeover after a crash) the recorded result is returned and
         ``fn`` is not called. The result comes back as stored (BSON types: a tuple becomes a
         list), the same on every run.
+
+        ``transactional=True`` calls ``fn(session, *args, **kwargs)`` with a database session
+        of the store (MongoDB: a ``pymongo`` ``AsyncClientSession`` of the store's client, in a
+        transaction): the writes ``fn`` makes through it and the recorded result commit together
+        or not at all, so they happen exactly once. ``fn`` may run more than once when the
+        transaction conflicts (each time rolled back), so it writes only through ``session``.
 
         Steps are matched by their order and name: a run that calls another step where one was
         recorded raises :class:`~dogs_core.errors.NondeterminismError`. Call them one at a time,
@@ -287,8 +316,10 @@ class JobContext:
         (:mod:`dogs_core.domain.steps`), or a step after the handler ended;
         :class:`~dogs_core.errors.LockLostError` when the execution lost its lock (stop: another
         execution owns the job); :class:`~dogs_core.errors.MissingRoleError` when the store has
-        no steps role. An exception ``fn`` raises propagates (the step is not recorded, and the
-        job is retried by its policy), with a note naming the step.
+        no steps role; :class:`~dogs_core.errors.TransactionsNotSupportedError` for a
+        transactional step on a store (or a deployment) without transactions. An exception
+        ``fn`` raises propagates (the step is not recorded, and the job is retried by its
+        policy), with a note naming the step.
         """
         book = self._step_book()
         recorded = book.begin(name)
@@ -296,6 +327,8 @@ class JobContext:
             return recorded.result
         try:
             self._check_steps()
+            if transactional:
+                return await self._transactional_step(book, name, fn, args, kwargs)
             started = time.perf_counter()
             result = fn(*args, **kwargs)
             if inspect.isawaitable(result):
@@ -305,6 +338,23 @@ class JobContext:
             book.abandon()
             _note_step(error, name, self.job_name)
             raise
+
+    async def _transactional_step(
+        self,
+        book: StepBook,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        step = await self._record_step_in_transaction(
+            book.next_index,
+            name,
+            lambda session: fn(session, *args, **kwargs),
+            lambda result: book.check_result(name, result),
+        )
+        book.recorded(step)
+        return step.result
 
     def step_blocking(
         self, name: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
@@ -368,6 +418,11 @@ class JobContext:
     ) -> RecordedStep:
         return await self._execution.record_step(index, name, result, duration_ms)
 
+    async def _record_step_in_transaction(
+        self, index: int, name: str, call: Callable[[Any], Any], stored: Callable[[object], Any]
+    ) -> RecordedStep:
+        return await self._execution.record_step_in_transaction(index, name, call, stored)
+
     def clear_stale_timeout(self) -> None:
         """Disarm the stale watchdog for good: later lock extensions are refused.
 
@@ -420,6 +475,11 @@ class _Ended:
 
     async def record_step(
         self, index: int, name: str, result: Any, duration_ms: int
+    ) -> RecordedStep:
+        raise StepError("of an ended execution", name, "was called after its handler ended")
+
+    async def record_step_in_transaction(
+        self, index: int, name: str, call: Callable[[Any], Any], stored: Callable[[object], Any]
     ) -> RecordedStep:
         raise StepError("of an ended execution", name, "was called after its handler ended")
 

@@ -76,7 +76,11 @@ from dogs_core.runtime.execution.services import (
     reporting_renewals,
 )
 from dogs_core.runtime.execution.settle import Verdict, label_of
-from dogs_core.runtime.execution.steps import check_steps, record_step
+from dogs_core.runtime.execution.steps import (
+    check_steps,
+    record_step,
+    record_step_in_transaction,
+)
 from dogs_core.runtime.plumbing._async.retry import retry_transient
 from dogs_core.runtime.plumbing.outage import log_gave_up
 
@@ -158,6 +162,13 @@ class Execution:
     ) -> RecordedStep:
         return await record_step(
             self.services, self.job, self._lock, index, name, result, duration_ms
+        )
+
+    async def record_step_in_transaction(
+        self, index: int, name: str, call: Callable[[Any], Any], stored: Callable[[object], Any]
+    ) -> RecordedStep:
+        return await record_step_in_transaction(
+            self.services, self.job, self._lock, index, name, call, stored
         )
 
     def log_capture(self) -> LogCapture | None:

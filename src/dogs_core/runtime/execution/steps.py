@@ -7,7 +7,10 @@ execution owns the job now: the execution goes stale and the handler is told
 
 from __future__ import annotations
 
+import inspect
 import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 from dogs_core.domain.records import ClaimedJob
@@ -19,7 +22,7 @@ from dogs_core.runtime.execution.holding import JobLock
 from dogs_core.runtime.execution.services import ExecutionServices, job_extra
 from dogs_core.runtime.plumbing._async.retry import retry_transient
 
-__all__ = ["check_steps", "record_step"]
+__all__ = ["check_steps", "record_step", "record_step_in_transaction"]
 
 logger = logging.getLogger("dogs.execution")
 
@@ -57,6 +60,43 @@ async def record_step(
         )
         raise LockLostError(job.job_name, job.job_id, job.execution_id)
     logger.debug("%s (%s): step %r recorded", job.job_name, job.job_id, name)
+    return step
+
+
+async def record_step_in_transaction(
+    services: ExecutionServices,
+    job: ClaimedJob,
+    lock: JobLock,
+    index: int,
+    name: str,
+    call: Callable[[Any], Any],
+    stored: Callable[[object], Any],
+) -> RecordedStep:
+    """Run ``call(session)`` (the step's function, awaited when it returns an awaitable) and
+    record its result (``stored`` checks it) in one transaction of the store, fenced by the
+    lock. Not retried here: a transaction that keeps conflicting fails the step (the job is
+    retried by its policy, and replays the step if its commit landed after all)."""
+    store = require_role(services.store, Role.STEPS, "ctx.step")
+
+    async def make_step(session: Any) -> RecordedStep:
+        started = time.perf_counter()
+        result = call(session)
+        if inspect.isawaitable(result):
+            result = await result
+        elapsed = round((time.perf_counter() - started) * 1000)
+        return RecordedStep(name, stored(result), services.clock.now(), job.execution_id, elapsed)
+
+    step = await store.record_step_in_transaction(job.job_id, job.lock_id, index, make_step)
+    if step is None:
+        lock.lost()
+        what = (job.job_name, job.job_id, name, job.execution_id)
+        logger.warning(
+            "%s (%s): transactional step %r rolled back: execution %s lost its lock",
+            *what,
+            extra=job_extra(job),
+        )
+        raise LockLostError(job.job_name, job.job_id, job.execution_id)
+    logger.debug("%s (%s): step %r committed with its writes", job.job_name, job.job_id, name)
     return step
 
 

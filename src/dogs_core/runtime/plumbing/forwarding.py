@@ -21,7 +21,7 @@ only when the store it wraps has it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -599,6 +599,18 @@ class ForwardingJobStore(ABC):
 
     async def record_step(self, job_id: str, lock_id: str, index: int, step: RecordedStep) -> bool:
         return cast("bool", await self._forward("record_step", job_id, lock_id, index, step))
+
+    async def record_step_in_transaction(
+        self,
+        job_id: str,
+        lock_id: str,
+        index: int,
+        make_step: Callable[[Any], Awaitable[RecordedStep]],
+    ) -> RecordedStep | None:
+        return cast(
+            "RecordedStep | None",
+            await self._forward("record_step_in_transaction", job_id, lock_id, index, make_step),
+        )
 
     async def read_unique_hold(self, key: str) -> UniqueHold | None:
         return cast("UniqueHold | None", await self._forward("read_unique_hold", key))
