@@ -16,6 +16,7 @@ import pytest
 from examples import (
     custom_adapter,
     dashboard_mount,
+    durable_steps,
     finding,
     fleet_limits,
     following,
@@ -109,6 +110,24 @@ def test_custom_adapter(capsys: pytest.CaptureFixture[str]) -> None:
     assert complete is not None
     assert 1 <= int(complete.group(1)) <= 20
     assert re.search(r"^claim(_many)?\s+\d+\s+0\s", out, re.MULTILINE)
+
+
+def test_durable_steps_in_memory(capsys: pytest.CaptureFixture[str]) -> None:
+    durable_steps.main([])
+    out = output_of(capsys)
+    assert "try 2: replaying reserve, charge from the record" in out
+    assert "try 1: error -> the shipping API answered 503" in out
+    assert "'payment': 'ch_42_1999', 'parcel': 'parcel-42'" in out
+    assert "function calls: reserve 1, charge 1, ship 2" in out
+
+
+@pytest.mark.mongo
+def test_durable_steps_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
+    durable_steps.main(["--uri", mongodb_uri])
+    out = output_of(capsys)
+    assert "try 2: replaying reserve, charge from the record" in out
+    assert "function calls: reserve 1, charge 1, ship 2" in out
+    assert "payments stored: 1" in out
 
 
 def test_transactional_schedule_without_a_database(capsys: pytest.CaptureFixture[str]) -> None:

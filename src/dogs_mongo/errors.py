@@ -67,12 +67,20 @@ __all__ = [
     "RETRYABLE_CODES",
     "TRANSIENT_LABELS",
     "WRITE_CONFLICT",
+    "FenceMissedError",
     "is_transient",
     "name_uri",
     "summarize",
     "translate_errors",
     "write_may_have_applied",
 ]
+
+
+class FenceMissedError(Exception):
+    """A fenced write inside a transaction matched nothing (the lock moved on): raised to abort
+    the transaction, so the writes made before it in that transaction roll back. Caught by the
+    adapter; it never reaches a caller."""
+
 
 #: Server codes MongoDB drivers retry: not primary, node shutting down or interrupted by a
 #: replica-set state change, host unreachable or not found, network timeout, socket exception,

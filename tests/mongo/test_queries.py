@@ -586,7 +586,8 @@ def test_reschedule_update_is_dogs_recurrent_reschedule_plus_our_lock_fields() -
             "priority": 100,
             "tries": 0,
         },
-        "$unset": _LOCK_UNSET,
+        # a reset of the tries starts a new run: the ended run's durable steps go with it
+        "$unset": {**_LOCK_UNSET, "steps": ""},
     }
     assert list(update["$unset"])[:3] == ["lockId", "lockedUntil", "claimWasStale"]  # Dogs'
     assert q.reschedule_update(next_run_at=NOW, priority=None, reset_tries=False) == {

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from dogs_core.domain.records import HistoryStatus
+from dogs_core.domain.records import HistoryStatus, JobState
 from dogs_core.domain.schedules import RetryPolicy
 from dogs_core.domain.steps import MAX_STEP_RESULT_BYTES
 from dogs_core.errors import (
@@ -93,6 +93,36 @@ async def test_the_steps_are_on_the_record_between_runs() -> None:
     assert {s.execution_id for s in record.steps} == {h.store.job_history(job_id)[0].execution_id}
     (row,) = h.store.job_history(job_id)
     assert row.status is HistoryStatus.ERROR
+
+
+async def test_an_operators_retry_of_a_failed_job_resumes_after_its_steps() -> None:
+    jobs = Jobs()
+    calls: list[str] = []
+    broken = [True]
+
+    def charge() -> str:
+        calls.append("charge")
+        return "ch_1"
+
+    @jobs.event(max_tries=1)
+    async def order(params: Params, ctx: JobContext) -> str:
+        paid = await ctx.step("charge", charge)
+        if broken[0]:
+            raise RuntimeError("the shipping API is down")
+        calls.append("ship")
+        return paid
+
+    h = Harness(jobs)
+    job_id = _run_ids(await h.client.schedule(order))
+    await _drain(h, 10)
+    failed = await h.client.get_job(job_id)
+    assert failed is not None
+    assert failed.state(h.clock.now()) is JobState.FAILED
+    broken[0] = False
+    await h.client.retry_now(job_id)
+    await _drain(h, 10)
+    assert calls == ["charge", "ship"], "the revived job replayed the charge"
+    assert h.store.job_history(job_id)[-1].result == "ch_1"
 
 
 async def test_a_worker_killed_after_a_step_is_taken_over_without_running_it_again() -> None:

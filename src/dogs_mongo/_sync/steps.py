@@ -23,16 +23,12 @@ from dogs_core.domain.steps import RecordedStep
 from dogs_core.errors import InvalidOptionError
 from dogs_mongo import queries as q
 from dogs_mongo._sync.transactions import run_transaction
-from dogs_mongo.errors import translate_errors
+from dogs_mongo.errors import FenceMissedError, translate_errors
 from dogs_mongo.queries import steps as qs
 
 __all__ = ["MongoSteps"]
 
 Document = dict[str, Any]
-
-
-class _FenceLost(Exception):
-    """The step's fenced write matched nothing: the transaction is aborted."""
 
 
 class MongoSteps:
@@ -69,7 +65,7 @@ class MongoSteps:
             fenced = q.fenced_filter(job_id, lock_id)
             result = self._fenced.update_one(fenced, update, session=session)
             if result.matched_count != 1:
-                raise _FenceLost
+                raise FenceMissedError
             return step
 
         try:
@@ -80,7 +76,7 @@ class MongoSteps:
                 body,
                 feature="transactional steps",
             )
-        except _FenceLost:
+        except FenceMissedError:
             return None
         return step
 
