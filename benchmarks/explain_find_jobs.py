@@ -1,7 +1,8 @@
 """The query plan of ``find_jobs`` for every state: which index serves it, and how much it reads.
 
 Seeds a records collection with a mix of every state (``--records``, 5,000 by default: about
-45 % scheduled, 45 % due, 5 % retrying, 2 % running, 1 % stale, 2 % failed, 1 % held, over two job
+44 % scheduled, 45 % due, 5 % retrying, 2 % running, 1 % stale, 2 % failed, 1 % held, 1 %
+sleeping, over two job
 names), shaped as the store writes them (locks with ``lockOwner``, releases with
 ``lockReleasedAt``, terminal records), sets up the store's indexes, then runs ``explain``
 (``executionStats``) of the very query ``MongoJobStore.find_jobs`` sends for each state, with
@@ -105,6 +106,8 @@ def _record(kind: str, now: datetime, rng: random.Random) -> JobRecord:
     if kind == "held":  # given back by a fleet limit until later
         hold = Hold(HoldReason.CONCURRENCY, since=base.next_run_at, until=later)
         return replace(base, next_run_at=later, held=hold)
+    if kind == "sleeping":  # a durable handler's ctx.sleep until later
+        return replace(base, next_run_at=later, sleeping_until=later)
     if kind == "failed":
         return replace(
             base,
@@ -118,7 +121,7 @@ def _record(kind: str, now: datetime, rng: random.Random) -> JobRecord:
 
 
 _MIX: Final = (
-    ("scheduled", 45),
+    ("scheduled", 44),
     ("due", 45),
     ("retrying", 4),
     ("released", 1),
@@ -126,6 +129,7 @@ _MIX: Final = (
     ("stale", 1),
     ("failed", 2),
     ("held", 1),
+    ("sleeping", 1),
 )
 
 

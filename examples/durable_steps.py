@@ -1,5 +1,6 @@
-"""Durable steps: an order that reserves stock, charges a card and books a shipment, where a
-retry (or the takeover after a crash) does not do again what a previous run already did.
+"""Durable steps and a durable sleep: an order that reserves stock, charges a card, waits for
+the warehouse without holding a worker, and books a shipment, where a retry (or the takeover
+after a crash) does not do again what a previous run already did.
 
     python examples/durable_steps.py                 # in memory
     python examples/durable_steps.py --uri mongodb://localhost:27017/?replicaSet=rs0
@@ -9,8 +10,9 @@ record; a later run of the job gets the recorded result back without calling ``f
 shipping API fails on the first try: the retry replays ``reserve`` and ``charge`` from their
 records and only books the shipment. With ``--uri`` the charge is a *transactional* step: the
 payment document and the step's record commit in one MongoDB transaction (both or neither), so
-the payment is written exactly once whatever dies when. With ``--uri`` the example uses a fresh
-database and drops it at the end.
+the payment is written exactly once whatever dies when. ``await ctx.sleep(...)`` ends the run
+and frees its slot; the job is ``sleeping`` until it wakes, then resumes after the sleep with
+its steps replayed. With ``--uri`` the example uses a fresh database and drops it at the end.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ from dogs_testing import InMemoryJobStore
 class Order:
     order_id: int
     amount: int
+
+
+#: How long the order waits for the warehouse (days in real life).
+WAREHOUSE_DELAY = timedelta(seconds=0.5)
 
 
 class ShippingDown(Exception):
@@ -79,6 +85,7 @@ def build_jobs(calls: Counter[str], payments: Any | None) -> Jobs:
             payment = await ctx.step(
                 "charge", charge_in_transaction, params.order_id, params.amount, transactional=True
             )
+        await ctx.sleep(WAREHOUSE_DELAY, name="wait for the warehouse")  # holds no worker
         parcel = await ctx.step("ship", book_shipment, params.order_id, ctx.tries)
         return {"sku": stock["sku"], "payment": payment, "parcel": parcel}
 
@@ -97,8 +104,14 @@ async def run(example: Example) -> None:
     jobs = build_jobs(calls, payments)
     client = example.client(jobs)
     await client.schedule("fulfil_order", Order(order_id=42, amount=1999))
+    said_sleeping = False
     async with example.workers(jobs, poll_interval=0.05) as workers:
-        while await client.find_jobs("fulfil_order"):  # noqa: ASYNC110 - the job goes when done
+        while found := await client.find_jobs("fulfil_order"):  # the job goes when done
+            if found[0].sleeping is not None and not said_sleeping:
+                said_sleeping = True
+                print(
+                    f"the order is {found[0].state(client.clock.now()).value}: no worker holds it"
+                )
             await anyio.sleep(0.05)
         await workers.stop()
     for execution in reversed(await client.get_executions("fulfil_order")):

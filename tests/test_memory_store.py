@@ -33,6 +33,7 @@ from dogs_core.domain.records import (
 )
 from dogs_core.domain.runtime_schedules import ScheduleSpec
 from dogs_core.domain.steering import JobChange
+from dogs_core.domain.steps import RecordedStep
 from dogs_core.errors import InvalidOptionError, StoreError
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_core.ports import AsyncJobStore, JobStore, StoreCapabilities
@@ -598,8 +599,9 @@ def test_hand_built_copies_keep_every_field() -> None:
         "tags", "start_before", "unique_window", "debounce_until", "parked_at", "parked_run_at",
         "schedule", "behind_until",
         "held",
-        # Issue 37: durable steps, copied by the claim (and handed to the execution).
-        "steps",
+        # Issue 37: durable steps, copied by the claim (and handed to the execution), and the
+        # wake-up of a durable sleep.
+        "steps", "sleeping_until",
     }  # fmt: skip
     row = HistoryRecord(
         execution_id="e",
@@ -679,6 +681,8 @@ def test_a_claim_keeps_every_other_field() -> None:
         parked_run_at=T0 - S,
         schedule=ScheduleSpec(job="report", every=3600 * S),
         held=Hold(HoldReason.RATE, since=T0 - DAY, until=T0 - S),
+        steps=(RecordedStep("charge", "ch_1", T0 - DAY, "old", 3),),
+        sleeping_until=T0 - S,  # it woke: the sleep is over
     )
     assert {f.name for f in dataclasses.fields(record)} == {
         f.name for f in dataclasses.fields(record) if getattr(record, f.name) is not None

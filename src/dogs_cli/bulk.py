@@ -61,6 +61,7 @@ from dogs_core.domain.bulk import (
     bulk_selection,
     counts_in_words,
 )
+from dogs_core.domain.filters import STATES_IN_WORDS
 from dogs_core.runtime.client._async.client import DogsClient
 
 __all__ = ["bulk_app"]
@@ -82,7 +83,7 @@ StateOption = Annotated[
     str | None,
     typer.Option(
         "--state",
-        help="scheduled, due, running, retrying, stale, failed or held.",
+        help=STATES_IN_WORDS,
         rich_help_panel=_FILTERS,
     ),
 ]

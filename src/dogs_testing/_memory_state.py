@@ -422,6 +422,7 @@ class MemoryState:
             schedule=old.schedule,
             held=old.held,
             steps=old.steps,
+            sleeping_until=old.sleeping_until,
         )
         # A claim changes no field any index depends on (partition, name, priority, next run,
         # type, status, identifier, expiry): replacing the record is all `_put` would do. (It

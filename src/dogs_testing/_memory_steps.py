@@ -8,9 +8,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from dogs_core.domain.records import to_millis
+from dogs_core.domain.schedules import ensure_utc
 from dogs_core.domain.steps import RecordedStep
 from dogs_core.errors import InvalidOptionError, TransactionsNotSupportedError
 from dogs_testing._memory_state import MemoryState
@@ -21,11 +23,24 @@ __all__ = ["MemorySteps"]
 class MemorySteps(MemoryState):
     """Durable steps on records."""
 
-    def record_step(self, job_id: str, lock_id: str, index: int, step: RecordedStep) -> bool:
+    def record_step(
+        self,
+        job_id: str,
+        lock_id: str,
+        index: int,
+        step: RecordedStep,
+        *,
+        sleep_until: datetime | None = None,
+    ) -> bool:
         if isinstance(index, bool) or not isinstance(index, int) or index < 0:
             raise InvalidOptionError("index", index, "must be an int >= 0")
         if not isinstance(step, RecordedStep):
             raise InvalidOptionError("step", step, "must be a RecordedStep")
+        wake = (
+            None
+            if sleep_until is None
+            else to_millis(ensure_utc(sleep_until, field="sleep_until", error=InvalidOptionError))
+        )
         stored = dataclasses.replace(
             step, result=copy.deepcopy(step.result), recorded_at=to_millis(step.recorded_at)
         )
@@ -33,8 +48,10 @@ class MemorySteps(MemoryState):
             old = self._fenced(job_id, lock_id)
             if old is None:
                 return False
-            steps = (*old.steps[:index], stored)
-            self._put(old, dataclasses.replace(old, steps=steps))
+            new = dataclasses.replace(old, steps=(*old.steps[:index], stored))
+            if wake is not None:
+                new = dataclasses.replace(new, next_run_at=wake, sleeping_until=wake)
+            self._put(old, new)
             return True
 
     def record_step_in_transaction(

@@ -6,7 +6,8 @@
 :class:`FakeJobContext`
     The :class:`~dogs_core.runtime.execution.context.JobContext` surface, recording lock extensions
     and clears, so a test can check that a long job keeps its lock, and durable steps
-    (``recorded_steps``; ``steps=`` replays recorded ones, as a retry would).
+    (``recorded_steps``; ``steps=`` replays recorded ones, as a retry would) and sleeps (a
+    ``ctx.sleep`` records its step and raises ``Snooze``, as on a worker).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import anyio
 import anyio.lowlevel
 
 from dogs_core.domain.definitions import JobDefinition
-from dogs_core.domain.records import DEFAULT_PRIORITY, ClaimedJob, JobType
+from dogs_core.domain.records import DEFAULT_PRIORITY, ClaimedJob, JobType, to_millis
 from dogs_core.domain.schedules import parse_duration
 from dogs_core.domain.steps import RecordedStep
 from dogs_core.errors import ExecutionCancelledError, InvalidOptionError, LockLostError, StepError
@@ -270,6 +271,16 @@ class FakeJobContext(JobContext):
             result = await result
         elapsed = round((self._clock.now() - started).total_seconds() * 1000)
         return await self._record_step(index, name, stored(result), elapsed)
+
+    async def _record_sleep(
+        self, index: int, name: str, wake: timedelta | datetime
+    ) -> tuple[RecordedStep, datetime | None]:
+        # The run ends in the sleep as on a worker (Snooze, whose run_at is the wake-up); replay
+        # past it with FakeJobContext(steps=ctx.recorded_steps).
+        now = self._clock.now()
+        until = to_millis(now + wake if isinstance(wake, timedelta) else wake)
+        step = await self._record_step(index, name, until, 0)
+        return step, until if until > now else None
 
     def _extend(self, duration: timedelta, *, automatic: bool) -> bool:
         now = self._clock.now()

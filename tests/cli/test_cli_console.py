@@ -65,7 +65,7 @@ def test_help(runner: CliRunner) -> None:
     wide: dict[str, str | None] = {"COLUMNS": "300"}
     for command in ("retry", "cancel", "reschedule", "delete"):
         shown = invoke(runner, "bulk", command, "--help", env=wide).stdout
-        assert "stale, failed or held." in shown, f"bulk {command} --state lists every state"
+        assert "held or sleeping." in shown, f"bulk {command} --state lists every state"
         assert all(state.value in shown for state in JobState)
     assert "failed, held." in invoke(runner, "jobs", "delete", "--help", env=wide).stdout
 

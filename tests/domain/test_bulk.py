@@ -56,6 +56,8 @@ def record(
         values.update(status=JobStatus.MAX_TRIES_REACHED, tries=3, max_tries_reached_at=NOW)
     elif state is JobState.HELD:
         values.update(next_run_at=NOW + S, held=Hold(HoldReason.CONCURRENCY, NOW - S, NOW + S))
+    elif state is JobState.SLEEPING:
+        values.update(next_run_at=NOW + S, sleeping_until=NOW + S)
     values.update(fields)
     values.setdefault("id", str(uuid6.uuid7()))
     built = JobRecord(job_name="a", type=kind, priority=100, **values)  # type: ignore[arg-type]

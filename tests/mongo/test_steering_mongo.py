@@ -37,6 +37,7 @@ from dogs_core.domain.records import (
     PreviousAttempt,
 )
 from dogs_core.domain.steering import JobChange, retry_now_change
+from dogs_core.domain.steps import RecordedStep
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_mongo import AsyncMongoJobStore, MongoJobStore
 from dogs_mongo import queries as q
@@ -314,6 +315,31 @@ def test_node_claims_and_runs_a_job_a_python_worker_released(sync_store: MongoJo
     assert not _node_complete(records, job.id, ours.lock_id)  # the released execution is fenced
 
 
+def test_node_leaves_a_sleeping_job_alone_until_it_wakes(sync_store: MongoJobStore) -> None:
+    """A durable sleep is a future ``nextRunAt``: Dogs' claim filter does not match it before
+    its time, and does at its time (a Node worker defining the name would run it again)."""
+    records = sync_store.records_collection
+    job = _job()
+    sync_store.insert_job(job)
+    claimed = sync_store.claim(_request())
+    assert claimed is not None
+    step = RecordedStep("sleep:1", None, T0, claimed.lock_id)
+    wake = T0 + timedelta(hours=1)
+    assert sync_store.record_step(job.id, claimed.lock_id, 0, step, sleep_until=wake)
+    assert settle_one_sync(sync_store, job.id, claimed.lock_id, rescheduled(wake, tries=0))
+    stored = records.find_one({"_id": job.id})
+    assert stored is not None
+    assert (stored["nextRunAt"], stored["sleepingUntil"]) == (wake, wake)
+    assert _types(records, job.id)["sleepingUntil"] == "date"
+    [sleeping] = sync_store.find_records(state=JobState.SLEEPING, now=T0 + _MIN)
+    assert sleeping.id == job.id
+    assert _node_claim(records, now=wake - _S)[1] is None
+    lock_id, before = _node_claim(records, now=wake)
+    assert before is not None
+    assert before["_id"] == job.id
+    assert _node_complete(records, job.id, lock_id)
+
+
 def test_node_runs_a_failed_job_revived_by_retry_now(sync_store: MongoJobStore) -> None:
     records = sync_store.records_collection
     job = _job()
@@ -484,6 +510,7 @@ _EXPECTED_INDEX = {
     JobState.STALE: q.LOCK_ID_INDEX_NAME,
     JobState.FAILED: q.FAILED_INDEX_NAME,
     JobState.HELD: "_id_",
+    JobState.SLEEPING: "_id_",
 }
 
 

@@ -89,6 +89,7 @@ _NOT_LOCKED = {
 def test_state_filters_repeat_the_negation_of_every_earlier_state() -> None:
     later = NOW + timedelta(microseconds=900)  # truncated to the millisecond
     held = {"nextRunAt": {"$gt": NOW}, "$expr": {"$eq": ["$heldBack.until", "$nextRunAt"]}}
+    sleeping = {"nextRunAt": {"$gt": NOW}, "$expr": {"$eq": ["$sleepingUntil", "$nextRunAt"]}}
     assert q.state_filter(JobState.FAILED, later) == [_FAILED]
     assert q.state_filter(JobState.RUNNING, later) == [
         _NOT_FAILED,
@@ -105,6 +106,7 @@ def test_state_filters_repeat_the_negation_of_every_earlier_state() -> None:
         _NOT_FAILED,
         _NOT_LOCKED,
         {"$nor": [held]},
+        {"$nor": [sleeping]},
         {"tries": {"$gte": 1}},
     ]
     assert q.state_filter(JobState.DUE, later) == [
@@ -117,10 +119,17 @@ def test_state_filters_repeat_the_negation_of_every_earlier_state() -> None:
         _NOT_FAILED,
         _NOT_LOCKED,
         {"$nor": [held]},
+        {"$nor": [sleeping]},
         {"$nor": [{"tries": {"$gte": 1}}]},
         {"$nor": [{"nextRunAt": {"$lte": NOW}}]},
     ]
     assert q.state_filter(JobState.HELD, later) == [_NOT_FAILED, _NOT_LOCKED, held]
+    assert q.state_filter(JobState.SLEEPING, later) == [
+        _NOT_FAILED,
+        _NOT_LOCKED,
+        {"$nor": [held]},
+        sleeping,
+    ]
     assert set(q.STATE_FILTERS) == set(JobState)
 
 

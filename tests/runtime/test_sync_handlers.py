@@ -183,3 +183,25 @@ async def test_a_sync_handler_records_its_steps_with_step_blocking() -> None:
         (HistoryStatus.ERROR, None),
         (HistoryStatus.SUCCESS, "ch_7"),
     ]
+
+
+async def test_sync_handlers_sleep_and_a_past_wake_up_goes_on_at_once() -> None:
+    jobs = Jobs()
+    seen: list[str] = []
+
+    @jobs.event(lock_time=3600)
+    def report(params: Params, ctx: JobContext) -> None:
+        ctx.sleep_until_blocking(ctx.record.locked_until - timedelta(days=1))  # in the past
+        seen.append(f"past:{len(ctx.steps)}")
+        ctx.sleep_blocking("20s", name="cool down")
+        seen.append("woke")
+
+    h = Harness(jobs)
+    outcome = await h.client.schedule(report)
+    job_id = str(getattr(outcome, "id", ""))
+    async with h.workers(poll_interval=5) as workers:
+        await anyio.sleep(60)  # each autojump costs 50 ms
+        await workers.stop()
+    assert seen == ["past:1", "past:2", "woke"], "the second run replayed both sleeps"
+    record_steps = [r.status for r in h.store.job_history(job_id)]
+    assert record_steps == [HistoryStatus.SNOOZED, HistoryStatus.SUCCESS]

@@ -61,6 +61,11 @@ def record_moments(record: JobRecord, now: datetime) -> tuple[Moment, ...]:
             Moment("Held until", holding.until, reason),
             Moment("Waiting since", holding.since),
         )
+    if state is JobState.SLEEPING:
+        return (
+            Moment("Sleeping until", record.next_run_at, "ctx.sleep: a retry wakes it now"),
+            Moment("Last run", record.last_run_at),
+        )
     if record.next_run_at <= now:
         moments = [Moment("Due since", record.waiting_since())]
     else:

@@ -32,11 +32,17 @@ __all__ = [
     "EXECUTION_FILTERS",
     "RECORD_FILTERS",
     "SEARCH_KEYWORDS",
+    "STATES_IN_WORDS",
     "Filter",
     "filters_from_text",
     "parse_moment",
     "parse_window",
 ]
+
+#: Every job state, for help texts: "scheduled, due, ..., held or sleeping."
+STATES_IN_WORDS: Final = (
+    ", ".join(state.value for state in list(JobState)[:-1]) + f" or {list(JobState)[-1].value}."
+)
 
 #: What a filter's parser is given: the text typed (stripped, never empty) and the time now.
 Parser = Callable[[str, str, datetime], object]
@@ -146,8 +152,7 @@ def _state(field: str, text: str, now: datetime) -> JobState | None:
 RECORD_FILTERS: Final[tuple[Filter, ...]] = (
     Filter("name", "job", "--name", "Only this job name."),
     Filter(
-        "state", "state", "--state",
-        "scheduled, due, running, retrying, stale, failed or held.", _state,
+        "state", "state", "--state", STATES_IN_WORDS, _state,
     ),
     Filter("unique_key", "unique_key", "--unique-key", "Only the job holding this unique key."),
     Filter(

@@ -95,8 +95,10 @@ class JobState(enum.StrEnum):
     ``maxTriesReached``), ``running`` (its lock is live), ``stale`` (its lock expired and was
     not released: the worker that held it died or hung, and the job waits for recovery),
     ``held`` (a fleet-wide concurrency or rate limit refused it and it waits for a slot or a
-    token: :class:`Hold`), ``retrying`` (an earlier attempt failed or was interrupted:
-    ``tries >= 1``), ``due`` (``next_run_at <= now``) and ``scheduled`` (due later).
+    token: :class:`Hold`), ``sleeping`` (a durable handler's ``ctx.sleep`` ended its run until
+    ``next_run_at``: :attr:`JobRecord.sleeping`), ``retrying`` (an earlier attempt failed or
+    was interrupted: ``tries >= 1``), ``due`` (``next_run_at <= now``) and ``scheduled``
+    (due later).
 
     Which records a claim may take is :mod:`dogs_core.domain.claimable`: those due in
     ``due``, ``retrying`` or ``stale`` (``CLAIMABLE_STATES``).
@@ -109,6 +111,7 @@ class JobState(enum.StrEnum):
     STALE = "stale"
     FAILED = "failed"
     HELD = "held"
+    SLEEPING = "sleeping"
 
 
 class HoldReason(enum.StrEnum):
@@ -260,6 +263,9 @@ class JobRecord:
     :attr:`holding` says so."""
     steps: tuple[RecordedStep, ...] = ()
     """The durable steps its runs recorded (additive ``steps``; :mod:`dogs_core.domain.steps`)."""
+    sleeping_until: datetime | None = None
+    """The wake-up time of a durable handler's last ``ctx.sleep`` (additive ``sleepingUntil``);
+    in force only while :attr:`sleeping` says so."""
 
     def state(self, now: datetime) -> JobState:
         """The :class:`JobState` of this record at ``now``."""
@@ -271,6 +277,8 @@ class JobRecord:
             return JobState.STALE
         if self.next_run_at > now and self.holding is not None:
             return JobState.HELD
+        if self.next_run_at > now and self.sleeping is not None:
+            return JobState.SLEEPING
         if (self.tries or 0) >= 1:
             return JobState.RETRYING
         return JobState.DUE if self.next_run_at <= now else JobState.SCHEDULED
@@ -281,6 +289,13 @@ class JobRecord:
         ``until`` (whatever moved the record since ended it)."""
         held = self.held
         return held if held is not None and held.until == self.next_run_at else None
+
+    @property
+    def sleeping(self) -> datetime | None:
+        """The wake-up time of the sleep in force: the one recorded, while ``next_run_at`` is
+        still it (an operator's retry or reschedule, or a Node Dogs write, ends the sleep)."""
+        until = self.sleeping_until
+        return until if until is not None and until == self.next_run_at else None
 
     def waiting_since(self) -> datetime:
         """Since when this record has been waiting to run: the start of the hold in force, else

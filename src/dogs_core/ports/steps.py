@@ -9,6 +9,13 @@ Recording
     ``index`` (from 0) and drops any after it, so a retried write lands once. Only the
     execution holding the lock writes, one step at a time, so ``index`` is the number of steps
     the record has.
+Sleeping
+    ``record_step`` with ``sleep_until`` (a durable handler's ``ctx.sleep``) also sets, in the
+    same write, the record's ``next_run_at`` and its ``sleeping_until`` to it: from then on no
+    claim takes the record before it wakes (its lock still held, or expired with a killed
+    worker), and once the run gives its lock back the record is
+    :attr:`~dogs_core.domain.records.JobState.SLEEPING` (:attr:`JobRecord.sleeping
+    <dogs_core.domain.records.JobRecord.sleeping>`) until then.
 Recording in a transaction
     ``record_step_in_transaction`` runs ``make_step(session)`` (the step's function, given the
     store's database session, and the :class:`~dogs_core.domain.steps.RecordedStep` it made) and
@@ -29,6 +36,7 @@ Clearing
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from dogs_core.domain.steps import RecordedStep
@@ -40,8 +48,17 @@ __all__ = ["AsyncStepStore"]
 class AsyncStepStore(Protocol):
     """Durable steps on records (optional)."""
 
-    async def record_step(self, job_id: str, lock_id: str, index: int, step: RecordedStep) -> bool:
-        """Fenced: make ``step`` the record's step number ``index`` (the later ones dropped)."""
+    async def record_step(
+        self,
+        job_id: str,
+        lock_id: str,
+        index: int,
+        step: RecordedStep,
+        *,
+        sleep_until: datetime | None = None,
+    ) -> bool:
+        """Fenced: make ``step`` the record's step number ``index`` (the later ones dropped);
+        with ``sleep_until``, the record sleeps until then."""
         ...
 
     async def record_step_in_transaction(

@@ -14,11 +14,13 @@ its records collection. A claim reads the steps back with the record (no read of
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from pymongo import MongoClient
 from pymongo.synchronous.collection import Collection
 
+from dogs_core.domain.schedules import ensure_utc
 from dogs_core.domain.steps import RecordedStep
 from dogs_core.errors import InvalidOptionError
 from dogs_mongo import queries as q
@@ -37,12 +39,23 @@ class MongoSteps:
     _client: Any
     _fenced: Collection[Document]
 
-    def record_step(self, job_id: str, lock_id: str, index: int, step: RecordedStep) -> bool:
-        """One fenced pipeline ``updateOne``: the record's first ``index`` steps, then ``step``."""
+    def record_step(
+        self,
+        job_id: str,
+        lock_id: str,
+        index: int,
+        step: RecordedStep,
+        *,
+        sleep_until: datetime | None = None,
+    ) -> bool:
+        """One fenced pipeline ``updateOne``: the record's first ``index`` steps, then ``step``
+        (and with ``sleep_until``, its ``nextRunAt`` and ``sleepingUntil``)."""
         _check_index(index)
         if not isinstance(step, RecordedStep):
             raise InvalidOptionError("step", step, "must be a RecordedStep")
-        update = qs.record_step_update(index, step)
+        if sleep_until is not None:
+            sleep_until = ensure_utc(sleep_until, field="sleep_until", error=InvalidOptionError)
+        update = qs.record_step_update(index, step, sleep_until=sleep_until)
         with translate_errors("record_step", write=True):
             result = self._fenced.update_one(q.fenced_filter(job_id, lock_id), update)
         return result.matched_count == 1

@@ -18,7 +18,7 @@ from dogs_core.domain.misfire import MISFIRE_MODES
 from dogs_core.domain.records import JobRecord, NewJob, to_millis
 from dogs_core.domain.runtime_schedules import ScheduleSpec
 from dogs_mongo.queries.common import _optional_datetime, _require_int
-from dogs_mongo.queries.steps import STEPS_FIELD, steps_from_document
+from dogs_mongo.queries.steps import SLEEPING_FIELD, STEPS_FIELD, steps_from_document
 
 __all__ = [
     "SCHEDULE_FIELD",
@@ -152,6 +152,7 @@ def record_extras(doc: Mapping[str, Any]) -> dict[str, Any]:
         ("behindUntil", "behind_until"),
         ("parkedAt", "parked_at"),
         ("parkedRunAt", "parked_run_at"),
+        (SLEEPING_FIELD, "sleeping_until"),
     ):
         moment = _optional_datetime(doc.get(field))
         if moment is not None:

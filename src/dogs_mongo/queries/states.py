@@ -3,16 +3,16 @@ form of :meth:`JobRecord.state <dogs_core.domain.records.JobRecord.state>`, and 
 serves it.
 
 :meth:`JobRecord.state` checks in order: ``failed``, ``running``, ``stale``, ``held``,
-``retrying``, ``due``, ``scheduled``. Each filter below repeats the negation of every earlier
-state, so the seven filters split the collection: a record matches exactly one. The one
-exception is a lock without a ``lockId`` (written only by Node Dogs before 4.6, which had no
+``sleeping``, ``retrying``, ``due``, ``scheduled``. Each filter below repeats the negation of
+every earlier state, so the eight filters split the collection: a record matches exactly one.
+The one exception is a lock without a ``lockId`` (written only by Node Dogs before 4.6, which had no
 fencing): ``running`` and ``stale`` ask ``{lockId: {$exists: true}}`` so that Dogs' sparse
 ``lockId`` index serves them, and such a record matches no state until its lock is cleared.
 
 Indexes: ``failed`` has its own partial index (``jobs_dogs_records_failed``); ``running`` and
 ``stale`` walk the sparse ``lockId`` index (only locked records are in it: a few per worker);
-``held``, ``scheduled``, ``due`` and ``retrying`` page over ``_id`` (``find_jobs`` sorts by
-``_id``), the state being checked on each record fetched.
+``held``, ``sleeping``, ``scheduled``, ``due`` and ``retrying`` page over ``_id`` (``find_jobs``
+sorts by ``_id``), the state being checked on each record fetched.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from dogs_core.domain.records import JobState, JobStatus, JobType, to_millis
 from dogs_mongo.queries.claims import released_expression
 from dogs_mongo.queries.common import HELD_FIELD, LOCK_ID_INDEX_NAME
 from dogs_mongo.queries.indexes import FAILED_INDEX_NAME, RECORD_INDEXES
+from dogs_mongo.queries.steps import SLEEPING_FIELD
 
 __all__ = [
     "STATE_FILTERS",
@@ -112,8 +113,31 @@ def _held(now: datetime) -> list[Filter]:
     return [not_failed_filter(), _not_locked(now), _holding(now)]
 
 
+def _sleeping_in_force(now: datetime) -> Filter:
+    """A durable sleep in force that is not over: ``sleepingUntil`` is the ``nextRunAt``, still
+    ahead."""
+    return {
+        "nextRunAt": {"$gt": to_millis(now)},
+        "$expr": {"$eq": [f"${SLEEPING_FIELD}", "$nextRunAt"]},
+    }
+
+
+def _not_sleeping(now: datetime) -> Filter:
+    return {"$nor": [_sleeping_in_force(now)]}
+
+
+def _sleeping(now: datetime) -> list[Filter]:
+    return [not_failed_filter(), _not_locked(now), _not_holding(now), _sleeping_in_force(now)]
+
+
 def _retrying(now: datetime) -> list[Filter]:
-    return [not_failed_filter(), _not_locked(now), _not_holding(now), _retried()]
+    return [
+        not_failed_filter(),
+        _not_locked(now),
+        _not_holding(now),
+        _not_sleeping(now),
+        _retried(),
+    ]
 
 
 def _due(now: datetime) -> list[Filter]:
@@ -130,6 +154,7 @@ def _scheduled(now: datetime) -> list[Filter]:
         not_failed_filter(),
         _not_locked(now),
         _not_holding(now),
+        _not_sleeping(now),
         {"$nor": [_retried()]},
         {"$nor": [{"nextRunAt": {"$lte": to_millis(now)}}]},
     ]
@@ -141,6 +166,7 @@ STATE_FILTERS: Final[Mapping[JobState, Callable[[datetime], list[Filter]]]] = {
     JobState.RUNNING: _running,
     JobState.STALE: _stale,
     JobState.HELD: _held,
+    JobState.SLEEPING: _sleeping,
     JobState.RETRYING: _retrying,
     JobState.DUE: _due,
     JobState.SCHEDULED: _scheduled,

@@ -3,7 +3,9 @@ durable step on a record, and the record's ``steps`` array read back into
 :class:`~dogs_core.domain.steps.RecordedStep` values.
 
 Stored form (additive; Node Dogs never reads it): ``steps: [{name, result, recordedAt,
-executionId, durationMs}]`` on the record, in the order the handler called them.
+executionId, durationMs}]`` on the record, in the order the handler called them, and
+``sleepingUntil`` (a date: the wake-up of its last ``ctx.sleep``, in force while it is the
+``nextRunAt``).
 """
 
 from __future__ import annotations
@@ -15,9 +17,16 @@ from typing import Any
 from dogs_core.domain.records import to_millis
 from dogs_core.domain.steps import RecordedStep
 
-__all__ = ["STEPS_FIELD", "record_step_update", "step_document", "steps_from_document"]
+__all__ = [
+    "SLEEPING_FIELD",
+    "STEPS_FIELD",
+    "record_step_update",
+    "step_document",
+    "steps_from_document",
+]
 
 STEPS_FIELD = "steps"
+SLEEPING_FIELD = "sleepingUntil"
 
 
 def step_document(step: RecordedStep) -> dict[str, Any]:
@@ -31,12 +40,21 @@ def step_document(step: RecordedStep) -> dict[str, Any]:
     }
 
 
-def record_step_update(index: int, step: RecordedStep) -> list[dict[str, Any]]:
+def record_step_update(
+    index: int, step: RecordedStep, *, sleep_until: datetime | None = None
+) -> list[dict[str, Any]]:
     """The pipeline update that makes ``step`` step number ``index``: the first ``index``
     steps kept, this one after them (a retried write writes the same array again). The step is
-    a ``$literal``: a result may hold strings that start with ``$``."""
+    a ``$literal``: a result may hold strings that start with ``$``. With ``sleep_until``, the
+    record's ``nextRunAt`` and ``sleepingUntil`` become it in the same write."""
     kept = {"$slice": [{"$ifNull": [f"${STEPS_FIELD}", []]}, index]} if index else []
-    return [{"$set": {STEPS_FIELD: {"$concatArrays": [kept, [{"$literal": step_document(step)}]]}}}]
+    to_set: dict[str, Any] = {
+        STEPS_FIELD: {"$concatArrays": [kept, [{"$literal": step_document(step)}]]}
+    }
+    if sleep_until is not None:
+        wake = {"$literal": to_millis(sleep_until)}
+        to_set.update({"nextRunAt": wake, SLEEPING_FIELD: wake})
+    return [{"$set": to_set}]
 
 
 def steps_from_document(value: object) -> tuple[RecordedStep, ...]:

@@ -21,7 +21,7 @@ from dogs_mongo.queries.common import (
 )
 from dogs_mongo.queries.shaping import shaping_fields
 from dogs_mongo.queries.states import not_failed_filter, not_locked_after
-from dogs_mongo.queries.steps import STEPS_FIELD
+from dogs_mongo.queries.steps import SLEEPING_FIELD, STEPS_FIELD, step_document
 
 # --------------------------------------------------------------------------------------------
 # Fenced writes (docs/concepts.md#locks-and-lockid-fencing) and their updates
@@ -255,6 +255,8 @@ def document_from_record(record: JobRecord) -> dict[str, Any]:
         ("traceContext", dict(record.trace_context) if record.trace_context else None),
         ("workflow", dict(record.workflow) if record.workflow else None),
         (HELD_FIELD, None if record.held is None else hold_document(record.held)),
+        (STEPS_FIELD, [step_document(step) for step in record.steps] or None),
+        (SLEEPING_FIELD, _optional_millis(record.sleeping_until)),
     ]
     for name, value in optional:
         if value is not None or name == "params":

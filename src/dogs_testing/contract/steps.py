@@ -14,12 +14,13 @@ from typing import Any, cast
 
 import pytest
 
-from dogs_core.domain.records import JobType
+from dogs_core.domain.records import JobState, JobType
+from dogs_core.domain.steering import JobChange
 from dogs_core.domain.steps import RecordedStep
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ids import new_execution_id
 from dogs_core.ports import AsyncJobStore, AsyncStepStore, Role, has_role, store_roles
-from dogs_testing.contract.base import _MIN, _S, T0, ContractBase, _job
+from dogs_testing.contract.base import _H, _MIN, _S, T0, ContractBase, _job, _scheduled_id
 from dogs_testing.settling import rescheduled, settle_one
 
 __all__ = ["StepsContract", "step_of"]
@@ -89,6 +90,40 @@ class StepsContract(ContractBase):
         record = await self.record(store, again.job_id)
         assert record.type is JobType.EVENT
         assert record.steps == ()
+
+    async def test_a_recorded_sleep_makes_the_record_sleeping_until_it_wakes(
+        self, store: AsyncJobStore
+    ) -> None:
+        """``record_step(..., sleep_until=...)`` and the snooze that follows leave the record
+        ``sleeping``: only ``state=sleeping`` finds it, no claim takes it before then, it is
+        claimed at its time with its steps, and moving it (a retry now) wakes it early."""
+        steps = _steps(store)
+        sleepy, woken = [_scheduled_id(await store.insert_job(_job(partition=p))) for p in (0, 1)]
+        for partition, job_id in enumerate((sleepy, woken)):
+            claimed = await self.claim(store, partition=partition)
+            sleep = step_of(f"sleep:{partition}", claimed.lock_id)
+            assert await steps.record_step(job_id, claimed.lock_id, 0, sleep, sleep_until=T0 + _H)
+            assert await settle_one(
+                store, job_id, claimed.lock_id, rescheduled(T0 + _H, tries=claimed.tries - 1)
+            )
+        record = await self.record(store, sleepy)
+        assert (record.next_run_at, record.sleeping) == (T0 + _H, T0 + _H)
+        assert record.state(T0) is JobState.SLEEPING
+        found = {state: await store.find_records(state=state, now=T0) for state in JobState}
+        assert {s: [r.id for r in rs] for s, rs in found.items() if rs} == {
+            JobState.SLEEPING: sorted((sleepy, woken))
+        }
+        assert (
+            await store.delete_records(job_name="a", state=JobState.SLEEPING, now=T0, dry_run=True)
+            == 2
+        )
+        assert await store.claim(self.request(partition=0, now=T0 + _MIN)) is None
+        moved = await store.modify_record(woken, JobChange(next_run_at=T0), now=T0)
+        assert moved is not None
+        assert (moved.state(T0), moved.sleeping) == (JobState.DUE, None)
+        claimed = await self.claim(store, partition=0, now=T0 + _H)
+        assert claimed.job_id == sleepy
+        assert [s.name for s in claimed.steps] == ["sleep:0"]
 
     async def test_bad_arguments_write_nothing(self, store: AsyncJobStore) -> None:
         steps = _steps(store)

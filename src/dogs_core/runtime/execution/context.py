@@ -8,14 +8,15 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Generator, Mapping, MutableMapping
 from contextvars import ContextVar, Token
+from datetime import datetime, timedelta
 from typing import Any, Final, Literal, ParamSpec, Protocol, TypeVar, overload
 
 import anyio.from_thread
 
-from dogs_core.domain.definitions import JobDefinition
+from dogs_core.domain.definitions import JobDefinition, Snooze
 from dogs_core.domain.history import workflow_id_of
-from dogs_core.domain.records import ClaimedJob
-from dogs_core.domain.schedules import parse_duration
+from dogs_core.domain.records import ClaimedJob, JobType
+from dogs_core.domain.schedules import ensure_utc, parse_duration
 from dogs_core.domain.steps import RecordedStep, StepBook
 from dogs_core.domain.workflow_marker import BatchSummary, Upstream, read_batch, read_upstream
 from dogs_core.errors import (
@@ -58,6 +59,10 @@ class LockControls(Protocol):
     async def record_step_in_transaction(
         self, index: int, name: str, call: Callable[[Any], Any], stored: Callable[[object], Any]
     ) -> RecordedStep: ...
+
+    async def record_sleep(
+        self, index: int, name: str, wake: timedelta | datetime
+    ) -> tuple[RecordedStep, datetime | None]: ...
 
 
 class ExecutionControls(LockControls, Protocol):
@@ -383,6 +388,74 @@ class JobContext:
             _note_step(error, name, self.job_name)
             raise
 
+    # -- durable sleeps (docs/durable-jobs.md) ------------------------------------------------
+
+    async def sleep(self, duration: DurationLike, *, name: str | None = None) -> None:
+        """End this run and resume the job ``duration`` from now (a ``timedelta``, seconds or
+        ``"3d"``), past this call, with its recorded steps: no worker slot is held meanwhile.
+
+        The sleep is a durable step (``name``, else ``"sleep:1"``, ``"sleep:2"``... in the order
+        of the run's sleeps): the first run records its wake-up time and the record sleeps
+        (state ``sleeping``) until then; the run that wakes replays it and goes on. The call
+        does not return in the run that sleeps: it raises :class:`~dogs_core.Snooze`, which
+        the worker settles (the try is given back, the history row says ``snoozed``); whatever
+        the handler does with it, the run ends in that sleep. An operator's retry
+        (``client.retry_now``, ``dogs jobs retry``) wakes it at once; a cancel removes it.
+        Event jobs only (a recurrent job's next run is its schedule's); a zero duration records
+        the step and returns."""
+        wake = parse_duration(duration, field="duration")
+        await self._sleep(name, wake)
+
+    async def sleep_until(self, when: datetime, *, name: str | None = None) -> None:
+        """:meth:`sleep` until ``when`` (a timezone-aware datetime; one in the past records the
+        step and returns)."""
+        await self._sleep(name, ensure_utc(when, field="when"))
+
+    def sleep_blocking(self, duration: DurationLike, *, name: str | None = None) -> None:
+        """:meth:`sleep` for sync handlers (in their worker thread)."""
+        wake = parse_duration(duration, field="duration")
+        anyio.from_thread.run(functools.partial(self._sleep, name, wake))
+
+    def sleep_until_blocking(self, when: datetime, *, name: str | None = None) -> None:
+        """:meth:`sleep_until` for sync handlers (in their worker thread)."""
+        wake = ensure_utc(when, field="when")
+        anyio.from_thread.run(functools.partial(self._sleep, name, wake))
+
+    @property
+    def waking_at(self) -> datetime | None:
+        """When this run's :meth:`sleep` wakes the job (``None``: it did not sleep)."""
+        wake: datetime | None = self.__dict__.get("_waking_at")
+        return wake
+
+    async def _sleep(self, name: str | None, wake: timedelta | datetime) -> None:
+        book = self._step_book()
+        if self.record.type is not JobType.EVENT:
+            raise StepError(
+                repr(self.job_name),
+                name,
+                "is ctx.sleep in a recurrent job: its next run is its schedule's (sleep in an "
+                "event job it schedules)",
+            )
+        sleeps = self.__dict__["_sleeps"] = self.__dict__.get("_sleeps", 0) + 1
+        step_name = f"sleep:{sleeps}" if name is None else name
+        if book.begin(step_name) is not None:
+            return  # slept already: this run resumes past it
+        try:
+            self._check_steps()
+            step, until = await self._record_sleep(book.next_index, step_name, wake)
+        except BaseException:
+            book.abandon()
+            raise
+        book.recorded(step)
+        if until is not None:
+            self.__dict__["_waking_at"] = until
+            raise Snooze(run_at=until)
+
+    async def _record_sleep(
+        self, index: int, name: str, wake: timedelta | datetime
+    ) -> tuple[RecordedStep, datetime | None]:
+        return await self._execution.record_sleep(index, name, wake)
+
     @property
     def steps(self) -> tuple[RecordedStep, ...]:
         """The steps recorded so far for this job: the earlier runs' and this run's."""
@@ -399,6 +472,8 @@ class JobContext:
         """Refuse a step once the handler ended or the execution lost its lock."""
         if isinstance(self._execution, _Ended):
             raise StepError(repr(self.job_name), None, "was called after its handler ended")
+        if self.waking_at is not None:
+            raise StepError(repr(self.job_name), None, "was called after ctx.sleep ended this run")
         if self._lost:
             job = self._job
             raise LockLostError(job.job_name, job.job_id, job.execution_id)
@@ -481,6 +556,11 @@ class _Ended:
     async def record_step_in_transaction(
         self, index: int, name: str, call: Callable[[Any], Any], stored: Callable[[object], Any]
     ) -> RecordedStep:
+        raise StepError("of an ended execution", name, "was called after its handler ended")
+
+    async def record_sleep(
+        self, index: int, name: str, wake: timedelta | datetime
+    ) -> tuple[RecordedStep, datetime | None]:
         raise StepError("of an ended execution", name, "was called after its handler ended")
 
 

@@ -258,7 +258,10 @@ async def what_happened(
     clock: Clock,
 ) -> Happened:
     """What ``result`` comes to; a failure is logged (with its traceback) and ``on_error``
-    asked. A snooze counts from ``clock``'s now."""
+    asked. A snooze counts from ``clock``'s now. A run that recorded a ``ctx.sleep`` ends in
+    it, whatever the handler did after (it cannot record anything more)."""
+    if context.waking_at is not None:
+        return Snoozed(context.waking_at)
     if isinstance(result, Returned):
         return Succeeded()
     if isinstance(result, Interrupted):

@@ -78,6 +78,7 @@ from dogs_core.runtime.execution.services import (
 from dogs_core.runtime.execution.settle import Verdict, label_of
 from dogs_core.runtime.execution.steps import (
     check_steps,
+    record_sleep,
     record_step,
     record_step_in_transaction,
 )
@@ -170,6 +171,11 @@ class Execution:
         return await record_step_in_transaction(
             self.services, self.job, self._lock, index, name, call, stored
         )
+
+    async def record_sleep(
+        self, index: int, name: str, wake: timedelta | datetime
+    ) -> tuple[RecordedStep, datetime | None]:
+        return await record_sleep(self.services, self.job, self._lock, index, name, wake)
 
     def log_capture(self) -> LogCapture | None:
         services = self.services

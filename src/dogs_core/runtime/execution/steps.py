@@ -1,6 +1,7 @@
-"""The durable steps of one execution (``ctx.step``; :mod:`dogs_core.domain.steps` decides
-what replays): the one fenced write that records a step's result, retried while the store is
-briefly away, within half the job's lock time. A write that matches nothing means another
+"""The durable steps of one execution (``ctx.step``, ``ctx.sleep``;
+:mod:`dogs_core.domain.steps` decides what replays): the one fenced write that records a step's
+result (and a sleep's wake-up), retried while the store is briefly away, within half the job's
+lock time. A write that matches nothing means another
 execution owns the job now: the execution goes stale and the handler is told
 (:class:`~dogs_core.errors.LockLostError`), so it never runs past a step it could not record.
 """
@@ -11,9 +12,10 @@ import inspect
 import logging
 import time
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
-from dogs_core.domain.records import ClaimedJob
+from dogs_core.domain.records import ClaimedJob, to_millis
 from dogs_core.domain.steps import RecordedStep
 from dogs_core.errors import LockLostError
 from dogs_core.ports import Role, require_role
@@ -22,7 +24,7 @@ from dogs_core.runtime.execution.holding import JobLock
 from dogs_core.runtime.execution.services import ExecutionServices, job_extra
 from dogs_core.runtime.plumbing._async.retry import retry_transient
 
-__all__ = ["check_steps", "record_step", "record_step_in_transaction"]
+__all__ = ["check_steps", "record_sleep", "record_step", "record_step_in_transaction"]
 
 logger = logging.getLogger("dogs.execution")
 
@@ -41,13 +43,16 @@ async def record_step(
     name: str,
     result: Any,
     duration_ms: int,
+    *,
+    sleep_until: datetime | None = None,
 ) -> RecordedStep:
-    """Record step number ``index`` of ``job`` (fenced by its lock) and return it."""
+    """Record step number ``index`` of ``job`` (fenced by its lock) and return it; with
+    ``sleep_until`` the same write makes the record sleep until then."""
     store = require_role(services.store, Role.STEPS, "ctx.step")
     step = RecordedStep(name, result, services.clock.now(), job.execution_id, duration_ms)
     within = job_lock_seconds(services, job) / 2
     landed = await retry_transient(
-        lambda: store.record_step(job.job_id, job.lock_id, index, step),
+        lambda: store.record_step(job.job_id, job.lock_id, index, step, sleep_until=sleep_until),
         what=f"record step {name!r} of {job.job_name}",
         attempts=None,
         deadline=within,
@@ -61,6 +66,30 @@ async def record_step(
         raise LockLostError(job.job_name, job.job_id, job.execution_id)
     logger.debug("%s (%s): step %r recorded", job.job_name, job.job_id, name)
     return step
+
+
+async def record_sleep(
+    services: ExecutionServices,
+    job: ClaimedJob,
+    lock: JobLock,
+    index: int,
+    name: str,
+    wake: timedelta | datetime,
+) -> tuple[RecordedStep, datetime | None]:
+    """Record ``ctx.sleep``'s step ``name`` (its result the wake-up time, to the millisecond)
+    and, in the same fenced write, the record's sleep until then: from that write on no claim
+    takes the job before it wakes, whatever happens to this worker. The wake-up time is
+    returned when it is ahead (``None``: nothing to sleep, the run goes on)."""
+    now = services.clock.now()
+    until = to_millis(now + wake if isinstance(wake, timedelta) else wake)
+    sleeping = until > now
+    step = await record_step(
+        services, job, lock, index, name, until, 0, sleep_until=until if sleeping else None
+    )
+    if sleeping:
+        what = (job.job_name, job.job_id, until.isoformat())
+        logger.info("%s (%s) sleeps until %s", *what, extra=job_extra(job))
+    return step, until if sleeping else None
 
 
 async def record_step_in_transaction(

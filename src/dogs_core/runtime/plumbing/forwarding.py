@@ -597,8 +597,21 @@ class ForwardingJobStore(ABC):
             ),
         )
 
-    async def record_step(self, job_id: str, lock_id: str, index: int, step: RecordedStep) -> bool:
-        return cast("bool", await self._forward("record_step", job_id, lock_id, index, step))
+    async def record_step(
+        self,
+        job_id: str,
+        lock_id: str,
+        index: int,
+        step: RecordedStep,
+        *,
+        sleep_until: datetime | None = None,
+    ) -> bool:
+        return cast(
+            "bool",
+            await self._forward(
+                "record_step", job_id, lock_id, index, step, sleep_until=sleep_until
+            ),
+        )
 
     async def record_step_in_transaction(
         self,
