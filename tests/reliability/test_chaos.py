@@ -520,8 +520,11 @@ class Chaos:
         FAULTS.merge(self.stats)
 
 
+# 60 fleets of faults (about 0.7 s of the suite each, its longest test): the directed cases
+# below pin every fault this search has found; `--hypothesis-seed` and a larger
+# max_examples search further by hand.
 @settings(
-    max_examples=100,
+    max_examples=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
