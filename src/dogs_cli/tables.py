@@ -19,7 +19,13 @@ from rich.table import Table
 from rich.text import Text
 
 from dogs_cli.output import format_age, wide_console
-from dogs_core.domain.display import execution_timing, params_preview, record_moments
+from dogs_core.domain.display import (
+    StepLine,
+    execution_timing,
+    params_preview,
+    record_moments,
+    step_lines,
+)
 from dogs_core.domain.progress import Progress
 from dogs_core.domain.records import HistoryRecord, JobRecord, Owner
 from dogs_core.domain.steering import (
@@ -109,6 +115,17 @@ def job_json(record: JobRecord, now: datetime) -> dict[str, Any]:
         "expires_at": _iso(record.expires_at),
         "progress": progress_json(record.progress),
         "held": _hold_json(record),
+        "sleeping_until": _iso(record.sleeping),
+        "steps": [
+            {
+                "name": step.name,
+                "result": _plain(step.result),
+                "recorded_at": _iso(step.recorded_at),
+                "execution_id": step.execution_id,
+                "duration_ms": step.duration_ms,
+            }
+            for step in record.steps
+        ],
     }
 
 
@@ -375,6 +392,8 @@ def print_job(
             console.print(f"Its last progress: {final}", highlight=False)
     if record is not None:
         console.print(_record_table(record, now, full=full, archived=archived_at is not None))
+        if record.steps:
+            console.print(_steps_table(step_lines(record, rows), now))
         preview = params_preview(_plain(record.params), limit=_PARAMS_CELL)
         if preview.truncated and not full:
             console.print(
@@ -436,6 +455,24 @@ def _record_table(
         fields.append(("Expires", _moment(record.expires_at, now)))
     for name, value in fields:
         table.add_row(name, Text(value))
+    return table
+
+
+def _steps_table(lines: Sequence[StepLine], now: datetime) -> Table:
+    """A durable job's recorded steps: what a later run replays instead of running again."""
+    table = Table(title="Recorded steps (replayed, not run again)")
+    for column in ("#", "Step", "Recorded", "Took", "Try", "Size", "Result"):
+        table.add_column(column, overflow="fold")
+    for line in lines:
+        table.add_row(
+            str(line.number),
+            Text(line.name),
+            _moment(line.recorded_at, now),
+            f"{line.duration_ms:,} ms",
+            "-" if line.tries is None else str(line.tries),
+            line.size_label,
+            Text(line.result),
+        )
     return table
 
 

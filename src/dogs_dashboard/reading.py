@@ -1,5 +1,6 @@
 """What the templates use to say a job's truth: the times that mean something in its state, a
-run's timing (or that it never ran), params cut to a readable size, the traceback folded with
+run's timing (or that it never ran), params cut to a readable size, a durable job's recorded
+steps, the traceback folded with
 the user's frames first, and the age of a snapshot (all decided in ``dogs_core.domain``, shared
 with ``dogs jobs show``)."""
 
@@ -7,7 +8,12 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from dogs_core.domain.display import execution_timing, params_preview, record_moments
+from dogs_core.domain.display import (
+    execution_timing,
+    params_preview,
+    record_moments,
+    step_lines,
+)
 from dogs_core.domain.tracebacks import fold_traceback
 
 __all__ = ["TEMPLATE_FILTERS", "TEMPLATE_GLOBALS", "age_text"]
@@ -30,4 +36,5 @@ TEMPLATE_GLOBALS: Final[dict[str, Any]] = {
     "moments": record_moments,
     "timing": execution_timing,
     "preview": params_preview,
+    "step_lines": step_lines,
 }

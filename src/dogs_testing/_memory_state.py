@@ -97,6 +97,7 @@ def _stored(record: JobRecord) -> JobRecord:
         parked_at=_ms(record.parked_at),
         parked_run_at=_ms(record.parked_run_at),
         schedule=_stored_spec(record.schedule),
+        sleeping_until=_ms(record.sleeping_until),
     )
 
 

@@ -15,10 +15,11 @@ from typer.testing import CliRunner
 
 from dogs_core import JobStatus
 from dogs_core.domain.records import ClaimRequest
+from dogs_core.domain.steps import RecordedStep
 from dogs_core.ids import new_execution_id
 from dogs_mongo import MongoJobStore
 from dogs_mongo.container import DogsContainer
-from dogs_testing.settling import released, settle_one_sync
+from dogs_testing.settling import released, rescheduled, settle_one_sync
 from tests.cli import cli_jobs
 from tests.cli.test_cli import REGISTRY, assert_clean_error, invoke
 
@@ -368,3 +369,47 @@ def test_status_counts_a_released_lock_as_due_and_a_stale_one_in_oldest_due(
     assert "greet" in table
     states = {job["id"]: job["state"] for job in as_json(dogs("jobs", "list", "--json"))["jobs"]}
     assert states == {given_back: "retrying", stale: "stale"}
+
+
+@pytest.mark.mongo
+def test_show_lists_a_durable_jobs_steps_and_a_retry_wakes_it(
+    dogs: Callable[..., Any], store: MongoJobStore
+) -> None:
+    job_id = schedule(dogs, "nap")
+    now = datetime.now(UTC)
+    request = ClaimRequest(
+        job_names=("nap",),
+        partition=0,
+        hint="byJobName",
+        now=now,
+        locked_until=now + timedelta(minutes=5),
+        lock_id=new_execution_id(),
+    )
+    claimed = store.claim(request)
+    assert claimed is not None
+    lock = claimed.lock_id
+    charge = RecordedStep("charge", {"id": "ch_<1>"}, now, lock, 42)
+    wake = now + timedelta(days=3)
+    sleep = RecordedStep("sleep:1", wake, now, lock, 0)
+    assert store.record_step(job_id, lock, 0, charge)
+    assert store.record_step(job_id, lock, 1, sleep, sleep_until=wake)
+    assert settle_one_sync(store, job_id, lock, rescheduled(wake, tries=0))
+
+    shown = dogs("jobs", "show", job_id).stdout
+    assert "Recorded steps" in shown
+    assert "sleeping" in shown
+    assert "Sleeping until" in shown
+    assert "charge" in shown
+    assert "42 ms" in shown
+    assert '{"id": "ch_<1>"}' in shown
+    job = as_json(dogs("jobs", "show", job_id, "--json"))["job"]
+    assert job["state"] == "sleeping"
+    assert job["sleeping_until"] is not None
+    assert [(s["name"], s["duration_ms"]) for s in job["steps"]] == [("charge", 42), ("sleep:1", 0)]
+    listed = as_json(dogs("jobs", "list", "--state", "sleeping", "--json"))["jobs"]
+    assert [j["id"] for j in listed] == [job_id]
+    dogs("jobs", "retry", job_id)
+    woken = as_json(dogs("jobs", "show", job_id, "--json"))["job"]
+    assert woken["state"] == "due"
+    assert woken["sleeping_until"] is None
+    assert len(woken["steps"]) == 2, "a retry wakes it: its steps replay"

@@ -4,6 +4,7 @@ prefix, escaping, and no password anywhere."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from dogs_core.domain.records import (
     Scheduled,
 )
 from dogs_core.domain.stats import JobStats
+from dogs_core.domain.steps import RecordedStep
 from dogs_core.errors import InvalidOptionError
 from dogs_core.ids import new_execution_id, new_record_id
 from dogs_dashboard import create_app
@@ -245,6 +247,33 @@ def test_job_page_shows_executions_and_escaped_tracebacks(env: Env) -> None:
     assert "&lt;b&gt;bad&lt;/b&gt; width" in html
     assert "&lt;img src=x onerror=alert(2)&gt;" in html
     assert '<details class="traceback" open>' in html
+
+
+def test_job_page_lists_a_sleeping_jobs_recorded_steps(env: Env) -> None:
+    now = datetime.now(UTC)
+    wake = now + timedelta(days=3)
+    record = dataclasses.replace(
+        failed_record(),
+        status=None,
+        max_tries_reached_at=None,
+        expires_at=None,
+        tries=0,
+        next_run_at=wake,
+        sleeping_until=wake,
+        steps=(
+            RecordedStep("charge", {"id": "<b>ch_1</b>"}, now, "e1", 1234),
+            RecordedStep("sleep:1", wake, now, "e1", 0),
+        ),
+    )
+    env.store.sync.insert_record(record)
+    html = env.http.get(f"/jobs/{record.id}").text
+    assert 'id="job-state">sleeping<' in html
+    assert "Sleeping until" in html
+    assert 'id="steps"' in html
+    assert '<tr data-step="charge">' in html
+    assert '<tr data-step="sleep:1">' in html
+    assert "&lt;b&gt;ch_1&lt;/b&gt;" in html
+    assert "<b>ch_1</b>" not in html
 
 
 def test_a_finished_job_keeps_its_page(env: Env) -> None:

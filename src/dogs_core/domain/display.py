@@ -5,11 +5,13 @@ it means then (a running job's ``next_run_at`` is when it was due, not a next ru
 has none). :func:`execution_timing`: a row's start and duration, or that the job never ran (an
 operator cancelled it before any execution started). :func:`params_preview`: params as indented
 JSON, cut at a size a page or a terminal can show, saying how large they are in all.
+:func:`step_lines`: a durable job's recorded steps as a view lists them.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -21,13 +23,18 @@ __all__ = [
     "ExecutionTiming",
     "Moment",
     "ParamsPreview",
+    "StepLine",
     "execution_timing",
     "params_preview",
     "record_moments",
+    "step_lines",
 ]
 
 #: How much of a job's params a view shows before it offers the rest.
 PARAMS_PREVIEW_CHARS: Final = 4_000
+
+#: How much of a step's result a list of steps shows.
+STEP_RESULT_CHARS: Final = 80
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,3 +131,42 @@ def _size(characters: int) -> str:
     if characters < 1_000_000:
         return f"{characters / 1000:.1f} KB"
     return f"{characters / 1_000_000:.1f} MB"
+
+
+@dataclass(frozen=True, slots=True)
+class StepLine:
+    """One recorded step as a view lists it: its number (from 1), name, when it was recorded
+    and how long its function ran, its result's stored size and a one-line preview, and the
+    try that recorded it (``None`` when no history row of that execution is at hand: the run
+    is still going, or its row expired)."""
+
+    number: int
+    name: str
+    recorded_at: datetime
+    duration_ms: int
+    size_label: str
+    result: str
+    tries: int | None
+
+
+def step_lines(record: JobRecord, rows: Sequence[HistoryRecord] = ()) -> tuple[StepLine, ...]:
+    """The steps recorded on ``record``, in order; ``rows`` (its history) name the try of
+    each step's execution."""
+    tries = {row.execution_id: row.tries for row in rows}
+    lines = []
+    for number, step in enumerate(record.steps, start=1):
+        text = json.dumps(step.result, sort_keys=True, ensure_ascii=False, default=str)
+        if len(text) > STEP_RESULT_CHARS:
+            text = text[: STEP_RESULT_CHARS - 1] + "…"
+        lines.append(
+            StepLine(
+                number=number,
+                name=step.name,
+                recorded_at=step.recorded_at,
+                duration_ms=step.duration_ms,
+                size_label=_size(step.size),
+                result=text,
+                tries=tries.get(step.execution_id),
+            )
+        )
+    return tuple(lines)
