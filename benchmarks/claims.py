@@ -578,7 +578,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "claims",
                 markdown_report(summary, server, args, command),
                 {
-                    "server": asdict(server),
+                    "server": server.facts(),
                     "machine": machine_summary(),
                     "command": command,
                     "results": [asdict(r) for r in results],

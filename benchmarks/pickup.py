@@ -672,7 +672,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "pickup",
                 markdown_report(results, server, command, args.seed),
                 {
-                    "server": asdict(server),
+                    "server": server.facts(),
                     "machine": machine_summary(),
                     "command": command,
                     "seed": args.seed,

@@ -454,7 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "throughput",
             markdown_report(summary, server, options, command, ceiling, args.repeat),
             {
-                "server": asdict(server) if server else None,
+                "server": server.facts() if server else None,
                 "machine": machine_summary(),
                 "command": command,
                 "write_ceiling": ceiling,

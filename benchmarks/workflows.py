@@ -371,7 +371,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             console.print(line)
         if args.out is not None:
             payload = {
-                "server": asdict(server),
+                "server": server.facts(),
                 "machine": machine_summary(),
                 "command": command,
                 "results": [asdict(r) for r in results],

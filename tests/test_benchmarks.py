@@ -18,6 +18,7 @@ from benchmarks import (
     crash_fleet,
     crash_workflows,
     dashboard_pages,
+    durable,
     explain_stats,
     floor,
     following,
@@ -426,3 +427,18 @@ def test_workflows_quick(
         "batch",
         "chain (idle)",
     ]
+
+
+def test_durable_quick(mongodb_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = durable.main(["--quick", "--uri", mongodb_uri, "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "record writes per recorded step: 1.00" in out
+    assert "at most 0 commands sent while a handler replayed them, 0 step writes" in out
+    assert (tmp_path / "durable.md").exists()
+    assert (tmp_path / "durable.json").exists()
+
+
+def test_durable_rejects_a_bad_size() -> None:
+    with pytest.raises(SystemExit):
+        durable.main(["--jobs", "0"])

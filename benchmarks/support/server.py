@@ -57,6 +57,16 @@ class MongoServer:
         """MongoDB 8 (wire version 25) accepts ``sort`` in ``updateOne``."""
         return self.max_wire_version >= 25
 
+    def facts(self) -> dict[str, object]:
+        """The server in a benchmark's JSON results (the local process is not data)."""
+        return {
+            "uri": self.uri,
+            "version": self.version,
+            "max_wire_version": self.max_wire_version,
+            "started_here": self.started_here,
+            "pid": self.pid,
+        }
+
     def describe(self) -> str:
         origin = (
             "a local single-node replica set started by the benchmark"
