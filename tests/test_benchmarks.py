@@ -429,7 +429,9 @@ def test_workflows_quick(
     ]
 
 
-def test_durable_quick(mongodb_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_durable_quick(
+    mongodb_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     status = durable.main(["--quick", "--uri", mongodb_uri, "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert status == 0, out
