@@ -379,7 +379,7 @@ async def test_find_jobs_pages_with_a_stable_cursor() -> None:
     with pytest.raises(InvalidOptionError, match="limit"):
         await h.client.find_jobs(limit=1001)
     with pytest.raises(InvalidOptionError, match="state"):
-        await h.client.find_jobs(state="sleeping")
+        await h.client.find_jobs(state="napping")
 
 
 async def test_get_result_by_job_id_after_the_record_is_gone() -> None:

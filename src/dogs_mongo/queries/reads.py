@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from dogs_core.domain.records import HistoryStatus, JobState, JobStatus, JobType, to_millis
 from dogs_mongo.queries.claims import eligible_filter, hint_spec, stale_lock_expression
@@ -200,7 +200,32 @@ def status_counts_pipeline(now: datetime) -> list[dict[str, Any]]:
     Each record counts once: terminal first, then running, then stale, then due or later. A
     lock released at shutdown is neither running nor stale: the record waits as due or later.
     """
-    now = to_millis(now)
+
+    def count(name: str) -> dict[str, Any]:
+        return {"$sum": {"$cond": [{"$eq": ["$state", name]}, 1, 0]}}
+
+    waiting = {"$in": ["$state", ["due", "stale", "held"]]}
+    states = ("due", "later", "running", "stale", "terminal", "held")
+    return [
+        {"$project": {"jobName": 1, "since": _waiting_since(), "state": _count_state(now)}},
+        {
+            "$group": {
+                "_id": "$jobName",
+                **{name: count(name) for name in states},
+                "oldestDueAt": {"$min": {"$cond": [waiting, "$since", None]}},
+            }
+        },
+        {"$sort": {"_id": 1}},
+    ]
+
+
+_HOLDING: Final = {"$eq": [f"${HELD_FIELD}.until", "$nextRunAt"]}
+
+
+def _count_state(now: datetime) -> dict[str, Any]:
+    """The state a record counts in at ``now`` (``terminal``, ``running``, ``stale``, ``due``,
+    ``held`` or ``later``), the first that holds."""
+    at = to_millis(now)
     terminal = {
         "$and": [
             {"$ne": ["$type", JobType.RECURRENT.value]},
@@ -208,47 +233,27 @@ def status_counts_pipeline(now: datetime) -> list[dict[str, Any]]:
         ]
     }
     has_lock = {"$eq": [{"$type": "$lockedUntil"}, "date"]}
-    running = {"$and": [has_lock, {"$gt": ["$lockedUntil", now]}]}
-    due = {"$lte": ["$nextRunAt", now]}
-    holding = {"$eq": [f"${HELD_FIELD}.until", "$nextRunAt"]}
-    state = {
+    running = {"$and": [has_lock, {"$gt": ["$lockedUntil", at]}]}
+    return {
         "$switch": {
             "branches": [
                 {"case": terminal, "then": "terminal"},
                 {"case": running, "then": "running"},
                 {"case": stale_lock_expression(), "then": "stale"},
-                {"case": due, "then": "due"},
-                {"case": holding, "then": "held"},
+                {"case": {"$lte": ["$nextRunAt", at]}, "then": "due"},
+                {"case": _HOLDING, "then": "held"},
             ],
             "default": "later",
         }
     }
-    # Waiting since: the start of the hold in force, else the next run.
-    since = {
+
+
+def _waiting_since() -> dict[str, Any]:
+    """Waiting since: the start of the hold in force, else the next run."""
+    return {
         "$cond": [
-            {"$and": [holding, {"$lt": [f"${HELD_FIELD}.since", "$nextRunAt"]}]},
+            {"$and": [_HOLDING, {"$lt": [f"${HELD_FIELD}.since", "$nextRunAt"]}]},
             f"${HELD_FIELD}.since",
             "$nextRunAt",
         ]
     }
-
-    def count(name: str) -> dict[str, Any]:
-        return {"$sum": {"$cond": [{"$eq": ["$state", name]}, 1, 0]}}
-
-    waiting = {"$in": ["$state", ["due", "stale", "held"]]}
-    return [
-        {"$project": {"jobName": 1, "since": since, "state": state}},
-        {
-            "$group": {
-                "_id": "$jobName",
-                "due": count("due"),
-                "later": count("later"),
-                "running": count("running"),
-                "stale": count("stale"),
-                "terminal": count("terminal"),
-                "held": count("held"),
-                "oldestDueAt": {"$min": {"$cond": [waiting, "$since", None]}},
-            }
-        },
-        {"$sort": {"_id": 1}},
-    ]
