@@ -33,6 +33,9 @@ from dogs_core.domain.events import (
     ProgressWritten,
     SchedulingEnded,
     SchedulingStarted,
+    StepEnded,
+    StepReplayed,
+    StepStarted,
     StoreErrored,
 )
 from dogs_core.runtime.plumbing.telemetry import TELEMETRY, Subscriber, Telemetry, subscribe
@@ -61,6 +64,9 @@ __all__ = [
     "ProgressWritten",
     "SchedulingEnded",
     "SchedulingStarted",
+    "StepEnded",
+    "StepReplayed",
+    "StepStarted",
     "StoreErrored",
     "Subscriber",
     "Telemetry",

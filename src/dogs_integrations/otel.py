@@ -50,6 +50,9 @@ from dogs_core.domain.events import (
     ProgressWritten,
     SchedulingEnded,
     SchedulingStarted,
+    StepEnded,
+    StepReplayed,
+    StepStarted,
     WorkflowStartEnded,
     WorkflowStarting,
 )
@@ -73,6 +76,9 @@ _EVENT_KINDS: Final = (
     LockRenewed,
     LockLost,
     ProgressWritten,
+    StepStarted,
+    StepEnded,
+    StepReplayed,
     WorkflowStarting,
     WorkflowStartEnded,
 )
@@ -93,7 +99,7 @@ class OpenTelemetryTracing:
     propagator (``opentelemetry.propagate``, W3C ``traceparent`` unless configured).
     """
 
-    __slots__ = ("_propagator", "_runs", "_schedules", "_tracer")
+    __slots__ = ("_propagator", "_runs", "_schedules", "_steps", "_tracer")
 
     def __init__(
         self,
@@ -113,6 +119,7 @@ class OpenTelemetryTracing:
         self._propagator = propagator
         self._schedules: dict[int, tuple[Span, Token[Context], int]] = {}
         self._runs: dict[str, Span] = {}
+        self._steps: dict[tuple[str, int], tuple[Span, Token[Context]]] = {}
 
     def attach(self, telemetry: Telemetry = TELEMETRY) -> Callable[[], None]:
         """Subscribe to ``telemetry`` (the process-wide hub by default) for the events this
@@ -143,6 +150,16 @@ class OpenTelemetryTracing:
             self._lock_event(event.job, "dogs.lock.lost", {"dogs.lock.reason": event.reason})
         elif isinstance(event, ProgressWritten):
             self._lock_event(event.job, "dogs.progress", _progress_attributes(event))
+        elif isinstance(event, StepStarted):
+            self._step_started(event)
+        elif isinstance(event, StepEnded):
+            self._step_ended(event)
+        elif isinstance(event, StepReplayed):
+            replayed: dict[str, AttributeValue] = {
+                "dogs.step.name": event.name,
+                "dogs.step.index": event.index,
+            }
+            self._lock_event(event.job, "dogs.step.replayed", replayed)
         elif isinstance(event, SchedulingStarted):
             self._scheduling_started(event)
         elif isinstance(event, JobScheduled):
@@ -299,6 +316,36 @@ class OpenTelemetryTracing:
             span.set_attribute("dogs.job.stale_reason", event.reason)
             span.set_status(Status(StatusCode.ERROR, f"stale: {event.reason}"))
         span.end()
+
+    # -- durable steps ---------------------------------------------------------------------------
+
+    def _step_started(self, event: StepStarted) -> None:
+        """A span per step that runs, a child of the run's span (current in the handler's
+        context), made current while the step's function runs: what it traces nests under it.
+        Its end comes in the same context (:class:`StepEnded`), so the detach is safe."""
+        span = self._tracer.start_span(
+            f"step {event.name}",
+            kind=SpanKind.INTERNAL,
+            attributes={
+                "dogs.job.id": event.job.job_id,
+                "dogs.job.name": event.job.job_name,
+                "dogs.step.name": event.name,
+                "dogs.step.index": event.index,
+                "dogs.step.transactional": event.transactional,
+            },
+        )
+        token = otel_context.attach(trace.set_span_in_context(span))
+        self._steps[(event.job.execution_id, event.index)] = (span, token)
+
+    def _step_ended(self, event: StepEnded) -> None:
+        entry = self._steps.pop((event.job.execution_id, event.index), None)
+        if entry is None:
+            return
+        span, token = entry
+        if event.error is not None:
+            _record_error(span, event.error)
+        span.end()
+        otel_context.detach(token)
 
     def _lock_event(
         self, job: ClaimedJob, name: str, attributes: dict[str, AttributeValue]

@@ -498,3 +498,51 @@ async def test_one_trace_per_workflow_each_step_run_a_child_of_its_span(t: Trace
         assert run.attributes["dogs.workflow.id"] == started.id
     (failed,) = t.spans("run index")
     assert failed.status.status_code is StatusCode.ERROR
+
+
+@pytest.mark.anyio
+async def test_a_span_per_step_that_runs_under_its_run_and_an_event_per_replay(t: Traced) -> None:
+    jobs = Jobs()
+    tracer = t.provider.get_tracer("app")
+
+    async def charge() -> str:
+        with tracer.start_as_current_span("stripe.charge"):
+            return "ch_1"
+
+    def ship(tries: int) -> str:
+        if tries == 1:
+            raise ValueError("the shipping API answered 503")
+        return "parcel-1"
+
+    @jobs.event(max_tries=3)
+    async def order(params: Params, ctx: JobContext) -> None:
+        await ctx.step("charge", charge)
+        await ctx.step("ship", ship, ctx.tries)
+
+    client, workers = parts(t, jobs)
+    await client.schedule(order)
+    await run_for(workers, 30)
+
+    first, second = sorted(t.spans("run order"), key=lambda span: span.start_time or 0)
+    [charged] = t.spans("step charge")
+    assert charged.parent is not None
+    assert charged.parent.span_id == first.context.span_id
+    assert charged.attributes is not None
+    assert (charged.attributes["dogs.step.name"], charged.attributes["dogs.step.index"]) == (
+        "charge",
+        0,
+    )
+    [inner] = t.spans("stripe.charge")
+    assert inner.parent is not None
+    assert inner.parent.span_id == charged.context.span_id
+    failed, shipped = sorted(t.spans("step ship"), key=lambda span: span.start_time or 0)
+    assert failed.status.status_code is StatusCode.ERROR
+    assert failed.parent is not None
+    assert failed.parent.span_id == first.context.span_id
+    assert shipped.status.status_code is StatusCode.UNSET
+    assert shipped.parent is not None
+    assert shipped.parent.span_id == second.context.span_id
+    replays = [event for event in second.events if event.name == "dogs.step.replayed"]
+    assert [dict(event.attributes or {}) for event in replays] == [
+        {"dogs.step.name": "charge", "dogs.step.index": 0}
+    ]

@@ -22,6 +22,9 @@ JobSucceeded ...        the execution's outcome was written (see :class:`Executi
 LockRenewed             a renewal write of a job's lock landed                           lock task
 LockLost                a renewal found the lock taken or expired: the execution is stale  lock task
 ProgressWritten         a write carrying the handler's latest progress starts            lock task
+StepStarted             a durable step's function is about to run                        handler's
+StepEnded               a durable step was recorded, or its function raised              handler's
+StepReplayed            a durable step (or sleep) was replayed from the record           handler's
 StoreErrored            a store call raised (most are retried: ``transient``)           any
 WorkflowStarting        ``start_workflow`` begins, before anything is written            caller's
 WorkflowStartEnded      ``start_workflow`` returns or raises                             caller's
@@ -29,7 +32,10 @@ WorkflowStepReleased    a releaser (or ``retry_workflow``) released a blocked st
 WorkflowFinished        a workflow ended (all steps over, failed, or cancelled)          releaser
 ======================  ==============================================================  ==========
 
-"Execution" context means the execution's own context copy (each execution runs in one), so a
+"Handler's" is the task (or the worker thread of a sync handler) the handler calls
+``ctx.step`` on, in the execution's context: a step's :class:`StepStarted` and its
+:class:`StepEnded` come in that same context, so a subscriber may make a span current between
+them. "Execution" context means the execution's own context copy (each execution runs in one), so a
 subscriber may set context variables in :class:`JobStarted` (an OpenTelemetry span made current
 there is the parent of whatever the handler traces); it must not rely on the
 :class:`ExecutionEnded` event running in that same context: a stale execution ends on another
@@ -67,6 +73,9 @@ __all__ = [
     "ProgressWritten",
     "SchedulingEnded",
     "SchedulingStarted",
+    "StepEnded",
+    "StepReplayed",
+    "StepStarted",
     "StoreErrored",
     "WorkflowFinished",
     "WorkflowStartEnded",
@@ -304,6 +313,43 @@ class ProgressWritten(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class StepStarted(Event):
+    """``job``'s durable step number ``index`` (from 0), ``name``, is about to run its function
+    (``ctx.step``; a replayed step has a :class:`StepReplayed` instead)."""
+
+    kind: ClassVar[str] = "step.start"
+    job: ClaimedJob
+    name: str
+    index: int
+    transactional: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StepEnded(Event):
+    """The step of a :class:`StepStarted` ended: its result recorded (``error`` ``None``), or
+    its function (or the record write) raised ``error`` and nothing was recorded.
+    ``duration`` is the seconds from its start to here (function and record write)."""
+
+    kind: ClassVar[str] = "step.stop"
+    job: ClaimedJob
+    name: str
+    index: int
+    duration: float
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepReplayed(Event):
+    """``job``'s recorded step ``index``, ``name``, was returned from the record without running
+    (a retry, a takeover or a wake-up resumes past it)."""
+
+    kind: ClassVar[str] = "step.replayed"
+    job: ClaimedJob
+    name: str
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
 class StoreErrored(Event):
     """The store call ``operation`` (a port method name) raised ``error``; ``transient`` errors
     (network, failover, write conflict) are retried by the caller."""
@@ -384,6 +430,9 @@ EVENT_KINDS: Mapping[str, type[Event]] = {
         LockRenewed,
         LockLost,
         ProgressWritten,
+        StepStarted,
+        StepEnded,
+        StepReplayed,
         StoreErrored,
         WorkflowStarting,
         WorkflowStartEnded,

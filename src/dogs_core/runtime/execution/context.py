@@ -14,6 +14,7 @@ from typing import Any, Final, Literal, ParamSpec, Protocol, TypeVar, overload
 import anyio.from_thread
 
 from dogs_core.domain.definitions import JobDefinition, Snooze
+from dogs_core.domain.events import Event, StepEnded, StepReplayed, StepStarted
 from dogs_core.domain.history import workflow_id_of
 from dogs_core.domain.records import ClaimedJob, JobType
 from dogs_core.domain.schedules import ensure_utc, parse_duration
@@ -27,6 +28,7 @@ from dogs_core.errors import (
 )
 from dogs_core.runtime.execution.log_capture import LogCapture
 from dogs_core.runtime.plumbing.settings import DurationLike
+from dogs_core.runtime.plumbing.telemetry import Telemetry
 
 __all__ = ["ExecutionControls", "JobContext", "Reported", "current_job"]
 
@@ -73,6 +75,9 @@ class ExecutionControls(LockControls, Protocol):
 
     @property
     def definition(self) -> JobDefinition: ...
+
+    @property
+    def telemetry(self) -> Telemetry: ...
 
 
 _current: ContextVar[JobContext | None] = ContextVar("dogs_current_job", default=None)
@@ -126,11 +131,13 @@ class JobContext:
 
     _capture: LogCapture | None = None  # the execution's kept lines, once the logger is made
     _lost = False  # the execution went stale: set once by it (progress reports are refused)
+    _telemetry: Telemetry | None = None  # where step events go (none for a fake context)
 
     def __init__(self, execution: ExecutionControls) -> None:
         self._execution: LockControls = execution
         self._job = execution.job
         self._definition = execution.definition
+        self._telemetry = execution.telemetry
 
     @functools.cached_property
     def logger(self) -> logging.LoggerAdapter[logging.Logger]:
@@ -329,20 +336,26 @@ class JobContext:
         book = self._step_book()
         recorded = book.begin(name)
         if recorded is not None:
+            self._emit_replayed(book, name)
             return recorded.result
+        index, started = book.next_index, time.perf_counter()
         try:
             self._check_steps()
+            self._emit(lambda: StepStarted(self._job, name, index, transactional))
             if transactional:
-                return await self._transactional_step(book, name, fn, args, kwargs)
-            started = time.perf_counter()
-            result = fn(*args, **kwargs)
-            if inspect.isawaitable(result):
-                result = await result
-            return await self._end_step(book, name, result, started)
+                stored = await self._transactional_step(book, name, fn, args, kwargs)
+            else:
+                result = fn(*args, **kwargs)
+                if inspect.isawaitable(result):
+                    result = await result
+                stored = await self._end_step(book, name, result, started)
         except BaseException as error:
             book.abandon()
+            self._emit_ended(name, index, started, error)
             _note_step(error, name, self.job_name)
             raise
+        self._emit_ended(name, index, started, None)
+        return stored
 
     async def _transactional_step(
         self,
@@ -376,17 +389,21 @@ class JobContext:
         book = self._step_book()
         recorded = book.begin(name)
         if recorded is not None:
+            self._emit_replayed(book, name)
             return recorded.result  # type: ignore[no-any-return]
+        index, started = book.next_index, time.perf_counter()
         try:
             self._check_steps()
-            started = time.perf_counter()
+            self._emit(lambda: StepStarted(self._job, name, index))
             result = fn(*args, **kwargs)
             stored = anyio.from_thread.run(self._end_step, book, name, result, started)
-            return stored  # type: ignore[no-any-return]
         except BaseException as error:
             book.abandon()
+            self._emit_ended(name, index, started, error)
             _note_step(error, name, self.job_name)
             raise
+        self._emit_ended(name, index, started, None)
+        return stored  # type: ignore[no-any-return]
 
     # -- durable sleeps (docs/durable-jobs.md) ------------------------------------------------
 
@@ -439,6 +456,7 @@ class JobContext:
         sleeps = self.__dict__["_sleeps"] = self.__dict__.get("_sleeps", 0) + 1
         step_name = f"sleep:{sleeps}" if name is None else name
         if book.begin(step_name) is not None:
+            self._emit_replayed(book, step_name)
             return  # slept already: this run resumes past it
         try:
             self._check_steps()
@@ -480,6 +498,20 @@ class JobContext:
 
     def _check_steps(self) -> None:
         self._execution.check_steps()
+
+    def _emit(self, make: Callable[[], Event]) -> None:
+        telemetry = self._telemetry
+        if telemetry is not None and telemetry.active:
+            telemetry.emit(make())
+
+    def _emit_replayed(self, book: StepBook, name: str) -> None:
+        index = book.next_index - 1  # begin() has moved past the replayed step
+        self._emit(lambda: StepReplayed(self._job, name, index))
+
+    def _emit_ended(
+        self, name: str, index: int, started: float, error: BaseException | None
+    ) -> None:
+        self._emit(lambda: StepEnded(self._job, name, index, time.perf_counter() - started, error))
 
     async def _end_step(self, book: StepBook, name: str, result: object, started: float) -> Any:
         stored = book.check_result(name, result)

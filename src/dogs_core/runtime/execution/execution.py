@@ -84,6 +84,7 @@ from dogs_core.runtime.execution.steps import (
 )
 from dogs_core.runtime.plumbing._async.retry import retry_transient
 from dogs_core.runtime.plumbing.outage import log_gave_up
+from dogs_core.runtime.plumbing.telemetry import Telemetry
 
 __all__ = ["Execution", "Phase"]
 
@@ -157,6 +158,11 @@ class Execution:
 
     def check_steps(self) -> None:
         check_steps(self.services)
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """The hub a durable step's events go to (``ctx.step`` emits them)."""
+        return self.services.telemetry
 
     async def record_step(
         self, index: int, name: str, result: Any, duration_ms: int
