@@ -47,14 +47,12 @@ from benchmarks.support.report import (
     command_line,
     exit_status,
     fmt,
-    machine_summary,
     markdown_table,
     new_console,
     outcome,
-    print_table,
+    publish,
     report_header,
     targets_section,
-    write_results,
 )
 from benchmarks.support.server import MongoServer, scratch_database, serving
 from benchmarks.support.timing import percentile
@@ -366,18 +364,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     announce(console, command)
     with serving(args.uri, console) as server:
         results = anyio.run(run_all, server, args, console, backend="asyncio")
-        print_table(console, f"Workflows, MongoDB {server.version}", HEADERS, table_rows(results))
-        for line in targets(results):
-            console.print(line)
-        if args.out is not None:
-            payload = {
-                "server": server.facts(),
-                "machine": machine_summary(),
-                "command": command,
-                "results": [asdict(r) for r in results],
-            }
-            write_results(args.out, "workflows", markdown_report(results, server, command), payload)
-            console.print(f"wrote {args.out / 'workflows.md'} and workflows.json")
+        publish(
+            console,
+            "workflows",
+            title=f"Workflows, MongoDB {server.version}",
+            headers=HEADERS,
+            rows=table_rows(results),
+            targets=targets(results),
+            server=server,
+            command=command,
+            out=args.out,
+            markdown=lambda: markdown_report(results, server, command),
+            results=[asdict(r) for r in results],
+        )
     return exit_status(console, sum(bool(r.failures) for r in results), "scenario")
 
 

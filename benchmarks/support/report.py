@@ -248,3 +248,34 @@ def write_results(out: Path, name: str, markdown: str, payload: Any) -> None:
     """``out/NAME.md`` (the report) and ``out/NAME.json`` (every run, for charts and reruns)."""
     atomic_write(out / f"{name}.md", markdown)
     dump_json(out / f"{name}.json", payload)
+
+
+def publish(
+    console: Console,
+    name: str,
+    *,
+    title: str,
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    targets: Sequence[str],
+    server: MongoServer,
+    command: str,
+    out: Path | None,
+    markdown: Callable[[], str],
+    results: Sequence[Any],
+) -> None:
+    """The end of a sitting: its table and target lines on the console, and with ``out`` its
+    ``NAME.md`` report and ``NAME.json`` (the server, the machine, the command, ``results``)."""
+    print_table(console, title, headers, rows)
+    for line in targets:
+        console.print(line)
+    if out is None:
+        return
+    payload = {
+        "server": server.facts(),
+        "machine": machine_summary(),
+        "command": command,
+        "results": list(results),
+    }
+    write_results(out, name, markdown(), payload)
+    console.print(f"wrote {out / f'{name}.md'} and {name}.json")
