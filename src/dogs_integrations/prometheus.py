@@ -46,6 +46,8 @@ from dogs_core.domain.events import (
     JobScheduled,
     JobStarted,
     LockLost,
+    StepEnded,
+    StepReplayed,
     StoreErrored,
     WorkflowFinished,
     WorkflowStartEnded,
@@ -83,6 +85,8 @@ _EVENT_KINDS: Final = (
     ClaimSwept,
     JobScheduled,
     LockLost,
+    StepEnded,
+    StepReplayed,
     StoreErrored,
     WorkflowStartEnded,
     WorkflowStepReleased,
@@ -130,7 +134,8 @@ class PrometheusMetrics:
         """The registry the metrics are on (serve it with :func:`serve_metrics`)."""
         self.namespace = namespace
         try:
-            self._create_metrics()
+            self._create_job_metrics()
+            self._create_fleet_metrics()
         except ValueError as error:  # a name the registry already has
             raise InvalidOptionError(
                 "registry",
@@ -143,7 +148,8 @@ class PrometheusMetrics:
         self._worker_labels: set[tuple[str, str]] = set()
         self._failing = False
 
-    def _create_metrics(self) -> None:
+    def _create_job_metrics(self) -> None:
+        """What this process's calls and executions count."""
         common = _Common(namespace=self.namespace, registry=self.registry)
         self.jobs_scheduled = Counter(
             "jobs_scheduled", "Records inserted by schedule calls.", ["job_name"], **common
@@ -184,6 +190,23 @@ class PrometheusMetrics:
             buckets=LAG_BUCKETS,
             **common,
         )
+        self.steps = Counter(
+            "steps",
+            "Durable steps ended: recorded, failed (its function raised) or replayed.",
+            ["job_name", "outcome"],
+            **common,
+        )
+        self.step_duration = Histogram(
+            "step_duration_seconds",
+            "Seconds of a durable step that ran: its function and its record write.",
+            ["job_name"],
+            buckets=EXECUTION_BUCKETS,
+            **common,
+        )
+
+    def _create_fleet_metrics(self) -> None:
+        """What the store says of the fleet (the refreshed gauges), and workflows."""
+        common = _Common(namespace=self.namespace, registry=self.registry)
         self.jobs = Gauge(
             "jobs", "Records per job name and state, read from the store.", ["job_name", "state"],
             **common,
@@ -260,6 +283,12 @@ class PrometheusMetrics:
             self.jobs_expired.labels(event.job.job_name).inc()
         elif isinstance(event, LockLost):
             self.lock_lost.labels(event.job.job_name).inc()
+        elif isinstance(event, StepEnded):
+            outcome = "recorded" if event.error is None else "failed"
+            self.steps.labels(event.job.job_name, outcome).inc()
+            self.step_duration.labels(event.job.job_name).observe(max(event.duration, 0.0))
+        elif isinstance(event, StepReplayed):
+            self.steps.labels(event.job.job_name, "replayed").inc()
         elif isinstance(event, StoreErrored):
             self.store_errors.labels(event.operation, "true" if event.transient else "false").inc()
         elif isinstance(event, WorkflowStartEnded):

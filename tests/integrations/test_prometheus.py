@@ -21,7 +21,15 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from dogs_core.domain.definitions import Discard
-from dogs_core.domain.events import ClaimSwept, JobClaimed, JobStarted, LockLost, StoreErrored
+from dogs_core.domain.events import (
+    ClaimSwept,
+    JobClaimed,
+    JobStarted,
+    LockLost,
+    StepEnded,
+    StepReplayed,
+    StoreErrored,
+)
 from dogs_core.domain.records import ClaimedJob, JobType, NameStatus
 from dogs_core.errors import InvalidOptionError, TransientStoreError
 from dogs_core.jobs import Jobs
@@ -159,6 +167,9 @@ def test_lock_losses_store_errors_claims_and_lags_by_hand(metrics: PrometheusMet
     hub.emit(JobClaimed(claimed(), pickup_lag=3.0))  # a claim is not a start: not observed
     hub.emit(JobStarted(claimed(), pickup_lag=None))
     hub.emit(JobStarted(claimed(), pickup_lag=-0.5))  # clocks disagree: counted as 0
+    hub.emit(StepEnded(claimed(), "charge", 0, duration=0.004))
+    hub.emit(StepEnded(claimed(), "ship", 1, duration=2.0, error=ValueError("503")))
+    hub.emit(StepReplayed(claimed(), "charge", 0))
     unsubscribe()
     hub.emit(LockLost(claimed(), reason="watchdog"))  # not counted: unsubscribed
     samples = registry_samples(metrics)
@@ -168,6 +179,10 @@ def test_lock_losses_store_errors_claims_and_lags_by_hand(metrics: PrometheusMet
     assert value(samples, "dogs_claim_duration_seconds_bucket", le="0.005") == 1
     assert value(samples, "dogs_pickup_lag_seconds_count", job_name="nap") == 1
     assert value(samples, "dogs_pickup_lag_seconds_bucket", job_name="nap", le="0.01") == 1
+    for outcome in ("recorded", "failed", "replayed"):
+        assert value(samples, "dogs_steps_total", job_name="nap", outcome=outcome) == 1
+    assert value(samples, "dogs_step_duration_seconds_count", job_name="nap") == 2
+    assert value(samples, "dogs_step_duration_seconds_bucket", job_name="nap", le="0.01") == 1
 
 
 # -- gauges ------------------------------------------------------------------------------------
