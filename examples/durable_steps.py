@@ -11,8 +11,9 @@ shipping API fails on the first try: the retry replays ``reserve`` and ``charge`
 records and only books the shipment. With ``--uri`` the charge is a *transactional* step: the
 payment document and the step's record commit in one MongoDB transaction (both or neither), so
 the payment is written exactly once whatever dies when. ``await ctx.sleep(...)`` ends the run
-and frees its slot; the job is ``sleeping`` until it wakes, then resumes after the sleep with
-its steps replayed. With ``--uri`` the example uses a fresh database and drops it at the end.
+and frees its slot; the job is ``sleeping`` until it wakes (here the warehouse's answer wakes it
+early with ``client.retry_now``), then resumes after the sleep with its steps replayed. With
+``--uri`` the example uses a fresh database and drops it at the end.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 import anyio
 
 from dogs_core import JobContext, Jobs
+from dogs_core.domain.records import JobState
 from dogs_core.domain.schedules import RetryPolicy
 from dogs_mongo import Example, run_example
 from dogs_testing import InMemoryJobStore
@@ -37,8 +39,8 @@ class Order:
     amount: int
 
 
-#: How long the order waits for the warehouse (days in real life).
-WAREHOUSE_DELAY = timedelta(seconds=0.5)
+#: How long the order waits for the warehouse at most; the warehouse's answer wakes it early.
+WAREHOUSE_DELAY = timedelta(days=2)
 
 
 class ShippingDown(Exception):
@@ -103,16 +105,20 @@ async def run(example: Example) -> None:
         await mongo[str(example.database)].create_collection("payments")
     jobs = build_jobs(calls, payments)
     client = example.client(jobs)
-    await client.schedule("fulfil_order", Order(order_id=42, amount=1999))
-    said_sleeping = False
+    scheduled = await client.schedule("fulfil_order", Order(order_id=42, amount=1999))
+    job_id = str(getattr(scheduled, "id", ""))
     async with example.workers(jobs, poll_interval=0.05) as workers:
-        while found := await client.find_jobs("fulfil_order"):  # the job goes when done
-            if found[0].sleeping is not None and not said_sleeping:
-                said_sleeping = True
-                print(
-                    f"the order is {found[0].state(client.clock.now()).value}: no worker holds it"
-                )
-            await anyio.sleep(0.05)
+        with anyio.fail_after(60):
+            while (record := await client.get_job(job_id)) is None or record.state(  # noqa: ASYNC110
+                client.clock.now()
+            ) is not JobState.SLEEPING:
+                await anyio.sleep(0.05)  # polling the record: the plain way to watch one job
+        print(f"the order is sleeping until {record.sleeping:%Y-%m-%d}: no worker holds it")
+        await client.retry_now(job_id)  # the warehouse answered: wake it now
+        print("the warehouse is ready: retry_now wakes the order, which resumes after the sleep")
+        with anyio.fail_after(60):
+            while await client.find_jobs("fulfil_order"):  # noqa: ASYNC110 - it goes when done
+                await anyio.sleep(0.05)
         await workers.stop()
     for execution in reversed(await client.get_executions("fulfil_order")):
         outcome = execution.result if execution.error_message is None else execution.error_message

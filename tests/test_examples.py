@@ -115,7 +115,8 @@ def test_custom_adapter(capsys: pytest.CaptureFixture[str]) -> None:
 def test_durable_steps_in_memory(capsys: pytest.CaptureFixture[str]) -> None:
     durable_steps.main([])
     out = output_of(capsys)
-    assert "the order is sleeping: no worker holds it" in out
+    assert "the order is sleeping until " in out
+    assert "retry_now wakes the order" in out
     assert "try 1: snoozed -> None" in out
     assert "try 2: replaying reserve, charge, wait for the warehouse from the record" in out
     assert "try 1: error -> the shipping API answered 503" in out
@@ -127,7 +128,7 @@ def test_durable_steps_in_memory(capsys: pytest.CaptureFixture[str]) -> None:
 def test_durable_steps_on_mongodb(mongodb_uri: str, capsys: pytest.CaptureFixture[str]) -> None:
     durable_steps.main(["--uri", mongodb_uri])
     out = output_of(capsys)
-    assert "the order is sleeping: no worker holds it" in out
+    assert "the order is sleeping until " in out
     assert "try 2: replaying reserve, charge, wait for the warehouse from the record" in out
     assert "function calls: reserve 1, charge 1, ship 2" in out
     assert "payments stored: 1" in out
