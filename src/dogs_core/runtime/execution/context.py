@@ -338,10 +338,11 @@ class JobContext:
         if recorded is not None:
             self._emit_replayed(book, name)
             return recorded.result
-        index, started = book.next_index, time.perf_counter()
+        index, began = book.next_index, time.perf_counter()
         try:
             self._check_steps()
             self._emit(lambda: StepStarted(self._job, name, index, transactional))
+            started = time.perf_counter()  # the recorded duration is the function's alone
             if transactional:
                 stored = await self._transactional_step(book, name, fn, args, kwargs)
             else:
@@ -351,10 +352,10 @@ class JobContext:
                 stored = await self._end_step(book, name, result, started)
         except BaseException as error:
             book.abandon()
-            self._emit_ended(name, index, started, error)
+            self._emit_ended(name, index, began, error)
             _note_step(error, name, self.job_name)
             raise
-        self._emit_ended(name, index, started, None)
+        self._emit_ended(name, index, began, None)
         return stored
 
     async def _transactional_step(
@@ -391,18 +392,19 @@ class JobContext:
         if recorded is not None:
             self._emit_replayed(book, name)
             return recorded.result  # type: ignore[no-any-return]
-        index, started = book.next_index, time.perf_counter()
+        index, began = book.next_index, time.perf_counter()
         try:
             self._check_steps()
             self._emit(lambda: StepStarted(self._job, name, index))
+            started = time.perf_counter()  # the recorded duration is the function's alone
             result = fn(*args, **kwargs)
             stored = anyio.from_thread.run(self._end_step, book, name, result, started)
         except BaseException as error:
             book.abandon()
-            self._emit_ended(name, index, started, error)
+            self._emit_ended(name, index, began, error)
             _note_step(error, name, self.job_name)
             raise
-        self._emit_ended(name, index, started, None)
+        self._emit_ended(name, index, began, None)
         return stored  # type: ignore[no-any-return]
 
     # -- durable sleeps (docs/durable-jobs.md) ------------------------------------------------
